@@ -1,0 +1,28 @@
+//! Sans-IO protocol code for Throng, an Icecast-compatible live-audio server.
+//!
+//! Nothing in this crate opens a socket, reads a clock or spawns a thread: every item is a pure
+//! function or a state machine fed with bytes, so each rule is tested deterministically. The
+//! server (`throng-server`) and the load generator (`throng-bench`) are thin I/O layers over it.
+//!
+//! Modules, by concept:
+//! - [`http`]: HTTP/1.x request and response heads, including `SOURCE`, `ICE/1.0` and `ICY 200 OK`.
+//! - [`auth`]: HTTP Basic credentials.
+//! - [`format`]: Content-Type to stream format, as Icecast 2.4.4 `format.c`.
+//! - [`source_info`]: the `ice-*`/`icy-*` stream description a source client announces.
+//! - [`listener_head`]: the response head Icecast 2.4.4 sends a listener.
+//! - [`icy`]: ICY metadata blocks, interleaving arithmetic and de-interleaving.
+//! - [`mp3`], [`adts`], [`ogg`]: frame and page headers.
+//! - [`framer`]: splits a byte stream into frames or pages, resynchronising over garbage.
+//! - [`burst`]: where a new listener joins the stream (burst-on-connect alignment).
+
+pub mod adts;
+pub mod auth;
+pub mod burst;
+pub mod format;
+pub mod framer;
+pub mod http;
+pub mod icy;
+pub mod listener_head;
+pub mod mp3;
+pub mod ogg;
+pub mod source_info;

@@ -1,0 +1,123 @@
+//! The response head a listener receives, as Icecast 2.4.4 `format.c:format_prepare_headers`
+//! writes it, plus the CORS headers Icecast-KH sends by default (`params.c:default_headers`).
+//!
+//! Standard headers are written `Name: value`; the stream's `icy-*` headers are written with no
+//! space after the colon and in alphabetical order, byte for byte as Icecast does, because some
+//! players match them literally.
+
+/// CORS headers sent on every listener response and on `OPTIONS`, as Icecast-KH sends them.
+pub const CORS_HEADERS: &[(&str, &str)] = &[
+    ("Access-Control-Allow-Origin", "*"),
+    ("Access-Control-Allow-Credentials", "true"),
+    (
+        "Access-Control-Allow-Headers",
+        "Origin, Icy-MetaData, Range, Authorization",
+    ),
+    (
+        "Access-Control-Expose-Headers",
+        "Icy-Br, Icy-Description, Icy-Genre, Icy-MetaInt, Icy-Name, Icy-Pub, Icy-Url",
+    ),
+    (
+        "Access-Control-Allow-Methods",
+        "GET, OPTIONS, SOURCE, PUT, HEAD, STATS",
+    ),
+];
+
+/// What goes into a listener's response head.
+#[derive(Debug, Clone, Default)]
+pub struct ListenerHead<'a> {
+    /// `Server:` value, e.g. `Throng 0.1.0`.
+    pub server_id: &'a str,
+    /// `Date:` value (RFC 7231 IMF-fixdate), supplied by the caller because this crate reads no clock.
+    pub date: &'a str,
+    /// The source's Content-Type.
+    pub content_type: &'a str,
+    /// Stream headers as `(name, value)` with names already lower-case `icy-*`/`ice-audio-info`;
+    /// they are written sorted by name, `name:value`.
+    pub stream_headers: Vec<(String, String)>,
+    /// `icy-metaint` in bytes, when the listener asked for ICY metadata and the format carries it.
+    pub metaint: Option<usize>,
+    /// Extra configured headers (`<http-headers>`), written `Name: value` before the stream headers.
+    pub extra_headers: &'a [(String, String)],
+}
+
+impl ListenerHead<'_> {
+    /// Serialises the head: `HTTP/1.0 200 OK`, standard headers, CORS, configured headers,
+    /// stream headers, `icy-metaint`, blank line.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = String::with_capacity(640);
+        out.push_str("HTTP/1.0 200 OK\r\n");
+        push_header(&mut out, "Server", self.server_id);
+        push_header(&mut out, "Connection", "Close");
+        push_header(&mut out, "Date", self.date);
+        push_header(&mut out, "Content-Type", self.content_type);
+        push_header(&mut out, "Cache-Control", "no-cache, no-store");
+        push_header(&mut out, "Expires", "Mon, 26 Jul 1997 05:00:00 GMT");
+        push_header(&mut out, "Pragma", "no-cache");
+        for (k, v) in CORS_HEADERS {
+            push_header(&mut out, k, v);
+        }
+        for (k, v) in self.extra_headers {
+            push_header(&mut out, k, v);
+        }
+        let mut stream: Vec<&(String, String)> = self.stream_headers.iter().collect();
+        stream.sort_by(|a, b| a.0.cmp(&b.0));
+        for (k, v) in stream {
+            out.push_str(k);
+            out.push(':');
+            out.push_str(&sanitize(v));
+            out.push_str("\r\n");
+        }
+        if let Some(m) = self.metaint {
+            out.push_str(&format!("icy-metaint:{m}\r\n"));
+        }
+        out.push_str("\r\n");
+        out.into_bytes()
+    }
+}
+
+fn push_header(out: &mut String, name: &str, value: &str) {
+    out.push_str(name);
+    out.push_str(": ");
+    out.push_str(&sanitize(value));
+    out.push_str("\r\n");
+}
+
+/// Removes CR and LF so a value announced by a source cannot inject headers.
+fn sanitize(v: &str) -> std::borrow::Cow<'_, str> {
+    if v.contains(['\r', '\n']) {
+        v.replace(['\r', '\n'], " ").into()
+    } else {
+        v.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn head_matches_icecast_layout() {
+        let head = ListenerHead {
+            server_id: "Throng",
+            date: "Fri, 20 Nov 2026 22:00:00 GMT",
+            content_type: "audio/mpeg",
+            stream_headers: vec![
+                ("icy-name".into(), "My\r\nRadio".into()),
+                ("icy-br".into(), "64".into()),
+                ("icy-pub".into(), "0".into()),
+            ],
+            metaint: Some(16000),
+            extra_headers: &[],
+        };
+        let s = String::from_utf8(head.to_bytes()).unwrap();
+        assert!(s.starts_with("HTTP/1.0 200 OK\r\nServer: Throng\r\nConnection: Close\r\n"));
+        assert!(s.contains("Content-Type: audio/mpeg\r\n"));
+        assert!(s.contains("Access-Control-Allow-Origin: *\r\n"));
+        let br = s.find("icy-br:64\r\n").unwrap();
+        let name = s.find("icy-name:My  Radio\r\n").unwrap();
+        let pubh = s.find("icy-pub:0\r\n").unwrap();
+        assert!(br < name && name < pubh);
+        assert!(s.ends_with("icy-metaint:16000\r\n\r\n"));
+    }
+}
