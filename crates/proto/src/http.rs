@@ -239,6 +239,7 @@ pub fn reason_phrase(status: u16) -> &'static str {
         409 => "Conflict",
         413 => "Request Entity Too Large",
         415 => "Unsupported Media Type",
+        431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
         501 => "Not Implemented",
         503 => "Service Unavailable",

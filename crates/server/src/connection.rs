@@ -1,0 +1,235 @@
+//! One accepted connection: read its request head (bounded in size and time), then hand it to
+//! the source, listener or admin/status handler. Errors end here with a clear HTTP status, an
+//! access-log line and a tracing line; nothing a client sends can affect another client.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use throng_proto::http::{
+    parse_request_head, simple_response, HeadError, RequestHead, MAX_HEAD_BYTES,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::access_log::AccessEntry;
+use crate::server::ServerCtx;
+
+/// Holds one unit of the `clients` count; released on drop unless handed to a fan-out shard
+/// (which releases it when the listener goes).
+#[derive(Debug)]
+pub struct ClientSlot {
+    ctx: Arc<ServerCtx>,
+    armed: bool,
+}
+
+impl ClientSlot {
+    /// Takes ownership of the unit counted at accept time.
+    pub fn new(ctx: Arc<ServerCtx>) -> ClientSlot {
+        ClientSlot { ctx, armed: true }
+    }
+
+    /// The count now belongs to a shard.
+    pub fn hand_over(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        if self.armed {
+            self.ctx.clients.fetch_sub(1, Ordering::Relaxed);
+            self.ctx.metrics.clients.dec();
+        }
+    }
+}
+
+/// Why no request head could be read.
+#[derive(Debug)]
+enum ReadHeadError {
+    Head(HeadError),
+    Timeout,
+    Closed,
+    Io(std::io::Error),
+}
+
+/// Reads a request head; returns it, its length, and every byte read (head plus any body bytes
+/// that came with it). The buffer lives only in this function's future.
+async fn read_head(
+    stream: &mut TcpStream,
+    timeout: std::time::Duration,
+) -> Result<(RequestHead, usize, Vec<u8>), ReadHeadError> {
+    let fut = async {
+        let mut buf = Vec::with_capacity(1024);
+        loop {
+            if buf.len() >= MAX_HEAD_BYTES {
+                return Err(ReadHeadError::Head(HeadError::TooLarge));
+            }
+            buf.reserve(1024);
+            let n = stream.read_buf(&mut buf).await.map_err(ReadHeadError::Io)?;
+            if n == 0 {
+                return Err(ReadHeadError::Closed);
+            }
+            match parse_request_head(&buf) {
+                Ok(Some((head, len))) => return Ok((head, len, buf)),
+                Ok(None) => continue,
+                Err(e) => return Err(ReadHeadError::Head(e)),
+            }
+        }
+    };
+    tokio::time::timeout(timeout, fut)
+        .await
+        .unwrap_or(Err(ReadHeadError::Timeout))
+}
+
+/// Whether `path` is served by the admin/status HTTP stack rather than a mount.
+fn is_admin_path(path: &str) -> bool {
+    path == "/"
+        || path == "/status-json.xsl"
+        || path == "/metrics"
+        || path == "/admin.cgi"
+        || path.starts_with("/admin/")
+        || path.starts_with("/api/")
+}
+
+/// Serves one connection.
+pub async fn handle(ctx: Arc<ServerCtx>, mut stream: TcpStream, peer: SocketAddr) {
+    let slot = ClientSlot::new(ctx.clone());
+    let (head, head_len, buf) = match read_head(&mut stream, ctx.config.header_timeout()).await {
+        Ok(h) => h,
+        Err(ReadHeadError::Closed) => return,
+        Err(ReadHeadError::Io(e)) => {
+            tracing::debug!(%peer, "read error before request head: {e}");
+            return;
+        }
+        Err(ReadHeadError::Timeout) => {
+            tracing::info!(%peer, "no request head within header-timeout");
+            let _ = reply(
+                &ctx,
+                &mut stream,
+                peer,
+                "-",
+                408,
+                &[],
+                "Request head timed out\n",
+            )
+            .await;
+            return;
+        }
+        Err(ReadHeadError::Head(HeadError::TooLarge)) => {
+            tracing::info!(%peer, "request head over {MAX_HEAD_BYTES} bytes");
+            let _ = reply(
+                &ctx,
+                &mut stream,
+                peer,
+                "-",
+                431,
+                &[],
+                "Request head too large\n",
+            )
+            .await;
+            return;
+        }
+        Err(ReadHeadError::Head(HeadError::Malformed(why))) => {
+            tracing::info!(%peer, "malformed request head: {why}");
+            let _ = reply(
+                &ctx,
+                &mut stream,
+                peer,
+                "-",
+                400,
+                &[],
+                "Malformed request\n",
+            )
+            .await;
+            return;
+        }
+    };
+    let _ = stream.set_nodelay(true);
+    match head.method.as_str() {
+        "SOURCE" | "PUT" => {
+            let body = buf[head_len..].to_vec();
+            drop(buf);
+            crate::source::handle(ctx, stream, head, body, peer).await;
+        }
+        "GET" | "HEAD" | "POST" if is_admin_path(&head.path) => {
+            crate::admin::serve(ctx, stream, buf, peer).await;
+        }
+        "OPTIONS" => {
+            // CORS preflight for browser players (Icecast 2.4.4 cannot answer it; KH can).
+            let mut headers: Vec<(&str, &str)> = throng_proto::listener_head::CORS_HEADERS.to_vec();
+            headers.push(("Allow", crate::source::ALLOW));
+            let _ = reply(
+                &ctx,
+                &mut stream,
+                peer,
+                &head.request_line(),
+                204,
+                &headers,
+                "",
+            )
+            .await;
+        }
+        "GET" | "HEAD" => {
+            drop(buf);
+            crate::listener::handle(ctx, stream, head, peer, slot).await;
+        }
+        _ => {
+            tracing::info!(%peer, method = %head.method, "unsupported method");
+            let _ = reply(
+                &ctx,
+                &mut stream,
+                peer,
+                &head.request_line(),
+                405,
+                &[("Allow", crate::source::ALLOW)],
+                "Method not supported\n",
+            )
+            .await;
+        }
+    }
+}
+
+/// Answers a connection over the `clients` limit with 503 and closes it.
+pub async fn refuse_full(ctx: Arc<ServerCtx>, mut stream: TcpStream, peer: SocketAddr) {
+    let _slot = ClientSlot::new(ctx.clone());
+    tracing::warn!(%peer, limit = ctx.max_clients, "client limit reached");
+    let _ = reply(
+        &ctx,
+        &mut stream,
+        peer,
+        "-",
+        503,
+        &[],
+        "Client limit reached\n",
+    )
+    .await;
+}
+
+/// Writes a small complete response, logs it, and shuts the connection down.
+pub async fn reply(
+    ctx: &ServerCtx,
+    stream: &mut TcpStream,
+    peer: SocketAddr,
+    request_line: &str,
+    status: u16,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> std::io::Result<()> {
+    let bytes = simple_response(status, headers, body);
+    if status >= 400 {
+        ctx.metrics.rejected.inc();
+    }
+    ctx.access_log.log(&AccessEntry {
+        ip: peer.ip(),
+        user: None,
+        request_line,
+        status,
+        bytes: bytes.len() as u64,
+        referer: None,
+        agent: None,
+        duration_secs: 0,
+    });
+    stream.write_all(&bytes).await?;
+    stream.shutdown().await
+}

@@ -1,0 +1,167 @@
+//! Feeds a mount from raw bytes, whatever their origin (a source client's body, a file, a
+//! relay): strips inline ICY metadata (taking its titles), frames the audio, and chunks it into
+//! the mount's queue. Detects garbage where audio was announced.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use thiserror::Error;
+use throng_proto::format::Format;
+use throng_proto::framer::{FrameError, Framer, Unit};
+use throng_proto::icy::{stream_title, IcyDemuxer, IcyError, IcyPiece};
+
+use crate::chunker::Chunker;
+use crate::metrics::{Metrics, MountLabel};
+use crate::mount::Mount;
+use crate::ring::FeedWriter;
+
+/// Consecutive bytes that are not frames of the announced format after which the source is
+/// closed.
+pub const GARBAGE_LIMIT: usize = 64 * 1024;
+
+/// A pending chunk older than this is published even if shorter than a chunk's worth of audio.
+pub const MAX_CHUNK_AGE: Duration = Duration::from_millis(200);
+
+/// Why a feed must end.
+#[derive(Debug, Error)]
+pub enum FeedError {
+    /// Too many consecutive bytes were not audio of the announced format.
+    #[error("{bytes} consecutive bytes are not {format:?} audio")]
+    Garbage {
+        /// Bytes of garbage in a row.
+        bytes: usize,
+        /// The announced format.
+        format: Format,
+    },
+    /// The source's inline ICY metadata was malformed.
+    #[error("bad inline ICY metadata: {0}")]
+    Metadata(#[from] IcyError),
+}
+
+/// The feeding side of one mount.
+#[derive(Debug)]
+pub struct Feeder {
+    mount: Arc<Mount>,
+    framer: Framer,
+    chunker: Chunker,
+    demux: Option<IcyDemuxer>,
+    garbage_run: usize,
+    last_publish: Instant,
+    published_head: u64,
+    metrics: Arc<Metrics>,
+    label: MountLabel,
+}
+
+impl Feeder {
+    /// A feeder for `mount` writing through `writer`; `icy_metaint` when the bytes carry inline
+    /// ICY metadata (a source that sent `icy-metaint`).
+    pub fn new(
+        mount: Arc<Mount>,
+        writer: FeedWriter,
+        icy_metaint: Option<usize>,
+        metrics: Arc<Metrics>,
+    ) -> Feeder {
+        Feeder {
+            framer: Framer::new(mount.settings.format),
+            chunker: Chunker::new(writer),
+            demux: icy_metaint.filter(|&m| m > 0).map(IcyDemuxer::new),
+            garbage_run: 0,
+            last_publish: Instant::now(),
+            published_head: 0,
+            label: MountLabel::new(&mount.name),
+            mount,
+            metrics,
+        }
+    }
+
+    /// Feeds received bytes.
+    ///
+    /// Errors: [`FeedError::Garbage`] after [`GARBAGE_LIMIT`] bytes without a frame,
+    /// [`FeedError::Metadata`] for malformed inline metadata.
+    pub fn push(&mut self, data: &[u8]) -> Result<(), FeedError> {
+        match &mut self.demux {
+            Some(d) => {
+                let mut titles = Vec::new();
+                let framer = &mut self.framer;
+                let mut audio = 0usize;
+                d.feed(data, |p| match p {
+                    IcyPiece::Audio(a) => {
+                        audio += a.len();
+                        framer.push(a);
+                    }
+                    IcyPiece::Metadata(m) if !m.is_empty() => titles.push(m),
+                    IcyPiece::Metadata(_) => {}
+                })?;
+                self.count_received(audio);
+                for m in titles {
+                    if let Some(t) = stream_title(&m) {
+                        self.mount.set_title(&t, None);
+                    }
+                }
+            }
+            None => {
+                self.count_received(data.len());
+                self.framer.push(data);
+            }
+        }
+        self.drain()
+    }
+
+    fn count_received(&self, n: usize) {
+        self.mount
+            .source_bytes
+            .fetch_add(n as u64, Ordering::Relaxed);
+        self.metrics
+            .source_bytes
+            .get_or_create(&self.label)
+            .inc_by(n as u64);
+    }
+
+    fn drain(&mut self) -> Result<(), FeedError> {
+        while let Some(r) = self.framer.next_unit() {
+            match r {
+                Ok(unit) => {
+                    self.garbage_run = 0;
+                    self.chunker.push(&unit);
+                }
+                Err(FrameError::Garbage { skipped, format }) => {
+                    self.garbage_run += skipped;
+                    tracing::debug!(mount = %self.mount.name, skipped, "skipped non-audio bytes");
+                    if self.garbage_run >= GARBAGE_LIMIT {
+                        return Err(FeedError::Garbage {
+                            bytes: self.garbage_run,
+                            format,
+                        });
+                    }
+                }
+            }
+        }
+        self.mount.set_params(self.framer.params());
+        self.maybe_flush();
+        Ok(())
+    }
+
+    /// Feeds one unit that is already framed (a file source).
+    pub fn push_unit(&mut self, unit: &Unit) {
+        self.chunker.push(unit);
+        self.maybe_flush();
+    }
+
+    fn maybe_flush(&mut self) {
+        let head = self.chunker.head();
+        if head != self.published_head {
+            self.published_head = head;
+            self.last_publish = Instant::now();
+        } else if self.last_publish.elapsed() >= MAX_CHUNK_AGE {
+            self.chunker.flush();
+            self.published_head = self.chunker.head();
+            self.last_publish = Instant::now();
+        }
+    }
+
+    /// Publishes whatever is pending.
+    pub fn flush(&mut self) {
+        self.chunker.flush();
+    }
+}

@@ -1,0 +1,270 @@
+//! The server: binds the listen sockets, starts the fan-out shards and the demo mount, accepts
+//! connections until shutdown, then closes everything cleanly.
+//!
+//! The accept path is its own task per listen socket with a large backlog (4096), so a burst of
+//! connects never waits on the fan-out; each connection gets a short-lived task that reads its
+//! request head and dispatches it (`connection.rs`).
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use socket2::{Domain, Protocol, Socket, Type};
+use thiserror::Error;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::access_log::AccessLog;
+use crate::config::Config;
+use crate::fanout::FanOut;
+use crate::metrics::Metrics;
+use crate::mount::Registry;
+use crate::shard::{ShardConfig, ShardContext};
+
+/// Listen backlog of every listen socket (the kernel caps it at `net.core.somaxconn`).
+pub const LISTEN_BACKLOG: i32 = 4096;
+
+/// Errors starting the server.
+#[derive(Debug, Error)]
+pub enum ServerError {
+    /// A listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The access log could not be opened.
+    #[error("cannot open access log {path}: {source}")]
+    AccessLog {
+        /// The path.
+        path: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// Threads or polls could not be created.
+    #[error("cannot start fan-out: {0}")]
+    FanOut(std::io::Error),
+    /// The demo mount could not start.
+    #[error("cannot start demo mount: {0}")]
+    Demo(String),
+}
+
+/// State shared by every task of a running server.
+#[derive(Debug)]
+pub struct ServerCtx {
+    /// The configuration, passwords filled in.
+    pub config: Config,
+    /// Live mounts.
+    pub registry: Registry,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Access log.
+    pub access_log: AccessLog,
+    /// The fan-out shards.
+    pub fanout: FanOut,
+    /// Open connections of any kind.
+    pub clients: Arc<AtomicI64>,
+    /// The `clients` limit in force.
+    pub max_clients: i64,
+    /// When the server started.
+    pub started: chrono::DateTime<chrono::Local>,
+    /// Port used in `listenurl` (the first listen address's).
+    pub port: u16,
+    /// Becomes true when the server shuts down.
+    pub shutdown: watch::Receiver<bool>,
+    next_id: AtomicU64,
+}
+
+impl ServerCtx {
+    /// A fresh id for a client.
+    pub fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The source user and password for mount `name`.
+    pub fn source_credentials(&self, name: &str) -> (String, String) {
+        let m = self.config.mount_for(name);
+        let user = m
+            .and_then(|m| m.username.clone())
+            .unwrap_or_else(|| "source".to_owned());
+        let pass = m.and_then(|m| m.password.clone()).unwrap_or_else(|| {
+            self.config
+                .authentication
+                .source_password
+                .clone()
+                .unwrap_or_default()
+        });
+        (user, pass)
+    }
+}
+
+/// A bound, not yet running server.
+pub struct Server {
+    ctx: Arc<ServerCtx>,
+    listeners: Vec<TcpListener>,
+    shutdown_tx: watch::Sender<bool>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("addrs", &self.local_addrs())
+            .finish()
+    }
+}
+
+fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        // Dual-stack on `[::]`, as Icecast 2.4 sets IPV6_V6ONLY=0.
+        let _ = socket.set_only_v6(false);
+    }
+    socket.bind(&addr.into())?;
+    socket.listen(LISTEN_BACKLOG)?;
+    socket.set_nonblocking(true)?;
+    TcpListener::from_std(socket.into())
+}
+
+/// The process's open-file limit (RLIMIT_NOFILE soft limit).
+pub fn open_file_limit() -> u64 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0 {
+        r.rlim_cur
+    } else {
+        1024
+    }
+}
+
+impl Server {
+    /// Binds every listen address and starts the fan-out shards and the demo mount. Must be
+    /// called inside a tokio runtime. Passwords must already be filled in.
+    ///
+    /// Errors: see [`ServerError`].
+    pub async fn bind(config: Config) -> Result<Server, ServerError> {
+        let mut listeners = Vec::new();
+        for &addr in &config.listen {
+            listeners.push(bind(addr).map_err(|source| ServerError::Bind { addr, source })?);
+        }
+        let access_log = AccessLog::open(&config.logging.access_log).map_err(|source| {
+            ServerError::AccessLog {
+                path: config.logging.access_log.clone(),
+                source,
+            }
+        })?;
+        let metrics = Arc::new(Metrics::new());
+        let clients = Arc::new(AtomicI64::new(0));
+        let fanout = FanOut::start(
+            config.workers,
+            ShardConfig {
+                write_interval: Duration::from_millis(config.limits.write_interval_ms),
+                lag_policy: config.limits.lag_policy,
+            },
+            ShardContext {
+                metrics: metrics.clone(),
+                access_log: access_log.clone(),
+                clients: clients.clone(),
+            },
+        )
+        .map_err(ServerError::FanOut)?;
+        let max_clients = if config.limits.clients == 0 {
+            open_file_limit().saturating_sub(64).max(16) as i64
+        } else {
+            config.limits.clients as i64
+        };
+        let port = listeners[0].local_addr().map(|a| a.port()).unwrap_or(8000);
+        let (shutdown_tx, shutdown) = watch::channel(false);
+        let ctx = Arc::new(ServerCtx {
+            config,
+            registry: Registry::default(),
+            metrics,
+            access_log,
+            fanout,
+            clients,
+            max_clients,
+            started: chrono::Local::now(),
+            port,
+            shutdown,
+            next_id: AtomicU64::new(1),
+        });
+        if ctx.config.demo {
+            crate::file_source::start_demo(ctx.clone()).map_err(ServerError::Demo)?;
+        }
+        Ok(Server {
+            ctx,
+            listeners,
+            shutdown_tx,
+        })
+    }
+
+    /// The bound addresses (useful with port 0).
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.listeners
+            .iter()
+            .filter_map(|l| l.local_addr().ok())
+            .collect()
+    }
+
+    /// Shared state (for tests and embedding).
+    pub fn ctx(&self) -> Arc<ServerCtx> {
+        self.ctx.clone()
+    }
+
+    /// Serves until `shutdown` completes, then stops sources and closes every listener.
+    pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
+        let Server {
+            ctx,
+            listeners,
+            shutdown_tx,
+        } = self;
+        let mut accept_tasks = Vec::new();
+        for l in listeners {
+            accept_tasks.push(tokio::spawn(accept_loop(ctx.clone(), l)));
+        }
+        for a in ctx.config.listen.iter() {
+            tracing::info!("listening on {a}");
+        }
+        shutdown.await;
+        tracing::info!("shutting down");
+        for t in &accept_tasks {
+            t.abort();
+        }
+        let _ = shutdown_tx.send(true);
+        for m in ctx.registry.list() {
+            m.stop.store(true, Ordering::Relaxed);
+        }
+        // Give feeders a moment to publish their end, then close listeners.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let c = ctx.clone();
+        let _ = tokio::task::spawn_blocking(move || c.fanout.shutdown()).await;
+    }
+}
+
+async fn accept_loop(ctx: Arc<ServerCtx>, listener: TcpListener) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                let n = ctx.clients.fetch_add(1, Ordering::Relaxed) + 1;
+                ctx.metrics.clients.inc();
+                let ctx = ctx.clone();
+                if n > ctx.max_clients {
+                    tokio::spawn(crate::connection::refuse_full(ctx, stream, peer));
+                } else {
+                    tokio::spawn(crate::connection::handle(ctx, stream, peer));
+                }
+            }
+            Err(e) => {
+                // EMFILE/ENFILE and friends: back off instead of spinning.
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}

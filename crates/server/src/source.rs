@@ -1,0 +1,253 @@
+//! Source clients: `SOURCE` (libshout, legacy) and `PUT` (ffmpeg's `icecast://`), as Icecast
+//! 2.4.4 `connection.c:connection_complete_source` and `source.c` handle them.
+//!
+//! Checks in order: Basic auth (user `source`, or the mount's user; a request without
+//! credentials, such as libshout's first "poke", gets a clean 401 with `Allow`), Content-Type
+//! (required for PUT), mount in use and the `sources` limit (both 403). Then
+//! `HTTP/1.0 200 OK\r\n\r\n` exactly (after `100 Continue` when asked), and the body is the stream
+//! until the client closes or stays silent for source-timeout.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use throng_proto::auth::{parse_basic, secrets_equal};
+use throng_proto::format::Format;
+use throng_proto::http::RequestHead;
+use throng_proto::source_info::SourceInfo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::access_log::AccessEntry;
+use crate::connection::reply;
+use crate::feeder::Feeder;
+use crate::mount::{stream_headers, Mount, MountSettings, ReserveError, SourceKind};
+use crate::ring::FeedWriter;
+use crate::server::ServerCtx;
+
+/// Read buffer for a source's stream, in bytes.
+pub const SOURCE_READ_BYTES: usize = 16 * 1024;
+
+/// Methods advertised in `Allow`. PUT is accepted but not listed: libshout ≥ 2.4 switches from
+/// `SOURCE` to `PUT` when `Allow` lists it, and Icecast 2.4.4 sends no `Allow`, so leaving it out
+/// keeps libshout on exactly the path it takes with Icecast 2.4.4.
+pub const ALLOW: &str = "GET, HEAD, OPTIONS, SOURCE";
+
+/// The 401 a source gets without valid credentials (Icecast 2.4.4's realm), clean enough for
+/// libshout's unauthenticated poke to read `Allow` and retry with credentials.
+const AUTH_HEADERS: &[(&str, &str)] = &[
+    ("WWW-Authenticate", "Basic realm=\"Icecast2 Server\""),
+    ("Allow", ALLOW),
+    ("Content-Type", "text/plain"),
+];
+
+/// Applies `[[mount]]` overrides to what the source announced.
+fn apply_overrides(info: &mut SourceInfo, m: Option<&crate::config::MountConfig>) {
+    let Some(m) = m else { return };
+    if let Some(v) = &m.stream_name {
+        info.name = v.clone();
+    }
+    if let Some(v) = &m.stream_description {
+        info.description = v.clone();
+    }
+    if let Some(v) = &m.stream_url {
+        info.url = Some(v.clone());
+    }
+    if let Some(v) = &m.genre {
+        info.genre = v.clone();
+    }
+    if let Some(v) = &m.bitrate {
+        info.bitrate = Some(v.clone());
+    }
+    if let Some(v) = m.public {
+        info.public = v;
+    }
+}
+
+/// Serves a source client; returns when its stream ends.
+pub async fn handle(
+    ctx: Arc<ServerCtx>,
+    mut stream: TcpStream,
+    head: RequestHead,
+    body: Vec<u8>,
+    peer: SocketAddr,
+) {
+    let line = head.request_line();
+    let name = head.path.clone();
+    if !name.starts_with('/') || name.len() < 2 {
+        let _ = reply(
+            &ctx,
+            &mut stream,
+            peer,
+            &line,
+            400,
+            &[],
+            "Invalid mountpoint\n",
+        )
+        .await;
+        return;
+    }
+    let (user, pass) = ctx.source_credentials(&name);
+    match head.header("authorization").and_then(parse_basic) {
+        Some(c) if c.user == user && secrets_equal(&c.password, &pass) => {}
+        Some(_) => {
+            tracing::warn!(%peer, mount = %name, "source rejected: wrong credentials");
+            let _ = reply(
+                &ctx,
+                &mut stream,
+                peer,
+                &line,
+                401,
+                AUTH_HEADERS,
+                "Authentication required\n",
+            )
+            .await;
+            return;
+        }
+        None => {
+            tracing::info!(%peer, mount = %name, "source without credentials (probe?): 401");
+            let _ = reply(
+                &ctx,
+                &mut stream,
+                peer,
+                &line,
+                401,
+                AUTH_HEADERS,
+                "Authentication required\n",
+            )
+            .await;
+            return;
+        }
+    }
+    let content_type = match head.header("content-type") {
+        Some(ct) => ct.to_owned(),
+        None if head.method == "PUT" => {
+            let _ = reply(
+                &ctx,
+                &mut stream,
+                peer,
+                &line,
+                403,
+                &[],
+                "No Content-type given\n",
+            )
+            .await;
+            return;
+        }
+        // Icecast 2.4.4 accepts a SOURCE without Content-Type as MP3 (deprecated).
+        None => "audio/mpeg".to_owned(),
+    };
+    let format = Format::from_content_type(&content_type);
+    let mount_cfg = ctx.config.mount_for(&name);
+    let mut info = SourceInfo::from_headers(&head.headers);
+    apply_overrides(&mut info, mount_cfg);
+    let limits = &ctx.config.limits;
+    let burst = mount_cfg
+        .and_then(|m| m.burst_size)
+        .unwrap_or(limits.burst_size);
+    let queue = mount_cfg
+        .and_then(|m| m.queue_size)
+        .unwrap_or(limits.queue_size);
+    let writer = FeedWriter::new(queue.max(burst) as u64);
+    let settings = MountSettings {
+        format,
+        content_type,
+        stream_headers: stream_headers(&info),
+        info,
+        hidden: mount_cfg.is_some_and(|m| m.hidden),
+        max_listeners: mount_cfg.and_then(|m| m.max_listeners),
+        burst_size: burst as u64,
+        source_user: user,
+        source_password: pass,
+        source_ip: Some(peer.ip()),
+        kind: SourceKind::Client,
+    };
+    let mount = Arc::new(Mount::new(&name, settings, writer.feed()));
+    match ctx.registry.reserve(mount.clone(), limits.sources) {
+        Ok(()) => {}
+        Err(e @ ReserveError::InUse) | Err(e @ ReserveError::TooManySources) => {
+            tracing::warn!(%peer, mount = %name, "source rejected: {e}");
+            let msg = match e {
+                ReserveError::InUse => "Mountpoint in use\n",
+                ReserveError::TooManySources => "too many sources connected\n",
+            };
+            let _ = reply(&ctx, &mut stream, peer, &line, 403, &[], msg).await;
+            return;
+        }
+    }
+    // Liquidsoap depends on exactly this reply (savonet/liquidsoap#792).
+    let mut answer: Vec<u8> = Vec::new();
+    if head
+        .header("expect")
+        .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))
+    {
+        answer.extend_from_slice(b"HTTP/1.1 100 Continue\r\nContent-Length: 0\r\n\r\n");
+    }
+    answer.extend_from_slice(b"HTTP/1.0 200 OK\r\n\r\n");
+    if stream.write_all(&answer).await.is_err() {
+        ctx.registry.remove(&name, mount.id);
+        return;
+    }
+    ctx.metrics.sources.inc();
+    ctx.metrics.source_connects.inc();
+    tracing::info!(%peer, mount = %name, format = ?format, "source connected");
+    let started = Instant::now();
+    let icy_metaint = head
+        .header("icy-metaint")
+        .and_then(|v| v.trim().parse::<usize>().ok());
+    let mut feeder = Feeder::new(mount.clone(), writer, icy_metaint, ctx.metrics.clone());
+    let why = ingest(&ctx, &mut stream, &mount, &mut feeder, &body).await;
+    drop(feeder); // publishes the last chunk and marks the feed ended
+    ctx.registry.remove(&name, mount.id);
+    ctx.metrics.sources.dec();
+    let received = mount.source_bytes.load(Ordering::Relaxed);
+    tracing::info!(%peer, mount = %name, received, "source ended: {why}");
+    ctx.access_log.log(&AccessEntry {
+        ip: peer.ip(),
+        user: Some("source"),
+        request_line: &line,
+        status: 200,
+        bytes: received,
+        referer: None,
+        agent: head.header("user-agent"),
+        duration_secs: started.elapsed().as_secs(),
+    });
+}
+
+/// Reads the stream until it ends; returns why it ended.
+async fn ingest(
+    ctx: &ServerCtx,
+    stream: &mut TcpStream,
+    mount: &Mount,
+    feeder: &mut Feeder,
+    first: &[u8],
+) -> String {
+    if !first.is_empty() {
+        if let Err(e) = feeder.push(first) {
+            return e.to_string();
+        }
+    }
+    let mut buf = vec![0u8; SOURCE_READ_BYTES];
+    let mut shutdown = ctx.shutdown.clone();
+    let timeout = ctx.config.source_timeout();
+    loop {
+        if mount.stop.load(Ordering::Relaxed) {
+            return "stopped".into();
+        }
+        let read = tokio::select! {
+            r = tokio::time::timeout(timeout, stream.read(&mut buf)) => r,
+            _ = shutdown.changed() => return "server shutting down".into(),
+        };
+        match read {
+            Err(_) => return format!("no data for {} s (source-timeout)", timeout.as_secs()),
+            Ok(Ok(0)) => return "source disconnected".into(),
+            Ok(Ok(n)) => {
+                if let Err(e) = feeder.push(&buf[..n]) {
+                    return e.to_string();
+                }
+            }
+            Ok(Err(e)) => return format!("read error: {e}"),
+        }
+    }
+}
