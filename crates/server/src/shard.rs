@@ -30,8 +30,13 @@ use crate::ring::Ring;
 /// `key % BUCKETS`, so the shard's work is spread evenly over time.
 pub const BUCKETS: usize = 10;
 
-/// Most segments in one `writev`.
-pub const MAX_SEGS: usize = 64;
+/// Most segments in one `writev` (Linux accepts 1024): a 64 KiB burst of 100 ms chunks at
+/// 32 kbit/s is about 160 segments, plus ICY blocks.
+pub const MAX_SEGS: usize = 512;
+
+/// Most `writev` calls for one listener in one visit, when each one is taken whole and more is
+/// due (a large burst, or a listener catching up).
+pub const MAX_WRITES_PER_VISIT: usize = 4;
 
 /// Bytes above which a plan stops adding segments.
 pub const MAX_WRITE_BYTES: usize = 256 * 1024;
@@ -406,8 +411,17 @@ impl Shard {
         false
     }
 
-    /// Writes everything the listener is due, or closes it.
+    /// Writes everything the listener is due (a few `writev`s at most), or closes it.
     fn write(&mut self, key: usize) {
+        for _ in 0..MAX_WRITES_PER_VISIT {
+            if !self.write_once(key) {
+                break;
+            }
+        }
+    }
+
+    /// One `writev`; true when it was taken whole and the listener may have more due.
+    fn write_once(&mut self, key: usize) -> bool {
         let slot = &mut self.slots[key];
         let sm = self.mounts[slot.mount]
             .as_mut()
@@ -422,7 +436,7 @@ impl Shard {
             match self.cfg.lag_policy {
                 LagPolicy::Drop => {
                     self.close(key, Close::TooSlow);
-                    return;
+                    return false;
                 }
                 LagPolicy::Skip => {
                     let (pos, _) = sm.ring.join_point(sm.mount.settings.burst_size);
@@ -450,6 +464,7 @@ impl Shard {
                 if sm.ring.ended {
                     self.close(key, Close::SourceEnded);
                 }
+                false
             }
             Some(Ok(n)) => {
                 let total: usize = kinds.iter().map(|k| k.1).sum();
@@ -457,10 +472,17 @@ impl Shard {
                 slot.sent += n as u64;
                 sm.unflushed_bytes += n as u64;
                 slot.backlogged = n < total;
+                n == total && slot.cursor.pos < sm.ring.head
             }
-            Some(Err(e)) if e.kind() == std::io::ErrorKind::WouldBlock => slot.backlogged = true,
-            Some(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Some(Err(_)) => self.close(key, Close::WriteError),
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                slot.backlogged = true;
+                false
+            }
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => false,
+            Some(Err(_)) => {
+                self.close(key, Close::WriteError);
+                false
+            }
         }
     }
 

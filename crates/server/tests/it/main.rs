@@ -1,0 +1,12 @@
+//! Integration tests of the server over real sockets, with real third-party peers (ffmpeg,
+//! libshout's `shout`, curl) where the core issue names them. Peers are installed by
+//! `scripts/install-deps.sh`; a missing peer fails its test with that hint.
+
+mod errors;
+mod fanout;
+mod listeners;
+mod metadata;
+mod peers;
+mod sources;
+mod status;
+mod support;

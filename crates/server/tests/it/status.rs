@@ -1,0 +1,64 @@
+//! Status documents: Icecast 2.4.4's `/status-json.xsl` quirks, `/api/v1/status`, `/metrics`.
+
+use crate::support::*;
+
+#[test]
+fn status_json_source_is_absent_object_then_array() {
+    let srv = TestServer::start("[[mount]]\nname = \"/hidden.mp3\"\nhidden = true");
+    let s = srv.json("/status-json.xsl");
+    assert!(s["icestats"].get("source").is_none());
+    assert!(s["icestats"]["server_start_iso8601"].is_string());
+    let _a = Source::start(srv.addr, "/a.mp3", "PUT", 1.0);
+    srv.wait_mount("/a.mp3");
+    let s = srv.json("/status-json.xsl");
+    let src = &s["icestats"]["source"];
+    assert!(src.is_object(), "one source is an object: {src}");
+    assert_eq!(
+        src["listenurl"],
+        format!("http://localhost:{}/a.mp3", srv.addr.port())
+    );
+    assert_eq!(src["bitrate"], 64, "numeric text becomes a number");
+    assert_eq!(src["server_name"], "Test Stream");
+    assert!(src.get("dummy").is_some());
+    let _b = Source::start(srv.addr, "/b.mp3", "PUT", 1.0);
+    let _h = Source::start(srv.addr, "/hidden.mp3", "PUT", 1.0);
+    srv.wait_mount("/b.mp3");
+    srv.wait_mount("/hidden.mp3");
+    let s = srv.json("/status-json.xsl");
+    let arr = s["icestats"]["source"]
+        .as_array()
+        .expect("two sources are an array");
+    assert_eq!(arr.len(), 2, "hidden mount left out");
+    let v1 = srv.json("/api/v1/status");
+    assert_eq!(v1["mounts"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn api_v1_mounts_is_always_an_array() {
+    let srv = TestServer::start("");
+    assert_eq!(srv.json("/api/v1/status")["mounts"], serde_json::json!([]));
+    let _a = Source::start(srv.addr, "/a.mp3", "PUT", 1.0);
+    srv.wait_mount("/a.mp3");
+    let v1 = srv.json("/api/v1/status");
+    let m = &v1["mounts"][0];
+    assert_eq!(m["mount"], "/a.mp3");
+    assert_eq!(m["bitrate_kbps"], 64);
+    assert_eq!(m["format"], "mp3");
+}
+
+#[test]
+fn metrics_count_listeners_and_sources() {
+    let srv = TestServer::start("");
+    let _a = Source::start(srv.addr, "/a.mp3", "PUT", 1.0);
+    srv.wait_mount("/a.mp3");
+    let _l = Listener::open(srv.addr, "/a.mp3", false);
+    crate::support::wait_until(std::time::Duration::from_secs(3), || {
+        let (_, body) = http_get(srv.addr, "/metrics", &[]);
+        let text = String::from_utf8_lossy(&body);
+        text.contains("throng_listeners{mount=\"/a.mp3\"} 1")
+            && text.contains("throng_sources 1")
+            && text.contains("throng_source_bytes_received_total{mount=\"/a.mp3\"}")
+            && text.contains("throng_bytes_sent_total{mount=\"/a.mp3\"}")
+    })
+    .expect("metrics");
+}

@@ -1,0 +1,347 @@
+//! Shared test plumbing: an in-process server on an ephemeral port, a paced MP3 source client,
+//! raw HTTP helpers and peer-tool checks.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use throng_proto::auth::basic_authorization;
+use throng_proto::format::Format;
+use throng_proto::framer::{Framer, Unit};
+use throng_proto::http::{parse_response_head, ResponseHead};
+use throng_server::server::ServerCtx;
+use throng_server::{Config, Server};
+
+/// Source password used by every test server.
+pub const SOURCE_PW: &str = "test-source-pw";
+/// Admin password used by every test server.
+pub const ADMIN_PW: &str = "test-admin-pw";
+
+/// Path of a file in the repo's `assets/`.
+pub fn asset(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../assets")
+        .join(name)
+}
+
+/// A server running on its own thread and runtime, stopped on drop.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub ctx: Arc<ServerCtx>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl TestServer {
+    /// Starts a server with `extra` TOML appended to a test base config (no demo, no access
+    /// log, fixed passwords, 127.0.0.1 on an ephemeral port).
+    pub fn start(extra: &str) -> TestServer {
+        let toml = format!(
+            "listen = [\"127.0.0.1:0\"]\nworkers = 2\n{extra}\n[authentication]\nsource-password = \"{SOURCE_PW}\"\nadmin-password = \"{ADMIN_PW}\"\n[logging]\naccess-log = \"\"\n"
+        );
+        let config = Config::from_toml(&toml).expect("test config");
+        Self::start_config(config)
+    }
+
+    /// Starts a server with `config` (listen address and passwords as given).
+    pub fn start_config(config: Config) -> TestServer {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let server = Server::bind(config).await.expect("bind");
+                tx.send((server.local_addrs()[0], server.ctx())).unwrap();
+                server
+                    .run(async {
+                        let _ = stop_rx.await;
+                    })
+                    .await;
+            });
+        });
+        let (addr, ctx) = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("server start");
+        TestServer {
+            addr,
+            ctx,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        }
+    }
+
+    /// `http://addr` + `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    /// Parsed JSON of a GET on `path`.
+    pub fn json(&self, path: &str) -> serde_json::Value {
+        let (head, body) = http_get(self.addr, path, &[]);
+        assert_eq!(head.status, 200, "GET {path}");
+        serde_json::from_slice(&body).expect("valid JSON")
+    }
+
+    /// The `/api/v1/status` entry of mount `name`, if live.
+    pub fn mount_status(&self, name: &str) -> Option<serde_json::Value> {
+        self.json("/api/v1/status")["mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["mount"] == name)
+            .cloned()
+    }
+
+    /// Waits until mount `name` is live.
+    pub fn wait_mount(&self, name: &str) {
+        wait_until(Duration::from_secs(10), || {
+            self.ctx.registry.get(name).is_some()
+        })
+        .unwrap_or_else(|_| panic!("mount {name} never came up"));
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Polls `cond` every 20 ms until true or `timeout`.
+pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> Result<(), ()> {
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if cond() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if cond() {
+        Ok(())
+    } else {
+        Err(())
+    }
+}
+
+/// Sends `raw` and reads until the server closes (at most 5 s).
+pub fn exchange(addr: SocketAddr, raw: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(raw).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    out
+}
+
+/// Status code of the response to `raw`.
+pub fn status_of(addr: SocketAddr, raw: &[u8]) -> u16 {
+    let out = exchange(addr, raw);
+    parse_response_head(&out)
+        .unwrap_or_else(|e| panic!("bad response {e}: {:?}", String::from_utf8_lossy(&out)))
+        .unwrap_or_else(|| panic!("incomplete response: {:?}", String::from_utf8_lossy(&out)))
+        .0
+        .status
+}
+
+/// GET `path` with extra header lines; returns the head and the body (read to close).
+pub fn http_get(addr: SocketAddr, path: &str, headers: &[&str]) -> (ResponseHead, Vec<u8>) {
+    let mut req = format!("GET {path} HTTP/1.0\r\nHost: test\r\n");
+    for h in headers {
+        req.push_str(h);
+        req.push_str("\r\n");
+    }
+    req.push_str("\r\n");
+    let out = exchange(addr, req.as_bytes());
+    let (head, len) = parse_response_head(&out).unwrap().unwrap();
+    (head, out[len..].to_vec())
+}
+
+/// An open listener connection after its response head.
+pub struct Listener {
+    pub stream: TcpStream,
+    pub head: ResponseHead,
+    /// Body bytes that came with the head.
+    pub first: Vec<u8>,
+}
+
+impl Listener {
+    /// Connects to `path` (optionally asking for ICY metadata) and reads the response head.
+    pub fn open(addr: SocketAddr, path: &str, icy: bool) -> Listener {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let icy = if icy { "Icy-MetaData: 1\r\n" } else { "" };
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: test\r\nUser-Agent: it\r\n{icy}\r\n"
+        )
+        .unwrap();
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let n = s.read(&mut chunk).expect("response head");
+            assert!(
+                n > 0,
+                "closed before head: {:?}",
+                String::from_utf8_lossy(&buf)
+            );
+            buf.extend_from_slice(&chunk[..n]);
+            if let Some((head, len)) = parse_response_head(&buf).unwrap() {
+                return Listener {
+                    stream: s,
+                    head,
+                    first: buf[len..].to_vec(),
+                };
+            }
+        }
+    }
+
+    /// Reads body bytes for `d` (the bytes that came with the head first).
+    pub fn read_for(&mut self, d: Duration) -> Vec<u8> {
+        let mut out = std::mem::take(&mut self.first);
+        let end = Instant::now() + d;
+        let mut chunk = [0u8; 16384];
+        while Instant::now() < end {
+            self.stream
+                .set_read_timeout(Some((end - Instant::now()).max(Duration::from_millis(1))))
+                .unwrap();
+            match self.stream.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => out.extend_from_slice(&chunk[..n]),
+                Err(_) => break,
+            }
+        }
+        out
+    }
+}
+
+/// MP3 frames of the demo file.
+pub fn demo_frames() -> Vec<Unit> {
+    let data = std::fs::read(asset("demo.mp3")).unwrap();
+    let mut f = Framer::new(Format::Mp3);
+    f.push(&data);
+    f.finish();
+    std::iter::from_fn(|| f.next_unit())
+        .map(|r| r.unwrap())
+        .collect()
+}
+
+/// A source client pushing the demo MP3 in a loop, paced at `speed` × real time, on a thread.
+pub struct Source {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Source {
+    /// Starts pushing to `mount` with `method` (`PUT` or `SOURCE`); panics unless the server
+    /// answers `HTTP/1.0 200 OK`.
+    pub fn start(addr: SocketAddr, mount: &str, method: &str, speed: f64) -> Source {
+        Self::start_with(addr, mount, method, speed, &[])
+    }
+
+    /// As [`Source::start`], with extra header lines.
+    pub fn start_with(
+        addr: SocketAddr,
+        mount: &str,
+        method: &str,
+        speed: f64,
+        headers: &[&str],
+    ) -> Source {
+        let mut s = TcpStream::connect(addr).unwrap();
+        let mut req = format!(
+            "{method} {mount} HTTP/1.1\r\nAuthorization: {}\r\nContent-Type: audio/mpeg\r\nice-name: Test Stream\r\nice-bitrate: 64\r\n",
+            basic_authorization("source", SOURCE_PW)
+        );
+        for h in headers {
+            req.push_str(h);
+            req.push_str("\r\n");
+        }
+        req.push_str("\r\n");
+        s.write_all(req.as_bytes()).unwrap();
+        let mut reply = [0u8; 19];
+        s.read_exact(&mut reply).unwrap();
+        assert_eq!(&reply, b"HTTP/1.0 200 OK\r\n\r\n");
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let frames = demo_frames();
+        let thread = std::thread::spawn(move || {
+            let start = Instant::now();
+            let mut media_us = 0u64;
+            'outer: loop {
+                for f in &frames {
+                    if stop2.load(Ordering::Relaxed) || s.write_all(&f.data).is_err() {
+                        break 'outer;
+                    }
+                    media_us += f.duration_us;
+                    let due = start + Duration::from_micros((media_us as f64 / speed) as u64);
+                    if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                        std::thread::sleep(wait);
+                    }
+                }
+            }
+        });
+        Source {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops pushing and closes the connection.
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Source {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+/// Panics with an install hint unless `tool` is on PATH.
+pub fn require(tool: &str) {
+    let found = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    assert!(
+        found,
+        "{tool} is not installed: run scripts/install-deps.sh (or scripts/test.sh)"
+    );
+}
+
+/// Counts MP3 frames from the start of `data` that chain correctly (each header valid and
+/// followed by the next), and whether `data` starts on a frame header.
+pub fn mp3_chain(data: &[u8]) -> (bool, usize) {
+    let starts = throng_proto::mp3::parse_header(data).is_some();
+    let mut pos = 0;
+    let mut n = 0;
+    while let Some(h) = throng_proto::mp3::parse_header(&data[pos..]) {
+        if pos + h.frame_len > data.len() {
+            break;
+        }
+        pos += h.frame_len;
+        n += 1;
+    }
+    (starts, n)
+}
