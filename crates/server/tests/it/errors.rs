@@ -21,7 +21,7 @@ fn malformed_head_gets_400() {
 fn oversized_head_gets_431() {
     let srv = TestServer::start("");
     let mut req = b"GET /x HTTP/1.0\r\nX-Long: ".to_vec();
-    req.extend(std::iter::repeat(b'a').take(10_000));
+    req.extend(std::iter::repeat_n(b'a', 10_000));
     req.extend_from_slice(b"\r\n\r\n");
     assert_eq!(status_of(srv.addr, &req), 431);
 }
