@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Installs (via apt-get, Debian 12) the third-party peers Throng's interop tests and
+# benchmarks talk to: ffmpeg (source client pushing MP3/Ogg over icecast://, and
+# decoder used to check listener streams for errors), libshout-tools (the `shout`
+# CLI, i.e. real libshout SOURCE/PUT behaviour), icecast2 (reference server 2.4.4
+# to compare wire behaviour and to benchmark against) and curl (HTTP client for
+# listener/admin/status checks). `apt-get update` only runs when something is
+# missing, so a second run is a no-op taking well under a second. Debian's
+# icecast2 package can start a daemon on port 8000 (Throng's default port): the
+# script disables it in /etc/default/icecast2, stops it and checks that nothing
+# listens on 8000 afterwards.
+set -euo pipefail
+
+PKGS=(ffmpeg libshout-tools icecast2 curl)
+export DEBIAN_FRONTEND=noninteractive
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -gt 0 ]; then
+  # Another apt/dpkg run in progress? Wait for it instead of failing on the lock.
+  for _ in $(seq 1 600); do
+    pgrep -x apt-get >/dev/null || pgrep -x dpkg >/dev/null || break
+    sleep 1
+  done
+  echo "install-deps: installing ${missing[*]}" >&2
+  $SUDO apt-get update -qq
+  # policy-rc.d exit 101 = "don't start services from maintainer scripts".
+  rcd_created=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+    $SUDO chmod +x /usr/sbin/policy-rc.d
+    rcd_created=1
+  fi
+  rc=0
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" || rc=$?
+  if [ "$rcd_created" = 1 ]; then $SUDO rm -f /usr/sbin/policy-rc.d; fi
+  if [ "$rc" -ne 0 ]; then echo "install-deps: apt-get install failed ($rc)" >&2; exit "$rc"; fi
+fi
+
+# Keep the Debian icecast2 service from (re)starting on boot / package upgrades.
+if [ -f /etc/default/icecast2 ] && grep -q '^ENABLE=true' /etc/default/icecast2; then
+  $SUDO sed -i 's/^ENABLE=true/ENABLE=false/' /etc/default/icecast2
+fi
+if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+  $SUDO systemctl disable --now icecast2 >/dev/null 2>&1 || true
+elif [ -x /etc/init.d/icecast2 ] && pgrep -x icecast2 >/dev/null; then
+  $SUDO /etc/init.d/icecast2 stop >/dev/null 2>&1 || true
+fi
+# Only the packaged daemon (started with the packaged config) is stopped, so a
+# reference icecast2 the tests started themselves is left alone.
+for pid in $(pgrep -x icecast2 || true); do
+  if tr '\0' ' ' </proc/"$pid"/cmdline 2>/dev/null | grep -q '/etc/icecast2/icecast.xml'; then
+    $SUDO kill "$pid" || true
+  fi
+done
+for _ in $(seq 1 50); do
+  pgrep -f 'icecast2 .*/etc/icecast2/icecast.xml' >/dev/null || break
+  sleep 0.1
+done
+
+on8000=$(ss -Hltnp 'sport = :8000' 2>/dev/null || true)
+if printf '%s' "$on8000" | grep -q '"icecast2"'; then
+  echo "install-deps: an icecast2 still listens on port 8000 (Throng's port):" >&2
+  echo "$on8000" >&2
+  exit 1
+elif [ -n "$on8000" ]; then
+  echo "install-deps: note: port 8000 in use (not icecast2; Throng itself?): $on8000" >&2
+fi
+
+for bin in ffmpeg ffprobe shout icecast2 curl; do
+  command -v "$bin" >/dev/null || { echo "install-deps: $bin missing after install" >&2; exit 1; }
+done
+echo "install-deps: ok ($(ffmpeg -version | head -1 | cut -d' ' -f1-3); $(icecast2 -v 2>&1 | head -1); shout from libshout-tools $(dpkg-query -W -f='${Version}' libshout-tools))"
