@@ -1,0 +1,3 @@
+//! Integration tests of the `throng` binary itself.
+
+mod serve;

@@ -1,0 +1,121 @@
+//! `throng serve` as a newcomer runs it: embedded defaults (only the address moved to an
+//! ephemeral port so tests never collide), a demo mount that plays at once and decodes cleanly,
+//! generated passwords printed, and a clean exit on SIGTERM and SIGINT.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+struct Serve {
+    child: Child,
+    addr: SocketAddr,
+    stderr_lines: Vec<String>,
+}
+
+impl Serve {
+    fn start(extra: &[&str]) -> Serve {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_throng"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn throng");
+        let mut reader = BufReader::new(child.stderr.take().unwrap());
+        let mut lines = Vec::new();
+        let addr = loop {
+            let mut line = String::new();
+            assert!(
+                reader.read_line(&mut line).unwrap() > 0,
+                "throng exited: {lines:?}"
+            );
+            lines.push(line.clone());
+            if let Some(rest) = line.trim().strip_prefix("throng: serving on http://") {
+                break rest.trim_end_matches('/').parse().unwrap();
+            }
+        };
+        // Keep draining stderr so the server never blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut sink = String::new();
+            let _ = reader.read_to_string(&mut sink);
+        });
+        Serve {
+            child,
+            addr,
+            stderr_lines: lines,
+        }
+    }
+
+    fn signal(&mut self, sig: i32) -> std::process::ExitStatus {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+        for _ in 0..100 {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("throng did not exit within 5 s of signal {sig}");
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+use libc::{SIGINT, SIGTERM};
+
+#[test]
+fn embedded_defaults_play_the_demo_and_ffmpeg_decodes_it() {
+    let mut s = Serve::start(&[]);
+    let text = s.stderr_lines.concat();
+    assert!(text.contains("generated source password"), "{text}");
+    assert!(text.contains("generated admin password"), "{text}");
+    assert!(!text.contains("hackme"));
+    let out = Command::new("ffmpeg")
+        .args(["-nostdin", "-v", "error", "-t", "5", "-i"])
+        .arg(format!("http://{}/demo.mp3", s.addr))
+        .args(["-f", "null", "-"])
+        .output()
+        .expect("ffmpeg is installed by scripts/install-deps.sh");
+    assert!(out.status.success());
+    assert!(
+        out.stderr.is_empty(),
+        "decode errors: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(s.signal(SIGTERM).success(), "clean exit on SIGTERM");
+}
+
+#[test]
+fn sigint_closes_listeners_and_exits_cleanly() {
+    let mut s = Serve::start(&["--source-password", "pw-one", "--admin-password", "pw-two"]);
+    assert!(!s.stderr_lines.concat().contains("generated"));
+    let mut l = TcpStream::connect(s.addr).unwrap();
+    l.write_all(b"GET /demo.mp3 HTTP/1.0\r\n\r\n").unwrap();
+    let mut buf = [0u8; 4096];
+    assert!(l.read(&mut buf).unwrap() > 0);
+    assert!(s.signal(SIGINT).success(), "clean exit on SIGINT");
+    l.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut rest = Vec::new();
+    assert!(l.read_to_end(&mut rest).is_ok(), "listener closed cleanly");
+}
+
+#[test]
+fn bad_config_is_a_clear_error() {
+    let dir = std::env::temp_dir().join(format!("throng-it-cfg-{}", std::process::id()));
+    std::fs::write(&dir, "listen = [\"127.0.0.1:0\"]\nbogus-key = 1\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_throng"))
+        .args(["serve", "--config"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&dir);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bogus-key"), "{err}");
+}
