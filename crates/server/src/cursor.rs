@@ -8,6 +8,7 @@
 //! Pure code: no sockets, so every interleaving rule is unit-tested.
 
 use bytes::Bytes;
+use smallvec::SmallVec;
 use throng_proto::icy::EMPTY_BLOCK;
 
 use crate::ring::Ring;
@@ -36,6 +37,10 @@ pub enum SegKind {
     /// single zero byte.
     MetaBlock(Option<u64>),
 }
+
+/// The segments of one planned write; one second of a 64 kbit/s stream is about 10 chunks, so
+/// the common case stays on the stack.
+pub type Plan<'a> = SmallVec<[Seg<'a>; 16]>;
 
 /// One planned write segment, borrowed from the ring, the prefix or the metadata block.
 #[derive(Debug, Clone, Copy)]
@@ -100,7 +105,7 @@ impl Cursor {
         meta: &'a IcyMeta,
         max_segs: usize,
         max_bytes: usize,
-        out: &mut Vec<Seg<'a>>,
+        out: &mut Plan<'a>,
     ) {
         let mut bytes = 0usize;
         if let Some(p) = &self.prefix {
@@ -234,7 +239,7 @@ mod tests {
     fn drain(cur: &mut Cursor, ring: &Ring, m: &IcyMeta, cap: usize) -> Vec<u8> {
         let mut sent = Vec::new();
         loop {
-            let mut segs = Vec::new();
+            let mut segs = Plan::new();
             cur.plan(ring, m, 8, 1 << 20, &mut segs);
             if segs.is_empty() {
                 return sent;
@@ -244,6 +249,7 @@ mod tests {
             let all: Vec<u8> = segs.iter().flat_map(|s| s.bytes.iter().copied()).collect();
             let n = all.len().min(cap);
             sent.extend_from_slice(&all[..n]);
+            drop(segs);
             cur.advance(&kinds, n, m);
         }
     }
@@ -325,11 +331,11 @@ mod tests {
         let ring = w.feed().load();
         let m = meta(0, "");
         let cur = Cursor::new(0, Bytes::new(), None);
-        let mut segs = Vec::new();
+        let mut segs = Plan::new();
         cur.plan(&ring, &m, 4, usize::MAX, &mut segs);
         assert_eq!(segs.len(), 4);
         let cur = Cursor::new(ring.head, Bytes::new(), None);
-        let mut segs = Vec::new();
+        let mut segs = Plan::new();
         cur.plan(&ring, &m, 4, usize::MAX, &mut segs);
         assert!(segs.is_empty());
     }

@@ -7,7 +7,7 @@
 //! - Feeding mounts: `source.rs` (source clients), `file_source.rs` (the looped demo file),
 //!   `feeder.rs` (ICY stripping, framing, garbage detection), `chunker.rs` (frames → chunks).
 //! - The fan-out core: `ring.rs` (a mount's queue of shared chunks), `cursor.rs` (a listener's
-//!   position and ICY interleaving), `shard.rs` (a thread walking its listeners), `fanout.rs`.
+//!   position and ICY interleaving), `write_path.rs` (one coalesced writev), `shard.rs` (a thread walking its listeners), `fanout.rs`.
 //! - Listeners: `listener.rs` (request checks, response head, hand-over to a shard).
 //! - State and reporting: `mount.rs`, `config.rs`, `status.rs`, `admin.rs`, `metrics.rs`,
 //!   `access_log.rs`.
@@ -30,6 +30,7 @@ pub mod server;
 pub mod shard;
 pub mod source;
 pub mod status;
+pub mod write_path;
 
 pub use config::Config;
 pub use server::{Server, ServerError};

@@ -8,7 +8,7 @@
 //! listener hanging up at once. No lock is shared by the listeners: a shard loads each mount's
 //! queue snapshot once per tick.
 
-use std::io::{IoSlice, Read, Write};
+use std::io::Read;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
@@ -25,14 +25,11 @@ use crate::cursor::{Cursor, IcyMeta, SegKind};
 use crate::metrics::{Metrics, MountLabel};
 use crate::mount::Mount;
 use crate::ring::Ring;
+use crate::write_path::{write_due, Written};
 
 /// Buckets per write interval: a listener is visited once per interval, in the bucket
 /// `key % BUCKETS`, so the shard's work is spread evenly over time.
 pub const BUCKETS: usize = 10;
-
-/// Most segments in one `writev` (Linux accepts 1024): a 64 KiB burst of 100 ms chunks at
-/// 32 kbit/s is about 160 segments, plus ICY blocks.
-pub const MAX_SEGS: usize = 512;
 
 /// Most `writev` calls for one listener in one visit, when each one is taken whole and more is
 /// due (a large burst, or a listener catching up).
@@ -444,42 +441,31 @@ impl Shard {
                 }
             }
         }
-        let kinds = &mut self.scratch;
-        kinds.clear();
-        let result = {
-            let mut segs = Vec::with_capacity(8);
-            slot.cursor
-                .plan(&sm.ring, &sm.icy, MAX_SEGS, MAX_WRITE_BYTES, &mut segs);
-            if segs.is_empty() {
-                None
-            } else {
-                let iov: Vec<IoSlice<'_>> = segs.iter().map(|s| IoSlice::new(s.bytes)).collect();
-                kinds.extend(segs.iter().map(|s| (s.kind, s.bytes.len())));
-                Some((&slot.stream).write_vectored(&iov))
-            }
-        };
-        match result {
-            None => {
+        match write_due(
+            &slot.stream,
+            &mut slot.cursor,
+            &sm.ring,
+            &sm.icy,
+            &mut self.scratch,
+        ) {
+            Written::Nothing => {
                 slot.backlogged = false;
                 if sm.ring.ended {
                     self.close(key, Close::SourceEnded);
                 }
                 false
             }
-            Some(Ok(n)) => {
-                let total: usize = kinds.iter().map(|k| k.1).sum();
-                slot.cursor.advance(kinds, n, &sm.icy);
-                slot.sent += n as u64;
-                sm.unflushed_bytes += n as u64;
-                slot.backlogged = n < total;
-                n == total && slot.cursor.pos < sm.ring.head
+            Written::Bytes { bytes, whole } => {
+                slot.sent += bytes as u64;
+                sm.unflushed_bytes += bytes as u64;
+                slot.backlogged = !whole;
+                whole && slot.cursor.pos < sm.ring.head
             }
-            Some(Err(e)) if e.kind() == std::io::ErrorKind::WouldBlock => {
+            Written::WouldBlock => {
                 slot.backlogged = true;
                 false
             }
-            Some(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => false,
-            Some(Err(_)) => {
+            Written::Failed(_) => {
                 self.close(key, Close::WriteError);
                 false
             }
