@@ -282,17 +282,18 @@ impl Config {
 
     /// Fills in missing passwords with random ones; returns which were generated, as
     /// `(what, password)` pairs to print at start-up.
-    pub fn generate_missing_passwords(&mut self) -> Vec<(&'static str, String)> {
+    pub fn generate_missing_passwords(&mut self) -> Vec<(String, String)> {
         let mut made = Vec::new();
+        let admin_user = self.admin_user().to_owned();
         let auth = &mut self.authentication;
         if auth.source_password.is_none() {
             let p = random_password();
-            made.push(("source password (user `source`)", p.clone()));
+            made.push(("source password (user `source`)".to_owned(), p.clone()));
             auth.source_password = Some(p);
         }
         if auth.admin_password.is_none() {
             let p = random_password();
-            made.push(("admin password (user `admin`)", p.clone()));
+            made.push((format!("admin password (user `{admin_user}`)"), p.clone()));
             auth.admin_password = Some(p);
         }
         made
@@ -369,6 +370,17 @@ mod tests {
     fn rejects_unknown_keys_and_bad_mounts() {
         assert!(Config::from_toml("bogus = 1").is_err());
         assert!(Config::from_toml("[[mount]]\nname = \"live\"").is_err());
+    }
+
+    #[test]
+    fn example_file_in_the_repo_parses() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../throng.example.toml");
+        let c = Config::from_file(&path).expect("throng.example.toml must match the schema");
+        assert!(!c.mount.is_empty());
+        assert!(
+            c.authentication.source_password.is_none(),
+            "no default password in the example"
+        );
     }
 
     #[test]

@@ -144,6 +144,7 @@ impl Feeder {
 
     /// Feeds one unit that is already framed (a file source).
     pub fn push_unit(&mut self, unit: &Unit) {
+        self.count_received(unit.data.len());
         self.chunker.push(unit);
         self.maybe_flush();
     }

@@ -1,5 +1,5 @@
 //! A mount fed by a file looped forever, paced in real time by frame durations: the built-in
-//! demo mount (an MP3 tone embedded in the binary, made by `scripts/make-demo-audio.sh`).
+//! demo mount (a synthetic MP3 arpeggio embedded in the binary, made by `scripts/make-demo-audio.sh`).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -39,7 +39,7 @@ pub fn start_demo(ctx: Arc<ServerCtx>) -> Result<(), String> {
     let (units, params) = frame_file(DEMO_MP3, Format::Mp3)?;
     let info = SourceInfo {
         name: "Throng demo".into(),
-        description: "A synthetic tone looped in real time".into(),
+        description: "A synthetic arpeggio looped in real time".into(),
         genre: "Demo".into(),
         bitrate: Some("64".into()),
         ..SourceInfo::default()
@@ -61,7 +61,7 @@ pub fn start_demo(ctx: Arc<ServerCtx>) -> Result<(), String> {
         kind: SourceKind::File,
     };
     let mount = Arc::new(Mount::new(&ctx.config.demo_mount, settings, writer.feed()));
-    mount.set_title("Throng demo tone", None);
+    mount.set_title("Throng demo", None);
     mount.set_params(params);
     ctx.registry
         .reserve(mount.clone(), usize::MAX)

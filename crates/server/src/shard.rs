@@ -349,6 +349,9 @@ impl Shard {
         ) {
             tracing::warn!("cannot register listener: {e}");
             sm.listeners -= 1;
+            if sm.listeners == 0 {
+                self.mounts[mi] = None;
+            }
             self.finish(mount.as_ref(), &info, 0, Close::WriteError);
             return;
         }

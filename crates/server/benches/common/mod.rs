@@ -1,0 +1,42 @@
+//! Shared set-up for the fan-out benchmarks: a mount queue of a 64 kbit/s stream and listeners
+//! that are each due one second of it, as at every tick of a shard.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use throng_server::cursor::{Cursor, IcyMeta};
+use throng_server::ring::{FeedWriter, Ring};
+
+/// Bytes per second of a 64 kbit/s stream.
+pub const BYTES_PER_SEC: u64 = 8000;
+
+/// A queue holding `seconds` of a 64 kbit/s stream in 100 ms chunks (800 bytes each), as the
+/// chunker makes them.
+pub fn ring(seconds: u64) -> Arc<Ring> {
+    let mut w = FeedWriter::new(512_000);
+    for i in 0..seconds * 10 {
+        w.push(Bytes::from(vec![(i % 251) as u8; 800]), false, None);
+    }
+    let feed = w.feed();
+    std::mem::forget(w); // keep the feed live (not ended)
+    feed.load()
+}
+
+/// The ICY block in force.
+pub fn icy() -> IcyMeta {
+    IcyMeta {
+        generation: 1,
+        block: throng_proto::icy::metadata_block("Artist - Title", None),
+    }
+}
+
+/// `n` listeners each one second behind the head; every `icy_every`-th asks for ICY metadata
+/// (0: none).
+pub fn listeners(n: usize, ring: &Ring, icy_every: usize) -> Vec<Cursor> {
+    (0..n)
+        .map(|i| {
+            let metaint = (icy_every > 0 && i % icy_every == 0).then_some(16_000);
+            Cursor::new(ring.head - BYTES_PER_SEC, Bytes::new(), metaint)
+        })
+        .collect()
+}

@@ -1,0 +1,66 @@
+//! One fan-out tick over 10,000 listeners, for an instruction count under callgrind
+//! (instruction counts are stable on a noisy machine, unlike time):
+//!
+//! ```text
+//! cargo build --release -p throng-server --bench fanout_tick
+//! valgrind --tool=callgrind --collect-atstart=no --toggle-collect=throng_fanout_tick \
+//!     --callgrind-out-file=/dev/null target/release/deps/fanout_tick-* --tick
+//! ```
+//!
+//! The tick is what a shard does for each listener it visits: plan what is due (one second of
+//! a 64 kbit/s stream, 10 % of listeners with ICY metadata), build the iovec, write it (to a
+//! sink, so only user-space work is counted: the kernel's `writev` comes on top), advance.
+//! Without `--tick` (as `cargo bench` runs it) it times a few ticks and prints ns per listener.
+
+mod common;
+
+use std::io::sink;
+use std::time::Instant;
+
+use throng_server::cursor::{Cursor, IcyMeta, SegKind};
+use throng_server::ring::Ring;
+use throng_server::write_path::{write_due, Written};
+
+/// Listeners in one tick.
+const LISTENERS: usize = 10_000;
+
+/// One tick: every listener gets what it is due. Not inlined and not mangled so callgrind can
+/// count exactly this function and what it calls.
+#[no_mangle]
+#[inline(never)]
+pub fn throng_fanout_tick(
+    cursors: &mut [Cursor],
+    ring: &Ring,
+    icy: &IcyMeta,
+    kinds: &mut Vec<(SegKind, usize)>,
+) -> usize {
+    let mut bytes = 0;
+    for c in cursors.iter_mut() {
+        if let Written::Bytes { bytes: n, .. } = write_due(sink(), c, ring, icy, kinds) {
+            bytes += n;
+        }
+    }
+    bytes
+}
+
+fn main() {
+    let ring = common::ring(64);
+    let icy = common::icy();
+    let mut kinds = Vec::with_capacity(64);
+    if std::env::args().any(|a| a == "--tick") {
+        let mut cursors = common::listeners(LISTENERS, &ring, 10);
+        let bytes = throng_fanout_tick(&mut cursors, &ring, &icy, &mut kinds);
+        // 16000-byte metaint: one second (8000 bytes) reaches no metadata point yet.
+        assert_eq!(bytes as u64, LISTENERS as u64 * common::BYTES_PER_SEC);
+        println!("one tick: {LISTENERS} listeners, {bytes} bytes");
+        return;
+    }
+    let mut best = f64::MAX;
+    for _ in 0..20 {
+        let mut cursors = common::listeners(LISTENERS, &ring, 10);
+        let t = Instant::now();
+        std::hint::black_box(throng_fanout_tick(&mut cursors, &ring, &icy, &mut kinds));
+        best = best.min(t.elapsed().as_nanos() as f64 / LISTENERS as f64);
+    }
+    println!("fanout_tick: {best:.0} ns per listener (best of 20 ticks over {LISTENERS})");
+}

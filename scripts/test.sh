@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Runs every test of the project: installs the third-party peers the interoperability tests
+# use (ffmpeg, libshout-tools, icecast2, curl; via apt-get, skipped when already installed),
+# then checks formatting, runs clippy with warnings as errors, and runs the whole test suite.
+#
+#   scripts/test.sh                 # everything
+#   scripts/test.sh -- --nocapture  # extra arguments are passed to `cargo test --workspace`
+#
+# Needs no terminal: it runs the same way under CI (CI=true) as from a shell.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# Colours only on a terminal; plain text in CI logs and redirected output.
+if [ -t 1 ]; then color=auto; else color=never; fi
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-$color}"
+export DEBIAN_FRONTEND=noninteractive
+
+step() {
+  printf '\n==> %s\n' "$*"
+}
+
+step "install test dependencies (scripts/install-deps.sh)"
+scripts/install-deps.sh </dev/null
+
+step "cargo fmt --all -- --check"
+cargo fmt --all -- --check --color "$color"
+
+step "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "cargo test --workspace $*"
+cargo test --workspace "$@"
+
+step "all tests passed"
