@@ -76,6 +76,92 @@ pub struct StreamParams {
     pub codec: &'static str,
 }
 
+/// The header of the last accepted frame.
+#[derive(Debug, Clone, Copy)]
+enum LastHeader {
+    Mp3(mp3::Mp3Header),
+    Adts(adts::AdtsHeader),
+}
+
+/// What framing needs from an MP3 or ADTS frame header.
+trait FrameHeader: Copy {
+    /// Bytes needed to parse a header.
+    const LEN: usize;
+    fn parse(b: &[u8]) -> Option<Self>;
+    fn frame_len(&self) -> usize;
+    fn same_stream(&self, other: &Self) -> bool;
+    fn duration_us(&self) -> u64;
+    fn params(&self) -> StreamParams;
+    fn from_last(last: &LastHeader) -> Option<Self>;
+    fn into_last(self) -> LastHeader;
+}
+
+impl FrameHeader for mp3::Mp3Header {
+    const LEN: usize = 4;
+    fn parse(b: &[u8]) -> Option<Self> {
+        mp3::parse_header(b)
+    }
+    fn frame_len(&self) -> usize {
+        self.frame_len
+    }
+    fn same_stream(&self, other: &Self) -> bool {
+        mp3::Mp3Header::same_stream(self, other)
+    }
+    fn duration_us(&self) -> u64 {
+        mp3::Mp3Header::duration_us(self)
+    }
+    fn params(&self) -> StreamParams {
+        StreamParams {
+            sample_rate: self.sample_rate,
+            channels: self.channels,
+            bitrate_kbps: self.bitrate_kbps,
+            codec: "MP3",
+        }
+    }
+    fn from_last(last: &LastHeader) -> Option<Self> {
+        match last {
+            LastHeader::Mp3(h) => Some(*h),
+            LastHeader::Adts(_) => None,
+        }
+    }
+    fn into_last(self) -> LastHeader {
+        LastHeader::Mp3(self)
+    }
+}
+
+impl FrameHeader for adts::AdtsHeader {
+    const LEN: usize = 7;
+    fn parse(b: &[u8]) -> Option<Self> {
+        adts::parse_header(b)
+    }
+    fn frame_len(&self) -> usize {
+        self.frame_len
+    }
+    fn same_stream(&self, other: &Self) -> bool {
+        adts::AdtsHeader::same_stream(self, other)
+    }
+    fn duration_us(&self) -> u64 {
+        adts::AdtsHeader::duration_us(self)
+    }
+    fn params(&self) -> StreamParams {
+        StreamParams {
+            sample_rate: self.sample_rate,
+            channels: self.channels,
+            bitrate_kbps: 0,
+            codec: "AAC",
+        }
+    }
+    fn from_last(last: &LastHeader) -> Option<Self> {
+        match last {
+            LastHeader::Adts(h) => Some(*h),
+            LastHeader::Mp3(_) => None,
+        }
+    }
+    fn into_last(self) -> LastHeader {
+        LastHeader::Adts(self)
+    }
+}
+
 #[derive(Debug, Default)]
 struct OggState {
     streams: HashMap<u32, usize>,
@@ -90,8 +176,7 @@ pub struct Framer {
     format: Format,
     buf: BytesMut,
     synced: bool,
-    last_mp3: Option<mp3::Mp3Header>,
-    last_adts: Option<adts::AdtsHeader>,
+    last_header: Option<LastHeader>,
     garbage: usize,
     finished: bool,
     ogg: OggState,
@@ -106,8 +191,7 @@ impl Framer {
             format,
             buf: BytesMut::with_capacity(16 * 1024),
             synced: false,
-            last_mp3: None,
-            last_adts: None,
+            last_header: None,
             garbage: 0,
             finished: false,
             ogg: OggState::default(),
@@ -145,8 +229,8 @@ impl Framer {
     /// The next unit, a garbage report, or `None` when more bytes are needed.
     pub fn next_unit(&mut self) -> Option<Result<Unit, FrameError>> {
         let found = match self.format {
-            Format::Mp3 => self.next_mp3(),
-            Format::Aac => self.next_adts(),
+            Format::Mp3 => self.next_frame::<mp3::Mp3Header>(),
+            Format::Aac => self.next_frame::<adts::AdtsHeader>(),
             Format::Ogg => self.next_ogg(),
             Format::Other => self.next_other(),
         };
@@ -200,7 +284,9 @@ impl Framer {
         Some(true)
     }
 
-    fn next_mp3(&mut self) -> Option<Unit> {
+    /// The next MP3 or ADTS frame: a header confirmed by the next one, or trusted because the
+    /// previous frame of the same stream was accepted.
+    fn next_frame<H: FrameHeader>(&mut self) -> Option<Unit> {
         if let Some(u) = self.pending.take() {
             return Some(u);
         }
@@ -210,90 +296,34 @@ impl Framer {
                 Some(true) => continue,
                 Some(false) => {}
             }
-            if self.buf.len() < 4 {
+            if self.buf.len() < H::LEN {
                 return None;
             }
-            let Some(h) = mp3::parse_header(&self.buf) else {
+            let Some(h) = H::parse(&self.buf) else {
                 self.skip_to_sync();
                 continue;
             };
-            let trusted = self.synced && self.last_mp3.is_some_and(|l| l.same_stream(&h));
-            if self.buf.len() < h.frame_len {
+            let last = self.last_header.as_ref().and_then(H::from_last);
+            let trusted = self.synced && last.is_some_and(|l| l.same_stream(&h));
+            let len = h.frame_len();
+            if self.buf.len() < len {
                 return None;
             }
             if !trusted {
-                if self.buf.len() < h.frame_len + 4 {
+                if self.buf.len() < len + H::LEN {
                     if !self.finished {
                         return None;
                     }
-                } else {
-                    let next = mp3::parse_header(&self.buf[h.frame_len..]);
-                    if !next.is_some_and(|n| n.same_stream(&h)) {
-                        self.skip_to_sync();
-                        continue;
-                    }
+                } else if !H::parse(&self.buf[len..]).is_some_and(|n| n.same_stream(&h)) {
+                    self.skip_to_sync();
+                    continue;
                 }
             }
             self.synced = true;
-            self.last_mp3 = Some(h);
-            self.params = StreamParams {
-                sample_rate: h.sample_rate,
-                channels: h.channels,
-                bitrate_kbps: h.bitrate_kbps,
-                codec: "MP3",
-            };
+            self.last_header = Some(h.into_last());
+            self.params = h.params();
             return Some(Unit {
-                data: self.buf.split_to(h.frame_len).freeze(),
-                duration_us: h.duration_us(),
-                kind: UnitKind::Audio,
-            });
-        }
-    }
-
-    fn next_adts(&mut self) -> Option<Unit> {
-        if let Some(u) = self.pending.take() {
-            return Some(u);
-        }
-        loop {
-            match self.skip_id3() {
-                None => return None,
-                Some(true) => continue,
-                Some(false) => {}
-            }
-            if self.buf.len() < 7 {
-                return None;
-            }
-            let Some(h) = adts::parse_header(&self.buf) else {
-                self.skip_to_sync();
-                continue;
-            };
-            let trusted = self.synced && self.last_adts.is_some_and(|l| l.same_stream(&h));
-            if self.buf.len() < h.frame_len {
-                return None;
-            }
-            if !trusted {
-                if self.buf.len() < h.frame_len + 7 {
-                    if !self.finished {
-                        return None;
-                    }
-                } else {
-                    let next = adts::parse_header(&self.buf[h.frame_len..]);
-                    if !next.is_some_and(|n| n.same_stream(&h)) {
-                        self.skip_to_sync();
-                        continue;
-                    }
-                }
-            }
-            self.synced = true;
-            self.last_adts = Some(h);
-            self.params = StreamParams {
-                sample_rate: h.sample_rate,
-                channels: h.channels,
-                bitrate_kbps: 0,
-                codec: "AAC",
-            };
-            return Some(Unit {
-                data: self.buf.split_to(h.frame_len).freeze(),
+                data: self.buf.split_to(len).freeze(),
                 duration_us: h.duration_us(),
                 kind: UnitKind::Audio,
             });

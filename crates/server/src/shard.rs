@@ -195,6 +195,20 @@ impl ShardMount {
         self.ring = self.mount.feed.load();
         self.icy = self.mount.icy.load_full();
     }
+
+    /// Adds the bytes sent since the last flush to the mount's counter and the metric.
+    fn flush_bytes(&mut self, metrics: &Metrics) {
+        if self.unflushed_bytes > 0 {
+            metrics
+                .bytes_sent
+                .get_or_create(&self.label)
+                .inc_by(self.unflushed_bytes);
+            self.mount
+                .bytes_sent
+                .fetch_add(self.unflushed_bytes, Ordering::Relaxed);
+            self.unflushed_bytes = 0;
+        }
+    }
 }
 
 /// Why a listener is closed.
@@ -370,17 +384,7 @@ impl Shard {
     fn refresh_mounts(&mut self) {
         for sm in self.mounts.iter_mut().flatten() {
             sm.refresh();
-            if sm.unflushed_bytes > 0 {
-                self.ctx
-                    .metrics
-                    .bytes_sent
-                    .get_or_create(&sm.label)
-                    .inc_by(sm.unflushed_bytes);
-                sm.mount
-                    .bytes_sent
-                    .fetch_add(sm.unflushed_bytes, Ordering::Relaxed);
-                sm.unflushed_bytes = 0;
-            }
+            sm.flush_bytes(&self.ctx.metrics);
         }
     }
 
@@ -485,16 +489,7 @@ impl Shard {
         let mount = sm.mount.clone();
         if sm.listeners == 0 {
             // Flush counters, then forget the mount so its queue can be freed.
-            if sm.unflushed_bytes > 0 {
-                self.ctx
-                    .metrics
-                    .bytes_sent
-                    .get_or_create(&sm.label)
-                    .inc_by(sm.unflushed_bytes);
-                mount
-                    .bytes_sent
-                    .fetch_add(sm.unflushed_bytes, Ordering::Relaxed);
-            }
+            sm.flush_bytes(&self.ctx.metrics);
             self.mounts[slot.mount] = None;
         }
         self.finish(&mount, &slot.info, slot.sent, why);

@@ -89,36 +89,19 @@ pub async fn handle(
         return;
     }
     let (user, pass) = ctx.source_credentials(&name);
-    match head.header("authorization").and_then(parse_basic) {
-        Some(c) if c.user == user && secrets_equal(&c.password, &pass) => {}
-        Some(_) => {
+    let credentials = head.header("authorization").and_then(parse_basic);
+    let accepted = credentials
+        .as_ref()
+        .is_some_and(|c| c.user == user && secrets_equal(&c.password, &pass));
+    if !accepted {
+        if credentials.is_some() {
             tracing::warn!(%peer, mount = %name, "source rejected: wrong credentials");
-            let _ = reply(
-                &ctx,
-                &mut stream,
-                peer,
-                &line,
-                401,
-                AUTH_HEADERS,
-                "Authentication required\n",
-            )
-            .await;
-            return;
-        }
-        None => {
+        } else {
             tracing::info!(%peer, mount = %name, "source without credentials (probe?): 401");
-            let _ = reply(
-                &ctx,
-                &mut stream,
-                peer,
-                &line,
-                401,
-                AUTH_HEADERS,
-                "Authentication required\n",
-            )
-            .await;
-            return;
         }
+        let body = "Authentication required\n";
+        let _ = reply(&ctx, &mut stream, peer, &line, 401, AUTH_HEADERS, body).await;
+        return;
     }
     let content_type = match head.header("content-type") {
         Some(ct) => ct.to_owned(),
