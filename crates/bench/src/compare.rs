@@ -1,0 +1,401 @@
+//! `throng bench compare SCENARIO.toml`: the same profile against several servers, one after the
+//! other, each started by the bench from a command line, and one side-by-side report.
+//!
+//! For every `[[server]]`: start its command (own process group, output to `<out>/<name>.log`),
+//! wait until the first listener URL's port accepts connections, push the scenario's source if
+//! any, run the profile while sampling the server's process tree, stop the server (SIGTERM to
+//! the group, SIGKILL after 5 s) and wait for its port to close.
+
+use crate::profile::{Profile, Secs};
+use crate::run::{execute, Plan, RunError};
+use crate::sampler::SampleTarget;
+use crate::source::{SourceConfig, SourceMethod};
+use crate::summary::RunReport;
+use crate::url::HttpUrl;
+use crate::worker::Launcher;
+use clap::Args;
+use serde::Deserialize;
+use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// Arguments of `throng bench compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The scenario file (TOML).
+    pub scenario: PathBuf,
+    /// Output directory (default: the scenario's `out`, else `bench-results/<scenario name>`).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Override the scenario's listener count (listeners).
+    #[arg(long)]
+    pub listeners: Option<u32>,
+    /// Override the scenario's hold.
+    #[arg(long)]
+    pub hold: Option<Secs>,
+    /// Only run the servers with these names (repeatable).
+    #[arg(long)]
+    pub only: Vec<String>,
+    /// No live progress display.
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Program to run as a worker process (default: this executable).
+    #[arg(long, hide = true)]
+    pub worker_exe: Option<PathBuf>,
+}
+
+/// The source a scenario pushes to each server (file, credentials, method).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioSource {
+    /// Audio file.
+    pub file: PathBuf,
+    /// Source user.
+    #[serde(default = "default_user")]
+    pub user: String,
+    /// Source password.
+    #[serde(default = "default_password")]
+    pub password: String,
+    /// Request method.
+    #[serde(default)]
+    pub method: SourceMethod,
+    /// Content-Type (default: from the extension).
+    #[serde(default)]
+    pub content_type: Option<String>,
+}
+
+fn default_user() -> String {
+    "source".into()
+}
+fn default_password() -> String {
+    "hackme".into()
+}
+fn default_ready() -> Secs {
+    Secs(30.0)
+}
+
+/// One server of a scenario.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioServer {
+    /// Name used in the report.
+    pub name: String,
+    /// Command line that starts the server in the foreground (run from the current directory).
+    pub command: Vec<String>,
+    /// Listener URLs.
+    pub urls: Vec<String>,
+    /// Mount URL the source is pushed to (default: the first listener URL).
+    #[serde(default)]
+    pub source_url: Option<String>,
+    /// Source password for this server (default: the scenario source's).
+    #[serde(default)]
+    pub source_password: Option<String>,
+    /// How long to wait for the port to answer.
+    #[serde(default = "default_ready")]
+    pub ready_timeout: Secs,
+    /// Sample this Prometheus URL instead of the process tree.
+    #[serde(default)]
+    pub metrics_url: Option<String>,
+}
+
+/// A compare scenario file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Name (default: the file stem).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Output directory.
+    #[serde(default)]
+    pub out: Option<PathBuf>,
+    /// The profile every server gets.
+    #[serde(default)]
+    pub profile: Profile,
+    /// The source pushed to each server, if any.
+    #[serde(default)]
+    pub source: Option<ScenarioSource>,
+    /// The servers, in run order.
+    #[serde(rename = "server")]
+    pub servers: Vec<ScenarioServer>,
+}
+
+/// Compare errors.
+#[derive(Debug, Error)]
+pub enum CompareError {
+    /// The scenario could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The scenario is not valid TOML for a scenario.
+    #[error("parsing {path}: {source}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: Box<toml::de::Error>,
+    },
+    /// The scenario has no servers or an empty command.
+    #[error("scenario: {0}")]
+    Invalid(String),
+    /// A server did not start.
+    #[error("server {name}: {why}")]
+    Server {
+        /// The server.
+        name: String,
+        /// What happened.
+        why: String,
+    },
+    /// A run failed.
+    #[error("server {name}: {source}")]
+    Run {
+        /// The server.
+        name: String,
+        /// The error.
+        source: RunError,
+    },
+}
+
+impl Scenario {
+    /// Reads and checks a scenario file.
+    pub fn load(path: &Path) -> Result<Scenario, CompareError> {
+        let text = std::fs::read_to_string(path).map_err(|source| CompareError::Read {
+            path: path.into(),
+            source,
+        })?;
+        let s: Scenario = toml::from_str(&text).map_err(|source| CompareError::Parse {
+            path: path.into(),
+            source: Box::new(source),
+        })?;
+        if s.servers.is_empty() {
+            return Err(CompareError::Invalid("no [[server]]".into()));
+        }
+        for srv in &s.servers {
+            if srv.command.is_empty() || srv.urls.is_empty() {
+                return Err(CompareError::Invalid(format!(
+                    "server {}: command and urls must not be empty",
+                    srv.name
+                )));
+            }
+        }
+        s.profile
+            .validate()
+            .map_err(|e| CompareError::Invalid(e.to_string()))?;
+        Ok(s)
+    }
+}
+
+/// A server process started by the bench (its own process group).
+pub struct ServerProcess {
+    child: Child,
+}
+
+impl ServerProcess {
+    /// Starts `command` with output appended to `log`.
+    pub fn start(command: &[String], log: &Path) -> std::io::Result<ServerProcess> {
+        if let Some(d) = log.parent() {
+            std::fs::create_dir_all(d)?;
+        }
+        let out = std::fs::File::create(log)?;
+        let err = out.try_clone()?;
+        let child = Command::new(&command[0])
+            .args(&command[1..])
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .process_group(0)
+            .spawn()?;
+        Ok(ServerProcess { child })
+    }
+
+    /// The root process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the process already exited (with its status).
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// SIGTERM to the group, SIGKILL after `grace`.
+    pub fn stop(mut self, grace: Duration) {
+        let pgid = self.child.id() as libc::pid_t;
+        // SAFETY: signalling our own child's process group.
+        unsafe { libc::kill(-pgid, libc::SIGTERM) };
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if self.exited().is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // SAFETY: as above; the group may already be gone.
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits until `url`'s port accepts a TCP connection (true) or `timeout` passes (false).
+pub fn wait_port(url: &HttpUrl, timeout: Duration, server: &mut ServerProcess) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if TcpStream::connect_timeout(&url.addr, Duration::from_millis(200)).is_ok() {
+            return true;
+        }
+        if server.exited().is_some() {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
+/// Waits until nothing accepts on `url`'s port (up to `timeout`).
+pub fn wait_port_closed(url: &HttpUrl, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline
+        && TcpStream::connect_timeout(&url.addr, Duration::from_millis(200)).is_ok()
+    {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Runs every server of the scenario and returns their reports in order.
+pub fn run_scenario(
+    scenario: &Scenario,
+    out: &Path,
+    progress: bool,
+    launcher: Option<Launcher>,
+) -> Result<Vec<RunReport>, CompareError> {
+    let mut reports = Vec::new();
+    for srv in &scenario.servers {
+        let err = |why: String| CompareError::Server {
+            name: srv.name.clone(),
+            why,
+        };
+        let first = HttpUrl::parse(&srv.urls[0]).map_err(|e| err(e.to_string()))?;
+        // A leftover server on the port would be measured instead of this one.
+        if TcpStream::connect_timeout(&first.addr, Duration::from_millis(200)).is_ok() {
+            return Err(err(format!(
+                "something already listens on {}; stop it first",
+                first.addr
+            )));
+        }
+        let log = out.join(format!("{}.log", srv.name));
+        eprintln!("== {}: starting {}", srv.name, srv.command.join(" "));
+        let mut proc = ServerProcess::start(&srv.command, &log).map_err(|e| err(e.to_string()))?;
+        if !wait_port(
+            &first,
+            Duration::from_secs_f64(srv.ready_timeout.0),
+            &mut proc,
+        ) {
+            proc.stop(Duration::from_secs(2));
+            return Err(err(format!(
+                "port {} did not answer (log: {})",
+                first.addr,
+                log.display()
+            )));
+        }
+        let source = scenario.source.as_ref().map(|s| SourceConfig {
+            file: s.file.clone(),
+            url: srv
+                .source_url
+                .clone()
+                .unwrap_or_else(|| srv.urls[0].clone()),
+            user: s.user.clone(),
+            password: srv
+                .source_password
+                .clone()
+                .unwrap_or_else(|| s.password.clone()),
+            method: s.method,
+            content_type: s.content_type.clone(),
+        });
+        let plan = Plan {
+            name: srv.name.clone(),
+            urls: srv.urls.clone(),
+            profile: scenario.profile.clone(),
+            source,
+            sample: Some(match &srv.metrics_url {
+                Some(u) => SampleTarget::Metrics(u.clone()),
+                None => SampleTarget::Pid(proc.pid()),
+            }),
+            launcher: launcher.clone(),
+            progress,
+        };
+        let result = execute(&plan);
+        proc.stop(Duration::from_secs(5));
+        wait_port_closed(&first, Duration::from_secs(10));
+        let report = result.map_err(|source| CompareError::Run {
+            name: srv.name.clone(),
+            source,
+        })?;
+        eprintln!(
+            "== {}: {} ({} starved, {} failures)",
+            srv.name,
+            if report.summary.pass { "PASS" } else { "FAIL" },
+            report.summary.starved,
+            report.summary.failures_total
+        );
+        reports.push(report);
+        // Let TIME_WAIT sockets and the machine settle before the next server.
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    Ok(reports)
+}
+
+/// Body of `throng bench compare`.
+pub fn compare_command(a: CompareArgs) -> anyhow::Result<()> {
+    let mut scenario = Scenario::load(&a.scenario)?;
+    if let Some(n) = a.listeners {
+        scenario.profile.listeners = n;
+    }
+    if let Some(h) = a.hold {
+        scenario.profile.hold = h;
+    }
+    if !a.only.is_empty() {
+        scenario.servers.retain(|s| a.only.contains(&s.name));
+    }
+    let name = scenario.name.clone().unwrap_or_else(|| {
+        a.scenario
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_string())
+            .unwrap_or_else(|| "compare".into())
+    });
+    let out = a
+        .out
+        .clone()
+        .or(scenario.out.clone())
+        .unwrap_or_else(|| PathBuf::from("bench-results").join(&name));
+    let launcher = a.worker_exe.as_ref().map(|p| Launcher {
+        program: p.clone(),
+        args: vec!["bench".into(), "worker".into()],
+    });
+    let reports = run_scenario(&scenario, &out, !a.no_progress, launcher)?;
+    let refs: Vec<&RunReport> = reports.iter().collect();
+    let paths = crate::report::write_compare(&out, &a.scenario.display().to_string(), &refs)?;
+    println!("{}", crate::report::summary_table(&refs));
+    println!("report: {}", paths.html.display());
+    println!("json:   {}", paths.json.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_scenario_parses() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../bench/scenarios/throng-vs-icecast.toml");
+        let s = Scenario::load(&path).unwrap();
+        assert!(s.servers.len() >= 2);
+        assert_eq!(s.profile.listeners, 10_000);
+    }
+}

@@ -1,0 +1,735 @@
+//! The listener event loop: one `mio` poll, one shared read buffer, a slot of state per listener.
+//!
+//! One engine runs per worker (a process, or a thread for small runs). Each slot holds a socket,
+//! a [`Meter`] and a few flags; bytes are read into one 64 KiB scratch buffer and only counted,
+//! so the cost per listener is one `read` per server write plus a share of `epoll_wait`. Once per
+//! second the engine walks all slots (starvation verdicts, timeouts, reconnects) and hands a
+//! [`WorkerTick`] to its reporter.
+
+use crate::connect::{is_loopback_v4, parse_bind_range, start_connect};
+use crate::listener::{Meter, Thresholds};
+use crate::profile::{is_sampled, is_stalled, Profile};
+use crate::rusage;
+use crate::stats::{bucket_of, FailReason, LogHist, Phase, WorkerTick, HIST_BUCKETS};
+use crate::url::{HttpUrl, UrlError};
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::{self, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use thiserror::Error;
+use throng_proto::format::Format;
+use throng_proto::framer::Framer;
+use throng_proto::http::parse_response_head;
+use throng_proto::icy::{IcyDemuxer, IcyPiece};
+
+/// Size of the shared read buffer (bytes).
+const SCRATCH: usize = 64 * 1024;
+/// Largest response head accepted (bytes).
+const MAX_HEAD: usize = 16 * 1024;
+/// Most connects started per loop iteration, so a storm does not starve reads (connections).
+const CONNECT_BATCH: u32 = 1000;
+
+/// What one engine does: its share of the listeners, the URLs, the profile, the common start.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EngineSpec {
+    /// Worker index (0-based).
+    pub worker: u32,
+    /// Number of workers in the run.
+    pub workers: u32,
+    /// Listener URLs; listeners are spread round-robin over them.
+    pub urls: Vec<String>,
+    /// The run's profile (listener count and ramp are totals over all workers).
+    pub profile: Profile,
+    /// Common start time (ms since the Unix epoch): second 0 of every worker begins here.
+    pub start_unix_ms: u64,
+    /// Report CPU of the calling thread (in-process worker) instead of the whole process.
+    pub thread_cpu: bool,
+}
+
+impl EngineSpec {
+    /// Global listener ids of this worker: `worker`, `worker + workers`, ...
+    pub fn listener_count(&self) -> u32 {
+        let total = self.profile.listeners;
+        let w = self.workers.max(1);
+        if self.worker >= total {
+            0
+        } else {
+            (total - self.worker).div_ceil(w)
+        }
+    }
+}
+
+/// Errors that stop an engine before it runs.
+#[derive(Debug, Error)]
+pub enum EngineError {
+    /// A URL could not be used.
+    #[error(transparent)]
+    Url(#[from] UrlError),
+    /// The bind range could not be parsed.
+    #[error(transparent)]
+    Range(#[from] crate::connect::BadRange),
+    /// The poller could not be created.
+    #[error("poll: {0}")]
+    Poll(#[from] io::Error),
+    /// No URL was given.
+    #[error("no listener URL given")]
+    NoUrl,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Idle,
+    Connecting,
+    Head,
+    Streaming,
+    Stalled,
+    Failed,
+}
+
+/// Optional per-listener checks (boxed: only ICY listeners and the decode sample have one).
+struct Checker {
+    demux: Option<IcyDemuxer>,
+    framer: Option<Framer>,
+}
+
+struct Slot {
+    sock: Option<TcpStream>,
+    state: State,
+    target: u16,
+    bind: u16,
+    stalled: bool,
+    sampled: bool,
+    ever_starved: bool,
+    ttfb_pending: bool,
+    conn_start_us: u64,
+    retry_at_ms: u32,
+    longest_gap_ms: u32,
+    streamed: bool,
+    meter: Meter,
+    head: Vec<u8>,
+    check: Option<Box<Checker>>,
+}
+
+struct Target {
+    addr: SocketAddr,
+    request: Vec<u8>,
+    path_format: Option<Format>,
+    bind: bool,
+}
+
+/// Counters reset every second, plus cumulative ones.
+#[derive(Default)]
+struct Counters {
+    connects: u32,
+    bytes: u64,
+    ttfb: Vec<u64>,
+    max_gap_ms: u32,
+    failures: BTreeMap<String, u64>,
+    icy_blocks: u64,
+    frames: u64,
+    garbage: u64,
+    starved_total: u32,
+}
+
+/// One worker's event loop. Build with [`Engine::new`], drive with [`Engine::run`].
+pub struct Engine {
+    spec: EngineSpec,
+    poll: Poll,
+    slots: Vec<Slot>,
+    targets: Vec<Target>,
+    binds: Vec<Ipv4Addr>,
+    scratch: Vec<u8>,
+    th: Thresholds,
+    bps: Option<u32>,
+    c: Counters,
+    epoch: Instant,
+}
+
+fn ms(us: u64) -> u32 {
+    (us / 1000).min(u32::MAX as u64) as u32
+}
+
+impl Engine {
+    /// Prepares the engine (parses URLs, builds requests, allocates slots).
+    pub fn new(spec: EngineSpec) -> Result<Engine, EngineError> {
+        if spec.urls.is_empty() {
+            return Err(EngineError::NoUrl);
+        }
+        let binds = parse_bind_range(&spec.profile.bind_range)?;
+        let mut targets = Vec::new();
+        for u in &spec.urls {
+            let url = HttpUrl::parse(u)?;
+            let mut req = format!(
+                "GET {} HTTP/1.0\r\nHost: {}\r\nUser-Agent: throng-bench/{}\r\nAccept: */*\r\n",
+                url.path,
+                url.host_header(),
+                env!("CARGO_PKG_VERSION")
+            );
+            if spec.profile.icy {
+                req.push_str("Icy-MetaData: 1\r\n");
+            }
+            if let Some((user, pass)) = &url.credentials {
+                req.push_str(&format!(
+                    "Authorization: {}\r\n",
+                    throng_proto::auth::basic_authorization(user, pass)
+                ));
+            }
+            req.push_str("\r\n");
+            targets.push(Target {
+                addr: url.addr,
+                request: req.into_bytes(),
+                path_format: Format::from_path_extension(url.path.split('?').next().unwrap_or("")),
+                bind: !binds.is_empty() && is_loopback_v4(&url.addr),
+            });
+        }
+        let n = spec.listener_count();
+        let w = spec.workers.max(1);
+        let stalled_f = spec.profile.effective_stalled_fraction();
+        let sample_f = spec.profile.decode_sample;
+        let mut slots = Vec::with_capacity(n as usize);
+        for k in 0..n {
+            let id = spec.worker + k * w;
+            slots.push(Slot {
+                sock: None,
+                state: State::Idle,
+                target: (id as usize % targets.len()) as u16,
+                bind: if binds.is_empty() {
+                    0
+                } else {
+                    ((id as usize / targets.len()) % binds.len()) as u16
+                },
+                stalled: is_stalled(id, stalled_f),
+                sampled: is_sampled(id, sample_f),
+                ever_starved: false,
+                ttfb_pending: false,
+                conn_start_us: 0,
+                retry_at_ms: 0,
+                longest_gap_ms: 0,
+                streamed: false,
+                meter: Meter::default(),
+                head: Vec::new(),
+                check: None,
+            });
+        }
+        let p = &spec.profile;
+        let th = Thresholds {
+            window: p.window_secs(),
+            min_rate_pct: p.min_rate_pct,
+            max_gap_ms: (p.max_gap.0 * 1000.0) as u32,
+        };
+        let bps = p.bitrate_kbps.map(|k| (k * 1000.0 / 8.0).round() as u32);
+        Ok(Engine {
+            poll: Poll::new()?,
+            slots,
+            targets,
+            binds,
+            scratch: vec![0u8; SCRATCH],
+            th,
+            bps,
+            c: Counters::default(),
+            epoch: Instant::now(),
+            spec,
+        })
+    }
+
+    fn now_us(&self) -> u64 {
+        self.epoch.elapsed().as_micros() as u64
+    }
+
+    /// Runs the whole profile, calling `report` once per second (and once at the end with
+    /// `phase == Done`). Returns early when `stop` is set or `report` returns `false`.
+    pub fn run(
+        mut self,
+        stop: &AtomicBool,
+        mut report: impl FnMut(&WorkerTick) -> bool,
+    ) -> Result<(), EngineError> {
+        // Align second 0 with the common start time.
+        let now_unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        if self.spec.start_unix_ms > now_unix {
+            std::thread::sleep(Duration::from_millis(self.spec.start_unix_ms - now_unix));
+        }
+        self.epoch = Instant::now();
+        let n = self.slots.len() as u32;
+        let total = self.spec.profile.listeners.max(1);
+        let rate = (self.spec.profile.ramp * n as f64 / total as f64).max(0.001);
+        let hold_us = (self.spec.profile.hold.0 * 1e6) as u64;
+        let churn_rate = self.spec.profile.effective_churn_rate() * n as f64 / total as f64;
+        let storm_at_us = self
+            .spec
+            .profile
+            .effective_storm_at()
+            .map(|s| (s * 1e6) as u64);
+        let mut storm_done = false;
+        let mut churn_acc = 0.0f64;
+        let mut churn_cursor = 0usize;
+        let mut last_churn_us = 0u64;
+        let mut started = 0u32;
+        let mut hold_start_us: Option<u64> = if n == 0 { Some(0) } else { None };
+        let mut next_tick_us = 1_000_000u64;
+        let mut second = 0u32;
+        let mut events = Events::with_capacity(4096);
+        loop {
+            let now = self.now_us();
+            let ramping = started < n;
+            let mut wake = next_tick_us;
+            if ramping {
+                wake = wake.min(now + 1000);
+            }
+            if churn_rate > 0.0 && hold_start_us.is_some() {
+                wake = wake.min(now + 100_000);
+            }
+            let timeout = Duration::from_micros(wake.saturating_sub(now));
+            match self.poll.poll(&mut events, Some(timeout)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(EngineError::Poll(e)),
+            }
+            let now = self.now_us();
+            for ev in events.iter() {
+                let i = ev.token().0;
+                let closed = ev.is_read_closed() || ev.is_error();
+                self.on_event(i, closed, now);
+            }
+            // Ramp: start the listeners that are due.
+            if started < n {
+                let due = (((now as f64 / 1e6) * rate).floor() as u32 + 1).min(n);
+                let mut batch = 0;
+                while started < due && batch < CONNECT_BATCH {
+                    self.connect(started as usize, now);
+                    started += 1;
+                    batch += 1;
+                }
+                if started == n {
+                    hold_start_us = Some(now);
+                }
+            }
+            if let Some(hs) = hold_start_us {
+                let in_hold = now.saturating_sub(hs);
+                if churn_rate > 0.0 {
+                    let dt = now.saturating_sub(last_churn_us.max(hs)) as f64 / 1e6;
+                    last_churn_us = now;
+                    churn_acc += dt * churn_rate;
+                    while churn_acc >= 1.0 {
+                        churn_acc -= 1.0;
+                        if let Some(i) = self.next_streaming(&mut churn_cursor) {
+                            self.close(i, now);
+                            self.connect(i, now);
+                        }
+                    }
+                }
+                if let (Some(at), false) = (storm_at_us, storm_done) {
+                    if in_hold >= at {
+                        storm_done = true;
+                        for i in 0..self.slots.len() {
+                            if matches!(
+                                self.slots[i].state,
+                                State::Connecting | State::Head | State::Streaming | State::Stalled
+                            ) {
+                                self.close(i, now);
+                                self.connect(i, now);
+                            }
+                        }
+                    }
+                }
+            }
+            if now >= next_tick_us {
+                let phase = if hold_start_us.is_some() {
+                    Phase::Hold
+                } else {
+                    Phase::Ramp
+                };
+                let tick = self.tick(second, phase, started, now, true);
+                if !report(&tick) {
+                    return Ok(());
+                }
+                second += 1;
+                next_tick_us = (second as u64 + 1) * 1_000_000;
+                let finished = hold_start_us.is_some_and(|hs| now + 500_000 >= hs + hold_us);
+                if finished || stop.load(Ordering::Relaxed) {
+                    let now = self.now_us();
+                    let done = self.finish(second, started, now);
+                    report(&done);
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn next_streaming(&self, cursor: &mut usize) -> Option<usize> {
+        let n = self.slots.len();
+        for _ in 0..n {
+            let i = *cursor % n;
+            *cursor = (i + 1) % n;
+            if self.slots[i].state == State::Streaming {
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// Starts (or restarts) the connection of slot `i`.
+    fn connect(&mut self, i: usize, now: u64) {
+        self.c.connects += 1;
+        let s = &mut self.slots[i];
+        let t = &self.targets[s.target as usize];
+        let local = if t.bind {
+            Some(self.binds[s.bind as usize])
+        } else {
+            None
+        };
+        s.conn_start_us = now;
+        s.head = Vec::new();
+        s.check = None;
+        match start_connect(t.addr, local) {
+            Ok(std) => {
+                let mut sock = TcpStream::from_std(std);
+                match self.poll.registry().register(
+                    &mut sock,
+                    Token(i),
+                    Interest::READABLE | Interest::WRITABLE,
+                ) {
+                    Ok(()) => {
+                        s.sock = Some(sock);
+                        s.state = State::Connecting;
+                    }
+                    Err(e) => self.fail(i, FailReason::from_io(&e), now),
+                }
+            }
+            Err(e) => self.fail(i, FailReason::from_io(&e), now),
+        }
+    }
+
+    /// Closes slot `i` by the bench's choice (churn, storm, end of run).
+    fn close(&mut self, i: usize, now: u64) {
+        let s = &mut self.slots[i];
+        if s.state == State::Streaming {
+            s.longest_gap_ms = s.longest_gap_ms.max(s.meter.final_longest_gap(ms(now)));
+        }
+        s.sock = None;
+        s.head = Vec::new();
+        s.check = None;
+        s.state = State::Idle;
+    }
+
+    fn fail(&mut self, i: usize, reason: FailReason, now: u64) {
+        *self.c.failures.entry(reason.key()).or_insert(0) += 1;
+        self.close(i, now);
+        let s = &mut self.slots[i];
+        s.state = State::Failed;
+        if let Some(d) = self.spec.profile.reconnect_after {
+            s.retry_at_ms = ms(now) + (d.0 * 1000.0) as u32;
+        }
+    }
+
+    fn on_event(&mut self, i: usize, closed: bool, now: u64) {
+        let Some(state) = self.slots.get(i).map(|s| s.state) else {
+            return;
+        };
+        match state {
+            State::Connecting => self.on_connecting(i, closed, now),
+            State::Head | State::Streaming => self.on_readable(i, closed, now),
+            _ => {}
+        }
+    }
+
+    fn on_connecting(&mut self, i: usize, closed: bool, now: u64) {
+        let s = &mut self.slots[i];
+        let Some(sock) = s.sock.as_mut() else { return };
+        match sock.take_error() {
+            Ok(Some(e)) | Err(e) => return self.fail(i, FailReason::from_io(&e), now),
+            Ok(None) => {}
+        }
+        match sock.peer_addr() {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotConnected => {
+                if closed {
+                    self.fail(i, FailReason::Refused, now);
+                }
+                return;
+            }
+            Err(e) => return self.fail(i, FailReason::from_io(&e), now),
+        }
+        let req = &self.targets[s.target as usize].request;
+        match sock.write(req) {
+            Ok(k) if k == req.len() => {}
+            Ok(_) => return self.fail(i, FailReason::Io, now),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) => return self.fail(i, FailReason::from_io(&e), now),
+        }
+        if s.stalled {
+            let _ = self.poll.registry().deregister(sock);
+            s.state = State::Stalled;
+        } else {
+            if let Err(e) = self
+                .poll
+                .registry()
+                .reregister(sock, Token(i), Interest::READABLE)
+            {
+                return self.fail(i, FailReason::from_io(&e), now);
+            }
+            s.state = State::Head;
+            s.head = Vec::with_capacity(512);
+        }
+    }
+
+    fn on_readable(&mut self, i: usize, closed: bool, now: u64) {
+        loop {
+            let s = &mut self.slots[i];
+            let Some(sock) = s.sock.as_mut() else { return };
+            match sock.read(&mut self.scratch) {
+                Ok(0) => {
+                    let r = if s.state == State::Head {
+                        FailReason::ClosedBeforeHead
+                    } else {
+                        FailReason::ClosedWhileStreaming
+                    };
+                    return self.fail(i, r, now);
+                }
+                Ok(n) => {
+                    if let Err(r) = self.consume(i, n, now) {
+                        return self.fail(i, r, now);
+                    }
+                    // A short read drained the socket: edge-triggered epoll reports new data
+                    // (and a FIN that arrived after this read) with a new event.
+                    if n < self.scratch.len() && !closed {
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return self.fail(i, FailReason::from_io(&e), now),
+            }
+        }
+    }
+
+    /// Handles `n` fresh bytes in the scratch buffer for slot `i`.
+    fn consume(&mut self, i: usize, n: usize, now: u64) -> Result<(), FailReason> {
+        let s = &mut self.slots[i];
+        if s.state == State::Streaming {
+            return on_body(s, &self.scratch[..n], now, &mut self.c);
+        }
+        s.head.extend_from_slice(&self.scratch[..n]);
+        let (head, len) = match parse_response_head(&s.head) {
+            Ok(Some(h)) => h,
+            Ok(None) if s.head.len() > MAX_HEAD => return Err(FailReason::BadHead),
+            Ok(None) => return Ok(()),
+            Err(_) => return Err(FailReason::BadHead),
+        };
+        if head.status != 200 {
+            return Err(FailReason::HttpStatus(head.status));
+        }
+        let bps = self.bps.unwrap_or_else(|| {
+            head.header("icy-br")
+                .and_then(|v| v.split(',').next())
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .map(|k| (k * 1000.0 / 8.0) as u32)
+                .unwrap_or(0)
+        });
+        let format = head
+            .header("content-type")
+            .map(Format::from_content_type)
+            .filter(|f| *f != Format::Other)
+            .or(self.targets[s.target as usize].path_format)
+            .unwrap_or(Format::Other);
+        let metaint = head
+            .header("icy-metaint")
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&m| m > 0);
+        let demux = if self.spec.profile.icy {
+            metaint.map(IcyDemuxer::new)
+        } else {
+            None
+        };
+        let framer = if s.sampled && format != Format::Other {
+            Some(Framer::new(format))
+        } else {
+            None
+        };
+        s.check = if demux.is_some() || framer.is_some() {
+            Some(Box::new(Checker { demux, framer }))
+        } else {
+            None
+        };
+        s.meter = Meter::new(ms(now), bps);
+        s.state = State::Streaming;
+        s.streamed = true;
+        s.ttfb_pending = true;
+        let head_buf = std::mem::take(&mut s.head);
+        if head_buf.len() > len {
+            on_body(s, &head_buf[len..], now, &mut self.c)?;
+        }
+        Ok(())
+    }
+
+    fn tick(
+        &mut self,
+        second: u32,
+        phase: Phase,
+        started: u32,
+        now: u64,
+        judge: bool,
+    ) -> WorkerTick {
+        let now_ms = ms(now);
+        let timeout_ms = (self.spec.profile.connect_timeout.0 * 1000.0) as u32;
+        let mut t = WorkerTick {
+            worker: self.spec.worker,
+            second,
+            phase,
+            started,
+            ..WorkerTick::default()
+        };
+        let mut max_gap = std::mem::take(&mut self.c.max_gap_ms);
+        for i in 0..self.slots.len() {
+            let s = &mut self.slots[i];
+            match s.state {
+                State::Connecting | State::Head => {
+                    let waited = now_ms.saturating_sub(ms(s.conn_start_us));
+                    if judge && waited > timeout_ms {
+                        self.fail(i, FailReason::Timeout, now);
+                        t.failed += 1;
+                    } else {
+                        t.connecting += 1;
+                        // Waiting for audio longer than a player's buffer is starving too.
+                        if judge && waited > self.th.max_gap_ms && !s.stalled {
+                            t.starved += 1;
+                            if !s.ever_starved {
+                                s.ever_starved = true;
+                                self.c.starved_total += 1;
+                            }
+                        }
+                    }
+                }
+                State::Streaming if !judge => t.streaming += 1,
+                State::Streaming => {
+                    t.streaming += 1;
+                    let v = s.meter.tick(now_ms, &self.th);
+                    t.expected_bytes += s.meter.expected_bps as u64;
+                    max_gap = max_gap.max(v.ongoing_gap_ms);
+                    if v.starved {
+                        t.starved += 1;
+                        if !s.ever_starved {
+                            s.ever_starved = true;
+                            self.c.starved_total += 1;
+                        }
+                    }
+                }
+                State::Stalled => t.stalled += 1,
+                State::Failed => {
+                    if judge
+                        && self.spec.profile.reconnect_after.is_some()
+                        && now_ms >= s.retry_at_ms
+                    {
+                        self.connect(i, now);
+                        t.connecting += 1;
+                    } else {
+                        t.failed += 1;
+                    }
+                }
+                State::Idle => {}
+            }
+        }
+        t.connects = std::mem::take(&mut self.c.connects);
+        t.bytes = std::mem::take(&mut self.c.bytes);
+        t.max_gap_ms = max_gap;
+        let mut dense = vec![0u64; HIST_BUCKETS];
+        for us in self.c.ttfb.drain(..) {
+            dense[bucket_of(us) as usize] += 1;
+        }
+        t.ttfb = LogHist::from_dense(&dense);
+        t.failures_total = self.c.failures.clone();
+        t.starved_total = self.c.starved_total;
+        t.icy_blocks_total = self.c.icy_blocks;
+        t.frames_total = self.c.frames;
+        t.garbage_bytes_total = self.c.garbage;
+        let cpu = if self.spec.thread_cpu {
+            rusage::thread()
+        } else {
+            rusage::process()
+        };
+        t.cpu_user_us = cpu.user_us;
+        t.cpu_sys_us = cpu.sys_us;
+        t
+    }
+
+    /// Closes everything and builds the final tick (with the longest-gap histogram).
+    fn finish(&mut self, second: u32, started: u32, now: u64) -> WorkerTick {
+        let mut t = self.tick(second, Phase::Done, started, now, false);
+        let mut dense = vec![0u64; HIST_BUCKETS];
+        for i in 0..self.slots.len() {
+            self.close(i, now);
+            let s = &self.slots[i];
+            if s.streamed && !s.stalled {
+                dense[bucket_of(s.longest_gap_ms as u64 * 1000) as usize] += 1;
+            }
+        }
+        t.longest_gaps = Some(LogHist::from_dense(&dense));
+        t
+    }
+}
+
+/// Counts body bytes for a streaming slot and runs its optional checks.
+fn on_body(s: &mut Slot, data: &[u8], now: u64, c: &mut Counters) -> Result<(), FailReason> {
+    if data.is_empty() {
+        return Ok(());
+    }
+    if s.ttfb_pending {
+        s.ttfb_pending = false;
+        c.ttfb.push(now.saturating_sub(s.conn_start_us));
+    }
+    let now_ms = ms(now);
+    let gap = now_ms.saturating_sub(s.meter.last_read_ms);
+    if gap > c.max_gap_ms {
+        c.max_gap_ms = gap;
+    }
+    s.meter.on_read(now_ms, data.len());
+    c.bytes += data.len() as u64;
+    if let Some(chk) = s.check.as_deref_mut() {
+        let Checker { demux, framer } = chk;
+        match demux {
+            Some(d) => {
+                let mut blocks = 0u64;
+                let r = d.feed(data, |p| match p {
+                    IcyPiece::Audio(a) => {
+                        if let Some(f) = framer.as_mut() {
+                            f.push(a);
+                        }
+                    }
+                    IcyPiece::Metadata(_) => blocks += 1,
+                });
+                c.icy_blocks += blocks;
+                if r.is_err() {
+                    return Err(FailReason::IcyFraming);
+                }
+            }
+            None => {
+                if let Some(f) = framer.as_mut() {
+                    f.push(data);
+                }
+            }
+        }
+        if let Some(f) = framer.as_mut() {
+            drain_framer(f, c);
+        }
+    }
+    Ok(())
+}
+
+fn drain_framer(f: &mut Framer, c: &mut Counters) {
+    while let Some(r) = f.next_unit() {
+        match r {
+            Ok(_) => c.frames += 1,
+            Err(throng_proto::framer::FrameError::Garbage { skipped, .. }) => {
+                c.garbage += skipped as u64
+            }
+            #[allow(unreachable_patterns)]
+            Err(_) => c.garbage += 1,
+        }
+    }
+}

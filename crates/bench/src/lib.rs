@@ -1,0 +1,71 @@
+//! `throng bench`: a load generator that measures what listeners hear, not how many connect.
+//!
+//! Simulated listeners (a `mio` event loop per worker, a few hundred bytes of state each) connect
+//! to one or more Icecast-compatible listener URLs at a ramp rate, hold, and record time to first
+//! byte, bytes per one-second window and the longest gap between reads. A listener is *starved*
+//! when it receives less than a share of the stream bitrate over a sliding window or waits longer
+//! than a player's buffer between reads. Large runs are split over worker processes (re-executions
+//! of the current binary) that report per-second statistics as JSON lines; the parent aggregates
+//! them with server samples (from `/proc` or a Prometheus URL) into a JSON file and a
+//! self-contained HTML report with SVG plots. `throng bench compare` does the same for several
+//! servers, each started from a scenario file, and writes one side-by-side report.
+//!
+//! Modules: [`profile`] (what to run), [`url`], [`connect`], [`listener`] (per-listener
+//! accounting), [`engine`] (the event loop), [`stats`] (per-second messages, histograms),
+//! [`worker`] (threads and processes), [`sampler`], [`source`], [`run`] (one bench run),
+//! [`summary`], [`report`], [`plots`], [`report_html`], [`progress`], [`compare`], [`testserver`].
+
+use clap::{Args, Subcommand};
+
+pub mod compare;
+pub mod connect;
+pub mod engine;
+pub mod listener;
+pub mod plots;
+pub mod profile;
+pub mod progress;
+pub mod report;
+pub mod report_html;
+pub mod run;
+pub mod rusage;
+pub mod sampler;
+pub mod source;
+pub mod stats;
+pub mod summary;
+pub mod testserver;
+pub mod url;
+pub mod worker;
+
+/// Arguments of `throng bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: BenchCommand,
+}
+
+/// The subcommands of `throng bench`.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Load-test one or more listener URLs (listeners are spread round-robin over the URLs).
+    Run(Box<run::RunArgs>),
+    /// Run the same profile against several servers, one after the other, from a scenario file.
+    Compare(compare::CompareArgs),
+    /// A minimal fixed-rate streaming server (one write per listener per interval), used to
+    /// calibrate the bench and by its tests.
+    TestServer(testserver::TestServerArgs),
+    /// Internal: one worker process of a run (reads its spec as JSON from stdin, writes one JSON
+    /// line per second to stdout).
+    #[command(hide = true)]
+    Worker(worker::WorkerArgs),
+}
+
+/// Runs `throng bench` (synchronous: it builds its own threads and event loops).
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    match args.command {
+        BenchCommand::Run(a) => run::run_command(*a),
+        BenchCommand::Compare(a) => compare::compare_command(a),
+        BenchCommand::TestServer(a) => testserver::test_server_command(a),
+        BenchCommand::Worker(a) => worker::worker_command(a),
+    }
+}

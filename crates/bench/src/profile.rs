@@ -1,0 +1,344 @@
+//! What a bench run does: listener count, ramp, hold, load profile and starvation thresholds.
+//!
+//! [`Profile`] is both the `clap` arguments of `throng bench run` and the `[profile]` table of a
+//! compare scenario (TOML), so a scenario and a command line describe runs the same way.
+//! Durations are written `500ms`, `30s`, `2m` or as plain seconds.
+
+use clap::{Args, ValueEnum};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+use thiserror::Error;
+
+/// A duration in seconds, parsed from `250ms`, `5s`, `2m`, `1h` or a plain number of seconds.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize)]
+#[serde(into = "f64")]
+pub struct Secs(pub f64);
+
+/// A duration string that could not be parsed.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[error("bad duration {0:?} (expected e.g. 500ms, 30s, 2m or a number of seconds)")]
+pub struct BadDuration(pub String);
+
+impl FromStr for Secs {
+    type Err = BadDuration;
+    fn from_str(s: &str) -> Result<Secs, BadDuration> {
+        let t = s.trim();
+        let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
+            (n, 0.001)
+        } else if let Some(n) = t.strip_suffix('s') {
+            (n, 1.0)
+        } else if let Some(n) = t.strip_suffix('m') {
+            (n, 60.0)
+        } else if let Some(n) = t.strip_suffix('h') {
+            (n, 3600.0)
+        } else {
+            (t, 1.0)
+        };
+        match num.trim().parse::<f64>() {
+            Ok(v) if v.is_finite() && v >= 0.0 => Ok(Secs(v * mult)),
+            _ => Err(BadDuration(s.to_owned())),
+        }
+    }
+}
+
+impl fmt::Display for Secs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}s", self.0)
+    }
+}
+
+impl From<Secs> for f64 {
+    fn from(s: Secs) -> f64 {
+        s.0
+    }
+}
+
+impl<'de> Deserialize<'de> for Secs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Secs, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Num(f64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Num(v) if v >= 0.0 => Ok(Secs(v)),
+            Raw::Num(v) => Err(serde::de::Error::custom(format!("negative duration {v}"))),
+            Raw::Text(t) => t.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// The load profile: how listeners come and go during the hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ValueEnum, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProfileKind {
+    /// Ramp up to the listener count, hold, close.
+    #[default]
+    RampHold,
+    /// Ramp-and-hold, while `churn_rate` listeners per second leave and rejoin at once.
+    Churn,
+    /// Ramp-and-hold; at `storm_at` into the hold every listener drops and reconnects at once.
+    Storm,
+    /// Ramp-and-hold where `stalled_fraction` of listeners send their request and never read.
+    Stalled,
+}
+
+/// One bench run's parameters (CLI flags of `throng bench run`, or a scenario's `[profile]`).
+#[derive(Debug, Clone, Args, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Profile {
+    /// Number of simulated listeners (listeners, total over all URLs and workers).
+    #[arg(short = 'n', long, default_value_t = 100)]
+    pub listeners: u32,
+    /// New listeners started per second during the ramp (listeners/s, total).
+    #[arg(long, default_value_t = 1000.0)]
+    pub ramp: f64,
+    /// How long to hold once every listener was started (e.g. `30s`).
+    #[arg(long, default_value = "30s")]
+    pub hold: Secs,
+    /// Load profile.
+    #[arg(long, value_enum, default_value_t = ProfileKind::RampHold)]
+    pub profile: ProfileKind,
+    /// Expected stream bitrate in kbit/s; without it each listener uses the `icy-br` header of
+    /// its response (and only gaps are judged when that is missing too).
+    #[arg(long)]
+    pub bitrate_kbps: Option<f64>,
+    /// A listener is starved when it gets less than this share of the bitrate over `window`
+    /// (percent).
+    #[arg(long, default_value_t = 80.0)]
+    pub min_rate_pct: f64,
+    /// Sliding window for the bitrate check (whole seconds, 1 to 15).
+    #[arg(long, default_value = "5s")]
+    pub window: Secs,
+    /// A gap between reads longer than this (a player's buffer) also makes a listener starved.
+    #[arg(long, default_value = "4s")]
+    pub max_gap: Secs,
+    /// Churn profile: listeners that leave and rejoin per second (listeners/s, total; default
+    /// 1 % of the listeners).
+    #[arg(long)]
+    pub churn_rate: Option<f64>,
+    /// Storm profile: when, after the hold starts, every listener reconnects (default: half the
+    /// hold).
+    #[arg(long)]
+    pub storm_at: Option<Secs>,
+    /// Stalled profile: share of listeners that never read (0 to 1; default 0.1).
+    #[arg(long)]
+    pub stalled_fraction: Option<f64>,
+    /// Ask for ICY metadata (`Icy-MetaData: 1`) and check the block framing of every listener.
+    #[arg(long)]
+    pub icy: bool,
+    /// Share of listeners (0 to 1) whose audio is decode-checked for MP3/ADTS/Ogg frame sync.
+    #[arg(long, default_value_t = 0.01)]
+    pub decode_sample: f64,
+    /// Reconnect a listener that failed after this delay (default: a failed listener stays
+    /// down).
+    #[arg(long)]
+    pub reconnect_after: Option<Secs>,
+    /// Connect plus response-head timeout.
+    #[arg(long, default_value = "10s")]
+    pub connect_timeout: Secs,
+    /// Worker processes (0: one in-process event-loop thread; default: one per
+    /// `max_per_worker` listeners, in-process when one suffices).
+    #[arg(long)]
+    pub workers: Option<u32>,
+    /// Most sockets one worker process opens (sockets; the per-process fd limit is 20,000).
+    #[arg(long, default_value_t = 15_000)]
+    pub max_per_worker: u32,
+    /// Local source addresses bound round-robin for loopback targets, `FIRST-LAST` (IPv4), or
+    /// `none`.
+    #[arg(long, default_value = "127.0.0.2-127.0.0.40")]
+    pub bind_range: String,
+}
+
+impl Default for Profile {
+    fn default() -> Profile {
+        Profile {
+            listeners: 100,
+            ramp: 1000.0,
+            hold: Secs(30.0),
+            profile: ProfileKind::RampHold,
+            bitrate_kbps: None,
+            min_rate_pct: 80.0,
+            window: Secs(5.0),
+            max_gap: Secs(4.0),
+            churn_rate: None,
+            storm_at: None,
+            stalled_fraction: None,
+            icy: false,
+            decode_sample: 0.01,
+            reconnect_after: None,
+            connect_timeout: Secs(10.0),
+            workers: None,
+            max_per_worker: 15_000,
+            bind_range: "127.0.0.2-127.0.0.40".to_owned(),
+        }
+    }
+}
+
+/// A profile whose values make no sense.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum ProfileError {
+    /// A value is out of its range.
+    #[error("{field}: {why}")]
+    OutOfRange {
+        /// The field's name.
+        field: &'static str,
+        /// What is wrong.
+        why: String,
+    },
+}
+
+fn bad(field: &'static str, why: impl Into<String>) -> ProfileError {
+    ProfileError::OutOfRange {
+        field,
+        why: why.into(),
+    }
+}
+
+impl Profile {
+    /// Checks ranges (window 1–15 s, positive ramp, fractions within 0–1, ...).
+    pub fn validate(&self) -> Result<(), ProfileError> {
+        if self.listeners == 0 {
+            return Err(bad("listeners", "must be at least 1"));
+        }
+        if self.ramp.is_nan() || self.ramp <= 0.0 {
+            return Err(bad("ramp", "must be > 0 listeners/s"));
+        }
+        let w = self.window.0.round();
+        if !(1.0..=15.0).contains(&w) {
+            return Err(bad("window", "must be 1 to 15 whole seconds"));
+        }
+        if !(0.0..=100.0).contains(&self.min_rate_pct) {
+            return Err(bad("min_rate_pct", "must be 0 to 100"));
+        }
+        for (name, v) in [
+            ("decode_sample", Some(self.decode_sample)),
+            ("stalled_fraction", self.stalled_fraction),
+        ] {
+            if let Some(v) = v {
+                if !(0.0..=1.0).contains(&v) {
+                    return Err(bad(name, "must be between 0 and 1"));
+                }
+            }
+        }
+        if self.max_per_worker == 0 || self.max_per_worker > 19_000 {
+            return Err(bad("max_per_worker", "must be 1 to 19000 sockets"));
+        }
+        if let Some(b) = self.bitrate_kbps {
+            if b.is_nan() || b <= 0.0 {
+                return Err(bad("bitrate_kbps", "must be > 0"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The sliding window in whole seconds.
+    pub fn window_secs(&self) -> u32 {
+        self.window.0.round().clamp(1.0, 15.0) as u32
+    }
+
+    /// Churn rate actually used (listeners/s, total): set, or 1 % of listeners for `churn`.
+    pub fn effective_churn_rate(&self) -> f64 {
+        match (self.profile, self.churn_rate) {
+            (_, Some(r)) => r,
+            (ProfileKind::Churn, None) => (self.listeners as f64 / 100.0).max(1.0),
+            _ => 0.0,
+        }
+    }
+
+    /// When the storm happens (seconds after the hold starts), if any.
+    pub fn effective_storm_at(&self) -> Option<f64> {
+        match (self.profile, self.storm_at) {
+            (_, Some(s)) => Some(s.0),
+            (ProfileKind::Storm, None) => Some(self.hold.0 / 2.0),
+            _ => None,
+        }
+    }
+
+    /// Share of listeners that never read (0 to 1).
+    pub fn effective_stalled_fraction(&self) -> f64 {
+        match (self.profile, self.stalled_fraction) {
+            (_, Some(f)) => f,
+            (ProfileKind::Stalled, None) => 0.1,
+            _ => 0.0,
+        }
+    }
+
+    /// Worker processes to spawn (0 = in-process thread).
+    pub fn effective_workers(&self) -> u32 {
+        match self.workers {
+            Some(w) => w,
+            None if self.listeners <= self.max_per_worker => 0,
+            None => self.listeners.div_ceil(self.max_per_worker),
+        }
+    }
+
+    /// Ramp duration in seconds.
+    pub fn ramp_secs(&self) -> f64 {
+        self.listeners as f64 / self.ramp
+    }
+}
+
+/// Whether global listener `id` is one of the stalled ones, for a stalled share `fraction`:
+/// spreads them evenly (every 1/fraction-th listener).
+pub fn is_stalled(id: u32, fraction: f64) -> bool {
+    if fraction <= 0.0 {
+        return false;
+    }
+    let a = (id as f64 * fraction).floor();
+    let b = ((id + 1) as f64 * fraction).floor();
+    b > a
+}
+
+/// Whether global listener `id` is decode-checked, for a sample share `fraction`.
+pub fn is_sampled(id: u32, fraction: f64) -> bool {
+    is_stalled(id, fraction)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!("500ms".parse::<Secs>().unwrap(), Secs(0.5));
+        assert_eq!("2m".parse::<Secs>().unwrap(), Secs(120.0));
+        assert_eq!("7".parse::<Secs>().unwrap(), Secs(7.0));
+        assert!("x".parse::<Secs>().is_err());
+        assert!("-1s".parse::<Secs>().is_err());
+    }
+
+    #[test]
+    fn stalled_share_is_spread() {
+        let n = (0..1000).filter(|&i| is_stalled(i, 0.1)).count();
+        assert_eq!(n, 100);
+        assert_eq!((0..1000).filter(|&i| is_stalled(i, 0.0)).count(), 0);
+        assert_eq!((0..10).filter(|&i| is_stalled(i, 1.0)).count(), 10);
+    }
+
+    #[test]
+    fn profile_from_toml() {
+        let p: Profile =
+            toml::from_str("listeners = 10\nhold = \"2s\"\nprofile = \"churn\"").unwrap();
+        assert_eq!(p.listeners, 10);
+        assert_eq!(p.hold, Secs(2.0));
+        assert_eq!(p.effective_churn_rate(), 1.0);
+        assert!(p.validate().is_ok());
+    }
+
+    #[test]
+    fn workers_split() {
+        let p = Profile {
+            listeners: 21_000,
+            ..Profile::default()
+        };
+        assert_eq!(p.effective_workers(), 2);
+        let p = Profile {
+            listeners: 500,
+            ..Profile::default()
+        };
+        assert_eq!(p.effective_workers(), 0);
+    }
+}

@@ -1,0 +1,106 @@
+//! The self-contained HTML report: summary table (with ratios in a comparison), failures,
+//! errors, the profile, and the SVG plots inline (no external files or scripts).
+
+use crate::plots;
+use crate::report::{fmt_value, metrics, ratio};
+use crate::summary::RunReport;
+
+/// Escapes text for HTML.
+pub fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// Renders the report of one run or a comparison of several.
+pub fn render(title: &str, runs: &[&RunReport]) -> String {
+    let mut h = String::new();
+    h.push_str(&format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>\n<style>\
+body{{font-family:system-ui,sans-serif;margin:2em auto;max-width:1600px;color:#222}}\
+table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:4px 10px}}\
+td.n{{text-align:right;font-variant-numeric:tabular-nums}}.pass{{color:#080;font-weight:bold}}\
+.fail{{color:#b00;font-weight:bold}}.plots{{display:flex;flex-wrap:wrap;gap:12px}}\
+.plots figure{{margin:0}}pre{{background:#f6f6f6;padding:8px;overflow:auto}}\
+</style></head><body>\n<h1>{}</h1>\n",
+        esc(title),
+        esc(title)
+    ));
+    h.push_str(
+        "<p>A listener is <b>starved</b> when it gets less than the minimum share of the \
+stream bitrate over the sliding window, or waits longer than the maximum gap between reads. \
+CPU is in percent of one core.</p>\n",
+    );
+    // Summary table.
+    h.push_str("<h2>Summary</h2>\n<table><tr><th>metric</th>");
+    for r in runs {
+        h.push_str(&format!("<th>{}</th>", esc(&r.name)));
+    }
+    h.push_str("</tr>\n");
+    for m in metrics() {
+        h.push_str(&format!("<tr><td>{}</td>", esc(m.label)));
+        let first = runs.first().and_then(|r| (m.get)(&r.summary));
+        for (i, r) in runs.iter().enumerate() {
+            let v = (m.get)(&r.summary);
+            let mut cell = fmt_value(v, m.decimals);
+            if i > 0 {
+                if let Some(x) = ratio(first, v) {
+                    cell.push_str(&format!(" <small>({x})</small>"));
+                }
+            }
+            h.push_str(&format!("<td class=\"n\">{cell}</td>"));
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("<tr><td>verdict</td>");
+    for r in runs {
+        h.push_str(if r.summary.pass {
+            "<td class=\"pass\">PASS</td>"
+        } else {
+            "<td class=\"fail\">FAIL</td>"
+        });
+    }
+    h.push_str("</tr></table>\n");
+    // Plots.
+    h.push_str("<h2>Plots</h2>\n<div class=\"plots\">\n");
+    for (_, f) in plots::all(runs) {
+        h.push_str("<figure>");
+        h.push_str(&f);
+        h.push_str("</figure>\n");
+    }
+    h.push_str("</div>\n");
+    // Failures and errors.
+    for r in runs {
+        if !r.summary.failures.is_empty() || !r.errors.is_empty() {
+            h.push_str(&format!(
+                "<h3>{}: failures and errors</h3>\n<ul>",
+                esc(&r.name)
+            ));
+            for (k, v) in &r.summary.failures {
+                h.push_str(&format!("<li>{}: {v}</li>", esc(k)));
+            }
+            for e in &r.errors {
+                h.push_str(&format!("<li>{}</li>", esc(e)));
+            }
+            h.push_str("</ul>\n");
+        }
+    }
+    // Configuration.
+    h.push_str("<h2>Configuration</h2>\n");
+    for r in runs {
+        h.push_str(&format!(
+            "<h3>{}</h3><p>URLs: {}; worker processes: {}</p><pre>{}</pre>\n",
+            esc(&r.name),
+            esc(&r.urls.join(", ")),
+            r.workers,
+            esc(&r
+                .profile
+                .as_ref()
+                .and_then(|p| toml::to_string(p).ok())
+                .unwrap_or_default())
+        ));
+    }
+    h.push_str("</body></html>\n");
+    h
+}

@@ -1,0 +1,267 @@
+//! One bench run: optional source, workers, server sampler, progress, aggregation, reports.
+
+use crate::engine::EngineSpec;
+use crate::profile::{Profile, ProfileError};
+use crate::progress::Progress;
+use crate::sampler::{SampleTarget, Sampler};
+use crate::source::{Source, SourceConfig, SourceError, SourceMethod};
+use crate::summary::{Aggregator, RunReport};
+use crate::worker::{Launcher, WorkerError, WorkerMsg, WorkerSet};
+use clap::Args;
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use thiserror::Error;
+
+/// Arguments of `throng bench run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Listener URLs (`http://host:port/mount`); listeners are spread round-robin over them.
+    #[arg(required = true)]
+    pub urls: Vec<String>,
+    /// The load profile.
+    #[command(flatten)]
+    pub profile: Profile,
+    /// Push this file (MP3, AAC, Ogg) as a live source to `--source-url` (default: the first
+    /// listener URL) before the listeners start.
+    #[arg(long)]
+    pub source: Option<PathBuf>,
+    /// Mount URL for `--source`.
+    #[arg(long)]
+    pub source_url: Option<String>,
+    /// Source user.
+    #[arg(long, default_value = "source")]
+    pub source_user: String,
+    /// Source password.
+    #[arg(long, default_value = "hackme")]
+    pub source_password: String,
+    /// Source request method.
+    #[arg(long, value_enum, default_value_t = SourceMethod::Put)]
+    pub source_method: SourceMethod,
+    /// Sample this local server process (and its children) every second.
+    #[arg(long)]
+    pub pid: Option<u32>,
+    /// Sample a Prometheus `/metrics` URL every second (for a remote server).
+    #[arg(long, conflicts_with = "pid")]
+    pub metrics_url: Option<String>,
+    /// Output directory for `report.json` and `report.html`.
+    #[arg(long, default_value = "bench-results")]
+    pub out: PathBuf,
+    /// Name of the run (used in reports).
+    #[arg(long, default_value = "run")]
+    pub name: String,
+    /// No live progress display.
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Program to run as a worker process (default: this executable, as `<exe> bench worker`).
+    #[arg(long, hide = true)]
+    pub worker_exe: Option<PathBuf>,
+}
+
+/// Everything needed for one run.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Name of the run.
+    pub name: String,
+    /// Listener URLs.
+    pub urls: Vec<String>,
+    /// The profile.
+    pub profile: Profile,
+    /// Source to push first, if any.
+    pub source: Option<SourceConfig>,
+    /// Server to sample, if any.
+    pub sample: Option<SampleTarget>,
+    /// Worker process launcher (default: this executable).
+    pub launcher: Option<Launcher>,
+    /// Show the live progress display.
+    pub progress: bool,
+}
+
+/// Errors of a run.
+#[derive(Debug, Error)]
+pub enum RunError {
+    /// The profile is invalid.
+    #[error("profile: {0}")]
+    Profile(#[from] ProfileError),
+    /// The source could not start.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// Workers could not start.
+    #[error(transparent)]
+    Worker(#[from] WorkerError),
+    /// The current executable could not be found.
+    #[error("locating the worker executable: {0}")]
+    Exe(std::io::Error),
+    /// No URL.
+    #[error("no listener URL given")]
+    NoUrl,
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Runs one plan to the end and returns its report (nothing is written).
+pub fn execute(plan: &Plan) -> Result<RunReport, RunError> {
+    plan.profile.validate()?;
+    if plan.urls.is_empty() {
+        return Err(RunError::NoUrl);
+    }
+    let mut errors = Vec::new();
+    let source = match &plan.source {
+        Some(cfg) => {
+            let s = Source::start(cfg)?;
+            // Let the server fill its burst buffer before listeners arrive.
+            std::thread::sleep(Duration::from_millis(1500));
+            Some(s)
+        }
+        None => None,
+    };
+    let nproc = plan.profile.effective_workers();
+    let start_unix_ms = unix_ms() + if nproc > 0 { 500 } else { 100 };
+    let nspecs = nproc.max(1);
+    let specs: Vec<EngineSpec> = (0..nspecs)
+        .map(|w| EngineSpec {
+            worker: w,
+            workers: nspecs,
+            urls: plan.urls.clone(),
+            profile: plan.profile.clone(),
+            start_unix_ms,
+            thread_cpu: nproc == 0,
+        })
+        .collect();
+    let launcher = if nproc > 0 {
+        Some(match &plan.launcher {
+            Some(l) => l.clone(),
+            None => Launcher::current_exe().map_err(RunError::Exe)?,
+        })
+    } else {
+        None
+    };
+    let (tx, rx) = mpsc::channel();
+    let mut workers = WorkerSet::start(specs, launcher.as_ref(), tx)?;
+    let (stx, srx) = mpsc::channel();
+    let sampler = plan
+        .sample
+        .clone()
+        .map(|t| Sampler::start(t, start_unix_ms, stx));
+    let progress = Progress::new(plan.progress, &plan.name, plan.profile.listeners);
+    let mut agg = Aggregator::default();
+    let mut live_workers = nspecs;
+    let budget = plan.profile.ramp_secs() + plan.profile.hold.0 + 30.0;
+    let deadline = Instant::now() + Duration::from_secs_f64(budget);
+    let mut stopped = false;
+    while live_workers > 0 {
+        match rx.recv_timeout(Duration::from_millis(250)) {
+            Ok(WorkerMsg::Tick(t)) => {
+                agg.add_tick(t);
+                while let Ok(s) = srx.try_recv() {
+                    agg.add_sample(s);
+                }
+                progress.update(&agg.live());
+            }
+            Ok(WorkerMsg::Exited { worker, error }) => {
+                live_workers -= 1;
+                if let Some(e) = error {
+                    errors.push(format!("worker {worker}: {e}"));
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        if !stopped && Instant::now() > deadline {
+            errors.push("run exceeded its time budget; workers stopped".into());
+            workers.stop();
+            stopped = true;
+        }
+        if let Some(s) = &source {
+            if let Some(e) = s
+                .stats()
+                .error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+            {
+                errors.push(format!("source: {e}"));
+            }
+        }
+    }
+    workers.join(Duration::from_secs(5));
+    if let Some(s) = sampler {
+        s.stop();
+    }
+    while let Ok(s) = srx.try_recv() {
+        agg.add_sample(s);
+    }
+    if let Some(s) = source {
+        s.stop();
+    }
+    let (timeline, mut summary, ttfb, longest_gaps) = agg.finish(&plan.profile, nproc);
+    // Whole-bench CPU: workers' processes plus this process (which includes in-process engines).
+    let me = crate::rusage::process();
+    let own = (me.user_us + me.sys_us) as f64 / 1e6;
+    summary.bench_cpu_total_s = if nproc > 0 {
+        summary.bench_cpu_total_s + own
+    } else {
+        own
+    };
+    if !errors.is_empty() {
+        summary.pass = false;
+    }
+    progress.finish(&summary);
+    Ok(RunReport {
+        name: plan.name.clone(),
+        urls: plan.urls.clone(),
+        profile: Some(plan.profile.clone()),
+        start_unix_ms,
+        workers: nproc,
+        timeline,
+        ttfb,
+        longest_gaps,
+        summary,
+        errors,
+    })
+}
+
+/// Body of `throng bench run`.
+pub fn run_command(a: RunArgs) -> anyhow::Result<()> {
+    let source = a.source.as_ref().map(|f| SourceConfig {
+        file: f.clone(),
+        url: a.source_url.clone().unwrap_or_else(|| a.urls[0].clone()),
+        user: a.source_user.clone(),
+        password: a.source_password.clone(),
+        method: a.source_method,
+        content_type: None,
+    });
+    let sample = match (a.pid, &a.metrics_url) {
+        (Some(p), _) => Some(SampleTarget::Pid(p)),
+        (None, Some(u)) => Some(SampleTarget::Metrics(u.clone())),
+        _ => None,
+    };
+    let plan = Plan {
+        name: a.name.clone(),
+        urls: a.urls.clone(),
+        profile: a.profile.clone(),
+        source,
+        sample,
+        launcher: a.worker_exe.as_ref().map(|p| Launcher {
+            program: p.clone(),
+            args: vec!["bench".into(), "worker".into()],
+        }),
+        progress: !a.no_progress,
+    };
+    let report = execute(&plan)?;
+    let paths = crate::report::write_run(&a.out, &report)?;
+    println!("{}", crate::report::summary_table(&[&report]));
+    println!("report: {}", paths.html.display());
+    println!("json:   {}", paths.json.display());
+    if !report.errors.is_empty() {
+        for e in &report.errors {
+            eprintln!("error: {e}");
+        }
+    }
+    Ok(())
+}

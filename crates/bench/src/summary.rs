@@ -1,0 +1,374 @@
+//! Aggregation of worker ticks and server samples into a per-second timeline and a summary.
+//!
+//! Workers tick at the same whole seconds after a common start; the [`Aggregator`] sums their
+//! ticks per second (carrying a worker's last cumulative counters forward if one second is
+//! missing), attaches the server sample of that second, and derives the run's verdict.
+
+use crate::profile::Profile;
+use crate::sampler::ServerSample;
+use crate::stats::{LogHist, Phase, WorkerTick};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+
+/// One second of the whole run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Row {
+    /// Second index since the start (the row covers `[second, second + 1)`).
+    pub second: u32,
+    /// `hold` when every worker was holding.
+    pub phase: Phase,
+    /// Listeners started so far (listeners).
+    pub started: u32,
+    /// Listeners connecting or awaiting the response head (listeners).
+    pub connecting: u32,
+    /// Listeners receiving the stream, stalled excluded (listeners).
+    pub streaming: u32,
+    /// Stalled listeners (listeners).
+    pub stalled: u32,
+    /// Listeners starved at the end of this second (listeners).
+    pub starved: u32,
+    /// Listeners starved at least once so far (listeners).
+    pub starved_total: u32,
+    /// Listeners down after a failure (listeners).
+    pub failed: u32,
+    /// Connection attempts started this second (connections).
+    pub connects: u32,
+    /// Body bytes received this second (bytes).
+    pub bytes: u64,
+    /// Bytes expected this second at the stream bitrate (bytes).
+    pub expected_bytes: u64,
+    /// Failures by reason so far (connections).
+    pub failures_total: BTreeMap<String, u64>,
+    /// Longest gap between reads seen this second (ms).
+    pub max_gap_ms: u32,
+    /// TTFB 50th percentile of connections that got their first byte this second (ms).
+    pub ttfb_p50_ms: Option<f64>,
+    /// CPU used by the bench's listener engines this second (% of one core).
+    pub bench_cpu_pct: f64,
+    /// Server resource use this second, when sampled.
+    pub server: Option<ServerSample>,
+}
+
+impl Row {
+    /// Listeners holding a connection (streaming + stalled) (listeners).
+    pub fn connected(&self) -> u32 {
+        self.streaming + self.stalled
+    }
+}
+
+/// The outcome of a run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Summary {
+    /// Listeners asked for (listeners).
+    pub listeners: u32,
+    /// Stalled listeners among them (listeners).
+    pub stalled: u32,
+    /// Most listeners streaming at once (listeners).
+    pub peak_streaming: u32,
+    /// Listeners streaming in the last hold second (listeners).
+    pub final_streaming: u32,
+    /// Listeners connecting (not yet streaming) in the last hold second (listeners).
+    pub final_connecting: u32,
+    /// Listeners starved at least once (listeners).
+    pub starved: u32,
+    /// Failures by reason (connections).
+    pub failures: BTreeMap<String, u64>,
+    /// All failures (connections).
+    pub failures_total: u64,
+    /// Connection attempts (connections).
+    pub connects: u64,
+    /// TTFB percentiles (ms): 50th, 90th, 99th, max.
+    pub ttfb_p50_ms: Option<f64>,
+    /// TTFB 90th percentile (ms).
+    pub ttfb_p90_ms: Option<f64>,
+    /// TTFB 99th percentile (ms).
+    pub ttfb_p99_ms: Option<f64>,
+    /// Largest TTFB (ms, bucket upper bound).
+    pub ttfb_max_ms: Option<f64>,
+    /// 99th percentile of each listener's longest gap between reads (ms).
+    pub longest_gap_p99_ms: Option<f64>,
+    /// Largest gap between reads of any listener (ms, bucket upper bound).
+    pub longest_gap_max_ms: Option<f64>,
+    /// Delivered over expected bytes during the hold (ratio; 1.0 = exactly the bitrate).
+    pub delivered_ratio: Option<f64>,
+    /// Mean delivered bandwidth during the hold (Mbit/s).
+    pub delivered_mbps: f64,
+    /// Bench engine CPU during the hold (% of one core).
+    pub bench_cpu_pct: f64,
+    /// Bench engine CPU per 1,000 connected listeners during the hold (% of one core).
+    pub bench_cpu_pct_per_1000: Option<f64>,
+    /// Whole bench (parent and workers) CPU over the run (s).
+    pub bench_cpu_total_s: f64,
+    /// Server user CPU during the hold (% of one core, mean).
+    pub server_cpu_user_pct: Option<f64>,
+    /// Server system CPU during the hold (% of one core, mean).
+    pub server_cpu_sys_pct: Option<f64>,
+    /// Server CPU per 1,000 listeners during the hold (% of one core).
+    pub server_cpu_pct_per_1000: Option<f64>,
+    /// Largest server RSS (bytes).
+    pub server_rss_max: Option<u64>,
+    /// Largest server fd count (fds).
+    pub server_fds_max: Option<u64>,
+    /// Largest server thread count (threads).
+    pub server_threads_max: Option<u64>,
+    /// ICY metadata blocks checked (blocks).
+    pub icy_blocks: u64,
+    /// Frames decode-checked on sampled listeners (frames).
+    pub frames_checked: u64,
+    /// Garbage bytes found by the frame check (bytes).
+    pub garbage_bytes: u64,
+    /// Hold seconds the hold averages are taken over (s).
+    pub hold_seconds: u32,
+    /// No listener starved, none failed, all non-stalled listeners streaming at the end.
+    pub pass: bool,
+}
+
+/// Everything a run produced (the JSON report).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RunReport {
+    /// Name of the run (a server's name in a comparison).
+    pub name: String,
+    /// Listener URLs.
+    pub urls: Vec<String>,
+    /// The profile.
+    pub profile: Option<Profile>,
+    /// Start time (ms since the Unix epoch).
+    pub start_unix_ms: u64,
+    /// Worker processes (0 = in-process).
+    pub workers: u32,
+    /// Per-second timeline.
+    pub timeline: Vec<Row>,
+    /// TTFB of every connection.
+    pub ttfb: LogHist,
+    /// Each listener's longest gap between reads.
+    pub longest_gaps: LogHist,
+    /// The outcome.
+    pub summary: Summary,
+    /// Problems seen (worker errors, source errors).
+    pub errors: Vec<String>,
+}
+
+/// Collects ticks and samples during a run.
+#[derive(Debug, Default)]
+pub struct Aggregator {
+    ticks: BTreeMap<u32, Vec<WorkerTick>>,
+    samples: BTreeMap<u32, ServerSample>,
+    latest: HashMap<u32, WorkerTick>,
+    ttfb: LogHist,
+    gaps: LogHist,
+}
+
+impl Aggregator {
+    /// Adds a worker tick.
+    pub fn add_tick(&mut self, t: WorkerTick) {
+        self.ttfb.merge(&t.ttfb);
+        if let Some(g) = &t.longest_gaps {
+            self.gaps.merge(g);
+        }
+        self.latest.insert(t.worker, t.clone());
+        self.ticks.entry(t.second).or_default().push(t);
+    }
+
+    /// Adds a server sample.
+    pub fn add_sample(&mut self, s: ServerSample) {
+        self.samples.insert(s.second, s);
+    }
+
+    /// Live totals over the latest tick of every worker (for the progress display).
+    pub fn live(&self) -> Row {
+        let mut r = Row::default();
+        for t in self.latest.values() {
+            r.started += t.started;
+            r.streaming += t.streaming;
+            r.stalled += t.stalled;
+            r.starved += t.starved;
+            r.starved_total += t.starved_total;
+            r.failed += t.failed;
+            r.connecting += t.connecting;
+        }
+        r.server = self.samples.values().next_back().cloned();
+        r
+    }
+
+    /// Builds the timeline and summary.
+    pub fn finish(&self, profile: &Profile, workers: u32) -> (Vec<Row>, Summary, LogHist, LogHist) {
+        let nworkers = self.latest.len().max(1);
+        let mut rows = Vec::new();
+        let mut last: HashMap<u32, WorkerTick> = HashMap::new();
+        let mut prev_cpu: HashMap<u32, u64> = HashMap::new();
+        for (&second, ticks) in &self.ticks {
+            let mut r = Row {
+                second,
+                phase: Phase::Hold,
+                ..Row::default()
+            };
+            let mut ttfb = LogHist::default();
+            for t in ticks {
+                if t.phase == Phase::Done {
+                    continue;
+                }
+                r.connects += t.connects;
+                r.bytes += t.bytes;
+                r.expected_bytes += t.expected_bytes;
+                r.max_gap_ms = r.max_gap_ms.max(t.max_gap_ms);
+                ttfb.merge(&t.ttfb);
+                if t.phase == Phase::Ramp {
+                    r.phase = Phase::Ramp;
+                }
+                let cpu = t.cpu_user_us + t.cpu_sys_us;
+                let before = prev_cpu.insert(t.worker, cpu).unwrap_or(0);
+                r.bench_cpu_pct += cpu.saturating_sub(before) as f64 / 1e4;
+                last.insert(t.worker, t.clone());
+            }
+            if ticks.iter().all(|t| t.phase == Phase::Done) {
+                continue;
+            }
+            if last.len() < nworkers {
+                r.phase = Phase::Ramp;
+            }
+            for t in last.values() {
+                r.started += t.started;
+                r.connecting += t.connecting;
+                r.streaming += t.streaming;
+                r.stalled += t.stalled;
+                r.starved += t.starved;
+                r.starved_total += t.starved_total;
+                r.failed += t.failed;
+                for (k, v) in &t.failures_total {
+                    *r.failures_total.entry(k.clone()).or_insert(0) += v;
+                }
+            }
+            r.ttfb_p50_ms = ttfb.quantile_ms(0.5);
+            r.server = self.samples.get(&second).cloned();
+            rows.push(r);
+        }
+        let summary = self.summarize(profile, workers, &rows);
+        (rows, summary, self.ttfb.clone(), self.gaps.clone())
+    }
+
+    fn summarize(&self, profile: &Profile, _workers: u32, rows: &[Row]) -> Summary {
+        let mut s = Summary {
+            listeners: profile.listeners,
+            ..Summary::default()
+        };
+        for t in self.latest.values() {
+            s.starved += t.starved_total;
+            for (k, v) in &t.failures_total {
+                *s.failures.entry(k.clone()).or_insert(0) += v;
+            }
+            s.icy_blocks += t.icy_blocks_total;
+            s.frames_checked += t.frames_total;
+            s.garbage_bytes += t.garbage_bytes_total;
+            s.bench_cpu_total_s += (t.cpu_user_us + t.cpu_sys_us) as f64 / 1e6;
+        }
+        s.failures_total = s.failures.values().sum();
+        s.connects = self
+            .ticks
+            .values()
+            .flatten()
+            .map(|t| t.connects as u64)
+            .sum();
+        s.stalled = (0..profile.listeners)
+            .filter(|&i| crate::profile::is_stalled(i, profile.effective_stalled_fraction()))
+            .count() as u32;
+        s.peak_streaming = rows.iter().map(|r| r.streaming).max().unwrap_or(0);
+        s.ttfb_p50_ms = self.ttfb.quantile_ms(0.5);
+        s.ttfb_p90_ms = self.ttfb.quantile_ms(0.9);
+        s.ttfb_p99_ms = self.ttfb.quantile_ms(0.99);
+        s.ttfb_max_ms = self.ttfb.quantile_ms(1.0);
+        s.longest_gap_p99_ms = self.gaps.quantile_ms(0.99);
+        s.longest_gap_max_ms = self.gaps.quantile_ms(1.0);
+        // Hold averages skip the first two hold seconds (bursts and late connects settle).
+        let hold: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r.phase == Phase::Hold)
+            .skip(2)
+            .collect();
+        if let Some(last) = rows.iter().rev().find(|r| r.phase == Phase::Hold) {
+            s.final_streaming = last.streaming;
+            s.final_connecting = last.connecting;
+        }
+        s.hold_seconds = hold.len() as u32;
+        if !hold.is_empty() {
+            let n = hold.len() as f64;
+            let bytes: u64 = hold.iter().map(|r| r.bytes).sum();
+            let expected: u64 = hold.iter().map(|r| r.expected_bytes).sum();
+            s.delivered_ratio = (expected > 0).then(|| bytes as f64 / expected as f64);
+            s.delivered_mbps = bytes as f64 * 8.0 / n / 1e6;
+            s.bench_cpu_pct = hold.iter().map(|r| r.bench_cpu_pct).sum::<f64>() / n;
+            let conn = hold.iter().map(|r| r.connected() as f64).sum::<f64>() / n;
+            if conn > 0.0 {
+                s.bench_cpu_pct_per_1000 = Some(s.bench_cpu_pct / (conn / 1000.0));
+            }
+            let srv: Vec<&ServerSample> = hold.iter().filter_map(|r| r.server.as_ref()).collect();
+            if !srv.is_empty() {
+                let m = srv.len() as f64;
+                let u = srv.iter().map(|x| x.cpu_user_pct).sum::<f64>() / m;
+                let y = srv.iter().map(|x| x.cpu_sys_pct).sum::<f64>() / m;
+                s.server_cpu_user_pct = Some(u);
+                s.server_cpu_sys_pct = Some(y);
+                if conn > 0.0 {
+                    s.server_cpu_pct_per_1000 = Some((u + y) / (conn / 1000.0));
+                }
+            }
+        }
+        let all: Vec<&ServerSample> = self.samples.values().collect();
+        if !all.is_empty() {
+            s.server_rss_max = all.iter().map(|x| x.rss_bytes).max();
+            s.server_fds_max = all.iter().map(|x| x.fds).max();
+            s.server_threads_max = all.iter().map(|x| x.threads).max();
+        }
+        s.pass = s.starved == 0
+            && s.failures_total == 0
+            && s.final_streaming + s.final_connecting + s.stalled >= profile.listeners;
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tick(worker: u32, second: u32, phase: Phase, streaming: u32, cpu_ms: u64) -> WorkerTick {
+        WorkerTick {
+            worker,
+            second,
+            phase,
+            streaming,
+            started: streaming,
+            bytes: streaming as u64 * 8000,
+            expected_bytes: streaming as u64 * 8000,
+            cpu_user_us: cpu_ms * 1000,
+            ..WorkerTick::default()
+        }
+    }
+
+    #[test]
+    fn sums_workers_and_judges() {
+        let p = Profile {
+            listeners: 2000,
+            ..Profile::default()
+        };
+        let mut a = Aggregator::default();
+        for s in 0..8 {
+            let ph = if s < 2 { Phase::Ramp } else { Phase::Hold };
+            a.add_tick(tick(0, s, ph, 1000, 10 * s as u64));
+            a.add_tick(tick(1, s, ph, 1000, 10 * s as u64));
+        }
+        let (rows, sum, _, _) = a.finish(&p, 2);
+        assert_eq!(rows.len(), 8);
+        assert_eq!(rows[5].streaming, 2000);
+        assert!((rows[5].bench_cpu_pct - 2.0).abs() < 1e-9);
+        assert_eq!(sum.delivered_ratio, Some(1.0));
+        assert!((sum.bench_cpu_pct_per_1000.unwrap() - 1.0).abs() < 1e-9);
+        assert!(sum.pass);
+
+        let mut a = Aggregator::default();
+        let mut t = tick(0, 3, Phase::Hold, 1000, 0);
+        t.starved_total = 3;
+        a.add_tick(t);
+        let (_, sum, _, _) = a.finish(&p, 1);
+        assert_eq!(sum.starved, 3);
+        assert!(!sum.pass);
+    }
+}

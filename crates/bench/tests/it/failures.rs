@@ -1,0 +1,49 @@
+//! Connections that fail are counted by reason.
+
+use crate::util::{profile, run};
+use std::io::{Read, Write};
+use std::net::TcpListener;
+
+/// A server answering every request with `404 Not Found`.
+fn not_found_server() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut c in l.incoming().flatten() {
+            let mut buf = [0u8; 1024];
+            let _ = c.read(&mut buf);
+            let _ = c.write_all(b"HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    format!("http://{addr}/missing")
+}
+
+fn closed_port_url() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    drop(l);
+    format!("http://{addr}/stream")
+}
+
+#[test]
+fn refused_connections_are_counted() {
+    let r = run(vec![closed_port_url()], profile(150, 2.0));
+    let s = &r.summary;
+    assert_eq!(s.failures.get("refused"), Some(&150), "{:?}", s.failures);
+    assert_eq!(s.failures_total, 150);
+    assert_eq!(s.peak_streaming, 0);
+    assert!(!s.pass);
+}
+
+#[test]
+fn failures_are_split_by_reason() {
+    // Listeners alternate between a refusing port and a 404 server.
+    let r = run(
+        vec![closed_port_url(), not_found_server()],
+        profile(100, 2.0),
+    );
+    let s = &r.summary;
+    assert_eq!(s.failures.get("refused"), Some(&50), "{:?}", s.failures);
+    assert_eq!(s.failures.get("http-404"), Some(&50), "{:?}", s.failures);
+    assert_eq!(r.timeline.last().unwrap().failed, 100);
+}

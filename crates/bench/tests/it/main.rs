@@ -1,0 +1,11 @@
+//! Integration tests of `throng bench` against small servers on loopback: a fixed-rate server
+//! (no listener starved), one that goes silent (all starved), refused and failing connections
+//! (counted by reason), load profiles, the source pusher, and a run of more than 20,000
+//! listeners over two worker processes.
+
+mod failures;
+mod profiles;
+mod scale;
+mod source;
+mod starvation;
+mod util;

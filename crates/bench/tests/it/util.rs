@@ -1,0 +1,31 @@
+//! Helpers: plans for in-process runs, profiles with short timings.
+
+use throng_bench::profile::{Profile, Secs};
+use throng_bench::run::{execute, Plan};
+use throng_bench::summary::RunReport;
+
+/// A profile of `n` listeners at 64 kbit/s holding `hold_s` seconds, in-process.
+pub fn profile(n: u32, hold_s: f64) -> Profile {
+    Profile {
+        listeners: n,
+        ramp: 2000.0,
+        hold: Secs(hold_s),
+        bitrate_kbps: Some(64.0),
+        workers: Some(0),
+        ..Profile::default()
+    }
+}
+
+/// Runs `profile` against `urls` without a progress display.
+pub fn run(urls: Vec<String>, profile: Profile) -> RunReport {
+    let plan = Plan {
+        name: "test".into(),
+        urls,
+        profile,
+        source: None,
+        sample: Some(throng_bench::sampler::SampleTarget::Pid(std::process::id())),
+        launcher: None,
+        progress: false,
+    };
+    execute(&plan).expect("run")
+}
