@@ -122,13 +122,12 @@ fn draw(
         let style = ShapeStyle {
             color: s.color.to_rgba(),
             filled: false,
-            stroke_width: if s.thin { 1 } else { 2 },
+            stroke_width: if s.thin { 1 } else { 3 },
         };
-        let c = s.color;
         chart
             .draw_series(LineSeries::new(s.points.iter().copied(), style))?
             .label(s.name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c));
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
         if s.markers {
             chart.draw_series(
                 s.points
@@ -226,14 +225,14 @@ pub fn cpu_vs_listeners(runs: &[&RunReport]) -> Option<String> {
             continue;
         }
         s.push(Series {
-            name: label(runs, i, "user"),
+            name: label(runs, i, "user (thick)"),
             color: color(i),
             markers: false,
             thin: false,
             points: pts.iter().map(|p| (p.0, p.1)).collect(),
         });
         s.push(Series {
-            name: label(runs, i, "system"),
+            name: label(runs, i, "system (thin, dots)"),
             color: kind_color(runs, i, 4),
             markers: true,
             thin: true,

@@ -191,6 +191,11 @@ pub fn metrics() -> Vec<Metric> {
             decimals: 1,
         },
         Metric {
+            label: "server RSS per listener (KiB)",
+            get: |s| s.server_rss_per_listener.map(|v| v / 1024.0),
+            decimals: 2,
+        },
+        Metric {
             label: "server threads max",
             get: |s| s.server_threads_max.map(|v| v as f64),
             decimals: 0,

@@ -39,6 +39,10 @@ pub struct ServerSample {
     pub fds: u64,
     /// Processes sampled (the root and its descendants) (processes).
     pub processes: u64,
+    /// Resident memory before the first listener started (bytes): the baseline that per-listener
+    /// memory is measured against.
+    #[serde(default)]
+    pub rss_baseline_bytes: u64,
 }
 
 /// Sampling errors.
@@ -246,6 +250,7 @@ pub fn diff(second: u32, a: &RawSample, b: &RawSample, dt_s: f64) -> ServerSampl
         threads: b.threads,
         fds: b.fds,
         processes: b.processes,
+        rss_baseline_bytes: 0,
     }
 }
 
@@ -268,6 +273,7 @@ impl Sampler {
             let base =
                 Instant::now() + Duration::from_millis(start_unix_ms.saturating_sub(now_unix));
             let mut prev = read(&target).ok();
+            let baseline = prev.as_ref().map_or(0, |p| p.rss);
             let mut prev_t = Instant::now();
             let mut second = 0u32;
             while !s2.load(Ordering::Relaxed) {
@@ -280,10 +286,9 @@ impl Sampler {
                 let cur = read(&target).ok();
                 let t = Instant::now();
                 if let (Some(a), Some(b)) = (&prev, &cur) {
-                    if tx
-                        .send(diff(second, a, b, (t - prev_t).as_secs_f64()))
-                        .is_err()
-                    {
+                    let mut sample = diff(second, a, b, (t - prev_t).as_secs_f64());
+                    sample.rss_baseline_bytes = baseline;
+                    if tx.send(sample).is_err() {
                         break;
                     }
                 }

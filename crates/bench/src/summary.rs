@@ -107,6 +107,10 @@ pub struct Summary {
     pub server_cpu_pct_per_1000: Option<f64>,
     /// Largest server RSS (bytes).
     pub server_rss_max: Option<u64>,
+    /// Resident memory added per listener: (RSS max − RSS before the first listener) ÷ peak
+    /// connected listeners (bytes per listener).
+    #[serde(default)]
+    pub server_rss_per_listener: Option<f64>,
     /// Largest server fd count (fds).
     pub server_fds_max: Option<u64>,
     /// Largest server thread count (threads).
@@ -315,6 +319,12 @@ impl Aggregator {
         let all: Vec<&ServerSample> = self.samples.values().collect();
         if !all.is_empty() {
             s.server_rss_max = all.iter().map(|x| x.rss_bytes).max();
+            let baseline = all.iter().map(|x| x.rss_baseline_bytes).find(|&b| b > 0);
+            let peak = rows.iter().map(|r| r.connected()).max().unwrap_or(0);
+            if let (Some(max), Some(base)) = (s.server_rss_max, baseline) {
+                s.server_rss_per_listener =
+                    (peak > 0).then(|| max.saturating_sub(base) as f64 / peak as f64);
+            }
             s.server_fds_max = all.iter().map(|x| x.fds).max();
             s.server_threads_max = all.iter().map(|x| x.threads).max();
         }

@@ -150,10 +150,12 @@ pub async fn handle(ctx: Arc<ServerCtx>, mut stream: TcpStream, peer: SocketAddr
         "SOURCE" | "PUT" => {
             let body = buf[head_len..].to_vec();
             drop(buf);
-            crate::source::handle(ctx, stream, head, body, peer).await;
+            // Boxed: each branch's state lives on the heap only while it runs, so a connection
+            // task (18,000 of them at once in a reconnect storm) stays small.
+            Box::pin(crate::source::handle(ctx, stream, head, body, peer)).await;
         }
         "GET" | "HEAD" | "POST" if is_admin_path(&head.path) => {
-            crate::admin::serve(ctx, stream, buf, peer).await;
+            Box::pin(crate::admin::serve(ctx, stream, buf, peer)).await;
         }
         "OPTIONS" => {
             // CORS preflight for browser players (Icecast 2.4.4 cannot answer it; KH can).
@@ -172,7 +174,7 @@ pub async fn handle(ctx: Arc<ServerCtx>, mut stream: TcpStream, peer: SocketAddr
         }
         "GET" | "HEAD" => {
             drop(buf);
-            crate::listener::handle(ctx, stream, head, peer, slot).await;
+            Box::pin(crate::listener::handle(ctx, stream, head, peer, slot)).await;
         }
         _ => {
             tracing::info!(%peer, method = %head.method, "unsupported method");
@@ -232,4 +234,42 @@ pub async fn reply(
     });
     stream.write_all(&bytes).await?;
     stream.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn connection_task_stays_small() {
+        // A reconnect storm holds one such task per connection at once: keep it well under the
+        // 1 KiB per listener budget (the branch futures are boxed and freed after use).
+        let size = std::mem::size_of::<tokio::task::JoinHandle<()>>();
+        assert!(size > 0);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap();
+            let c = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let (s, peer) = l.accept().await.unwrap();
+            let ctx = crate::server::Server::bind(test_config())
+                .await
+                .unwrap()
+                .ctx();
+            let fut = super::handle(ctx, s, peer);
+            let n = std::mem::size_of_val(&fut);
+            assert!(n <= 768, "connection future is {n} bytes");
+            drop(c);
+        });
+    }
+
+    fn test_config() -> crate::Config {
+        let mut c = crate::Config::from_toml(
+            "listen = [\"127.0.0.1:0\"]\nworkers = 1\n[logging]\naccess-log = \"\"",
+        )
+        .unwrap();
+        c.generate_missing_passwords();
+        c
+    }
 }

@@ -228,6 +228,7 @@ impl Server {
         for l in listeners {
             accept_tasks.push(tokio::spawn(accept_loop(ctx.clone(), l)));
         }
+        accept_tasks.push(tokio::spawn(housekeeping()));
         for a in ctx.config.listen.iter() {
             tracing::info!("listening on {a}");
         }
@@ -247,10 +248,50 @@ impl Server {
     }
 }
 
+/// Interval between returns of freed heap memory to the system.
+pub const TRIM_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Periodic upkeep: after a reconnect storm thousands of short-lived connection states were
+/// freed at once; glibc keeps such memory in its arenas, so give it back to the system.
+async fn housekeeping() {
+    let mut tick = tokio::time::interval(TRIM_INTERVAL);
+    loop {
+        tick.tick().await;
+        release_free_memory();
+    }
+}
+
+/// Returns free heap pages to the system (glibc `malloc_trim`; a no-op elsewhere).
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory; it is safe to call at any time.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// How long the accept loop waits for a free `clients` slot before accepting anyway and
+/// answering 503. In a reconnect storm, listeners reconnect while their old connections are
+/// still being closed; waiting keeps the new ones in the kernel's listen backlog until the
+/// hang-ups are processed, instead of refusing them.
+pub const ADMISSION_WAIT: Duration = Duration::from_secs(2);
+
+/// Waits (up to [`ADMISSION_WAIT`]) until fewer than `max_clients` connections are open. Called
+/// with one accepted connection in hand; the accept loop takes no other meanwhile, so further
+/// connections wait in the kernel's listen backlog, costing no file descriptor.
+async fn admission(ctx: &ServerCtx) {
+    let start = tokio::time::Instant::now();
+    while ctx.clients.load(Ordering::Relaxed) >= ctx.max_clients && start.elapsed() < ADMISSION_WAIT
+    {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 async fn accept_loop(ctx: Arc<ServerCtx>, listener: TcpListener) {
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
+                admission(&ctx).await;
                 let n = ctx.clients.fetch_add(1, Ordering::Relaxed) + 1;
                 ctx.metrics.clients.inc();
                 let ctx = ctx.clone();

@@ -68,3 +68,28 @@ fn bad_requests_do_not_disturb_a_listener() {
     let got = l.read_for(Duration::from_millis(2500));
     assert!(got.len() >= 8000, "listener got {} bytes", got.len());
 }
+
+#[test]
+fn at_the_clients_limit_a_new_listener_waits_for_a_slot_then_gets_503() {
+    // clients = 3: the source and two listeners fill the server.
+    let srv = TestServer::start("[limits]\nclients = 3");
+    let _src = Source::start(srv.addr, "/live.mp3", "PUT", 1.0);
+    srv.wait_mount("/live.mp3");
+    let a = Listener::open(srv.addr, "/live.mp3", false);
+    let _b = Listener::open(srv.addr, "/live.mp3", false);
+    // A third listener is held in the listen backlog, not refused, while a slot may free up...
+    let addr = srv.addr;
+    let waiting = std::thread::spawn(move || Listener::open(addr, "/live.mp3", false));
+    std::thread::sleep(Duration::from_millis(500));
+    drop(a);
+    let admitted = waiting.join().unwrap();
+    assert_eq!(admitted.head.status, 200, "admitted once a listener left");
+    // ...and refused with 503 when none does within the grace period.
+    let t = std::time::Instant::now();
+    assert_eq!(status_of(srv.addr, b"GET /live.mp3 HTTP/1.0\r\n\r\n"), 503);
+    assert!(
+        t.elapsed() >= Duration::from_millis(1500),
+        "503 only after waiting"
+    );
+    drop(admitted);
+}
