@@ -13,6 +13,9 @@ pub enum Format {
     Aac,
     /// Ogg (Vorbis, Opus, FLAC, Speex, ...), framed by Ogg pages.
     Ogg,
+    /// WebM/Matroska (EBML): passed through unframed like [`Format::Other`], but never with
+    /// ICY metadata spliced in, as Icecast 2.4.4 `format_ebml.c` (header replay is not done).
+    Ebml,
     /// Anything else: passed through in 1400-byte pieces with no framing, as Icecast's generic
     /// format does.
     Other,
@@ -39,6 +42,8 @@ impl Format {
                 Format::Mp3
             }
             "audio/aac" | "audio/aacp" | "audio/x-aac" | "audio/x-aacp" => Format::Aac,
+            "audio/webm" | "video/webm" => Format::Ebml,
+            t if t.ends_with("/x-matroska") => Format::Ebml,
             _ => Format::Other,
         }
     }
@@ -60,14 +65,15 @@ impl Format {
             Format::Mp3 => "audio/mpeg",
             Format::Aac => "audio/aac",
             Format::Ogg => "application/ogg",
+            Format::Ebml => "audio/webm",
             Format::Other => "application/octet-stream",
         }
     }
 
-    /// Whether Icecast inserts ICY metadata for this format: everything but Ogg, as the generic
-    /// plugin (`format_mp3.c`) does and the Ogg plugin does not.
+    /// Whether Icecast inserts ICY metadata for this format: everything the generic plugin
+    /// (`format_mp3.c`) carries, not Ogg or WebM/Matroska.
     pub fn supports_icy_metadata(self) -> bool {
-        !matches!(self, Format::Ogg)
+        !matches!(self, Format::Ogg | Format::Ebml)
     }
 }
 
@@ -86,7 +92,13 @@ mod tests {
         assert_eq!(Format::from_content_type("audio/ogg"), Format::Ogg);
         assert_eq!(Format::from_content_type("video/ogg"), Format::Ogg);
         assert_eq!(Format::from_content_type("audio/aacp"), Format::Aac);
-        assert_eq!(Format::from_content_type("audio/webm"), Format::Other);
+        assert_eq!(Format::from_content_type("audio/webm"), Format::Ebml);
+        assert_eq!(Format::from_content_type("video/x-matroska"), Format::Ebml);
+        assert_eq!(
+            Format::from_content_type("application/octet-stream"),
+            Format::Other
+        );
+        assert!(!Format::Ebml.supports_icy_metadata());
         assert!(!Format::Ogg.supports_icy_metadata());
         assert!(Format::Aac.supports_icy_metadata());
     }

@@ -20,6 +20,9 @@ use crate::{adts, mp3};
 /// Piece size for [`Format::Other`], as Icecast's generic format packs 1400-byte refbufs.
 pub const OTHER_UNIT_BYTES: usize = 1400;
 
+/// Largest ID3v2 tag skipped as metadata, in bytes; a larger declared size is treated as garbage.
+pub const MAX_ID3_BYTES: usize = 1024 * 1024;
+
 /// Garbage is reported at least every this many skipped bytes, even before sync is found.
 pub const GARBAGE_REPORT_BYTES: usize = 4096;
 
@@ -200,11 +203,6 @@ impl Framer {
         }
     }
 
-    /// The format being framed.
-    pub fn format(&self) -> Format {
-        self.format
-    }
-
     /// Appends received bytes.
     pub fn push(&mut self, data: &[u8]) {
         self.buf.extend_from_slice(data);
@@ -214,11 +212,6 @@ impl Framer {
     /// then accepted if complete.
     pub fn finish(&mut self) {
         self.finished = true;
-    }
-
-    /// Bytes held that are not yet returned as a unit.
-    pub fn buffered(&self) -> usize {
-        self.buf.len()
     }
 
     /// Audio parameters of the most recent unit.
@@ -232,7 +225,7 @@ impl Framer {
             Format::Mp3 => self.next_frame::<mp3::Mp3Header>(),
             Format::Aac => self.next_frame::<adts::AdtsHeader>(),
             Format::Ogg => self.next_ogg(),
-            Format::Other => self.next_other(),
+            Format::Ebml | Format::Other => self.next_other(),
         };
         if self.garbage > 0 && (found.is_some() || self.garbage >= GARBAGE_REPORT_BYTES) {
             // Report skipped bytes before the unit that follows them; the unit is kept.
@@ -263,7 +256,10 @@ impl Framer {
         self.skip(n);
     }
 
-    /// Skips an ID3v2 tag at the buffer start; returns false when more bytes are needed.
+    /// Skips an ID3v2 tag at the buffer start: `Some(true)` when one was skipped, `Some(false)`
+    /// when there is none, `None` when more bytes are needed. A tag declaring more than
+    /// [`MAX_ID3_BYTES`] is not believed (its first byte is skipped as garbage), so a source
+    /// cannot make the server buffer up to the 256 MiB an ID3 size field allows.
     fn skip_id3(&mut self) -> Option<bool> {
         if !self.buf.starts_with(b"ID3") {
             return Some(false);
@@ -277,6 +273,10 @@ impl Framer {
             | ((b[8] as usize & 0x7F) << 7)
             | (b[9] as usize & 0x7F);
         let total = 10 + size + if b[5] & 0x10 != 0 { 10 } else { 0 };
+        if total > MAX_ID3_BYTES {
+            self.skip(1);
+            return Some(false);
+        }
         if self.buf.len() < total {
             return None;
         }
@@ -427,7 +427,10 @@ fn classify_page(
     if let Some((serial, rate)) = st.timing {
         if serial == page.serial && page.granule != u64::MAX {
             if page.granule > st.last_granule {
-                dur = (page.granule - st.last_granule) * 1_000_000 / rate as u64;
+                // u128: a source controls granule positions; a jump must not overflow.
+                let us = (page.granule - st.last_granule) as u128 * 1_000_000 / rate as u128;
+                // A jump of more than an hour is a discontinuity, not a page's play time.
+                dur = if us > 3_600_000_000 { 0 } else { us as u64 };
             }
             st.last_granule = page.granule;
         }
@@ -543,10 +546,10 @@ mod tests {
     fn opus_stream(serial: u32, granules: &[u64]) -> Vec<u8> {
         let mut head = b"OpusHead\x01\x02\x38\x01\x80\xbb\0\0\0\0\0".to_vec();
         head.truncate(19);
-        let mut s = build_page(FLAG_BOS, 0, serial, 0, &head);
-        s.extend(build_page(0, 0, serial, 1, b"OpusTags\0\0\0\0\0\0\0\0"));
+        let mut s = build_page(FLAG_BOS, 0, serial, 0, &head).unwrap();
+        s.extend(build_page(0, 0, serial, 1, b"OpusTags\0\0\0\0\0\0\0\0").unwrap());
         for (i, g) in granules.iter().enumerate() {
-            s.extend(build_page(0, *g, serial, 2 + i as u32, &[0xAB; 150]));
+            s.extend(build_page(0, *g, serial, 2 + i as u32, &[0xAB; 150]).unwrap());
         }
         s
     }

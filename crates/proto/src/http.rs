@@ -49,19 +49,6 @@ impl RequestHead {
         find_header(&self.headers, name)
     }
 
-    /// Query parameters, `application/x-www-form-urlencoded` decoded (`+` is a space).
-    pub fn query_pairs(&self) -> Vec<(String, String)> {
-        self.query.as_deref().map(parse_query).unwrap_or_default()
-    }
-
-    /// The first value of query parameter `name`.
-    pub fn query_param(&self, name: &str) -> Option<String> {
-        self.query_pairs()
-            .into_iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v)
-    }
-
     /// The request line as written in access logs: `METHOD target HTTP/1.x`.
     pub fn request_line(&self) -> String {
         format!(
@@ -108,16 +95,23 @@ pub fn decode_text(bytes: &[u8]) -> String {
     }
 }
 
-/// Parses a `k=v&k2=v2` query string (form-urlencoded).
+/// Parses a `k=v&k2=v2` query string (form-urlencoded: `+` is a space). Each name and value is
+/// percent-decoded to bytes and read as UTF-8, or as ISO-8859-1 when that fails: legacy
+/// encoders send Latin-1 titles (`song=Caf%E9`), which Icecast 2.4.4 passes through.
 pub fn parse_query(query: &str) -> Vec<(String, String)> {
-    form_urlencoded::parse(query.as_bytes())
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+    let decode = |s: &str| {
+        let spaced = s.replace('+', " ");
+        let bytes: Vec<u8> = percent_encoding::percent_decode_str(&spaced).collect();
+        decode_text(&bytes)
+    };
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            (decode(k), decode(v))
+        })
         .collect()
-}
-
-/// Byte length of the head at the start of `buf` (through the blank line), if complete.
-pub fn head_len(buf: &[u8]) -> Option<usize> {
-    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4)
 }
 
 /// Parses a request head at the start of `buf`.
@@ -319,8 +313,11 @@ mod tests {
             b"GET /admin/metadata?mount=%2Flive.mp3&mode=updinfo&song=A+B%26C HTTP/1.1\r\n\r\n";
         let (head, _) = parse_request_head(raw).unwrap().unwrap();
         assert_eq!(head.path, "/admin/metadata");
-        assert_eq!(head.query_param("mount").as_deref(), Some("/live.mp3"));
-        assert_eq!(head.query_param("song").as_deref(), Some("A B&C"));
+        let q = parse_query(head.query.as_deref().unwrap());
+        assert_eq!(q[0], ("mount".into(), "/live.mp3".into()));
+        assert_eq!(q[2], ("song".into(), "A B&C".into()));
+        assert_eq!(parse_query("song=Caf%E9")[0].1, "Café", "Latin-1 fallback");
+        assert_eq!(parse_query("song=Caf%C3%A9")[0].1, "Café");
         let (head, _) = parse_request_head(b"GET /my%20radio.mp3 HTTP/1.0\r\n\r\n")
             .unwrap()
             .unwrap();

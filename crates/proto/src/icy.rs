@@ -18,19 +18,28 @@ pub const MAX_METADATA_BYTES: usize = 255 * 16;
 /// The block sent when the metadata did not change: a single zero length byte.
 pub const EMPTY_BLOCK: &[u8] = &[0];
 
-/// Builds one metadata block (length byte plus NUL-padded payload) for `title` and optional
-/// `url`, as `StreamTitle='title';StreamUrl='url';`. The payload is truncated to
-/// [`MAX_METADATA_BYTES`] on a UTF-8 character boundary.
-pub fn metadata_block(title: &str, url: Option<&str>) -> Bytes {
-    let mut payload = format!("StreamTitle='{title}';");
-    if let Some(u) = url {
-        payload.push_str(&format!("StreamUrl='{u}';"));
-    }
-    let mut cut = payload.len().min(MAX_METADATA_BYTES);
-    while !payload.is_char_boundary(cut) {
+/// Truncates `s` to at most `max` bytes on a UTF-8 character boundary.
+fn truncate_to(s: &str, max: usize) -> &str {
+    let mut cut = s.len().min(max);
+    while !s.is_char_boundary(cut) {
         cut -= 1;
     }
-    payload.truncate(cut);
+    &s[..cut]
+}
+
+/// Builds one metadata block (length byte plus NUL-padded payload) for `title` and optional
+/// `url`, as `StreamTitle='title';StreamUrl='url';`. Within [`MAX_METADATA_BYTES`] the title
+/// is shortened first (then the URL is left out), so the block always ends with `';`.
+pub fn metadata_block(title: &str, url: Option<&str>) -> Bytes {
+    const TITLE_FRAME: usize = "StreamTitle='';".len();
+    let title = truncate_to(title, MAX_METADATA_BYTES - TITLE_FRAME);
+    let mut payload = format!("StreamTitle='{title}';");
+    if let Some(u) = url {
+        let url_part = format!("StreamUrl='{u}';");
+        if payload.len() + url_part.len() <= MAX_METADATA_BYTES {
+            payload.push_str(&url_part);
+        }
+    }
     let blocks = payload.len().div_ceil(16).max(1);
     let mut out = Vec::with_capacity(1 + blocks * 16);
     out.push(blocks as u8);
@@ -41,8 +50,17 @@ pub fn metadata_block(title: &str, url: Option<&str>) -> Bytes {
 
 /// Extracts the value of `StreamTitle='...'` from a block payload (NUL padding ignored).
 pub fn stream_title(payload: &[u8]) -> Option<String> {
+    field(payload, "StreamTitle='")
+}
+
+/// Extracts the value of `StreamUrl='...'` from a block payload, if present.
+pub fn stream_url(payload: &[u8]) -> Option<String> {
+    field(payload, "StreamUrl='")
+}
+
+fn field(payload: &[u8], key: &str) -> Option<String> {
     let text = crate::http::decode_text(payload);
-    let start = text.find("StreamTitle='")? + "StreamTitle='".len();
+    let start = text.find(key)? + key.len();
     let rest = &text[start..];
     let end = rest.find("';").unwrap_or(rest.trim_end_matches('\0').len());
     Some(rest[..end].to_owned())
@@ -75,7 +93,6 @@ pub struct IcyDemuxer {
     /// Metadata bytes still expected for the block being read (`None` while reading audio).
     meta_left: Option<usize>,
     meta: Vec<u8>,
-    strict: bool,
 }
 
 impl IcyDemuxer {
@@ -86,21 +103,13 @@ impl IcyDemuxer {
             audio_left: metaint.max(1),
             meta_left: None,
             meta: Vec::new(),
-            strict: true,
         }
-    }
-
-    /// Accept blocks that do not start with `StreamTitle=` instead of failing (relays of
-    /// servers that send other keys first).
-    pub fn lenient(mut self) -> Self {
-        self.strict = false;
-        self
     }
 
     /// Feeds bytes, calling `f` for every audio run and every completed metadata block, in order.
     ///
-    /// Errors: [`IcyError::BadBlock`] in strict mode (the default) for a non-empty block that
-    /// does not start with `StreamTitle=`.
+    /// Errors: [`IcyError::BadBlock`] for a non-empty block that does not start with
+    /// `StreamTitle=`.
     pub fn feed<'a>(
         &mut self,
         mut input: &'a [u8],
@@ -138,10 +147,7 @@ impl IcyDemuxer {
                         while payload.last() == Some(&0) {
                             payload.pop();
                         }
-                        if self.strict
-                            && !payload.is_empty()
-                            && !payload.starts_with(b"StreamTitle=")
-                        {
+                        if !payload.is_empty() && !payload.starts_with(b"StreamTitle=") {
                             let shown = String::from_utf8_lossy(&payload[..payload.len().min(32)]);
                             return Err(IcyError::BadBlock(shown.into_owned()));
                         }
@@ -172,6 +178,20 @@ mod tests {
         let b = metadata_block(&long, None);
         assert_eq!(b[0], 255);
         assert_eq!(b.len(), 1 + MAX_METADATA_BYTES);
+    }
+
+    #[test]
+    fn long_title_keeps_the_closing_quote_and_url() {
+        let b = metadata_block(&"é".repeat(3000), Some("http://x"));
+        let text = String::from_utf8_lossy(&b[1..]);
+        assert!(text.trim_end_matches('\0').ends_with("';"));
+        assert_eq!(
+            stream_url(&b[1..]),
+            None,
+            "URL left out when the title fills the block"
+        );
+        let b = metadata_block("Short", Some("http://x"));
+        assert_eq!(stream_url(&b[1..]).as_deref(), Some("http://x"));
     }
 
     #[test]
@@ -218,7 +238,7 @@ mod tests {
     }
 
     #[test]
-    fn bad_block_fails_in_strict_mode_only() {
+    fn bad_block_fails() {
         let mut stream = vec![0u8; 10];
         stream.push(1);
         stream.extend_from_slice(b"garbage garbage!");
@@ -227,7 +247,5 @@ mod tests {
             d.feed(&stream, |_| {}),
             Err(IcyError::BadBlock(_))
         ));
-        let mut d = IcyDemuxer::new(10).lenient();
-        assert!(d.feed(&stream, |_| {}).is_ok());
     }
 }

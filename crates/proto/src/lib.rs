@@ -15,6 +15,8 @@
 //! - [`framer`]: splits a byte stream into frames or pages, resynchronising over garbage.
 //! - [`burst`]: where a new listener joins the stream (burst-on-connect alignment).
 
+#![deny(missing_docs)]
+
 pub mod adts;
 pub mod auth;
 pub mod burst;

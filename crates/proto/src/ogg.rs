@@ -39,7 +39,12 @@ static CRC_TABLE: [u32; 256] = crc_table();
 
 /// Ogg CRC-32 of `data` (initial value 0, no final XOR).
 pub fn crc32(data: &[u8]) -> u32 {
-    data.iter().fold(0u32, |crc, &b| {
+    crc_update(0, data)
+}
+
+/// Continues an Ogg CRC-32 over more bytes.
+fn crc_update(crc: u32, data: &[u8]) -> u32 {
+    data.iter().fold(crc, |crc, &b| {
         (crc << 8) ^ CRC_TABLE[((crc >> 24) as u8 ^ b) as usize]
     })
 }
@@ -127,13 +132,8 @@ pub fn parse_page(buf: &[u8]) -> PageParse<'_> {
     }
     let bytes = &buf[..total];
     let stored = u32::from_le_bytes([buf[22], buf[23], buf[24], buf[25]]);
-    let mut crc = crc32(&bytes[..22]);
-    crc = [0u8; 4].iter().fold(crc, |c, &b| {
-        (c << 8) ^ CRC_TABLE[((c >> 24) as u8 ^ b) as usize]
-    });
-    crc = bytes[26..].iter().fold(crc, |c, &b| {
-        (c << 8) ^ CRC_TABLE[((c >> 24) as u8 ^ b) as usize]
-    });
+    // The CRC covers the page with its own CRC field taken as zero.
+    let crc = crc_update(crc_update(crc32(&bytes[..22]), &[0; 4]), &bytes[26..]);
     if crc != stored {
         return PageParse::Invalid;
     }
@@ -148,9 +148,18 @@ pub fn parse_page(buf: &[u8]) -> PageParse<'_> {
     })
 }
 
-/// Builds a page from its fields and body (one packet per call, lacing computed), with a
-/// correct CRC. Used by tests and by metadata rewriting.
-pub fn build_page(flags: u8, granule: u64, serial: u32, sequence: u32, packet: &[u8]) -> Vec<u8> {
+/// Builds a page holding one whole packet of at most 65,024 bytes (255 lacing values, the
+/// last below 255), with a correct CRC; `None` for a larger packet.
+pub fn build_page(
+    flags: u8,
+    granule: u64,
+    serial: u32,
+    sequence: u32,
+    packet: &[u8],
+) -> Option<Vec<u8>> {
+    if packet.len() > 254 * 255 + 254 {
+        return None;
+    }
     let mut lacing = vec![255u8; packet.len() / 255];
     lacing.push((packet.len() % 255) as u8);
     let mut page = Vec::with_capacity(PAGE_HEADER_LEN + lacing.len() + packet.len());
@@ -165,7 +174,7 @@ pub fn build_page(flags: u8, granule: u64, serial: u32, sequence: u32, packet: &
     page.extend_from_slice(packet);
     let crc = crc32(&page);
     page[22..26].copy_from_slice(&crc.to_le_bytes());
-    page
+    Some(page)
 }
 
 /// A codec carried in an Ogg logical stream, identified from its first (BOS) packet.
@@ -237,7 +246,8 @@ impl Codec {
         } else if packet.starts_with(b"Speex   ") {
             Codec::Speex {
                 rate: u32le(36).unwrap_or(0),
-                extra_headers: u32le(76).unwrap_or(0),
+                // `extra_headers` is at byte 68 of the Speex header (speex_header.h).
+                extra_headers: u32le(68).unwrap_or(0),
             }
         } else if packet.starts_with(b"\x80theora") {
             Codec::Theora
@@ -294,7 +304,8 @@ mod tests {
     #[test]
     fn build_then_parse_round_trip() {
         let packet = vec![7u8; 600];
-        let page = build_page(FLAG_BOS, 0, 42, 0, &packet);
+        let page = build_page(FLAG_BOS, 0, 42, 0, &packet).unwrap();
+        assert!(build_page(0, 0, 1, 0, &vec![0; 70_000]).is_none());
         match parse_page(&page) {
             PageParse::Page(p) => {
                 assert!(p.is_bos());

@@ -2,12 +2,13 @@
 //! duration in seconds, as Icecast 2.4.4 `logging.c:logging_access` writes it:
 //! `ip - user [20/Nov/2026:22:13:00 +0000] "GET /live.mp3 HTTP/1.1" 200 123456 "referer" "agent" 42`.
 //!
-//! Lines are formatted where the request ends and written by one background thread, so a slow
-//! disk never stalls a fan-out shard.
+//! Lines are formatted where the request ends and written by one background thread through a
+//! bounded queue, so a slow disk never stalls a fan-out shard; the queue is flushed at shutdown.
 
 use std::io::Write;
 use std::net::IpAddr;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
 
 /// What one access-log line says.
 #[derive(Debug, Clone)]
@@ -47,19 +48,39 @@ pub fn format_entry(e: &AccessEntry<'_>, now: chrono::DateTime<chrono::Local>) -
     )
 }
 
+/// Lines queued for the writer at most; past that, lines are dropped (and counted) rather than
+/// letting a blocked disk or pipe grow memory without bound or stall a fan-out shard.
+pub const QUEUE_LINES: usize = 65_536;
+
+enum Message {
+    Line(String),
+    /// Write everything queued before this, then acknowledge.
+    Flush(mpsc::Sender<()>),
+}
+
 /// A handle to the access-log writer thread; cheap to clone.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct AccessLog {
-    tx: Option<mpsc::Sender<String>>,
+    tx: Option<mpsc::SyncSender<Message>>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for AccessLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AccessLog")
+            .field("enabled", &self.tx.is_some())
+            .finish()
+    }
 }
 
 impl AccessLog {
     /// Opens `dest`: a file path (appended), `-` for standard output, or `""` for no log.
     ///
-    /// Errors: the file cannot be opened for appending.
+    /// Errors: the file cannot be opened for appending, or the writer thread cannot start.
     pub fn open(dest: &str) -> std::io::Result<AccessLog> {
+        let dropped = Arc::new(AtomicU64::new(0));
         if dest.is_empty() {
-            return Ok(AccessLog { tx: None });
+            return Ok(AccessLog { tx: None, dropped });
         }
         let mut out: Box<dyn Write + Send> = if dest == "-" {
             Box::new(std::io::stdout())
@@ -71,30 +92,55 @@ impl AccessLog {
                     .open(dest)?,
             )
         };
-        let (tx, rx) = mpsc::channel::<String>();
+        let (tx, rx) = mpsc::sync_channel::<Message>(QUEUE_LINES);
         std::thread::Builder::new()
             .name("access-log".into())
             .spawn(move || {
-                while let Ok(line) = rx.recv() {
-                    let _ = writeln!(out, "{line}");
-                    while let Ok(more) = rx.try_recv() {
-                        let _ = writeln!(out, "{more}");
+                while let Ok(msg) = rx.recv() {
+                    match msg {
+                        Message::Line(line) => {
+                            let _ = writeln!(out, "{line}");
+                            // Write a backlog in one go, then flush once.
+                            while let Ok(Message::Line(more)) = rx.try_recv() {
+                                let _ = writeln!(out, "{more}");
+                            }
+                            let _ = out.flush();
+                        }
+                        Message::Flush(ack) => {
+                            let _ = out.flush();
+                            let _ = ack.send(());
+                        }
                     }
-                    let _ = out.flush();
                 }
             })?;
-        Ok(AccessLog { tx: Some(tx) })
+        Ok(AccessLog {
+            tx: Some(tx),
+            dropped,
+        })
     }
 
-    /// A log that writes nothing.
-    pub fn disabled() -> AccessLog {
-        AccessLog { tx: None }
-    }
-
-    /// Queues one line.
+    /// Queues one line; drops it (counting) if the queue is full.
     pub fn log(&self, e: &AccessEntry<'_>) {
         if let Some(tx) = &self.tx {
-            let _ = tx.send(format_entry(e, chrono::Local::now()));
+            let line = format_entry(e, chrono::Local::now());
+            if tx.try_send(Message::Line(line)).is_err() {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Lines dropped because the queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Waits (at most `timeout`) until every line queued so far is written.
+    pub fn flush(&self, timeout: std::time::Duration) {
+        if let Some(tx) = &self.tx {
+            let (ack_tx, ack_rx) = mpsc::channel();
+            if tx.send(Message::Flush(ack_tx)).is_ok() {
+                let _ = ack_rx.recv_timeout(timeout);
+            }
         }
     }
 }

@@ -10,12 +10,13 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{Query, State};
+use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Router};
 use throng_proto::auth::{parse_basic, secrets_equal};
+use throng_proto::http::parse_query;
 use tokio::net::TcpStream;
 
 use crate::access_log::AccessEntry;
@@ -169,14 +170,21 @@ fn ice_response(status: StatusCode, message: &str, ok: bool) -> Response {
 fn unauthorized() -> Response {
     (
         StatusCode::UNAUTHORIZED,
-        [(header::WWW_AUTHENTICATE, "Basic realm=\"Icecast2 Server\"")],
+        [(header::WWW_AUTHENTICATE, crate::source::REALM)],
         "You need to authenticate\n",
     )
         .into_response()
 }
 
-/// Whether the request carries admin credentials, or (for `mount`) that mount's source ones.
-fn authorized(ctx: &ServerCtx, headers: &HeaderMap, mount: Option<&crate::mount::Mount>) -> bool {
+/// Whether the request carries admin credentials, or that mount's source credentials sent from
+/// the source client's own address (Icecast 2.4.4 `admin.c` asks for admin credentials when a
+/// metadata update comes from another address). Empty passwords never match.
+fn authorized(
+    ctx: &ServerCtx,
+    headers: &HeaderMap,
+    peer: SocketAddr,
+    mount: Option<&crate::mount::Mount>,
+) -> bool {
     let Some(c) = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -184,27 +192,36 @@ fn authorized(ctx: &ServerCtx, headers: &HeaderMap, mount: Option<&crate::mount:
     else {
         return false;
     };
+    let matches = |user: &str, pass: &str| {
+        !pass.is_empty() && c.user == user && secrets_equal(&c.password, pass)
+    };
     let admin_pass = ctx
         .config
         .authentication
         .admin_password
         .as_deref()
         .unwrap_or("");
-    if c.user == ctx.config.admin_user() && secrets_equal(&c.password, admin_pass) {
+    if matches(ctx.config.admin_user(), admin_pass) {
         return true;
     }
     mount.is_some_and(|m| {
-        c.user == m.settings.source_user && secrets_equal(&c.password, &m.settings.source_password)
+        let same_host = m.settings.source_ip.is_none_or(|ip| ip == peer.ip());
+        same_host && matches(&m.settings.source_user, &m.settings.source_password)
     })
 }
 
 async fn metadata(
     State(ctx): State<Arc<ServerCtx>>,
+    Extension(peer): Extension<SocketAddr>,
     headers: HeaderMap,
-    Query(q): Query<HashMap<String, String>>,
+    RawQuery(query): RawQuery,
 ) -> Response {
+    // Decoded by the proto crate: UTF-8, or Latin-1 from legacy encoders (`song=Caf%E9`).
+    let q: HashMap<String, String> = parse_query(query.as_deref().unwrap_or(""))
+        .into_iter()
+        .collect();
     let mount = q.get("mount").and_then(|name| ctx.registry.get(name));
-    if !authorized(&ctx, &headers, mount.as_deref()) {
+    if !authorized(&ctx, &headers, peer, mount.as_deref()) {
         return unauthorized();
     }
     let Some(mount) = mount else {
@@ -214,10 +231,11 @@ async fn metadata(
         return ice_response(StatusCode::BAD_REQUEST, "No such action", false);
     }
     if !mount.settings.format.supports_icy_metadata() {
+        // Icecast 2.4.4 answers exactly this for Ogg/Opus mounts, with return 1 (docs/peers.md).
         return ice_response(
-            StatusCode::BAD_REQUEST,
+            StatusCode::OK,
             "Mountpoint will not accept URL updates",
-            false,
+            true,
         );
     }
     let title = match (q.get("song"), q.get("artist"), q.get("title")) {

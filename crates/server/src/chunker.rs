@@ -83,11 +83,6 @@ impl Chunker {
         }
     }
 
-    /// Audio pending in the open chunk, in microseconds.
-    pub fn pending_us(&self) -> u64 {
-        self.pending_us
-    }
-
     /// Offset of the next byte the mount will publish.
     pub fn head(&self) -> u64 {
         self.writer.head()

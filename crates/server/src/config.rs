@@ -265,6 +265,12 @@ impl Config {
                     m.name
                 )));
             }
+            if m.queue_size.is_some_and(|q| q < 1024) {
+                return Err(ConfigError::Invalid(format!(
+                    "mount {:?}: `queue-size` must be ≥ 1024",
+                    m.name
+                )));
+            }
             glob::Pattern::new(&m.name).map_err(|e| {
                 ConfigError::Invalid(format!(
                     "mount name {:?} is not a valid pattern: {e}",

@@ -91,9 +91,13 @@ impl Cursor {
         self.prefix.is_some() || self.icy.as_ref().is_some_and(|i| i.pending.is_some())
     }
 
-    /// Moves the cursor to `pos` (skip-ahead for a lagging listener). The ICY interval continues.
-    pub fn skip_to(&mut self, pos: u64) {
+    /// Moves the cursor to `pos` (skip-ahead for a lagging listener), sending `prefix` first
+    /// (the Ogg header pages in force there). The ICY interval continues.
+    pub fn skip_to(&mut self, pos: u64, prefix: Option<Bytes>) {
         self.pos = pos;
+        if let Some(p) = prefix.filter(|p| !p.is_empty()) {
+            self.prefix = Some(p);
+        }
     }
 
     /// Plans one write of at most `max_segs` segments and about `max_bytes` bytes into `out`:

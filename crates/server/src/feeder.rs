@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use thiserror::Error;
 use throng_proto::format::Format;
 use throng_proto::framer::{FrameError, Framer, Unit};
-use throng_proto::icy::{stream_title, IcyDemuxer, IcyError, IcyPiece};
+use throng_proto::icy::{stream_title, stream_url, IcyDemuxer, IcyError, IcyPiece};
 
 use crate::chunker::Chunker;
 use crate::metrics::{Metrics, MountLabel};
@@ -27,12 +27,15 @@ pub const MAX_CHUNK_AGE: Duration = Duration::from_millis(200);
 #[derive(Debug, Error)]
 pub enum FeedError {
     /// Too many consecutive bytes were not audio of the announced format.
-    #[error("{bytes} consecutive bytes are not {format:?} audio")]
+    #[error("{bytes} consecutive bytes are not {format:?} audio{hint}")]
     Garbage {
         /// Bytes of garbage in a row.
         bytes: usize,
         /// The announced format.
         format: Format,
+        /// What the bytes look like instead, e.g. " (they look like Ogg: announce
+        /// Content-Type audio/ogg)", or empty.
+        hint: String,
     },
     /// The source's inline ICY metadata was malformed.
     #[error("bad inline ICY metadata: {0}")]
@@ -51,6 +54,29 @@ pub struct Feeder {
     published_head: u64,
     metrics: Arc<Metrics>,
     label: MountLabel,
+    last_input_hint: String,
+}
+
+/// Names the format `data` looks like, for a source that announced the wrong Content-Type
+/// (ffmpeg announces `audio/mpeg` for Ogg unless told `-content_type audio/ogg`).
+fn sniff_hint(data: &[u8]) -> String {
+    let ogg = data.windows(4).any(|w| w == b"OggS");
+    let adts = data
+        .windows(7)
+        .any(|w| throng_proto::adts::parse_header(w).is_some());
+    let mp3 = data
+        .windows(4)
+        .any(|w| throng_proto::mp3::parse_header(w).is_some());
+    let name = if ogg {
+        "Ogg: announce Content-Type audio/ogg"
+    } else if adts {
+        "AAC (ADTS): announce Content-Type audio/aac"
+    } else if mp3 {
+        "MP3: announce Content-Type audio/mpeg"
+    } else {
+        return String::new();
+    };
+    format!(" (they look like {name})")
 }
 
 impl Feeder {
@@ -72,6 +98,7 @@ impl Feeder {
             label: MountLabel::new(&mount.name),
             mount,
             metrics,
+            last_input_hint: String::new(),
         }
     }
 
@@ -80,9 +107,12 @@ impl Feeder {
     /// Errors: [`FeedError::Garbage`] after [`GARBAGE_LIMIT`] bytes without a frame,
     /// [`FeedError::Metadata`] for malformed inline metadata.
     pub fn push(&mut self, data: &[u8]) -> Result<(), FeedError> {
+        if self.garbage_run > 0 {
+            self.last_input_hint = sniff_hint(data);
+        }
         match &mut self.demux {
             Some(d) => {
-                let mut titles = Vec::new();
+                let mut blocks = Vec::new();
                 let framer = &mut self.framer;
                 let mut audio = 0usize;
                 d.feed(data, |p| match p {
@@ -90,13 +120,16 @@ impl Feeder {
                         audio += a.len();
                         framer.push(a);
                     }
-                    IcyPiece::Metadata(m) if !m.is_empty() => titles.push(m),
+                    IcyPiece::Metadata(m) if !m.is_empty() => blocks.push(m),
                     IcyPiece::Metadata(_) => {}
                 })?;
                 self.count_received(audio);
-                for m in titles {
+                for m in blocks {
                     if let Some(t) = stream_title(&m) {
-                        self.mount.set_title(&t, None);
+                        // Sources repeat their block; only a change goes out to listeners.
+                        if t != self.mount.title() {
+                            self.mount.set_title(&t, stream_url(&m).as_deref());
+                        }
                     }
                 }
             }
@@ -132,6 +165,7 @@ impl Feeder {
                         return Err(FeedError::Garbage {
                             bytes: self.garbage_run,
                             format,
+                            hint: self.last_input_hint.clone(),
                         });
                     }
                 }
@@ -163,6 +197,14 @@ impl Feeder {
 
     /// Publishes whatever is pending.
     pub fn flush(&mut self) {
+        self.chunker.flush();
+    }
+
+    /// Ends the feed: the framer gives up its last frame (which no following header can confirm
+    /// any more) and everything is published. Garbage at the very end is ignored.
+    pub fn finish(mut self) {
+        self.framer.finish();
+        let _ = self.drain();
         self.chunker.flush();
     }
 }

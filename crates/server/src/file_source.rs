@@ -10,32 +10,47 @@ use throng_proto::framer::{Framer, StreamParams, Unit};
 use throng_proto::source_info::SourceInfo;
 
 use crate::feeder::Feeder;
-use crate::mount::{stream_headers, Mount, MountSettings, SourceKind};
+use crate::mount::{stream_headers, LiveMount, Mount, MountSettings, ReserveError, SourceKind};
 use crate::ring::FeedWriter;
 use crate::server::ServerCtx;
 
 /// The demo audio: 64 kbit/s CBR MP3, 44.1 kHz, no ID3 tag (`assets/demo.mp3`).
 pub static DEMO_MP3: &[u8] = include_bytes!("../../../assets/demo.mp3");
 
-/// Frames a whole file into units and the audio parameters seen; errors if it holds no timed
-/// frame of `format`.
-pub fn frame_file(data: &[u8], format: Format) -> Result<(Vec<Unit>, StreamParams), String> {
+/// Why a file cannot feed a mount.
+#[derive(Debug, thiserror::Error)]
+pub enum FileSourceError {
+    /// The file holds no frames of the format with a known duration, so it cannot be paced.
+    #[error("no timed {0:?} frames in the file")]
+    NoFrames(Format),
+    /// The mount name is taken.
+    #[error("cannot register the mount: {0}")]
+    Mount(#[from] ReserveError),
+}
+
+/// Frames a whole file into units and the audio parameters seen.
+///
+/// Errors: [`FileSourceError::NoFrames`] when it holds no timed frame of `format`.
+pub fn frame_file(
+    data: &[u8],
+    format: Format,
+) -> Result<(Vec<Unit>, StreamParams), FileSourceError> {
     let mut framer = Framer::new(format);
     framer.push(data);
     framer.finish();
     let units: Vec<Unit> = std::iter::from_fn(|| framer.next_unit())
         .filter_map(Result::ok)
         .collect();
-    if units.is_empty() || units.iter().all(|u| u.duration_us == 0) {
-        return Err(format!("no timed {format:?} frames in file"));
+    if units.iter().all(|u| u.duration_us == 0) {
+        return Err(FileSourceError::NoFrames(format));
     }
     Ok((units, framer.params()))
 }
 
 /// Starts the demo mount from the embedded file.
 ///
-/// Errors: the embedded file holds no MP3 frames, or the mount name is taken.
-pub fn start_demo(ctx: Arc<ServerCtx>) -> Result<(), String> {
+/// Errors: see [`FileSourceError`].
+pub fn start_demo(ctx: Arc<ServerCtx>) -> Result<(), FileSourceError> {
     let (units, params) = frame_file(DEMO_MP3, Format::Mp3)?;
     let info = SourceInfo {
         name: "Throng demo".into(),
@@ -44,7 +59,9 @@ pub fn start_demo(ctx: Arc<ServerCtx>) -> Result<(), String> {
         bitrate: Some("64".into()),
         ..SourceInfo::default()
     };
-    let (user, pass) = ctx.source_credentials(&ctx.config.demo_mount);
+    let (source_user, source_password) = ctx
+        .source_credentials(&ctx.config.demo_mount)
+        .unwrap_or_default();
     let burst = ctx.config.limits.burst_size;
     let writer = FeedWriter::new(ctx.config.limits.queue_size.max(burst) as u64);
     let settings = MountSettings {
@@ -55,25 +72,23 @@ pub fn start_demo(ctx: Arc<ServerCtx>) -> Result<(), String> {
         hidden: false,
         max_listeners: None,
         burst_size: burst as u64,
-        source_user: user,
-        source_password: pass,
+        source_user,
+        source_password,
         source_ip: None,
         kind: SourceKind::File,
     };
     let mount = Arc::new(Mount::new(&ctx.config.demo_mount, settings, writer.feed()));
     mount.set_title("Throng demo", None);
     mount.set_params(params);
-    ctx.registry
-        .reserve(mount.clone(), usize::MAX)
-        .map_err(|e| e.to_string())?;
-    ctx.metrics.sources.inc();
+    let live = LiveMount::reserve(ctx.clone(), mount.clone(), usize::MAX)?;
     let feeder = Feeder::new(mount.clone(), writer, None, ctx.metrics.clone());
-    tokio::spawn(loop_file(ctx, mount, feeder, units));
+    tokio::spawn(loop_file(live, mount, feeder, units));
     Ok(())
 }
 
-/// Feeds `units` forever at real-time pace until the mount is stopped.
-async fn loop_file(ctx: Arc<ServerCtx>, mount: Arc<Mount>, mut feeder: Feeder, units: Vec<Unit>) {
+/// Feeds `units` forever at real-time pace until the mount is stopped; the mount stays
+/// registered while `_live` is held.
+async fn loop_file(_live: LiveMount, mount: Arc<Mount>, mut feeder: Feeder, units: Vec<Unit>) {
     let start = tokio::time::Instant::now();
     let mut media_us: u64 = 0;
     // Pre-roll one burst's worth so the first listener gets a full burst at once.
@@ -84,9 +99,6 @@ async fn loop_file(ctx: Arc<ServerCtx>, mount: Arc<Mount>, mut feeder: Feeder, u
                 break 'outer;
             }
             feeder.push_unit(u);
-            mount
-                .source_bytes
-                .fetch_add(u.data.len() as u64, Ordering::Relaxed);
             if preroll_bytes < mount.settings.burst_size as usize {
                 preroll_bytes += u.data.len();
                 continue;
@@ -99,7 +111,5 @@ async fn loop_file(ctx: Arc<ServerCtx>, mount: Arc<Mount>, mut feeder: Feeder, u
             }
         }
     }
-    drop(feeder);
-    ctx.registry.remove(&mount.name, mount.id);
-    ctx.metrics.sources.dec();
+    feeder.finish();
 }

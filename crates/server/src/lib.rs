@@ -12,6 +12,8 @@
 //! - State and reporting: `mount.rs`, `config.rs`, `status.rs`, `admin.rs`, `metrics.rs`,
 //!   `access_log.rs`.
 
+#![deny(missing_docs)]
+
 pub mod access_log;
 pub mod admin;
 pub mod chunker;

@@ -249,13 +249,35 @@ impl Registry {
         v.sort_by(|a, b| a.name.cmp(&b.name));
         v
     }
+}
 
-    /// Number of live mounts fed by source clients.
-    pub fn client_sources(&self) -> usize {
-        self.mounts
-            .read()
-            .values()
-            .filter(|m| m.settings.kind == SourceKind::Client)
-            .count()
+/// Keeps a mount registered while its feeder runs: dropping it (normal end, error or panic)
+/// unregisters the mount and lowers the `throng_sources` gauge, so a mount can never stay
+/// "in use" after its feeder is gone.
+#[derive(Debug)]
+pub struct LiveMount {
+    ctx: std::sync::Arc<crate::server::ServerCtx>,
+    mount: Arc<Mount>,
+}
+
+impl LiveMount {
+    /// Registers `mount` (see [`Registry::reserve`]) and raises the `throng_sources` gauge.
+    ///
+    /// Errors: [`ReserveError`] when the name is taken or too many sources are live.
+    pub fn reserve(
+        ctx: std::sync::Arc<crate::server::ServerCtx>,
+        mount: Arc<Mount>,
+        max_sources: usize,
+    ) -> Result<LiveMount, ReserveError> {
+        ctx.registry.reserve(mount.clone(), max_sources)?;
+        ctx.metrics.sources.inc();
+        Ok(LiveMount { ctx, mount })
+    }
+}
+
+impl Drop for LiveMount {
+    fn drop(&mut self) {
+        self.ctx.registry.remove(&self.mount.name, self.mount.id);
+        self.ctx.metrics.sources.dec();
     }
 }

@@ -49,7 +49,7 @@ pub enum ServerError {
     FanOut(std::io::Error),
     /// The demo mount could not start.
     #[error("cannot start demo mount: {0}")]
-    Demo(String),
+    Demo(#[from] crate::file_source::FileSourceError),
 }
 
 /// State shared by every task of a running server.
@@ -84,20 +84,19 @@ impl ServerCtx {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// The source user and password for mount `name`.
-    pub fn source_credentials(&self, name: &str) -> (String, String) {
+    /// The source user and password for mount `name`: the mount's own, else user `source` with
+    /// the global source password. `None` when no password is configured: then no source is
+    /// accepted (an empty password is never a valid one).
+    pub fn source_credentials(&self, name: &str) -> Option<(String, String)> {
         let m = self.config.mount_for(name);
         let user = m
             .and_then(|m| m.username.clone())
             .unwrap_or_else(|| "source".to_owned());
-        let pass = m.and_then(|m| m.password.clone()).unwrap_or_else(|| {
-            self.config
-                .authentication
-                .source_password
-                .clone()
-                .unwrap_or_default()
-        });
-        (user, pass)
+        let pass = m
+            .and_then(|m| m.password.clone())
+            .or_else(|| self.config.authentication.source_password.clone())
+            .filter(|p| !p.is_empty())?;
+        Some((user, pass))
     }
 }
 
@@ -195,7 +194,7 @@ impl Server {
             next_id: AtomicU64::new(1),
         });
         if ctx.config.demo {
-            crate::file_source::start_demo(ctx.clone()).map_err(ServerError::Demo)?;
+            crate::file_source::start_demo(ctx.clone())?;
         }
         Ok(Server {
             ctx,
@@ -244,7 +243,18 @@ impl Server {
         // Give feeders a moment to publish their end, then close listeners.
         tokio::time::sleep(Duration::from_millis(50)).await;
         let c = ctx.clone();
-        let _ = tokio::task::spawn_blocking(move || c.fanout.shutdown()).await;
+        let _ = tokio::task::spawn_blocking(move || {
+            c.fanout.shutdown();
+            // The shards logged every listener they closed: write those lines before exiting.
+            c.access_log.flush(Duration::from_secs(5));
+            if c.access_log.dropped() > 0 {
+                tracing::warn!(
+                    lines = c.access_log.dropped(),
+                    "access-log lines dropped (queue full)"
+                );
+            }
+        })
+        .await;
     }
 }
 
@@ -276,22 +286,33 @@ pub fn release_free_memory() {
 /// hang-ups are processed, instead of refusing them.
 pub const ADMISSION_WAIT: Duration = Duration::from_secs(2);
 
-/// Waits (up to [`ADMISSION_WAIT`]) until fewer than `max_clients` connections are open. Called
-/// with one accepted connection in hand; the accept loop takes no other meanwhile, so further
-/// connections wait in the kernel's listen backlog, costing no file descriptor.
-async fn admission(ctx: &ServerCtx) {
+/// Admission at the `clients` limit. Called with one accepted connection in hand (the accept
+/// loop takes no other meanwhile, so further connections wait in the kernel's listen backlog,
+/// costing no file descriptor): waits up to [`ADMISSION_WAIT`] for a slot, once per overload
+/// episode. While the server stays full after such a wait (`overloaded`), connections are
+/// answered 503 at once instead of one every wait.
+async fn admission(ctx: &ServerCtx, overloaded: &mut bool) {
+    let full = || ctx.clients.load(Ordering::Relaxed) >= ctx.max_clients;
+    if !full() {
+        *overloaded = false;
+        return;
+    }
+    if *overloaded {
+        return;
+    }
     let start = tokio::time::Instant::now();
-    while ctx.clients.load(Ordering::Relaxed) >= ctx.max_clients && start.elapsed() < ADMISSION_WAIT
-    {
+    while full() && start.elapsed() < ADMISSION_WAIT {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    *overloaded = full();
 }
 
 async fn accept_loop(ctx: Arc<ServerCtx>, listener: TcpListener) {
+    let mut overloaded = false;
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
-                admission(&ctx).await;
+                admission(&ctx, &mut overloaded).await;
                 let n = ctx.clients.fetch_add(1, Ordering::Relaxed) + 1;
                 ctx.metrics.clients.inc();
                 let ctx = ctx.clone();

@@ -31,12 +31,14 @@ use crate::write_path::{write_due, Written};
 /// `key % BUCKETS`, so the shard's work is spread evenly over time.
 pub const BUCKETS: usize = 10;
 
+/// How long listeners of an ended mount may take to drain what is left; a listener that has
+/// stopped reading (a paused player) is closed after it, so it does not hold its slot and the
+/// mount's queue forever.
+pub const ENDED_GRACE: Duration = Duration::from_secs(10);
+
 /// Most `writev` calls for one listener in one visit, when each one is taken whole and more is
 /// due (a large burst, or a listener catching up).
 pub const MAX_WRITES_PER_VISIT: usize = 4;
-
-/// Bytes above which a plan stops adding segments.
-pub const MAX_WRITE_BYTES: usize = 256 * 1024;
 
 const WAKER: Token = Token(usize::MAX);
 
@@ -188,12 +190,22 @@ struct ShardMount {
     icy: Arc<IcyMeta>,
     listeners: usize,
     unflushed_bytes: u64,
+    /// When this shard first saw the feed ended.
+    ended_at: Option<Instant>,
 }
 
 impl ShardMount {
     fn refresh(&mut self) {
         self.ring = self.mount.feed.load();
         self.icy = self.mount.icy.load_full();
+        if self.ring.ended && self.ended_at.is_none() {
+            self.ended_at = Some(Instant::now());
+        }
+    }
+
+    /// The feed ended more than [`ENDED_GRACE`] ago.
+    fn grace_over(&self) -> bool {
+        self.ended_at.is_some_and(|t| t.elapsed() > ENDED_GRACE)
     }
 
     /// Adds the bytes sent since the last flush to the mount's counter and the metric.
@@ -254,8 +266,10 @@ impl Shard {
             let timeout = next_tick.saturating_duration_since(Instant::now());
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() != std::io::ErrorKind::Interrupted {
+                    // Never give up the shard: its listeners and counts live here.
                     tracing::error!("fan-out poll failed: {e}");
-                    return;
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
                 }
             }
             let mut woken = false;
@@ -319,6 +333,7 @@ impl Shard {
             icy: mount.icy.load_full(),
             listeners: 0,
             unflushed_bytes: 0,
+            ended_at: None,
         };
         match self.mounts.iter().position(Option::is_none) {
             Some(i) => {
@@ -430,6 +445,10 @@ impl Shard {
         let sm = self.mounts[slot.mount]
             .as_mut()
             .expect("mount of a live slot");
+        if sm.grace_over() {
+            self.close(key, Close::SourceEnded);
+            return false;
+        }
         if slot.cursor.pos < sm.ring.tail() && !slot.cursor.has_pending() {
             sm.mount.slow_listeners.fetch_add(1, Ordering::Relaxed);
             self.ctx
@@ -443,8 +462,8 @@ impl Shard {
                     return false;
                 }
                 LagPolicy::Skip => {
-                    let (pos, _) = sm.ring.join_point(sm.mount.settings.burst_size);
-                    slot.cursor.skip_to(pos);
+                    let (pos, headers) = sm.ring.join_point(sm.mount.settings.burst_size);
+                    slot.cursor.skip_to(pos, headers.map(|h| (*h).clone()));
                 }
             }
         }

@@ -22,7 +22,7 @@ use tokio::net::TcpStream;
 use crate::access_log::AccessEntry;
 use crate::connection::reply;
 use crate::feeder::Feeder;
-use crate::mount::{stream_headers, Mount, MountSettings, ReserveError, SourceKind};
+use crate::mount::{stream_headers, LiveMount, Mount, MountSettings, ReserveError, SourceKind};
 use crate::ring::FeedWriter;
 use crate::server::ServerCtx;
 
@@ -34,13 +34,27 @@ pub const SOURCE_READ_BYTES: usize = 16 * 1024;
 /// keeps libshout on exactly the path it takes with Icecast 2.4.4.
 pub const ALLOW: &str = "GET, HEAD, OPTIONS, SOURCE";
 
+/// `WWW-Authenticate` value of every 401, as Icecast 2.4.4 sends it.
+pub const REALM: &str = "Basic realm=\"Icecast2 Server\"";
+
 /// The 401 a source gets without valid credentials (Icecast 2.4.4's realm), clean enough for
 /// libshout's unauthenticated poke to read `Allow` and retry with credentials.
 const AUTH_HEADERS: &[(&str, &str)] = &[
-    ("WWW-Authenticate", "Basic realm=\"Icecast2 Server\""),
+    ("WWW-Authenticate", REALM),
     ("Allow", ALLOW),
     ("Content-Type", "text/plain"),
 ];
+
+/// Whether a source may use `name`: it starts with `/` (and not `//`), has no control
+/// characters, and is not a path served by the admin/status routes (listeners could never
+/// reach such a mount).
+pub fn valid_mount_name(name: &str) -> bool {
+    name.len() >= 2
+        && name.starts_with('/')
+        && !name.starts_with("//")
+        && !name.chars().any(char::is_control)
+        && !crate::connection::is_admin_path(name)
+}
 
 /// Applies `[[mount]]` overrides to what the source announced.
 fn apply_overrides(info: &mut SourceInfo, m: Option<&crate::config::MountConfig>) {
@@ -75,7 +89,7 @@ pub async fn handle(
 ) {
     let line = head.request_line();
     let name = head.path.clone();
-    if !name.starts_with('/') || name.len() < 2 {
+    if !valid_mount_name(&name) {
         let _ = reply(
             &ctx,
             &mut stream,
@@ -88,7 +102,12 @@ pub async fn handle(
         .await;
         return;
     }
-    let (user, pass) = ctx.source_credentials(&name);
+    let Some((user, pass)) = ctx.source_credentials(&name) else {
+        tracing::warn!(%peer, mount = %name, "source rejected: no source password configured");
+        let body = "Authentication required\n";
+        let _ = reply(&ctx, &mut stream, peer, &line, 401, AUTH_HEADERS, body).await;
+        return;
+    };
     let credentials = head.header("authorization").and_then(parse_basic);
     let accepted = credentials
         .as_ref()
@@ -147,8 +166,8 @@ pub async fn handle(
         kind: SourceKind::Client,
     };
     let mount = Arc::new(Mount::new(&name, settings, writer.feed()));
-    match ctx.registry.reserve(mount.clone(), limits.sources) {
-        Ok(()) => {}
+    let live = match LiveMount::reserve(ctx.clone(), mount.clone(), limits.sources) {
+        Ok(live) => live,
         Err(e @ ReserveError::InUse) | Err(e @ ReserveError::TooManySources) => {
             tracing::warn!(%peer, mount = %name, "source rejected: {e}");
             let msg = match e {
@@ -158,7 +177,7 @@ pub async fn handle(
             let _ = reply(&ctx, &mut stream, peer, &line, 403, &[], msg).await;
             return;
         }
-    }
+    };
     // Liquidsoap depends on exactly this reply (savonet/liquidsoap#792).
     let mut answer: Vec<u8> = Vec::new();
     if head
@@ -169,10 +188,8 @@ pub async fn handle(
     }
     answer.extend_from_slice(b"HTTP/1.0 200 OK\r\n\r\n");
     if stream.write_all(&answer).await.is_err() {
-        ctx.registry.remove(&name, mount.id);
         return;
     }
-    ctx.metrics.sources.inc();
     ctx.metrics.source_connects.inc();
     tracing::info!(%peer, mount = %name, format = ?format, "source connected");
     let started = Instant::now();
@@ -181,9 +198,8 @@ pub async fn handle(
         .and_then(|v| v.trim().parse::<usize>().ok());
     let mut feeder = Feeder::new(mount.clone(), writer, icy_metaint, ctx.metrics.clone());
     let why = ingest(&ctx, &mut stream, &mount, &mut feeder, &body).await;
-    drop(feeder); // publishes the last chunk and marks the feed ended
-    ctx.registry.remove(&name, mount.id);
-    ctx.metrics.sources.dec();
+    feeder.finish(); // publishes the last frames and marks the feed ended
+    drop(live);
     let received = mount.source_bytes.load(Ordering::Relaxed);
     tracing::info!(%peer, mount = %name, received, "source ended: {why}");
     ctx.access_log.log(&AccessEntry {

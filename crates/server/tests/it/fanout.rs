@@ -96,3 +96,30 @@ fn stalled_listener_is_dropped_while_200_keep_up() {
     );
     assert_eq!(srv.mount_status("/live.mp3").unwrap()["slow_listeners"], 1);
 }
+
+#[test]
+fn a_listener_that_stopped_reading_is_closed_after_its_source_ends() {
+    let srv = TestServer::start("[limits]\nlistener-sndbuf = 16384");
+    let src = Source::start(srv.addr, "/live.mp3", "PUT", 4.0);
+    srv.wait_mount("/live.mp3");
+    let mount = srv.ctx.registry.get("/live.mp3").unwrap();
+    // A paused player: connected, socket buffers full, never reading again.
+    let sock = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    sock.connect(&srv.addr.into()).unwrap();
+    let mut paused: TcpStream = sock.into();
+    std::io::Write::write_all(&mut paused, b"GET /live.mp3 HTTP/1.0\r\n\r\n").unwrap();
+    wait_until(Duration::from_secs(3), || {
+        mount.listeners.load(Ordering::Relaxed) == 1
+    })
+    .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    src.stop();
+    // It cannot drain what is left, so it is closed after the grace period instead of holding
+    // its slot and the ended mount's queue forever.
+    let grace = throng_server::shard::ENDED_GRACE;
+    wait_until(grace + Duration::from_secs(5), || {
+        mount.listeners.load(Ordering::Relaxed) == 0
+    })
+    .expect("paused listener of an ended mount must be closed");
+}

@@ -74,3 +74,50 @@ fn metadata_needs_admin_or_the_mounts_source_credentials() {
     assert_eq!(status, 400);
     assert!(xml.contains("Source does not exist"));
 }
+
+#[test]
+fn latin1_titles_from_legacy_encoders_are_kept() {
+    let srv = TestServer::start("");
+    let _src = Source::start(srv.addr, "/live.mp3", "PUT", 1.0);
+    srv.wait_mount("/live.mp3");
+    let (status, _) = update(
+        &srv,
+        Some(("admin", ADMIN_PW)),
+        "mount=/live.mp3&mode=updinfo&song=Caf%E9+Olé",
+    );
+    assert_eq!(status, 200);
+    assert_eq!(srv.mount_status("/live.mp3").unwrap()["title"], "Café Olé");
+}
+
+#[test]
+fn source_credentials_update_metadata_only_from_the_source_address() {
+    use std::io::{Read, Write};
+    let srv = TestServer::start("");
+    // The source connects from 127.0.0.2; metadata calls below come from 127.0.0.1.
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.bind(
+        &"127.0.0.2:0"
+            .parse::<std::net::SocketAddr>()
+            .unwrap()
+            .into(),
+    )
+    .unwrap();
+    sock.connect(&srv.addr.into()).unwrap();
+    let mut s: std::net::TcpStream = sock.into();
+    write!(
+        s,
+        "PUT /live.mp3 HTTP/1.1\r\nAuthorization: {}\r\nContent-Type: audio/mpeg\r\n\r\n",
+        basic_authorization("source", SOURCE_PW)
+    )
+    .unwrap();
+    let mut reply = [0u8; 19];
+    s.read_exact(&mut reply).unwrap();
+    srv.wait_mount("/live.mp3");
+    let q = "mount=/live.mp3&mode=updinfo&song=x";
+    assert_eq!(
+        update(&srv, Some(("source", SOURCE_PW)), q).0,
+        401,
+        "other address"
+    );
+    assert_eq!(update(&srv, Some(("admin", ADMIN_PW)), q).0, 200);
+}

@@ -263,3 +263,19 @@ fn inline_icy_metadata_from_source_is_stripped_and_becomes_the_title() {
     let (starts, n) = mp3_chain(&body);
     assert!(starts && n > 100, "listener must get clean frames, got {n}");
 }
+
+#[test]
+fn reserved_or_malformed_mount_names_are_refused() {
+    let srv = TestServer::start("");
+    let hdr = "Content-Type: audio/mpeg\r\n";
+    for name in [
+        "/metrics",
+        "/status-json.xsl",
+        "/admin/stats",
+        "//evil.example/x",
+        "/",
+    ] {
+        let req = source_head("PUT", name, Some(("source", SOURCE_PW)), hdr);
+        assert_eq!(status_of(srv.addr, req.as_bytes()), 400, "{name}");
+    }
+}

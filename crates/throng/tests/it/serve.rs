@@ -93,7 +93,28 @@ fn embedded_defaults_play_the_demo_and_ffmpeg_decodes_it() {
 
 #[test]
 fn sigint_closes_listeners_and_exits_cleanly() {
-    let mut s = Serve::start(&["--source-password", "pw-one", "--admin-password", "pw-two"]);
+    let dir = std::env::temp_dir();
+    let (cfg, log) = (
+        dir.join(format!("throng-it-sigint-{}.toml", std::process::id())),
+        dir.join(format!("throng-it-sigint-{}.log", std::process::id())),
+    );
+    std::fs::write(
+        &cfg,
+        format!(
+            "demo = true\n[logging]\naccess-log = {:?}\n",
+            log.display().to_string()
+        ),
+    )
+    .unwrap();
+    let cfg_arg = cfg.display().to_string();
+    let mut s = Serve::start(&[
+        "--config",
+        &cfg_arg,
+        "--source-password",
+        "pw-one",
+        "--admin-password",
+        "pw-two",
+    ]);
     assert!(!s.stderr_lines.concat().contains("generated"));
     let mut l = TcpStream::connect(s.addr).unwrap();
     l.write_all(b"GET /demo.mp3 HTTP/1.0\r\n\r\n").unwrap();
@@ -103,6 +124,13 @@ fn sigint_closes_listeners_and_exits_cleanly() {
     l.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut rest = Vec::new();
     assert!(l.read_to_end(&mut rest).is_ok(), "listener closed cleanly");
+    // The listener closed at shutdown is in the access log: it was flushed before exit.
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = (std::fs::remove_file(&cfg), std::fs::remove_file(&log));
+    assert!(
+        text.contains("\"GET /demo.mp3 HTTP/1.0\" 200"),
+        "access log: {text:?}"
+    );
 }
 
 #[test]
