@@ -80,13 +80,24 @@ fn latin1_titles_from_legacy_encoders_are_kept() {
     let srv = TestServer::start("");
     let _src = Source::start(srv.addr, "/live.mp3", "PUT", 1.0);
     srv.wait_mount("/live.mp3");
+    let admin = Some(("admin", ADMIN_PW));
     let (status, _) = update(
         &srv,
-        Some(("admin", ADMIN_PW)),
-        "mount=/live.mp3&mode=updinfo&song=Caf%E9+Olé",
+        admin,
+        "mount=/live.mp3&mode=updinfo&song=Caf%E9+Ol%E9",
     );
     assert_eq!(status, 200);
-    assert_eq!(srv.mount_status("/live.mp3").unwrap()["title"], "Café Olé");
+    assert_eq!(
+        srv.mount_status("/live.mp3").unwrap()["title"],
+        "Café Olé",
+        "Latin-1"
+    );
+    update(&srv, admin, "mount=/live.mp3&mode=updinfo&song=Caf%C3%A9");
+    assert_eq!(
+        srv.mount_status("/live.mp3").unwrap()["title"],
+        "Café",
+        "UTF-8"
+    );
 }
 
 #[test]
