@@ -54,10 +54,10 @@ pub struct ScenarioSource {
     /// Audio file.
     pub file: PathBuf,
     /// Source user.
-    #[serde(default = "default_user")]
+    #[serde(default = "crate::source::default_user")]
     pub user: String,
     /// Source password.
-    #[serde(default = "default_password")]
+    #[serde(default = "crate::source::default_password")]
     pub password: String,
     /// Request method.
     #[serde(default)]
@@ -67,12 +67,6 @@ pub struct ScenarioSource {
     pub content_type: Option<String>,
 }
 
-fn default_user() -> String {
-    "source".into()
-}
-fn default_password() -> String {
-    "hackme".into()
-}
 fn default_ready() -> Secs {
     Secs(30.0)
 }

@@ -15,6 +15,8 @@
 //! [`worker`] (threads and processes), [`sampler`], [`source`], [`run`] (one bench run),
 //! [`summary`], [`report`], [`plots`], [`report_html`], [`progress`], [`compare`], [`testserver`].
 
+#![deny(missing_docs)]
+
 use clap::{Args, Subcommand};
 
 pub mod compare;

@@ -239,6 +239,20 @@ pub fn ratio(a: Option<f64>, b: Option<f64>) -> Option<String> {
     }
 }
 
+/// Each run's value of metric `m`, formatted, with (for every run after the first) its ratio to
+/// the first run's value.
+pub fn metric_cells(runs: &[&RunReport], m: &Metric) -> Vec<(String, Option<String>)> {
+    let first = runs.first().and_then(|r| (m.get)(&r.summary));
+    runs.iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let v = (m.get)(&r.summary);
+            let x = if i > 0 { ratio(first, v) } else { None };
+            (fmt_value(v, m.decimals), x)
+        })
+        .collect()
+}
+
 /// A Markdown table of the runs' summaries; later runs get their ratio to the first.
 pub fn summary_table(runs: &[&RunReport]) -> String {
     let mut out = String::from("| metric |");
@@ -250,16 +264,9 @@ pub fn summary_table(runs: &[&RunReport]) -> String {
     out.push('\n');
     for m in metrics() {
         out.push_str(&format!("| {} |", m.label));
-        let first = runs.first().and_then(|r| (m.get)(&r.summary));
-        for (i, r) in runs.iter().enumerate() {
-            let v = (m.get)(&r.summary);
-            let mut cell = fmt_value(v, m.decimals);
-            if i > 0 {
-                if let Some(x) = ratio(first, v) {
-                    cell.push_str(&format!(" ({x})"));
-                }
-            }
-            out.push_str(&format!(" {cell} |"));
+        for (cell, x) in metric_cells(runs, &m) {
+            let x = x.map(|x| format!(" ({x})")).unwrap_or_default();
+            out.push_str(&format!(" {cell}{x} |"));
         }
         out.push('\n');
     }

@@ -2,7 +2,7 @@
 //! errors, the profile, and the SVG plots inline (no external files or scripts).
 
 use crate::plots;
-use crate::report::{fmt_value, metrics, ratio};
+use crate::report::{metric_cells, metrics};
 use crate::summary::RunReport;
 
 /// Escapes text for HTML.
@@ -40,16 +40,11 @@ CPU is in percent of one core.</p>\n",
     h.push_str("</tr>\n");
     for m in metrics() {
         h.push_str(&format!("<tr><td>{}</td>", esc(m.label)));
-        let first = runs.first().and_then(|r| (m.get)(&r.summary));
-        for (i, r) in runs.iter().enumerate() {
-            let v = (m.get)(&r.summary);
-            let mut cell = fmt_value(v, m.decimals);
-            if i > 0 {
-                if let Some(x) = ratio(first, v) {
-                    cell.push_str(&format!(" <small>({x})</small>"));
-                }
-            }
-            h.push_str(&format!("<td class=\"n\">{cell}</td>"));
+        for (cell, x) in metric_cells(runs, &m) {
+            let x = x
+                .map(|x| format!(" <small>({x})</small>"))
+                .unwrap_or_default();
+            h.push_str(&format!("<td class=\"n\">{cell}{x}</td>"));
         }
         h.push_str("</tr>\n");
     }

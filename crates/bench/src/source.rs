@@ -53,11 +53,14 @@ pub struct SourceConfig {
     pub content_type: Option<String>,
 }
 
-fn default_user() -> String {
+/// Default source user, as Icecast's (`source`).
+pub(crate) fn default_user() -> String {
     "source".into()
 }
 
-fn default_password() -> String {
+/// Default source password: Icecast 2.4.4's sample `hackme`, so the bench works against a
+/// stock test Icecast; Throng itself never uses it.
+pub(crate) fn default_password() -> String {
     "hackme".into()
 }
 

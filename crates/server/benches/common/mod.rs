@@ -30,12 +30,16 @@ pub fn icy() -> IcyMeta {
     }
 }
 
+/// ICY interval of the benchmark's ICY listeners in bytes: two metadata points per second of a
+/// 64 kbit/s stream, so the interleave path is exercised.
+pub const METAINT: u32 = 4000;
+
 /// `n` listeners each one second behind the head; every `icy_every`-th asks for ICY metadata
-/// (0: none).
+/// every [`METAINT`] bytes (0: none).
 pub fn listeners(n: usize, ring: &Ring, icy_every: usize) -> Vec<Cursor> {
     (0..n)
         .map(|i| {
-            let metaint = (icy_every > 0 && i % icy_every == 0).then_some(16_000);
+            let metaint = (icy_every > 0 && i % icy_every == 0).then_some(METAINT);
             Cursor::new(ring.head - BYTES_PER_SEC, Bytes::new(), metaint)
         })
         .collect()
