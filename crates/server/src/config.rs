@@ -66,6 +66,165 @@ pub struct Config {
     pub logging: Logging,
     /// Per-mount settings, first match wins (exact names before wildcards is up to the order).
     pub mount: Vec<MountConfig>,
+    /// File locations and access filters (Icecast `<paths>`).
+    pub paths: Paths,
+    /// Headers added to every listener response (Icecast global `<http-headers>`).
+    pub http_headers: Vec<HttpHeader>,
+    /// Mount fed by SHOUTcast v1 sources on the port after the first listen port (Icecast
+    /// `<shoutcast-mount>`); none disables the SHOUTcast source port.
+    pub shoutcast_mount: Option<String>,
+    /// Static relays: mounts pulled from other servers (Icecast `<relay>`).
+    pub relay: Vec<RelayConfig>,
+    /// Master server whose `/admin/streamlist.txt` is relayed (Icecast `<master-server>`).
+    pub master: Option<MasterConfig>,
+}
+
+/// `[paths]`: files and access filters, as Icecast `<paths>` (and Icecast-KH for
+/// `x-forwarded-for` and `deny-agents`).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Paths {
+    /// Directory of static files; a `fallback-mount` naming a file in it (e.g. `/silence.mp3`)
+    /// plays that file looped in real time.
+    pub webroot: Option<PathBuf>,
+    /// File of client IP addresses (one per line, `#` comments) refused with 403.
+    pub deny_ip: Option<PathBuf>,
+    /// File of the only client IP addresses allowed; others are refused with 403.
+    pub allow_ip: Option<PathBuf>,
+    /// File of `User-Agent` patterns (one per line, `*`/`?` globs) refused with 403.
+    pub deny_agents: Option<PathBuf>,
+    /// Proxies trusted to set `X-Forwarded-For`, as CIDR ranges (`10.0.0.0/8`) or addresses.
+    pub x_forwarded_for: Vec<String>,
+}
+
+/// One `name: value` response header (Icecast `<header name= value=>`).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct HttpHeader {
+    /// Header name.
+    pub name: String,
+    /// Header value.
+    pub value: String,
+}
+
+/// `[[relay]]`: a mount pulled from another server over HTTP, as Icecast 2.4.4 `<relay>`
+/// (`slave.c`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct RelayConfig {
+    /// Upstream host name or address.
+    pub server: String,
+    /// Upstream port (default 8000).
+    pub port: u16,
+    /// Upstream mount (default `/`).
+    pub mount: String,
+    /// Local mount name (default: the upstream mount).
+    pub local_mount: Option<String>,
+    /// User for HTTP Basic auth upstream, if any.
+    pub username: Option<String>,
+    /// Password for HTTP Basic auth upstream, if any.
+    pub password: Option<String>,
+    /// Ask upstream for ICY metadata and carry titles over (Icecast `relay-shoutcast-metadata`,
+    /// default true).
+    pub relay_metadata: bool,
+    /// Connect only while the local mount has listeners (Icecast `on-demand`).
+    pub on_demand: bool,
+}
+
+impl Default for RelayConfig {
+    fn default() -> Self {
+        RelayConfig {
+            server: String::new(),
+            port: 8000,
+            mount: "/".into(),
+            local_mount: None,
+            username: None,
+            password: None,
+            relay_metadata: true,
+            on_demand: false,
+        }
+    }
+}
+
+impl RelayConfig {
+    /// The local mount name.
+    pub fn local(&self) -> &str {
+        self.local_mount.as_deref().unwrap_or(&self.mount)
+    }
+}
+
+/// `[master]`: relay every mount a master server lists in `/admin/streamlist.txt`, as Icecast
+/// 2.4.4 `<master-server>` (`slave.c`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct MasterConfig {
+    /// Master host.
+    pub server: String,
+    /// Master port (default 8000).
+    pub port: u16,
+    /// Relay user on the master (default `relay`).
+    pub username: String,
+    /// Relay password on the master.
+    pub password: String,
+    /// Seconds between polls of the stream list (Icecast `master-update-interval`, 120).
+    pub update_interval: u64,
+    /// Relay the listed mounts on demand only (Icecast `relays-on-demand`).
+    pub on_demand: bool,
+}
+
+impl Default for MasterConfig {
+    fn default() -> Self {
+        MasterConfig {
+            server: String::new(),
+            port: 8000,
+            username: "relay".into(),
+            password: String::new(),
+            update_interval: 120,
+            on_demand: false,
+        }
+    }
+}
+
+/// Listener or source authentication of a mount (Icecast `<authentication type=...>` in a
+/// `<mount>`, `auth_htpasswd.c` and `auth_url.c`).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum AuthConfig {
+    /// Listeners log in with a user in an htpasswd file (`user:md5hex` lines as Icecast writes
+    /// them, or Apache `$apr1$`/bcrypt/SHA lines).
+    Htpasswd {
+        /// The file.
+        filename: PathBuf,
+    },
+    /// An HTTP server decides, through POSTed callbacks.
+    #[serde(rename_all = "kebab-case")]
+    Url {
+        /// URL called when a listener connects (`action=listener_add`).
+        listener_add: Option<String>,
+        /// URL called when a listener leaves (`action=listener_remove`).
+        listener_remove: Option<String>,
+        /// URL called when a source starts on the mount (`action=mount_add`).
+        mount_add: Option<String>,
+        /// URL called when a source stops (`action=mount_remove`).
+        mount_remove: Option<String>,
+        /// URL that authenticates source clients (`action=stream_auth`).
+        stream_auth: Option<String>,
+        /// User for Basic auth against the callback server.
+        username: Option<String>,
+        /// Password for Basic auth against the callback server.
+        password: Option<String>,
+        /// Request headers forwarded to `listener_add` (comma-separated names).
+        headers: Option<String>,
+        /// Prefix for forwarded header names (default `ClientHeader-`).
+        header_prefix: Option<String>,
+        /// Reply header that accepts a listener (default `icecast-auth-user: 1`).
+        auth_header: Option<String>,
+        /// Reply header giving a listening time limit in seconds (default
+        /// `icecast-auth-timelimit:`).
+        timelimit_header: Option<String>,
+        /// Seconds to wait for the callback server (default 5).
+        timeout: Option<u64>,
+    },
 }
 
 /// `[limits]`: sizes in bytes, timeouts in seconds.
@@ -117,6 +276,10 @@ pub struct Authentication {
     pub admin_user: Option<String>,
     /// Admin password; generated when absent.
     pub admin_password: Option<String>,
+    /// User that slaves log in with to read `/admin/streamlist.txt` (default `relay`).
+    pub relay_user: Option<String>,
+    /// Password of the relay user; without one, only the admin may read the stream list.
+    pub relay_password: Option<String>,
 }
 
 /// `[logging]`.
@@ -158,6 +321,27 @@ pub struct MountConfig {
     pub queue_size: Option<usize>,
     /// Per-mount burst-size in bytes.
     pub burst_size: Option<usize>,
+    /// Where listeners go when the source stops, or join while it is down: another mount or a
+    /// webroot file (Icecast `fallback-mount`). Followed for at most 10 hops.
+    pub fallback_mount: Option<String>,
+    /// Bring listeners back from the fallback when the source returns (Icecast
+    /// `fallback-override`).
+    pub fallback_override: bool,
+    /// Send new listeners to the fallback when max-listeners is reached, instead of a 403
+    /// (Icecast `fallback-when-full`).
+    pub fallback_when_full: bool,
+    /// File played to each new listener before the stream (Icecast `intro`); same format as
+    /// the mount.
+    pub intro: Option<PathBuf>,
+    /// Seconds after which a listener is disconnected (Icecast `max-listener-duration`).
+    pub max_listener_duration: Option<u64>,
+    /// Feed this mount by looping the file in real time (MP3, AAC or Ogg), with no source
+    /// client: an always-on mount, e.g. a fallback.
+    pub file: Option<PathBuf>,
+    /// Listener (and, for `url`, source) authentication.
+    pub authentication: Option<AuthConfig>,
+    /// Headers added to this mount's listener responses, after the global ones.
+    pub http_headers: Vec<HttpHeader>,
 }
 
 impl Default for Config {
@@ -175,6 +359,11 @@ impl Default for Config {
             authentication: Authentication::default(),
             logging: Logging::default(),
             mount: Vec::new(),
+            paths: Paths::default(),
+            http_headers: Vec::new(),
+            shoutcast_mount: None,
+            relay: Vec::new(),
+            master: None,
         }
     }
 }
@@ -278,6 +467,44 @@ impl Config {
                 ))
             })?;
         }
+        for m in &self.mount {
+            if m.file.is_some() && m.name.contains(['*', '?', '[']) {
+                return Err(ConfigError::Invalid(format!(
+                    "mount {:?}: `file` needs an exact mount name, not a pattern",
+                    m.name
+                )));
+            }
+            if let Some(f) = &m.fallback_mount {
+                if !f.starts_with('/') {
+                    return Err(ConfigError::Invalid(format!(
+                        "mount {:?}: `fallback-mount` {f:?} must start with /",
+                        m.name
+                    )));
+                }
+            }
+        }
+        for r in &self.relay {
+            if r.server.is_empty() || !r.mount.starts_with('/') || !r.local().starts_with('/') {
+                return Err(ConfigError::Invalid(format!(
+                    "relay {}:{}{}: needs a server and mounts starting with /",
+                    r.server, r.port, r.mount
+                )));
+            }
+        }
+        if let Some(m) = &self.shoutcast_mount {
+            if !m.starts_with('/') {
+                return Err(ConfigError::Invalid(
+                    "`shoutcast-mount` must start with /".into(),
+                ));
+            }
+        }
+        for cidr in &self.paths.x_forwarded_for {
+            parse_cidr(cidr).ok_or_else(|| {
+                ConfigError::Invalid(format!(
+                    "`paths.x-forwarded-for`: {cidr:?} is not an address or CIDR range"
+                ))
+            })?;
+        }
         if !self.demo_mount.starts_with('/') {
             return Err(ConfigError::Invalid(
                 "`demo-mount` must start with /".into(),
@@ -312,6 +539,16 @@ impl Config {
             .find(|m| m.name == name || glob::Pattern::new(&m.name).is_ok_and(|p| p.matches(name)))
     }
 
+    /// The fallback of mount `name` in the configuration, if any.
+    pub fn fallback_for(&self, name: &str) -> Option<&str> {
+        self.mount_for(name)?.fallback_mount.as_deref()
+    }
+
+    /// Relay user name (default `relay`).
+    pub fn relay_user(&self) -> &str {
+        self.authentication.relay_user.as_deref().unwrap_or("relay")
+    }
+
     /// Admin user name.
     pub fn admin_user(&self) -> &str {
         self.authentication.admin_user.as_deref().unwrap_or("admin")
@@ -326,6 +563,22 @@ impl Config {
     pub fn source_timeout(&self) -> Duration {
         Duration::from_secs(self.limits.source_timeout.max(1))
     }
+}
+
+/// Parses `addr` or `addr/len` (IPv4 or IPv6) into a network address and prefix length in bits.
+/// `None` when malformed or the prefix is longer than the address.
+pub fn parse_cidr(s: &str) -> Option<(std::net::IpAddr, u8)> {
+    let s = s.trim();
+    let (addr, len) = match s.split_once('/') {
+        Some((a, l)) => (
+            a.parse::<std::net::IpAddr>().ok()?,
+            Some(l.parse::<u8>().ok()?),
+        ),
+        None => (s.parse::<std::net::IpAddr>().ok()?, None),
+    };
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    let len = len.unwrap_or(max);
+    (len <= max).then_some((addr, len))
 }
 
 /// A random 20-character alphanumeric password.

@@ -100,6 +100,51 @@ impl Cursor {
         }
     }
 
+    /// Moves the cursor to `pos` of another mount's stream (fallback, move): like
+    /// [`Cursor::skip_to`], and the new mount's ICY title is sent at the next metadata point,
+    /// whatever its generation number.
+    pub fn switch_to(&mut self, pos: u64, prefix: Option<Bytes>) {
+        self.skip_to(pos, prefix);
+        if let Some(icy) = &mut self.icy {
+            icy.sent_generation = u64::MAX;
+        }
+    }
+
+    /// Adds `intro` audio (Icecast `<intro>`) after the prefix and before the stream. For an ICY
+    /// listener the intro is counted in the metadata interval: blocks are inserted into it every
+    /// `metaint` bytes, the first one carrying `meta`, so the stream continues the interval.
+    pub fn add_intro(&mut self, intro: &[u8], meta: &IcyMeta) {
+        if intro.is_empty() {
+            return;
+        }
+        let mut out = Vec::with_capacity(intro.len() + 64);
+        if let Some(p) = &self.prefix {
+            out.extend_from_slice(p);
+        }
+        match &mut self.icy {
+            None => out.extend_from_slice(intro),
+            Some(icy) => {
+                let mut rest = intro;
+                while !rest.is_empty() {
+                    if icy.until_meta == 0 {
+                        if meta.generation != icy.sent_generation {
+                            out.extend_from_slice(&meta.block);
+                            icy.sent_generation = meta.generation;
+                        } else {
+                            out.extend_from_slice(EMPTY_BLOCK);
+                        }
+                        icy.until_meta = icy.metaint;
+                    }
+                    let take = rest.len().min(icy.until_meta as usize);
+                    out.extend_from_slice(&rest[..take]);
+                    icy.until_meta -= take as u32;
+                    rest = &rest[take..];
+                }
+            }
+        }
+        self.prefix = Some(Bytes::from(out));
+    }
+
     /// Plans one write of at most `max_segs` segments and about `max_bytes` bytes into `out`:
     /// pending bytes first, then stream bytes from the cursor to the ring's head with metadata
     /// blocks interleaved. Plans nothing from the ring if the position is outside it.

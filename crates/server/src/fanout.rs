@@ -1,7 +1,10 @@
 //! The fan-out engine's front: a fixed set of shard threads, and the choice of shard for each
 //! new listener (the least loaded). Independent of where a mount's bytes come from.
 
-use crate::shard::{NewListener, ShardConfig, ShardContext, ShardHandle};
+use std::sync::Arc;
+
+use crate::mount::Mount;
+use crate::shard::{ListenerRow, MoveFilter, NewListener, ShardConfig, ShardContext, ShardHandle};
 
 /// The shards.
 #[derive(Debug)]
@@ -38,6 +41,60 @@ impl FanOut {
     /// Listeners held by all shards.
     pub fn listeners(&self) -> usize {
         self.shards.iter().map(|s| s.load()).sum()
+    }
+
+    /// Moves every listener matching `filter` to `to`, each at its next frame boundary; returns
+    /// how many were scheduled to move.
+    pub async fn move_listeners(&self, filter: MoveFilter, to: Arc<Mount>) -> usize {
+        let mut replies = Vec::new();
+        for s in &self.shards {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            s.move_listeners(filter.clone(), to.clone(), Some(tx));
+            replies.push(rx);
+        }
+        let mut n = 0;
+        for r in replies {
+            n += r.await.unwrap_or(0);
+        }
+        n
+    }
+
+    /// Like [`FanOut::move_listeners`], without waiting (for non-async callers).
+    pub fn move_listeners_now(&self, filter: MoveFilter, to: Arc<Mount>) {
+        for s in &self.shards {
+            s.move_listeners(filter.clone(), to.clone(), None);
+        }
+    }
+
+    /// The listeners of `mount` (or all), sorted by id.
+    pub async fn list(&self, mount: Option<&str>) -> Vec<ListenerRow> {
+        let mut replies = Vec::new();
+        for s in &self.shards {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            s.list(mount.map(str::to_owned), tx);
+            replies.push(rx);
+        }
+        let mut rows = Vec::new();
+        for r in replies {
+            rows.extend(r.await.unwrap_or_default());
+        }
+        rows.sort_by_key(|r| r.id);
+        rows
+    }
+
+    /// Disconnects listener `id`; false if no shard holds it.
+    pub async fn kill(&self, id: u64) -> bool {
+        let mut replies = Vec::new();
+        for s in &self.shards {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            s.kill(id, tx);
+            replies.push(rx);
+        }
+        let mut found = false;
+        for r in replies {
+            found |= r.await.unwrap_or(false);
+        }
+        found
     }
 
     /// Closes every listener and stops the shards.

@@ -1,5 +1,7 @@
 //! A mount fed by a file looped forever, paced in real time by frame durations: the built-in
-//! demo mount (a synthetic MP3 arpeggio embedded in the binary, made by `scripts/make-demo-audio.sh`).
+//! demo mount (a synthetic MP3 arpeggio embedded in the binary, made by
+//! `scripts/make-demo-audio.sh`), `[[mount]] file = ...` mounts, and webroot files named as a
+//! `fallback-mount` (Icecast 2.4.4 serves those through its fallback file thread).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -26,6 +28,81 @@ pub enum FileSourceError {
     /// The mount name is taken.
     #[error("cannot register the mount: {0}")]
     Mount(#[from] ReserveError),
+    /// The file cannot be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The file name does not say which format it holds.
+    #[error("unknown audio format of {0} (expected .mp3, .aac, .ogg, .oga or .opus)")]
+    UnknownFormat(std::path::PathBuf),
+}
+
+/// The format and Content-Type of a file, by extension.
+pub fn format_of_path(path: &std::path::Path) -> Option<(Format, &'static str)> {
+    let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+    Some(match ext.as_str() {
+        "mp3" => (Format::Mp3, "audio/mpeg"),
+        "aac" => (Format::Aac, "audio/aac"),
+        "ogg" | "oga" => (Format::Ogg, "application/ogg"),
+        "opus" => (Format::Ogg, "audio/ogg"),
+        _ => return None,
+    })
+}
+
+/// Starts mount `name` looping the file at `path` in real time (an always-on mount, or a
+/// webroot fallback file when `hidden`).
+///
+/// Errors: see [`FileSourceError`].
+pub fn start_file_mount(
+    ctx: Arc<ServerCtx>,
+    name: &str,
+    path: &std::path::Path,
+    hidden: bool,
+) -> Result<(), FileSourceError> {
+    let (format, content_type) =
+        format_of_path(path).ok_or_else(|| FileSourceError::UnknownFormat(path.to_owned()))?;
+    let data = std::fs::read(path).map_err(|source| FileSourceError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let title = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default()
+        .to_owned();
+    let cfg = ctx.config.mount_for(name);
+    let info = SourceInfo {
+        name: cfg
+            .and_then(|m| m.stream_name.clone())
+            .unwrap_or_else(|| title.clone()),
+        ..SourceInfo::default()
+    };
+    start_loop(
+        ctx.clone(),
+        LoopSpec {
+            name,
+            data: &data,
+            format,
+            content_type,
+            info,
+            title: &title,
+            hidden: hidden || cfg.is_some_and(|m| m.hidden),
+        },
+    )
+}
+
+struct LoopSpec<'a> {
+    name: &'a str,
+    data: &'a [u8],
+    format: Format,
+    content_type: &'static str,
+    info: SourceInfo,
+    title: &'a str,
+    hidden: bool,
 }
 
 /// Frames a whole file into units and the audio parameters seen.
@@ -51,7 +128,6 @@ pub fn frame_file(
 ///
 /// Errors: see [`FileSourceError`].
 pub fn start_demo(ctx: Arc<ServerCtx>) -> Result<(), FileSourceError> {
-    let (units, params) = frame_file(DEMO_MP3, Format::Mp3)?;
     let info = SourceInfo {
         name: "Throng demo".into(),
         description: "A synthetic arpeggio looped in real time".into(),
@@ -59,26 +135,47 @@ pub fn start_demo(ctx: Arc<ServerCtx>) -> Result<(), FileSourceError> {
         bitrate: Some("64".into()),
         ..SourceInfo::default()
     };
-    let (source_user, source_password) = ctx
-        .source_credentials(&ctx.config.demo_mount)
-        .unwrap_or_default();
-    let burst = ctx.config.limits.burst_size;
-    let writer = FeedWriter::new(ctx.config.limits.queue_size.max(burst) as u64);
+    let name = ctx.config.demo_mount.clone();
+    start_loop(
+        ctx,
+        LoopSpec {
+            name: &name,
+            data: DEMO_MP3,
+            format: Format::Mp3,
+            content_type: "audio/mpeg",
+            info,
+            title: "Throng demo",
+            hidden: false,
+        },
+    )
+}
+
+fn start_loop(ctx: Arc<ServerCtx>, spec: LoopSpec<'_>) -> Result<(), FileSourceError> {
+    let (units, params) = frame_file(spec.data, spec.format)?;
+    let (source_user, source_password) = ctx.source_credentials(spec.name).unwrap_or_default();
+    let cfg = ctx.config.mount_for(spec.name);
+    let burst = cfg
+        .and_then(|m| m.burst_size)
+        .unwrap_or(ctx.config.limits.burst_size);
+    let queue = cfg
+        .and_then(|m| m.queue_size)
+        .unwrap_or(ctx.config.limits.queue_size);
+    let writer = FeedWriter::new(queue.max(burst) as u64);
     let settings = MountSettings {
-        format: Format::Mp3,
-        content_type: "audio/mpeg".into(),
-        stream_headers: stream_headers(&info),
-        info,
-        hidden: false,
-        max_listeners: None,
+        format: spec.format,
+        content_type: spec.content_type.into(),
+        stream_headers: stream_headers(&spec.info),
+        info: spec.info,
+        hidden: spec.hidden,
+        max_listeners: cfg.and_then(|m| m.max_listeners),
         burst_size: burst as u64,
         source_user,
         source_password,
         source_ip: None,
         kind: SourceKind::File,
     };
-    let mount = Arc::new(Mount::new(&ctx.config.demo_mount, settings, writer.feed()));
-    mount.set_title("Throng demo", None);
+    let mount = Arc::new(Mount::new(spec.name, settings, writer.feed()));
+    mount.set_title(spec.title, None);
     mount.set_params(params);
     let live = LiveMount::reserve(ctx.clone(), mount.clone(), usize::MAX)?;
     let feeder = Feeder::new(mount.clone(), writer, None, ctx.metrics.clone());

@@ -16,6 +16,7 @@
 
 pub mod access_log;
 pub mod admin;
+pub mod auth;
 pub mod chunker;
 pub mod config;
 pub mod connection;

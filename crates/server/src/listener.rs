@@ -13,6 +13,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::access_log::AccessEntry;
+use crate::auth::ListenerAuth;
 use crate::connection::{reply, ClientSlot};
 use crate::metrics::MountLabel;
 use crate::mount::Mount;
@@ -34,12 +35,18 @@ pub fn response_head(ctx: &ServerCtx, mount: &Mount, metaint: Option<u32>) -> Ve
         content_type: &mount.settings.content_type,
         stream_headers: mount.settings.stream_headers.clone(),
         metaint: metaint.map(|m| m as usize),
-        extra_headers: &[],
+        extra_headers: &ctx.http_headers_for(&mount.name),
     }
     .to_bytes()
 }
 
-/// Serves `GET`/`HEAD` for a mount.
+/// How long a listener of an on-demand mount waits for it to start (ms).
+pub const ON_DEMAND_WAIT_MS: u64 = 10_000;
+
+/// Serves `GET`/`HEAD` for a mount, as Icecast 2.4.4 `auth.c:add_listener_to_source`:
+/// authentication on the requested mount, then the live mount or its fallback chain (an
+/// on-demand relay is started and waited for), max-listeners (or `fallback-when-full`), the
+/// response head, the intro, and hand-over to a fan-out shard.
 pub async fn handle(
     ctx: Arc<ServerCtx>,
     mut stream: TcpStream,
@@ -48,8 +55,17 @@ pub async fn handle(
     slot: ClientSlot,
 ) {
     let line = head.request_line();
-    let Some(mount) = ctx.registry.get(&head.path) else {
-        tracing::debug!(%peer, path = %head.path, "no such mount");
+    let requested = head.path.clone();
+    let mut mount = ctx.registry.resolve(&requested);
+    if mount.is_none() && ctx.registry.request_on_demand(&requested) {
+        let until = Instant::now() + std::time::Duration::from_millis(ON_DEMAND_WAIT_MS);
+        while mount.is_none() && Instant::now() < until {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            mount = ctx.registry.resolve(&requested);
+        }
+    }
+    let Some(mut mount) = mount else {
+        tracing::debug!(%peer, path = %requested, "no such mount");
         let _ = reply(
             &ctx,
             &mut stream,
@@ -62,13 +78,32 @@ pub async fn handle(
         .await;
         return;
     };
+    let (user, time_limit, on_close) =
+        match crate::auth::authorize_listener(&ctx, &head, peer, &requested).await {
+            ListenerAuth::Allowed {
+                user,
+                time_limit,
+                on_close,
+            } => (user, time_limit, on_close),
+            ListenerAuth::Refused { status, message } => {
+                tracing::info!(%peer, mount = %requested, status, "listener refused: {message}");
+                let www = format!("Basic realm=\"{}\"", crate::source::REALM);
+                let headers: &[(&str, &str)] = if status == 401 {
+                    &[("WWW-Authenticate", &www)]
+                } else {
+                    &[]
+                };
+                let _ = reply(&ctx, &mut stream, peer, &line, status, headers, &message).await;
+                return;
+            }
+        };
     let metaint = (wants_icy(&head) && mount.settings.format.supports_icy_metadata())
         .then_some(ctx.config.limits.metaint as u32);
-    let bytes = response_head(&ctx, &mount, metaint);
     if head.method == "HEAD" {
+        let bytes = response_head(&ctx, &mount, metaint);
         ctx.access_log.log(&AccessEntry {
             ip: peer.ip(),
-            user: None,
+            user: user.as_deref(),
             request_line: &line,
             status: 200,
             bytes: bytes.len() as u64,
@@ -81,19 +116,53 @@ pub async fn handle(
         return;
     }
     if !mount.try_add_listener() {
-        tracing::info!(%peer, mount = %mount.name, "max listeners reached");
-        let _ = reply(
-            &ctx,
-            &mut stream,
-            peer,
-            &line,
-            403,
-            &[],
-            "max listeners reached\n",
-        )
-        .await;
-        return;
+        let full = mount.clone();
+        let next = ctx
+            .config
+            .mount_for(&full.name)
+            .is_some_and(|m| m.fallback_when_full)
+            .then(|| ctx.registry.follow_fallbacks(&full.name, None))
+            .flatten()
+            .filter(|m| m.try_add_listener());
+        match next {
+            Some(m) => {
+                tracing::debug!(%peer, from = %full.name, to = %m.name, "mount full, fallback");
+                mount = m;
+            }
+            None => {
+                tracing::info!(%peer, mount = %full.name, "max listeners reached");
+                let _ = reply(
+                    &ctx,
+                    &mut stream,
+                    peer,
+                    &line,
+                    403,
+                    &[],
+                    "max listeners reached\n",
+                )
+                .await;
+                return;
+            }
+        }
     }
+    // The metadata interval follows the mount actually served (a fallback may be Ogg).
+    let metaint = (wants_icy(&head) && mount.settings.format.supports_icy_metadata())
+        .then_some(metaint.unwrap_or(ctx.config.limits.metaint as u32));
+    let bytes = response_head(&ctx, &mount, metaint);
+    let intro = match ctx
+        .config
+        .mount_for(&requested)
+        .and_then(|m| m.intro.clone())
+    {
+        Some(path) => match ctx.intro(&path).await {
+            Ok(b) => Some(b),
+            Err(e) => {
+                tracing::warn!(mount = %requested, "cannot read intro {}: {e}", path.display());
+                None
+            }
+        },
+        None => None,
+    };
     let std_stream = match stream.into_std() {
         Ok(s) => s,
         Err(e) => {
@@ -109,13 +178,28 @@ pub async fn handle(
     let label = MountLabel::new(&mount.name);
     ctx.metrics.connects.get_or_create(&label).inc();
     ctx.metrics.listeners.get_or_create(&label).inc();
+    let duration = ctx
+        .config
+        .mount_for(&requested)
+        .and_then(|m| m.max_listener_duration)
+        .filter(|&s| s > 0)
+        .map(std::time::Duration::from_secs);
+    let limit = match (duration, time_limit) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let started = Instant::now();
     let info = ListenerInfo {
         id: ctx.next_id(),
         ip: peer.ip(),
         request_line: line,
         agent: head.header("user-agent").map(str::to_owned),
         referer: head.header("referer").map(str::to_owned),
-        started: Instant::now(),
+        started,
+        requested_mount: requested,
+        user,
+        deadline: limit.map(|l| started + l),
+        on_close,
     };
     tracing::debug!(%peer, mount = %mount.name, id = info.id, "listener joined");
     slot.hand_over();
@@ -123,6 +207,7 @@ pub async fn handle(
         stream: std_stream,
         mount,
         head: Bytes::from(bytes),
+        intro,
         metaint,
         info,
     });

@@ -24,8 +24,10 @@ use crate::ring::Feed;
 pub enum SourceKind {
     /// A source client (`SOURCE` or `PUT`).
     Client,
-    /// A file looped in real time (the demo).
+    /// A file looped in real time (the demo, `[[mount]] file`, a webroot fallback file).
     File,
+    /// A relay pulling the mount from another server.
+    Relay,
 }
 
 /// Settings fixed when the mount starts.
@@ -184,6 +186,13 @@ impl Mount {
         }
     }
 
+    /// Takes a listener slot even past max-listeners (a listener moved here by a fallback or an
+    /// admin move is never dropped for it).
+    pub fn force_add_listener(&self) {
+        let n = self.listeners.fetch_add(1, Ordering::AcqRel);
+        self.listener_peak.fetch_max(n + 1, Ordering::Relaxed);
+    }
+
     /// Releases a listener slot.
     pub fn remove_listener(&self) {
         self.listeners.fetch_sub(1, Ordering::AcqRel);
@@ -206,13 +215,113 @@ pub enum ReserveError {
     TooManySources,
 }
 
-/// The live mounts, by name.
+/// Most fallback hops followed, as Icecast 2.4.4 `source_find_mount` (10).
+pub const MAX_FALLBACK_HOPS: usize = 10;
+
+/// The live mounts, by name, and the fallback rules between mount names.
 #[derive(Debug, Default)]
 pub struct Registry {
     mounts: RwLock<HashMap<String, Arc<Mount>>>,
+    config: Arc<crate::config::Config>,
+    /// Fallbacks set at run time (admin `fallbacks`), over the configuration's.
+    fallback_overrides: RwLock<HashMap<String, String>>,
+    /// Mounts started on demand (on-demand relays), woken by the first listener.
+    on_demand: RwLock<HashMap<String, Arc<tokio::sync::Notify>>>,
 }
 
 impl Registry {
+    /// An empty registry taking fallback rules from `config`.
+    pub fn new(config: Arc<crate::config::Config>) -> Registry {
+        Registry {
+            config,
+            ..Registry::default()
+        }
+    }
+
+    /// Declares `name` an on-demand mount; the returned `Notify` is signalled each time a
+    /// listener asks for it while it is not live.
+    pub fn register_on_demand(&self, name: &str) -> Arc<tokio::sync::Notify> {
+        self.on_demand
+            .write()
+            .entry(name.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    /// Forgets the on-demand mount `name`.
+    pub fn unregister_on_demand(&self, name: &str) {
+        self.on_demand.write().remove(name);
+    }
+
+    /// Names of the declared on-demand mounts.
+    pub fn on_demand_mounts(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.on_demand.read().keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// Asks the on-demand mount `name` to start; false if `name` is not one.
+    pub fn request_on_demand(&self, name: &str) -> bool {
+        match self.on_demand.read().get(name) {
+            Some(n) => {
+                n.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The fallback of mount `name`: set by admin `fallbacks`, else `[[mount]] fallback-mount`.
+    pub fn fallback_of(&self, name: &str) -> Option<String> {
+        if let Some(f) = self.fallback_overrides.read().get(name) {
+            return (!f.is_empty()).then(|| f.clone());
+        }
+        self.config.fallback_for(name).map(str::to_owned)
+    }
+
+    /// Sets (or with `""` clears) the fallback of mount `name` at run time (admin `fallbacks`).
+    pub fn set_fallback(&self, name: &str, fallback: &str) {
+        self.fallback_overrides
+            .write()
+            .insert(name.to_owned(), fallback.to_owned());
+    }
+
+    /// The mount serving a listener who asks for `name`: the live mount `name`, else the first
+    /// live mount along its fallback chain (at most [`MAX_FALLBACK_HOPS`]), as Icecast 2.4.4
+    /// `source_find_mount`.
+    pub fn resolve(&self, name: &str) -> Option<Arc<Mount>> {
+        if let Some(m) = self.get(name).filter(|m| !m.feed.load().ended) {
+            return Some(m);
+        }
+        self.follow_fallbacks(name, None)
+    }
+
+    /// The first live mount along the fallback chain after `name` (not `name` itself) whose
+    /// format is `format` when given.
+    pub fn follow_fallbacks(&self, name: &str, format: Option<Format>) -> Option<Arc<Mount>> {
+        let mut at = name.to_owned();
+        for _ in 0..MAX_FALLBACK_HOPS {
+            let next = self.fallback_of(&at)?;
+            if next == name {
+                return None;
+            }
+            if let Some(m) = self.get(&next) {
+                if !m.feed.load().ended && format.map_or(true, |f| f == m.settings.format) {
+                    return Some(m);
+                }
+            }
+            at = next;
+        }
+        None
+    }
+
+    /// Where listeners of `mount` go when its feed ends: the first live fallback of the same
+    /// format (Icecast moves clients only between mounts of one format).
+    pub fn fallback_target(&self, mount: &Mount) -> Option<Arc<Mount>> {
+        self.follow_fallbacks(&mount.name, Some(mount.settings.format))
+            .filter(|m| m.id != mount.id)
+    }
+
     /// Registers `mount` unless its name is taken or `max_sources` client-fed mounts are live.
     pub fn reserve(&self, mount: Arc<Mount>, max_sources: usize) -> Result<(), ReserveError> {
         let mut map = self.mounts.write();
@@ -271,8 +380,50 @@ impl LiveMount {
     ) -> Result<LiveMount, ReserveError> {
         ctx.registry.reserve(mount.clone(), max_sources)?;
         ctx.metrics.sources.inc();
+        if ctx
+            .config
+            .mount_for(&mount.name)
+            .is_some_and(|m| m.fallback_override)
+        {
+            bring_back_listeners(ctx.clone(), mount.clone());
+        }
         Ok(LiveMount { ctx, mount })
     }
+}
+
+/// `fallback-override` (Icecast 2.4.4 `source.c:source_init`): once the returning source has
+/// queued a little audio (a burst, or at most 2 s), every listener that asked for its mount and
+/// is now on a fallback is moved back, at a frame boundary.
+fn bring_back_listeners(ctx: std::sync::Arc<crate::server::ServerCtx>, mount: Arc<Mount>) {
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    rt.spawn(async move {
+        let want = mount.settings.burst_size.clamp(1, 16 * 1024);
+        for _ in 0..20 {
+            if mount.feed.load().head >= want {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        let ring = mount.feed.load();
+        if ring.ended || ring.head == 0 {
+            return;
+        }
+        let n = ctx
+            .fanout
+            .move_listeners(
+                crate::shard::MoveFilter {
+                    from: None,
+                    requested: Some(mount.name.clone()),
+                },
+                mount.clone(),
+            )
+            .await;
+        if n > 0 {
+            tracing::info!(mount = %mount.name, listeners = n, "fallback override: listeners back");
+        }
+    });
 }
 
 impl Drop for LiveMount {

@@ -56,9 +56,9 @@ pub enum ServerError {
 #[derive(Debug)]
 pub struct ServerCtx {
     /// The configuration, passwords filled in.
-    pub config: Config,
-    /// Live mounts.
-    pub registry: Registry,
+    pub config: Arc<Config>,
+    /// Live mounts and fallback rules.
+    pub registry: Arc<Registry>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// Access log.
@@ -76,12 +76,48 @@ pub struct ServerCtx {
     /// Becomes true when the server shuts down.
     pub shutdown: watch::Receiver<bool>,
     next_id: AtomicU64,
+    intros: parking_lot::Mutex<std::collections::HashMap<std::path::PathBuf, bytes::Bytes>>,
 }
 
 impl ServerCtx {
     /// A fresh id for a client.
     pub fn next_id(&self) -> u64 {
         self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The intro file at `path` (read once, then cached; at most 16 MiB).
+    ///
+    /// Errors: the file cannot be read or is larger than 16 MiB.
+    pub async fn intro(&self, path: &std::path::Path) -> std::io::Result<bytes::Bytes> {
+        if let Some(b) = self.intros.lock().get(path) {
+            return Ok(b.clone());
+        }
+        let meta = tokio::fs::metadata(path).await?;
+        if meta.len() > 16 << 20 {
+            return Err(std::io::Error::other("intro larger than 16 MiB"));
+        }
+        let b = bytes::Bytes::from(tokio::fs::read(path).await?);
+        self.intros.lock().insert(path.to_owned(), b.clone());
+        Ok(b)
+    }
+
+    /// Extra listener response headers for mount `name`: the global `http-headers`, then the
+    /// mount's (Icecast `<http-headers>`).
+    pub fn http_headers_for(&self, name: &str) -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = self
+            .config
+            .http_headers
+            .iter()
+            .map(|h| (h.name.clone(), h.value.clone()))
+            .collect();
+        if let Some(m) = self.config.mount_for(name) {
+            v.extend(
+                m.http_headers
+                    .iter()
+                    .map(|h| (h.name.clone(), h.value.clone())),
+            );
+        }
+        v
     }
 
     /// The source user and password for mount `name`: the mount's own, else user `source` with
@@ -142,6 +178,38 @@ pub fn open_file_limit() -> u64 {
     }
 }
 
+/// Starts every `[[mount]] file` mount, and every webroot file named as a `fallback-mount`
+/// that is not otherwise a mount.
+fn start_file_mounts(ctx: &Arc<ServerCtx>) -> Result<(), ServerError> {
+    use crate::file_source::start_file_mount;
+    for m in &ctx.config.mount {
+        if let Some(path) = &m.file {
+            start_file_mount(ctx.clone(), &m.name, path, false)?;
+        }
+    }
+    let Some(webroot) = &ctx.config.paths.webroot else {
+        return Ok(());
+    };
+    for m in &ctx.config.mount {
+        let Some(target) = &m.fallback_mount else {
+            continue;
+        };
+        let path = webroot.join(target.trim_start_matches('/'));
+        if ctx.registry.get(target).is_none()
+            && !ctx
+                .config
+                .mount
+                .iter()
+                .any(|o| &o.name == target && o.file.is_some())
+            && path.is_file()
+        {
+            start_file_mount(ctx.clone(), target, &path, true)?;
+            tracing::info!("fallback file {} plays on {target}", path.display());
+        }
+    }
+    Ok(())
+}
+
 impl Server {
     /// Binds every listen address and starts the fan-out shards and the demo mount. Must be
     /// called inside a tokio runtime. Passwords must already be filled in.
@@ -160,6 +228,9 @@ impl Server {
         })?;
         let metrics = Arc::new(Metrics::new());
         let clients = Arc::new(AtomicI64::new(0));
+        let config = Arc::new(config);
+        let registry = Arc::new(Registry::new(config.clone()));
+        let fallback_registry = registry.clone();
         let fanout = FanOut::start(
             config.workers,
             ShardConfig {
@@ -170,6 +241,7 @@ impl Server {
                 metrics: metrics.clone(),
                 access_log: access_log.clone(),
                 clients: clients.clone(),
+                fallback: Arc::new(move |m| fallback_registry.fallback_target(m)),
             },
         )
         .map_err(ServerError::FanOut)?;
@@ -182,7 +254,7 @@ impl Server {
         let (shutdown_tx, shutdown) = watch::channel(false);
         let ctx = Arc::new(ServerCtx {
             config,
-            registry: Registry::default(),
+            registry,
             metrics,
             access_log,
             fanout,
@@ -192,10 +264,12 @@ impl Server {
             port,
             shutdown,
             next_id: AtomicU64::new(1),
+            intros: Default::default(),
         });
         if ctx.config.demo {
             crate::file_source::start_demo(ctx.clone())?;
         }
+        start_file_mounts(&ctx)?;
         Ok(Server {
             ctx,
             listeners,

@@ -7,6 +7,11 @@
 //! write when its socket was full and becomes writable again. Read readiness is used to notice a
 //! listener hanging up at once. No lock is shared by the listeners: a shard loads each mount's
 //! queue snapshot once per tick.
+//!
+//! Listeners can change mount without being disconnected (fallback when a source ends,
+//! `fallback-override`, admin `moveclients`): the switch happens when the listener's position is
+//! on a chunk boundary, so on an MP3/ADTS frame or Ogg page boundary, and it joins the new mount
+//! at its burst point (with its Ogg header pages, and a fresh ICY title).
 
 use std::io::Read;
 use std::net::IpAddr;
@@ -42,6 +47,53 @@ pub const MAX_WRITES_PER_VISIT: usize = 4;
 
 const WAKER: Token = Token(usize::MAX);
 
+/// Called once when a listener is gone (e.g. URL auth `listener_remove`), with what it did.
+pub struct CloseHook(pub Box<dyn FnOnce(&ClosedListener) + Send>);
+
+impl std::fmt::Debug for CloseHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CloseHook")
+    }
+}
+
+/// A listener that has just been closed, as passed to its [`CloseHook`].
+#[derive(Debug)]
+pub struct ClosedListener<'a> {
+    /// The listener's request facts.
+    pub info: &'a ListenerInfo,
+    /// The mount it was on when closed.
+    pub mount: &'a str,
+    /// Bytes sent to it, head included.
+    pub sent: u64,
+    /// Seconds connected.
+    pub duration_secs: u64,
+}
+
+/// One listener as admin `listclients` shows it.
+#[derive(Debug, Clone)]
+pub struct ListenerRow {
+    /// Listener id (admin `killclient` takes it).
+    pub id: u64,
+    /// Client address.
+    pub ip: IpAddr,
+    /// `User-Agent`, if sent.
+    pub agent: Option<String>,
+    /// `Referer`, if sent.
+    pub referer: Option<String>,
+    /// Authenticated user, if any.
+    pub user: Option<String>,
+    /// Seconds connected.
+    pub connected_secs: u64,
+    /// The mount it is on now.
+    pub mount: String,
+    /// The mount it asked for (differs after a fallback or move).
+    pub requested_mount: String,
+    /// Bytes between its position and the live edge.
+    pub lag_bytes: u64,
+    /// Bytes sent so far.
+    pub sent: u64,
+}
+
 /// What a shard needs to know about a listener's request, for the access log and admin lists.
 #[derive(Debug)]
 pub struct ListenerInfo {
@@ -57,6 +109,14 @@ pub struct ListenerInfo {
     pub referer: Option<String>,
     /// When the request arrived.
     pub started: Instant,
+    /// The mount the listener asked for (it may be served by a fallback).
+    pub requested_mount: String,
+    /// Authenticated user name, if any (shown in listclients and the access log).
+    pub user: Option<String>,
+    /// When the listener must be disconnected (max-listener-duration, URL-auth time limit).
+    pub deadline: Option<Instant>,
+    /// Run once when the listener is gone.
+    pub on_close: Option<CloseHook>,
 }
 
 /// A listener handed to a shard after its request was accepted.
@@ -68,6 +128,8 @@ pub struct NewListener {
     pub mount: Arc<Mount>,
     /// Response head bytes, sent before the stream.
     pub head: Bytes,
+    /// Intro audio (Icecast `<intro>`), sent after the head and before the stream.
+    pub intro: Option<Bytes>,
     /// ICY metadata interval, if the listener asked for metadata.
     pub metaint: Option<u32>,
     /// Request facts.
@@ -84,7 +146,7 @@ pub struct ShardConfig {
 }
 
 /// Shared things a shard reports to.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ShardContext {
     /// Metrics.
     pub metrics: Arc<Metrics>,
@@ -92,10 +154,41 @@ pub struct ShardContext {
     pub access_log: AccessLog,
     /// Open connections of any kind (the `clients` limit).
     pub clients: Arc<AtomicI64>,
+    /// Where listeners of an ended mount go: its live fallback, if any (see
+    /// [`crate::mount::Registry::fallback_target`]).
+    pub fallback: Arc<dyn Fn(&Mount) -> Option<Arc<Mount>> + Send + Sync>,
+}
+
+impl std::fmt::Debug for ShardContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShardContext").finish_non_exhaustive()
+    }
+}
+
+/// Which listeners a move applies to; `None` fields match everything.
+#[derive(Debug, Clone, Default)]
+pub struct MoveFilter {
+    /// Only listeners now on this mount.
+    pub from: Option<String>,
+    /// Only listeners that asked for this mount.
+    pub requested: Option<String>,
 }
 
 enum Command {
     Join(Box<NewListener>),
+    Move {
+        filter: MoveFilter,
+        to: Arc<Mount>,
+        reply: Option<tokio::sync::oneshot::Sender<usize>>,
+    },
+    List {
+        mount: Option<String>,
+        reply: tokio::sync::oneshot::Sender<Vec<ListenerRow>>,
+    },
+    Kill {
+        id: u64,
+        reply: tokio::sync::oneshot::Sender<bool>,
+    },
     Shutdown,
 }
 
@@ -112,6 +205,9 @@ impl std::fmt::Debug for Command {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Command::Join(_) => "Join",
+            Command::Move { .. } => "Move",
+            Command::List { .. } => "List",
+            Command::Kill { .. } => "Kill",
             Command::Shutdown => "Shutdown",
         })
     }
@@ -139,6 +235,9 @@ impl ShardHandle {
             ctx,
             load: load.clone(),
             scratch: Vec::new(),
+            moves: std::collections::HashMap::new(),
+            epoch: Instant::now(),
+            now_s: 0,
         };
         let thread = std::thread::Builder::new()
             .name(format!("fanout-{index}"))
@@ -164,6 +263,37 @@ impl ShardHandle {
         }
     }
 
+    fn send(&self, cmd: Command) {
+        if self.tx.send(cmd).is_ok() {
+            let _ = self.waker.wake();
+        }
+    }
+
+    /// Moves the listeners matching `filter` to mount `to` at their next frame boundary;
+    /// `reply` gets how many were scheduled to move.
+    pub fn move_listeners(
+        &self,
+        filter: MoveFilter,
+        to: Arc<Mount>,
+        reply: Option<tokio::sync::oneshot::Sender<usize>>,
+    ) {
+        self.send(Command::Move { filter, to, reply });
+    }
+
+    /// Lists this shard's listeners (of `mount`, or all).
+    pub fn list(
+        &self,
+        mount: Option<String>,
+        reply: tokio::sync::oneshot::Sender<Vec<ListenerRow>>,
+    ) {
+        self.send(Command::List { mount, reply });
+    }
+
+    /// Closes listener `id` if this shard holds it; `reply` says whether it did.
+    pub fn kill(&self, id: u64, reply: tokio::sync::oneshot::Sender<bool>) {
+        self.send(Command::Kill { id, reply });
+    }
+
     /// Closes every listener and stops the thread.
     pub fn shutdown(&self) {
         let _ = self.tx.send(Command::Shutdown);
@@ -180,6 +310,8 @@ struct Slot {
     cursor: Cursor,
     sent: u64,
     backlogged: bool,
+    /// Seconds since the shard's epoch when the listener must go; 0 for never.
+    deadline_s: u32,
     info: Box<ListenerInfo>,
 }
 
@@ -192,14 +324,26 @@ struct ShardMount {
     unflushed_bytes: u64,
     /// When this shard first saw the feed ended.
     ended_at: Option<Instant>,
+    /// Where this mount's listeners go once they have drained it (its feed ended and a
+    /// fallback is live).
+    successor: Option<Arc<Mount>>,
 }
 
 impl ShardMount {
-    fn refresh(&mut self) {
+    fn refresh(&mut self, fallback: &(dyn Fn(&Mount) -> Option<Arc<Mount>> + Send + Sync)) {
         self.ring = self.mount.feed.load();
         self.icy = self.mount.icy.load_full();
-        if self.ring.ended && self.ended_at.is_none() {
-            self.ended_at = Some(Instant::now());
+        if self.ring.ended {
+            if self.ended_at.is_none() {
+                self.ended_at = Some(Instant::now());
+            }
+            if self
+                .successor
+                .as_ref()
+                .map_or(true, |s| s.feed.load().ended)
+            {
+                self.successor = fallback(&self.mount);
+            }
         }
     }
 
@@ -230,6 +374,8 @@ enum Close {
     WriteError,
     TooSlow,
     SourceEnded,
+    Duration,
+    Killed,
     Shutdown,
 }
 
@@ -240,6 +386,8 @@ impl Close {
             Close::WriteError => "write error",
             Close::TooSlow => "fell too far behind (lag over queue-size)",
             Close::SourceEnded => "source ended",
+            Close::Duration => "max listening time reached",
+            Close::Killed => "killed by admin",
             Close::Shutdown => "server shutting down",
         }
     }
@@ -254,6 +402,11 @@ struct Shard {
     ctx: ShardContext,
     load: Arc<AtomicUsize>,
     scratch: Vec<(SegKind, usize)>,
+    /// Listeners to move to another mount at their next frame boundary, by slab key.
+    moves: std::collections::HashMap<usize, Arc<Mount>>,
+    epoch: Instant,
+    /// Whole seconds since `epoch`, updated every tick.
+    now_s: u32,
 }
 
 impl Shard {
@@ -296,6 +449,7 @@ impl Shard {
             }
             let now = Instant::now();
             if now >= next_tick {
+                self.now_s = now.duration_since(self.epoch).as_secs() as u32;
                 self.refresh_mounts();
                 self.walk_bucket(bucket);
                 bucket = (bucket + 1) % BUCKETS;
@@ -312,9 +466,134 @@ impl Shard {
         while let Ok(cmd) = self.rx.try_recv() {
             match cmd {
                 Command::Join(l) => self.add(*l),
+                Command::Move { filter, to, reply } => {
+                    let n = self.schedule_moves(&filter, &to);
+                    if let Some(r) = reply {
+                        let _ = r.send(n);
+                    }
+                }
+                Command::List { mount, reply } => {
+                    let _ = reply.send(self.rows(mount.as_deref()));
+                }
+                Command::Kill { id, reply } => {
+                    let key = self
+                        .slots
+                        .iter()
+                        .find(|(_, s)| s.info.id == id)
+                        .map(|(k, _)| k);
+                    if let Some(k) = key {
+                        self.close(k, Close::Killed);
+                    }
+                    let _ = reply.send(key.is_some());
+                }
                 Command::Shutdown => return false,
             }
         }
+        true
+    }
+
+    fn schedule_moves(&mut self, filter: &MoveFilter, to: &Arc<Mount>) -> usize {
+        let mut n = 0;
+        for (key, slot) in self.slots.iter() {
+            let on = &self.mounts[slot.mount]
+                .as_ref()
+                .expect("mount of a live slot")
+                .mount;
+            if Arc::ptr_eq(on, to)
+                || filter.from.as_deref().is_some_and(|f| f != on.name)
+                || filter
+                    .requested
+                    .as_deref()
+                    .is_some_and(|r| r != slot.info.requested_mount)
+            {
+                continue;
+            }
+            self.moves.insert(key, to.clone());
+            n += 1;
+        }
+        n
+    }
+
+    fn rows(&self, mount: Option<&str>) -> Vec<ListenerRow> {
+        self.slots
+            .iter()
+            .filter_map(|(_, slot)| {
+                let sm = self.mounts[slot.mount].as_ref()?;
+                if mount.is_some_and(|m| m != sm.mount.name) {
+                    return None;
+                }
+                let info = &slot.info;
+                Some(ListenerRow {
+                    id: info.id,
+                    ip: info.ip,
+                    agent: info.agent.clone(),
+                    referer: info.referer.clone(),
+                    user: info.user.clone(),
+                    connected_secs: info.started.elapsed().as_secs(),
+                    mount: sm.mount.name.clone(),
+                    requested_mount: info.requested_mount.clone(),
+                    lag_bytes: sm.ring.head.saturating_sub(slot.cursor.pos),
+                    sent: slot.sent,
+                })
+            })
+            .collect()
+    }
+
+    /// Moves listener `key` to mount `to`: leaves its old mount's counts, joins `to` at its
+    /// burst point. The caller checked that the listener is on a chunk boundary.
+    fn switch(&mut self, key: usize, to: Arc<Mount>) {
+        let old = self.slots[key].mount;
+        let sm = self.mounts[old].as_mut().expect("mount of a live slot");
+        let from = sm.mount.clone();
+        sm.listeners -= 1;
+        if sm.listeners == 0 {
+            sm.flush_bytes(&self.ctx.metrics);
+            self.mounts[old] = None;
+        }
+        from.remove_listener();
+        self.ctx
+            .metrics
+            .listeners
+            .get_or_create(&MountLabel::new(&from.name))
+            .dec();
+        to.force_add_listener();
+        self.ctx
+            .metrics
+            .listeners
+            .get_or_create(&MountLabel::new(&to.name))
+            .inc();
+        let mi = self.mount_index(&to);
+        let fallback = self.ctx.fallback.clone();
+        let sm = self.mounts[mi].as_mut().expect("just inserted");
+        sm.refresh(fallback.as_ref());
+        sm.listeners += 1;
+        let (pos, headers) = sm.ring.join_point(to.settings.burst_size);
+        let slot = &mut self.slots[key];
+        slot.mount = mi;
+        slot.cursor.switch_to(pos, headers.map(|h| (*h).clone()));
+        tracing::debug!(from = %from.name, to = %to.name, id = slot.info.id, "listener moved");
+    }
+
+    /// Applies a pending move of listener `key` if it is on a chunk boundary; true if moved.
+    fn apply_move(&mut self, key: usize) -> bool {
+        let slot = &self.slots[key];
+        let sm = self.mounts[slot.mount]
+            .as_ref()
+            .expect("mount of a live slot");
+        let on_boundary = match sm.ring.chunk_index(slot.cursor.pos) {
+            Some(i) => sm.ring.chunks[i].start == slot.cursor.pos,
+            None => true,
+        };
+        if !on_boundary {
+            return false;
+        }
+        let Some(to) = self.moves.remove(&key) else {
+            return false;
+        };
+        if to.feed.load().ended {
+            return false;
+        }
+        self.switch(key, to);
         true
     }
 
@@ -334,6 +613,7 @@ impl Shard {
             listeners: 0,
             unflushed_bytes: 0,
             ended_at: None,
+            successor: None,
         };
         match self.mounts.iter().position(Option::is_none) {
             Some(i) => {
@@ -352,23 +632,34 @@ impl Shard {
             stream,
             mount,
             head,
+            intro,
             metaint,
             info,
         } = l;
         let mi = self.mount_index(&mount);
+        let fallback = self.ctx.fallback.clone();
         let sm = self.mounts[mi].as_mut().expect("just inserted");
-        sm.refresh();
+        sm.refresh(fallback.as_ref());
         sm.listeners += 1;
         let (pos, ogg_headers) = sm.ring.join_point(mount.settings.burst_size);
-        let prefix = match ogg_headers {
-            Some(h) => {
-                let mut p = Vec::with_capacity(head.len() + h.len());
+        let is_ogg = mount.settings.format == throng_proto::format::Format::Ogg;
+        let prefix = match (ogg_headers, &intro) {
+            (None, None) => head,
+            (h, i) => {
+                // An Ogg intro is a stream of its own: it goes before the mount's header pages.
+                let mut p = Vec::with_capacity(head.len());
                 p.extend_from_slice(&head);
-                p.extend_from_slice(&h);
+                if is_ogg {
+                    p.extend_from_slice(i.as_deref().unwrap_or_default());
+                }
+                p.extend_from_slice(h.as_deref().map(|b| &b[..]).unwrap_or_default());
                 Bytes::from(p)
             }
-            None => head,
         };
+        let mut cursor = Cursor::new(pos, prefix, metaint);
+        if let (Some(i), false) = (&intro, is_ogg) {
+            cursor.add_intro(i, &sm.icy);
+        }
         let mut stream = TcpStream::from_std(stream);
         let key = self.slots.vacant_key();
         if let Err(e) = self.poll.registry().register(
@@ -381,15 +672,19 @@ impl Shard {
             if sm.listeners == 0 {
                 self.mounts[mi] = None;
             }
-            self.finish(mount.as_ref(), &info, 0, Close::WriteError);
+            self.finish(mount.as_ref(), info, 0, Close::WriteError);
             return;
         }
+        let deadline_s = info.deadline.map_or(0, |d| {
+            (d.saturating_duration_since(self.epoch).as_secs() as u32).max(1)
+        });
         self.slots.insert(Slot {
             stream,
             mount: mi,
-            cursor: Cursor::new(pos, prefix, metaint),
+            cursor,
             sent: 0,
             backlogged: false,
+            deadline_s,
             info: Box::new(info),
         });
         // Head and burst go out at once: time to first byte is one writev after the request.
@@ -397,8 +692,9 @@ impl Shard {
     }
 
     fn refresh_mounts(&mut self) {
+        let fallback = self.ctx.fallback.clone();
         for sm in self.mounts.iter_mut().flatten() {
-            sm.refresh();
+            sm.refresh(fallback.as_ref());
             sm.flush_bytes(&self.ctx.metrics);
         }
     }
@@ -441,10 +737,27 @@ impl Shard {
 
     /// One `writev`; true when it was taken whole and the listener may have more due.
     fn write_once(&mut self, key: usize) -> bool {
+        if !self.moves.is_empty() && self.moves.contains_key(&key) {
+            self.apply_move(key);
+        }
         let slot = &mut self.slots[key];
+        if slot.deadline_s != 0 && self.now_s >= slot.deadline_s {
+            self.close(key, Close::Duration);
+            return false;
+        }
         let sm = self.mounts[slot.mount]
             .as_mut()
             .expect("mount of a live slot");
+        if let Some(next) = &sm.successor {
+            // The source ended and a fallback is live: move once everything left was sent (or,
+            // for a listener that stopped reading, when the grace period is over).
+            if (slot.cursor.pos >= sm.ring.head && !slot.cursor.has_pending()) || sm.grace_over() {
+                let next = next.clone();
+                self.moves.remove(&key);
+                self.switch(key, next);
+                return true;
+            }
+        }
         if sm.grace_over() {
             self.close(key, Close::SourceEnded);
             return false;
@@ -476,7 +789,7 @@ impl Shard {
         ) {
             Written::Nothing => {
                 slot.backlogged = false;
-                if sm.ring.ended {
+                if sm.ring.ended && sm.successor.is_none() {
                     self.close(key, Close::SourceEnded);
                 }
                 false
@@ -499,6 +812,7 @@ impl Shard {
     }
 
     fn close(&mut self, key: usize, why: Close) {
+        self.moves.remove(&key);
         let mut slot = self.slots.remove(key);
         let _ = self.poll.registry().deregister(&mut slot.stream);
         let sm = self.mounts[slot.mount]
@@ -511,12 +825,12 @@ impl Shard {
             sm.flush_bytes(&self.ctx.metrics);
             self.mounts[slot.mount] = None;
         }
-        self.finish(&mount, &slot.info, slot.sent, why);
-        drop(slot);
+        let Slot { info, sent, .. } = slot;
+        self.finish(&mount, *info, sent, why);
     }
 
-    /// Bookkeeping for a listener that is gone: counts, metrics, logs.
-    fn finish(&self, mount: &Mount, info: &ListenerInfo, sent: u64, why: Close) {
+    /// Bookkeeping for a listener that is gone: counts, metrics, logs, its close hook.
+    fn finish(&self, mount: &Mount, mut info: ListenerInfo, sent: u64, why: Close) {
         mount.remove_listener();
         self.load.fetch_sub(1, Ordering::Relaxed);
         self.ctx.clients.fetch_sub(1, Ordering::Relaxed);
@@ -535,7 +849,7 @@ impl Shard {
         }
         self.ctx.access_log.log(&AccessEntry {
             ip: info.ip,
-            user: None,
+            user: info.user.as_deref(),
             request_line: &info.request_line,
             status: 200,
             bytes: sent,
@@ -543,6 +857,14 @@ impl Shard {
             agent: info.agent.as_deref(),
             duration_secs: secs,
         });
+        if let Some(hook) = info.on_close.take() {
+            (hook.0)(&ClosedListener {
+                info: &info,
+                mount: &mount.name,
+                sent,
+                duration_secs: secs,
+            });
+        }
     }
 
     fn close_all(&mut self) {

@@ -145,6 +145,7 @@ pub fn v1_status(ctx: &ServerCtx) -> Value {
                 "source": match m.settings.kind {
                     crate::mount::SourceKind::Client => "client",
                     crate::mount::SourceKind::File => "file",
+                    crate::mount::SourceKind::Relay => "relay",
                 },
                 "name": info.name,
                 "description": info.description,
