@@ -197,34 +197,38 @@ pub enum AuthConfig {
         filename: PathBuf,
     },
     /// An HTTP server decides, through POSTed callbacks.
-    #[serde(rename_all = "kebab-case")]
-    Url {
-        /// URL called when a listener connects (`action=listener_add`).
-        listener_add: Option<String>,
-        /// URL called when a listener leaves (`action=listener_remove`).
-        listener_remove: Option<String>,
-        /// URL called when a source starts on the mount (`action=mount_add`).
-        mount_add: Option<String>,
-        /// URL called when a source stops (`action=mount_remove`).
-        mount_remove: Option<String>,
-        /// URL that authenticates source clients (`action=stream_auth`).
-        stream_auth: Option<String>,
-        /// User for Basic auth against the callback server.
-        username: Option<String>,
-        /// Password for Basic auth against the callback server.
-        password: Option<String>,
-        /// Request headers forwarded to `listener_add` (comma-separated names).
-        headers: Option<String>,
-        /// Prefix for forwarded header names (default `ClientHeader-`).
-        header_prefix: Option<String>,
-        /// Reply header that accepts a listener (default `icecast-auth-user: 1`).
-        auth_header: Option<String>,
-        /// Reply header giving a listening time limit in seconds (default
-        /// `icecast-auth-timelimit:`).
-        timelimit_header: Option<String>,
-        /// Seconds to wait for the callback server (default 5).
-        timeout: Option<u64>,
-    },
+    Url(Box<UrlAuthConfig>),
+}
+
+/// Options of the `url` authenticator, as Icecast 2.4.4 `auth_url.c`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, Default)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct UrlAuthConfig {
+    /// URL called when a listener connects (`action=listener_add`).
+    pub listener_add: Option<String>,
+    /// URL called when a listener leaves (`action=listener_remove`).
+    pub listener_remove: Option<String>,
+    /// URL called when a source starts on the mount (`action=mount_add`).
+    pub mount_add: Option<String>,
+    /// URL called when a source stops (`action=mount_remove`).
+    pub mount_remove: Option<String>,
+    /// URL that authenticates source clients (`action=stream_auth`).
+    pub stream_auth: Option<String>,
+    /// User for Basic auth against the callback server.
+    pub username: Option<String>,
+    /// Password for Basic auth against the callback server.
+    pub password: Option<String>,
+    /// Request headers forwarded to `listener_add` (comma-separated names).
+    pub headers: Option<String>,
+    /// Prefix for forwarded header names (default `ClientHeader-`).
+    pub header_prefix: Option<String>,
+    /// Reply header that accepts a listener (default `icecast-auth-user: 1`).
+    pub auth_header: Option<String>,
+    /// Reply header giving a listening time limit in seconds (default
+    /// `icecast-auth-timelimit:`).
+    pub timelimit_header: Option<String>,
+    /// Seconds to wait for the callback server (default 5).
+    pub timeout: Option<u64>,
 }
 
 /// `[limits]`: sizes in bytes, timeouts in seconds.
@@ -623,6 +627,44 @@ mod tests {
         assert_eq!(c.mount_for("/live.mp3").unwrap().max_listeners, Some(5));
         assert!(c.mount_for("/show-1.ogg").unwrap().hidden);
         assert!(c.mount_for("/other").is_none());
+    }
+
+    #[test]
+    fn mount_authentication_and_relays_parse() {
+        let c = Config::from_toml(
+            r#"
+            [[mount]]
+            name = "/a"
+            authentication = { type = "htpasswd", filename = "/etc/throng/users" }
+            [[mount]]
+            name = "/b"
+            fallback-mount = "/a"
+            [mount.authentication]
+            type = "url"
+            listener-add = "http://127.0.0.1:9/add"
+            [[relay]]
+            server = "origin"
+            mount = "/live"
+            "#,
+        )
+        .unwrap();
+        assert!(matches!(
+            c.mount_for("/a").unwrap().authentication,
+            Some(AuthConfig::Htpasswd { .. })
+        ));
+        match &c.mount_for("/b").unwrap().authentication {
+            Some(AuthConfig::Url(u)) => {
+                assert_eq!(u.listener_add.as_deref(), Some("http://127.0.0.1:9/add"))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(c.fallback_for("/b"), Some("/a"));
+        assert_eq!(c.relay[0].port, 8000);
+        assert_eq!(c.relay[0].local(), "/live");
+        assert!(Config::from_toml(
+            "[[mount]]\nname = \"/x\"\nauthentication = { type = \"url\", bogus = 1 }"
+        )
+        .is_err());
     }
 
     #[test]

@@ -306,7 +306,7 @@ impl Registry {
                 return None;
             }
             if let Some(m) = self.get(&next) {
-                if !m.feed.load().ended && format.map_or(true, |f| f == m.settings.format) {
+                if !m.feed.load().ended && format.is_none_or(|f| f == m.settings.format) {
                     return Some(m);
                 }
             }

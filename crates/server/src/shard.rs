@@ -156,7 +156,7 @@ pub struct ShardContext {
     pub clients: Arc<AtomicI64>,
     /// Where listeners of an ended mount go: its live fallback, if any (see
     /// [`crate::mount::Registry::fallback_target`]).
-    pub fallback: Arc<dyn Fn(&Mount) -> Option<Arc<Mount>> + Send + Sync>,
+    pub fallback: FallbackFn,
 }
 
 impl std::fmt::Debug for ShardContext {
@@ -164,6 +164,9 @@ impl std::fmt::Debug for ShardContext {
         f.debug_struct("ShardContext").finish_non_exhaustive()
     }
 }
+
+/// Finds the live fallback of an ended mount.
+pub type FallbackFn = Arc<dyn Fn(&Mount) -> Option<Arc<Mount>> + Send + Sync>;
 
 /// Which listeners a move applies to; `None` fields match everything.
 #[derive(Debug, Clone, Default)]
@@ -337,11 +340,7 @@ impl ShardMount {
             if self.ended_at.is_none() {
                 self.ended_at = Some(Instant::now());
             }
-            if self
-                .successor
-                .as_ref()
-                .map_or(true, |s| s.feed.load().ended)
-            {
+            if self.successor.as_ref().is_none_or(|s| s.feed.load().ended) {
                 self.successor = fallback(&self.mount);
             }
         }
