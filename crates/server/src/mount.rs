@@ -392,19 +392,18 @@ impl LiveMount {
 }
 
 /// `fallback-override` (Icecast 2.4.4 `source.c:source_init`): once the returning source has
-/// queued a little audio (a burst, or at most 2 s), every listener that asked for its mount and
-/// is now on a fallback is moved back, at a frame boundary.
+/// queued its first audio (waiting at most 2 s), every listener that asked for its mount and is
+/// now on a fallback is moved back, at a frame boundary.
 fn bring_back_listeners(ctx: std::sync::Arc<crate::server::ServerCtx>, mount: Arc<Mount>) {
     let Ok(rt) = tokio::runtime::Handle::try_current() else {
         return;
     };
     rt.spawn(async move {
-        let want = mount.settings.burst_size.clamp(1, 16 * 1024);
-        for _ in 0..20 {
-            if mount.feed.load().head >= want {
+        for _ in 0..40 {
+            if mount.feed.load().head > 0 {
                 break;
             }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
         let ring = mount.feed.load();
         if ring.ended || ring.head == 0 {

@@ -45,6 +45,11 @@ pub const ENDED_GRACE: Duration = Duration::from_secs(10);
 /// due (a large burst, or a listener catching up).
 pub const MAX_WRITES_PER_VISIT: usize = 4;
 
+/// Most bytes of the new mount's recent past a moved listener gets at once (16 KiB, 2 s at
+/// 64 kbit/s). A listener that is switched already has a full player buffer: a whole
+/// burst-on-connect again would only add latency at every switch.
+pub const SWITCH_BURST: u64 = 16 * 1024;
+
 const WAKER: Token = Token(usize::MAX);
 
 /// Called once when a listener is gone (e.g. URL auth `listener_remove`), with what it did.
@@ -333,7 +338,9 @@ struct ShardMount {
 }
 
 impl ShardMount {
-    fn refresh(&mut self, fallback: &(dyn Fn(&Mount) -> Option<Arc<Mount>> + Send + Sync)) {
+    /// Loads the mount's current queue and metadata; for an ended feed, finds its live
+    /// fallback. True when a fallback was newly found (its listeners should move now).
+    fn refresh(&mut self, fallback: &(dyn Fn(&Mount) -> Option<Arc<Mount>> + Send + Sync)) -> bool {
         self.ring = self.mount.feed.load();
         self.icy = self.mount.icy.load_full();
         if self.ring.ended {
@@ -342,8 +349,10 @@ impl ShardMount {
             }
             if self.successor.as_ref().is_none_or(|s| s.feed.load().ended) {
                 self.successor = fallback(&self.mount);
+                return self.successor.is_some();
             }
         }
+        false
     }
 
     /// The feed ended more than [`ENDED_GRACE`] ago.
@@ -566,7 +575,7 @@ impl Shard {
         let sm = self.mounts[mi].as_mut().expect("just inserted");
         sm.refresh(fallback.as_ref());
         sm.listeners += 1;
-        let (pos, headers) = sm.ring.join_point(to.settings.burst_size);
+        let (pos, headers) = sm.ring.join_point(to.settings.burst_size.min(SWITCH_BURST));
         let slot = &mut self.slots[key];
         slot.mount = mi;
         slot.cursor.switch_to(pos, headers.map(|h| (*h).clone()));
@@ -692,9 +701,29 @@ impl Shard {
 
     fn refresh_mounts(&mut self) {
         let fallback = self.ctx.fallback.clone();
-        for sm in self.mounts.iter_mut().flatten() {
-            sm.refresh(fallback.as_ref());
-            sm.flush_bytes(&self.ctx.metrics);
+        let mut ended = Vec::new();
+        for (i, sm) in self.mounts.iter_mut().enumerate() {
+            if let Some(sm) = sm {
+                if sm.refresh(fallback.as_ref()) {
+                    ended.push(i);
+                }
+                sm.flush_bytes(&self.ctx.metrics);
+            }
+        }
+        if !ended.is_empty() {
+            // A source just ended and its fallback is live: visit its listeners now rather
+            // than at their next turn, so those already drained switch without a gap.
+            let keys: Vec<usize> = self
+                .slots
+                .iter()
+                .filter(|(_, s)| ended.contains(&s.mount))
+                .map(|(k, _)| k)
+                .collect();
+            for k in keys {
+                if self.slots.contains(k) {
+                    self.write(k);
+                }
+            }
         }
     }
 
@@ -751,8 +780,12 @@ impl Shard {
             // The source ended and a fallback is live: move once everything left was sent (or,
             // for a listener that stopped reading, when the grace period is over).
             if (slot.cursor.pos >= sm.ring.head && !slot.cursor.has_pending()) || sm.grace_over() {
-                let next = next.clone();
-                self.moves.remove(&key);
+                // A pending move (fallback-override, admin) wins over the configured fallback.
+                let next = self
+                    .moves
+                    .remove(&key)
+                    .filter(|m| !m.feed.load().ended)
+                    .unwrap_or_else(|| next.clone());
                 self.switch(key, next);
                 return true;
             }

@@ -3,6 +3,7 @@
 //! `scripts/install-deps.sh`; a missing peer fails its test with that hint.
 
 mod errors;
+mod fallback;
 mod fanout;
 mod listeners;
 mod metadata;

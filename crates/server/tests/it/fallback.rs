@@ -1,0 +1,318 @@
+//! Fallback chains and mount limits: listeners move to a fallback mount (or a webroot file)
+//! when the source stops and come back with `fallback-override`, without being disconnected
+//! and on frame boundaries (checked by ffmpeg decoding across 20 switches); `fallback-when-full`,
+//! max-listener-duration, intros and configured response headers.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use throng_proto::format::Format;
+use throng_proto::framer::Framer;
+use throng_proto::icy::{IcyDemuxer, IcyPiece};
+
+use crate::support::*;
+
+/// A config with a live mount falling back to an always-on file mount.
+fn fallback_config(dir: &std::path::Path, live_extra: &str) -> String {
+    let file = dir.join("fallback.mp3");
+    std::fs::copy(asset("demo.mp3"), &file).unwrap();
+    format!(
+        "[[mount]]\nname = \"/fallback.mp3\"\nfile = {file:?}\n\
+         [[mount]]\nname = \"/live.mp3\"\nfallback-mount = \"/fallback.mp3\"\n{live_extra}\n"
+    )
+}
+
+fn listeners_on(srv: &TestServer, mount: &str) -> u64 {
+    srv.mount_status(mount)
+        .and_then(|m| m["listeners"].as_u64())
+        .unwrap_or(0)
+}
+
+#[test]
+fn hundred_listeners_survive_twenty_source_disconnects() {
+    require("ffmpeg");
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&fallback_config(dir.path(), "fallback-override = true"));
+    srv.wait_mount("/fallback.mp3");
+    let mut source = Some(Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0));
+    srv.wait_mount("/live.mp3");
+    std::thread::sleep(Duration::from_millis(500));
+
+    // 100 listeners reading continuously; each records its bytes and whether it was closed.
+    let stop = Arc::new(AtomicBool::new(false));
+    let addr = srv.addr;
+    let readers: Vec<_> = (0..100)
+        .map(|i| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut l = Listener::open(addr, "/live.mp3", i % 2 == 0);
+                let mut total = l.first.len();
+                let mut buf = [0u8; 16384];
+                l.stream
+                    .set_read_timeout(Some(Duration::from_secs(5)))
+                    .unwrap();
+                while !stop.load(Ordering::Relaxed) {
+                    match l.stream.read(&mut buf) {
+                        Ok(0) => return (total, true),
+                        Ok(n) => total += n,
+                        Err(_) => return (total, true),
+                    }
+                }
+                (total, false)
+            })
+        })
+        .collect();
+    // A real decoder listens across every switch.
+    let mut decoder = Command::new("ffmpeg")
+        .args(["-nostdin", "-v", "error", "-i", &srv.url("/live.mp3")])
+        .args(["-f", "null", "-"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ffmpeg");
+    std::thread::sleep(Duration::from_secs(1));
+    let started = Instant::now();
+    for cycle in 0..20 {
+        source.take().unwrap().stop();
+        std::thread::sleep(Duration::from_millis(600));
+        assert!(
+            srv.mount_status("/live.mp3").is_none(),
+            "cycle {cycle}: the source is gone"
+        );
+        source = Some(Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0));
+        std::thread::sleep(Duration::from_millis(900));
+    }
+    // After the last return every listener is back on the live mount.
+    wait_until(Duration::from_secs(5), || {
+        listeners_on(&srv, "/live.mp3") >= 101 && listeners_on(&srv, "/fallback.mp3") == 0
+    })
+    .unwrap_or_else(|_| {
+        panic!(
+            "listeners did not come back: live {}, fallback {}",
+            listeners_on(&srv, "/live.mp3"),
+            listeners_on(&srv, "/fallback.mp3")
+        )
+    });
+    let elapsed = started.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    for (i, r) in readers.into_iter().enumerate() {
+        let (bytes, closed) = r.join().unwrap();
+        assert!(!closed, "listener {i} was disconnected");
+        // 64 kbit/s = 8000 B/s, at least 80 % of it over the switching period.
+        assert!(
+            bytes as f64 >= 0.8 * 8000.0 * elapsed,
+            "listener {i} got only {bytes} bytes in {elapsed:.1} s"
+        );
+    }
+    assert!(
+        decoder.try_wait().unwrap().is_none(),
+        "ffmpeg stopped listening"
+    );
+    let _ = decoder.kill();
+    let out = decoder.wait_with_output().unwrap();
+    let errors = String::from_utf8_lossy(&out.stderr);
+    assert!(errors.trim().is_empty(), "ffmpeg decode errors: {errors}");
+}
+
+#[test]
+fn without_override_listeners_stay_on_the_fallback() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&fallback_config(dir.path(), ""));
+    srv.wait_mount("/fallback.mp3");
+    let source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
+    srv.wait_mount("/live.mp3");
+    let mut l = Listener::open(srv.addr, "/live.mp3", false);
+    assert!(!l.read_for(Duration::from_millis(500)).is_empty());
+    source.stop();
+    wait_until(Duration::from_secs(5), || {
+        listeners_on(&srv, "/fallback.mp3") == 1
+    })
+    .expect("listener moved to the fallback");
+    let _back = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
+    srv.wait_mount("/live.mp3");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(listeners_on(&srv, "/fallback.mp3"), 1);
+    assert_eq!(listeners_on(&srv, "/live.mp3"), 0);
+    let more = l.read_for(Duration::from_millis(1500));
+    assert!(more.len() > 4000, "still playing the fallback");
+}
+
+#[test]
+fn a_listener_of_a_mount_that_is_down_gets_its_fallback_then_the_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&fallback_config(dir.path(), "fallback-override = true"));
+    srv.wait_mount("/fallback.mp3");
+    let mut l = Listener::open(srv.addr, "/live.mp3", false);
+    assert_eq!(l.head.status, 200);
+    assert_eq!(listeners_on(&srv, "/fallback.mp3"), 1);
+    let first = l.read_for(Duration::from_millis(300));
+    assert!(mp3_chain(&first).0, "starts on a frame");
+    let _source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
+    wait_until(Duration::from_secs(5), || {
+        listeners_on(&srv, "/live.mp3") == 1
+    })
+    .expect("listener brought to the live mount");
+    assert_eq!(listeners_on(&srv, "/fallback.mp3"), 0);
+    // A mount with no source and no fallback is still a 404.
+    let (head, _) = http_get(srv.addr, "/other.mp3", &[]);
+    assert_eq!(head.status, 404);
+}
+
+#[test]
+fn a_full_mount_sends_new_listeners_to_its_fallback() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&fallback_config(
+        dir.path(),
+        "max-listeners = 1\nfallback-when-full = true",
+    ));
+    srv.wait_mount("/fallback.mp3");
+    let _source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
+    srv.wait_mount("/live.mp3");
+    let _a = Listener::open(srv.addr, "/live.mp3", false);
+    let b = Listener::open(srv.addr, "/live.mp3", false);
+    assert_eq!(b.head.status, 200);
+    assert_eq!(listeners_on(&srv, "/live.mp3"), 1);
+    assert_eq!(listeners_on(&srv, "/fallback.mp3"), 1);
+}
+
+#[test]
+fn a_full_mount_without_fallback_when_full_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&fallback_config(dir.path(), "max-listeners = 1"));
+    let _source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
+    srv.wait_mount("/live.mp3");
+    let _a = Listener::open(srv.addr, "/live.mp3", false);
+    let (head, body) = http_get(srv.addr, "/live.mp3", &[]);
+    assert_eq!(head.status, 403);
+    assert!(String::from_utf8_lossy(&body).contains("max listeners"));
+}
+
+#[test]
+fn a_webroot_file_fallback_plays_when_the_source_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(asset("demo.mp3"), dir.path().join("silence.mp3")).unwrap();
+    let srv = TestServer::start(&format!(
+        "[paths]\nwebroot = {:?}\n[[mount]]\nname = \"/live.mp3\"\nfallback-mount = \"/silence.mp3\"\n",
+        dir.path()
+    ));
+    srv.wait_mount("/silence.mp3");
+    // Fallback files are not listed publicly, as Icecast's fallback file is not a mount.
+    assert!(srv.mount_status("/silence.mp3").is_none());
+    let source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
+    srv.wait_mount("/live.mp3");
+    let mut l = Listener::open(srv.addr, "/live.mp3", false);
+    l.read_for(Duration::from_millis(300));
+    source.stop();
+    // The listener keeps receiving audio, now from the file, in real time.
+    std::thread::sleep(Duration::from_millis(1500));
+    let after = l.read_for(Duration::from_secs(3));
+    assert!(
+        after.len() > 12_000,
+        "got {} bytes from the file",
+        after.len()
+    );
+}
+
+#[test]
+fn an_ogg_mount_never_falls_back_to_mp3() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&fallback_config(dir.path(), ""));
+    srv.wait_mount("/fallback.mp3");
+    let ctx = srv.ctx.clone();
+    // An MP3 fallback for an Ogg mount is refused: formats must match, as Icecast moves
+    // clients only between mounts of one format.
+    let m = ctx.registry.get("/fallback.mp3").unwrap();
+    assert_eq!(m.settings.format, Format::Mp3);
+    assert!(ctx
+        .registry
+        .follow_fallbacks("/live.mp3", Some(Format::Ogg))
+        .is_none());
+    assert!(ctx
+        .registry
+        .follow_fallbacks("/live.mp3", Some(Format::Mp3))
+        .is_some());
+}
+
+#[test]
+fn max_listener_duration_disconnects() {
+    let srv = TestServer::start("[[mount]]\nname = \"/live.mp3\"\nmax-listener-duration = 2\n");
+    let _source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
+    srv.wait_mount("/live.mp3");
+    let mut l = Listener::open(srv.addr, "/live.mp3", false);
+    let t = Instant::now();
+    let got = l.read_for(Duration::from_secs(6));
+    let took = t.elapsed();
+    assert!(!got.is_empty());
+    assert!(
+        took >= Duration::from_millis(1500) && took < Duration::from_millis(5500),
+        "closed after {took:?}"
+    );
+}
+
+/// The first `n` frames of the demo as a file.
+fn intro_file(dir: &std::path::Path, n: usize) -> (std::path::PathBuf, Vec<u8>) {
+    let data = std::fs::read(asset("demo.mp3")).unwrap();
+    let mut f = Framer::new(Format::Mp3);
+    f.push(&data);
+    let mut intro = Vec::new();
+    for _ in 0..n {
+        intro.extend_from_slice(&f.next_unit().unwrap().unwrap().data);
+    }
+    let path = dir.join("intro.mp3");
+    std::fs::write(&path, &intro).unwrap();
+    (path, intro)
+}
+
+#[test]
+fn the_intro_plays_before_the_stream_and_counts_in_the_icy_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    // About 25 KB: longer than one 16000-byte metadata interval.
+    let (path, intro) = intro_file(dir.path(), 120);
+    assert!(intro.len() > 16_000);
+    let srv = TestServer::start(&format!(
+        "[[mount]]\nname = \"/live.mp3\"\nintro = {path:?}\nhttp-headers = [{{ name = \"X-Mount\", value = \"live\" }}]\n\
+         [[http-headers]]\nname = \"X-Station\"\nvalue = \"Throng FM\"\n"
+    ));
+    let _source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
+    srv.wait_mount("/live.mp3");
+    srv.ctx
+        .registry
+        .get("/live.mp3")
+        .unwrap()
+        .set_title("Intro test", None);
+    // Without ICY: the intro bytes come first, then the stream, on a frame boundary.
+    let mut plain = Listener::open(srv.addr, "/live.mp3", false);
+    assert_eq!(plain.head.header("X-Station"), Some("Throng FM"));
+    assert_eq!(plain.head.header("X-Mount"), Some("live"));
+    let body = plain.read_for(Duration::from_millis(800));
+    assert!(body.len() > intro.len());
+    assert_eq!(&body[..intro.len()], &intro[..]);
+    assert!(
+        mp3_chain(&body[intro.len()..]).0,
+        "stream starts on a frame"
+    );
+    // With ICY: blocks every 16000 bytes through the intro and on into the stream.
+    let mut icy = Listener::open(srv.addr, "/live.mp3", true);
+    assert_eq!(icy.head.header("icy-metaint"), Some("16000"));
+    let body = icy.read_for(Duration::from_millis(800));
+    let mut demux = IcyDemuxer::new(16000);
+    let mut audio = Vec::new();
+    let mut titles = Vec::new();
+    demux
+        .feed(&body, |piece| match piece {
+            IcyPiece::Audio(a) => audio.extend_from_slice(a),
+            IcyPiece::Metadata(m) if !m.is_empty() => {
+                titles.push(String::from_utf8_lossy(&m).into_owned())
+            }
+            IcyPiece::Metadata(_) => {}
+        })
+        .expect("valid ICY stream");
+    assert_eq!(&audio[..intro.len()], &intro[..]);
+    assert!(
+        titles.first().is_some_and(|t| t.contains("Intro test")),
+        "first block carries the title: {titles:?}"
+    );
+}
