@@ -320,6 +320,67 @@ mod tests {
         (w, all)
     }
 
+    /// Splits an ICY stream into its audio and its non-empty titles.
+    fn demux(sent: &[u8], metaint: usize) -> (Vec<u8>, Vec<String>) {
+        let mut audio = Vec::new();
+        let mut titles = Vec::new();
+        IcyDemuxer::new(metaint)
+            .feed(sent, |p| match p {
+                IcyPiece::Audio(a) => audio.extend_from_slice(a),
+                IcyPiece::Metadata(m) if !m.is_empty() => titles.push(stream_title(&m).unwrap()),
+                IcyPiece::Metadata(_) => {}
+            })
+            .unwrap();
+        (audio, titles)
+    }
+
+    #[test]
+    fn an_intro_counts_in_the_icy_interval_and_the_stream_continues_it() {
+        let (w, all) = ring_of(&[500, 500]);
+        let ring = w.feed().load();
+        let intro: Vec<u8> = (0..750u32).map(|i| (i % 251) as u8).collect();
+        for cap in [1, 7, 300, usize::MAX] {
+            let m = meta(4, "Now");
+            let mut cur = Cursor::new(0, Bytes::from_static(b"H\r\n\r\n"), Some(200));
+            cur.add_intro(&intro, &m);
+            let sent = drain(&mut cur, &ring, &m, cap);
+            assert_eq!(&sent[..5], b"H\r\n\r\n");
+            let (audio, titles) = demux(&sent[5..], 200);
+            let mut expect = intro.clone();
+            expect.extend_from_slice(&all);
+            assert_eq!(audio, expect, "cap {cap}");
+            assert_eq!(
+                titles,
+                vec!["Now".to_owned()],
+                "the title once, in the intro"
+            );
+        }
+        // Without ICY the intro is plain bytes after the prefix.
+        let mut cur = Cursor::new(0, Bytes::from_static(b"H"), None);
+        cur.add_intro(&intro, &meta(0, ""));
+        let sent = drain(&mut cur, &ring, &meta(0, ""), usize::MAX);
+        assert_eq!(&sent[1..751], &intro[..]);
+    }
+
+    #[test]
+    fn a_switch_resends_the_title_of_the_new_mount_and_keeps_the_interval() {
+        let (w, all) = ring_of(&[300, 300]);
+        let ring = w.feed().load();
+        let mut cur = Cursor::new(0, Bytes::new(), Some(250));
+        let m = meta(1, "Live");
+        let mut sent = drain(&mut cur, &ring, &m, usize::MAX);
+        // The fallback mount has its own generations: the same number must not hide its title.
+        let (w2, all2) = ring_of(&[400]);
+        let ring2 = w2.feed().load();
+        cur.switch_to(0, None);
+        sent.extend(drain(&mut cur, &ring2, &meta(1, "Fallback"), usize::MAX));
+        let (audio, titles) = demux(&sent, 250);
+        let mut expect = all.clone();
+        expect.extend_from_slice(&all2);
+        assert_eq!(audio, expect);
+        assert_eq!(titles, vec!["Live".to_owned(), "Fallback".to_owned()]);
+    }
+
     #[test]
     fn plain_listener_gets_prefix_then_stream_under_any_partial_writes() {
         let (w, all) = ring_of(&[100, 333, 1, 4000, 77]);

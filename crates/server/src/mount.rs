@@ -431,3 +431,83 @@ impl Drop for LiveMount {
         self.ctx.metrics.sources.dec();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ring::FeedWriter;
+
+    fn mount(name: &str, format: Format) -> (Arc<Mount>, FeedWriter) {
+        let w = FeedWriter::new(1 << 20);
+        let settings = MountSettings {
+            format,
+            content_type: "audio/mpeg".into(),
+            info: SourceInfo::default(),
+            hidden: false,
+            max_listeners: None,
+            burst_size: 0,
+            source_user: String::new(),
+            source_password: String::new(),
+            source_ip: None,
+            kind: SourceKind::Client,
+            stream_headers: Vec::new(),
+        };
+        (Arc::new(Mount::new(name, settings, w.feed())), w)
+    }
+
+    fn registry(toml: &str) -> Registry {
+        Registry::new(Arc::new(crate::config::Config::from_toml(toml).unwrap()))
+    }
+
+    #[test]
+    fn fallback_chains_skip_dead_mounts_and_stop_at_loops() {
+        let r = registry(
+            "[[mount]]\nname = \"/a\"\nfallback-mount = \"/b\"\n\
+             [[mount]]\nname = \"/b\"\nfallback-mount = \"/c\"\n\
+             [[mount]]\nname = \"/c\"\nfallback-mount = \"/a\"\n",
+        );
+        assert!(r.resolve("/a").is_none(), "a loop of dead mounts ends");
+        let (c, _wc) = mount("/c", Format::Mp3);
+        r.reserve(c.clone(), 16).unwrap();
+        assert_eq!(
+            r.resolve("/a").unwrap().name,
+            "/c",
+            "/b is down, /c is live"
+        );
+        assert!(r.follow_fallbacks("/a", Some(Format::Ogg)).is_none());
+        let (b, mut wb) = mount("/b", Format::Mp3);
+        r.reserve(b.clone(), 16).unwrap();
+        assert_eq!(r.resolve("/a").unwrap().name, "/b");
+        // An ended feed is not live, even while still registered.
+        wb.end();
+        assert_eq!(r.resolve("/a").unwrap().name, "/c");
+        assert_eq!(
+            r.fallback_target(&c).map(|m| m.name.clone()),
+            None,
+            "/c → /a is down"
+        );
+        // Admin `fallbacks` overrides the configuration; "" clears it.
+        r.set_fallback("/a", "/c");
+        assert_eq!(r.fallback_of("/a").as_deref(), Some("/c"));
+        r.set_fallback("/a", "");
+        assert!(r.resolve("/a").is_none());
+    }
+
+    #[test]
+    fn forced_listeners_pass_max_listeners() {
+        let (m, _w) = mount("/m", Format::Mp3);
+        let m = Arc::new(Mount::new(
+            "/m",
+            MountSettings {
+                max_listeners: Some(1),
+                ..m.settings.clone()
+            },
+            m.feed.clone(),
+        ));
+        assert!(m.try_add_listener());
+        assert!(!m.try_add_listener());
+        m.force_add_listener();
+        assert_eq!(m.listeners.load(Ordering::Relaxed), 2);
+        assert_eq!(m.listener_peak.load(Ordering::Relaxed), 2);
+    }
+}
