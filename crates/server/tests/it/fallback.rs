@@ -316,3 +316,51 @@ fn the_intro_plays_before_the_stream_and_counts_in_the_icy_interval() {
         "first block carries the title: {titles:?}"
     );
 }
+
+#[test]
+fn an_ogg_opus_listener_moves_to_an_ogg_fallback_with_new_header_pages() {
+    require("ffmpeg");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("fallback.opus");
+    std::fs::copy(asset("test-tone.opus"), &file).unwrap();
+    let srv = TestServer::start(&format!(
+        "[[mount]]\nname = \"/fallback.opus\"\nfile = {file:?}\n\
+         [[mount]]\nname = \"/live.opus\"\nfallback-mount = \"/fallback.opus\"\n"
+    ));
+    srv.wait_mount("/fallback.opus");
+    let mut source = Command::new("ffmpeg")
+        .args(["-nostdin", "-v", "error", "-re", "-stream_loop", "-1", "-i"])
+        .arg(asset("test-tone.opus"))
+        .args(["-c", "copy", "-content_type", "audio/ogg", "-f", "ogg"])
+        .arg(format!(
+            "icecast://source:{SOURCE_PW}@{}/live.opus",
+            srv.addr
+        ))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn ffmpeg");
+    srv.wait_mount("/live.opus");
+    // ffmpeg's Ogg muxer sends pages about once a second: let a few arrive.
+    std::thread::sleep(Duration::from_secs(3));
+    let mut l = Listener::open(srv.addr, "/live.opus", false);
+    let before = l.read_for(Duration::from_secs(2));
+    assert_eq!(
+        before.windows(8).filter(|w| w == b"OpusHead").count(),
+        1,
+        "{} bytes: {:?}",
+        before.len(),
+        String::from_utf8_lossy(&before[..before.len().min(200)])
+    );
+    let _ = source.kill();
+    let _ = source.wait();
+    let after = l.read_for(Duration::from_secs(3));
+    // The fallback stream starts with its own header pages (a chained Ogg stream), on a page.
+    let at = after
+        .windows(8)
+        .position(|w| w == b"OpusHead")
+        .expect("the fallback's OpusHead");
+    assert_eq!(&after[at - 28..at - 24], b"OggS", "OpusHead opens a page");
+    assert!(after.len() - at > 4000, "fallback audio follows");
+    assert_eq!(listeners_on(&srv, "/fallback.opus"), 1);
+}
