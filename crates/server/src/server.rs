@@ -270,6 +270,7 @@ impl Server {
             crate::file_source::start_demo(ctx.clone())?;
         }
         start_file_mounts(&ctx)?;
+        crate::relay::start_all(&ctx);
         Ok(Server {
             ctx,
             listeners,

@@ -7,6 +7,7 @@ mod fanout;
 mod listeners;
 mod metadata;
 mod peers;
+mod relays;
 mod sources;
 mod status;
 mod support;
