@@ -307,12 +307,18 @@ async fn run_on_demand(ctx: Arc<ServerCtx>, spec: RelaySpec, mut stop: StopSigna
                 ON_DEMAND_LINGER.as_secs(),
                 connected.as_secs()
             ),
-            Ok((ended, connected)) => tracing::warn!(
-                mount = %spec.local_mount,
-                upstream = %spec.upstream,
-                "on-demand relay ended ({ended} after {} s); waiting for listeners",
-                connected.as_secs()
-            ),
+            Ok((ended, connected)) => {
+                tracing::warn!(
+                    mount = %spec.local_mount,
+                    upstream = %spec.upstream,
+                    "on-demand relay ended ({ended} after {} s); waiting for listeners",
+                    connected.as_secs()
+                );
+                // An upstream that accepts and drops at once is not retried in a tight loop.
+                if connected < ON_DEMAND_RETRY && !stop.sleep(ON_DEMAND_RETRY).await {
+                    break;
+                }
+            }
             Err(e) => {
                 tracing::warn!(mount = %spec.local_mount, upstream = %spec.upstream, "on-demand relay failed: {e}");
                 if !stop.sleep(ON_DEMAND_RETRY).await {

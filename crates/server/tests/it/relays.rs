@@ -381,14 +381,20 @@ fn relay_reconnects_when_the_upstream_source_returns() {
     let srv = TestServer::start(&relay_toml(ic.addr.port(), "/origin.mp3", "/relay.mp3", ""));
     let first = wait_relay(&srv, "/relay.mp3");
     assert_audio(srv.addr, "/relay.mp3", 20);
-    // The upstream source goes away: icecast2 closes the relay, the local mount ends.
+    let mut l = Listener::open(srv.addr, "/relay.mp3", false);
+    l.read_for(Duration::from_millis(300));
+    // The upstream source goes away: icecast2 closes the relay, the local mount ends, and with
+    // no fallback its listener is closed once it has drained the queue (as Icecast 2.4.4).
     src.stop();
     wait_until(Duration::from_secs(5), || {
         srv.ctx.registry.get("/relay.mp3").is_none()
     })
     .expect("local mount must end with its upstream");
+    let t = Instant::now();
+    l.read_for(Duration::from_secs(5));
+    assert!(t.elapsed() < Duration::from_secs(4), "listener not closed");
     // Stay away past the first retry, so at least one attempt fails (404) before it returns.
-    std::thread::sleep(Duration::from_millis(1500));
+    std::thread::sleep(Duration::from_millis(1500).saturating_sub(t.elapsed()));
     let _src = Source::start(ic.addr, "/origin.mp3", "PUT", 1.0);
     wait_until(Duration::from_secs(12), || {
         srv.ctx
