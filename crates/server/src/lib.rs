@@ -5,6 +5,8 @@
 //! - Accepting and routing: `server.rs` (listen sockets, accept loop, shutdown),
 //!   `connection.rs` (request head, dispatch, error replies), `rewind.rs` (hand-off to hyper).
 //! - Feeding mounts: `source.rs` (source clients), `file_source.rs` (the looped demo file),
+//!   `relay.rs` (streams pulled from other servers; `relay_client.rs` its pure request and
+//!   answer handling, `master.rs` the master's stream-list poller),
 //!   `feeder.rs` (ICY stripping, framing, garbage detection), `chunker.rs` (frames → chunks).
 //! - The fan-out core: `ring.rs` (a mount's queue of shared chunks), `cursor.rs` (a listener's
 //!   position and ICY interleaving), `write_path.rs` (one coalesced writev), `shard.rs` (a thread walking its listeners), `fanout.rs`.
@@ -25,8 +27,11 @@ pub mod fanout;
 pub mod feeder;
 pub mod file_source;
 pub mod listener;
+pub mod master;
 pub mod metrics;
 pub mod mount;
+pub mod relay;
+pub mod relay_client;
 pub mod rewind;
 pub mod ring;
 pub mod server;

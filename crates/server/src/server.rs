@@ -211,8 +211,9 @@ fn start_file_mounts(ctx: &Arc<ServerCtx>) -> Result<(), ServerError> {
 }
 
 impl Server {
-    /// Binds every listen address and starts the fan-out shards and the demo mount. Must be
-    /// called inside a tokio runtime. Passwords must already be filled in.
+    /// Binds every listen address and starts the fan-out shards, the demo mount, file mounts,
+    /// `[[relay]]` relays and the `[master]` poller (`relay::start_all`). Must be called inside
+    /// a tokio runtime. Passwords must already be filled in.
     ///
     /// Errors: see [`ServerError`].
     pub async fn bind(config: Config) -> Result<Server, ServerError> {
@@ -270,6 +271,7 @@ impl Server {
             crate::file_source::start_demo(ctx.clone())?;
         }
         start_file_mounts(&ctx)?;
+        crate::relay::start_all(&ctx);
         Ok(Server {
             ctx,
             listeners,

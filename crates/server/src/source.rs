@@ -57,7 +57,7 @@ pub fn valid_mount_name(name: &str) -> bool {
 }
 
 /// Applies `[[mount]]` overrides to what the source announced.
-fn apply_overrides(info: &mut SourceInfo, m: Option<&crate::config::MountConfig>) {
+pub(crate) fn apply_overrides(info: &mut SourceInfo, m: Option<&crate::config::MountConfig>) {
     let Some(m) = m else { return };
     if let Some(v) = &m.stream_name {
         info.name = v.clone();

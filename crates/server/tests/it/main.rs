@@ -8,6 +8,7 @@ mod fanout;
 mod listeners;
 mod metadata;
 mod peers;
+mod relays;
 mod sources;
 mod status;
 mod support;
