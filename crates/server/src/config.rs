@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rand::distributions::{Alphanumeric, DistString};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 /// Errors reading the configuration.
@@ -36,10 +36,13 @@ pub enum ConfigError {
     /// A value is out of range or inconsistent.
     #[error("invalid configuration: {0}")]
     Invalid(String),
+    /// The configuration cannot be written as TOML (e.g. a path that is not UTF-8).
+    #[error("cannot write the configuration as TOML: {0}")]
+    Serialize(#[from] toml::ser::Error),
 }
 
 /// The whole configuration.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
 pub struct Config {
     /// Addresses to listen on (`ADDR:PORT`); default `127.0.0.1:8000`.
@@ -65,15 +68,18 @@ pub struct Config {
     /// Log destinations.
     pub logging: Logging,
     /// Per-mount settings, first match wins (exact names before wildcards is up to the order).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mount: Vec<MountConfig>,
     /// File locations and access filters (Icecast `<paths>`).
     pub paths: Paths,
     /// Headers added to every listener response (Icecast global `<http-headers>`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub http_headers: Vec<HttpHeader>,
     /// Mount fed by SHOUTcast v1 sources on the port after the first listen port (Icecast
     /// `<shoutcast-mount>`); none disables the SHOUTcast source port.
     pub shoutcast_mount: Option<String>,
     /// Static relays: mounts pulled from other servers (Icecast `<relay>`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub relay: Vec<RelayConfig>,
     /// Master server whose `/admin/streamlist.txt` is relayed (Icecast `<master-server>`).
     pub master: Option<MasterConfig>,
@@ -81,7 +87,7 @@ pub struct Config {
 
 /// `[paths]`: files and access filters, as Icecast `<paths>` (and Icecast-KH for
 /// `x-forwarded-for` and `deny-agents`).
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
 pub struct Paths {
     /// Directory of static files; a `fallback-mount` naming a file in it (e.g. `/silence.mp3`)
@@ -94,11 +100,12 @@ pub struct Paths {
     /// File of `User-Agent` patterns (one per line, `*`/`?` globs) refused with 403.
     pub deny_agents: Option<PathBuf>,
     /// Proxies trusted to set `X-Forwarded-For`, as CIDR ranges (`10.0.0.0/8`) or addresses.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub x_forwarded_for: Vec<String>,
 }
 
 /// One `name: value` response header (Icecast `<header name= value=>`).
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct HttpHeader {
     /// Header name.
@@ -109,7 +116,7 @@ pub struct HttpHeader {
 
 /// `[[relay]]`: a mount pulled from another server over HTTP, as Icecast 2.4.4 `<relay>`
 /// (`slave.c`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
 pub struct RelayConfig {
     /// Upstream host name or address.
@@ -155,7 +162,7 @@ impl RelayConfig {
 
 /// `[master]`: relay every mount a master server lists in `/admin/streamlist.txt`, as Icecast
 /// 2.4.4 `<master-server>` (`slave.c`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
 pub struct MasterConfig {
     /// Master host.
@@ -187,7 +194,7 @@ impl Default for MasterConfig {
 
 /// Listener or source authentication of a mount (Icecast `<authentication type=...>` in a
 /// `<mount>`, `auth_htpasswd.c` and `auth_url.c`).
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum AuthConfig {
     /// Listeners log in with a user in an htpasswd file (`user:md5hex` lines as Icecast writes
@@ -201,7 +208,7 @@ pub enum AuthConfig {
 }
 
 /// Options of the `url` authenticator, as Icecast 2.4.4 `auth_url.c`.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
 pub struct UrlAuthConfig {
     /// URL called when a listener connects (`action=listener_add`).
@@ -232,7 +239,7 @@ pub struct UrlAuthConfig {
 }
 
 /// `[limits]`: sizes in bytes, timeouts in seconds.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
 pub struct Limits {
     /// Most simultaneous connections of any kind (Icecast `clients`); 0 means the process's
@@ -261,7 +268,7 @@ pub struct Limits {
 }
 
 /// What to do with a listener that lags more than queue-size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LagPolicy {
     /// Disconnect it ("fallen too far behind"), as Icecast 2.4.4.
@@ -271,7 +278,7 @@ pub enum LagPolicy {
 }
 
 /// `[authentication]`.
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
 pub struct Authentication {
     /// Password of user `source` for every mount without its own; generated when absent.
@@ -287,16 +294,23 @@ pub struct Authentication {
 }
 
 /// `[logging]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
 pub struct Logging {
     /// Access log (Combined Log Format plus duration): a file path, `-` for standard output, or
     /// empty to disable. Default `-`.
     pub access_log: String,
+    /// Error log, the server's own diagnostics (Icecast `errorlog`): a file path (appended
+    /// to), or `-` or empty for standard error. Default `-`. Used by the `throng` binary.
+    pub error_log: String,
+    /// Diagnostics level: `error`, `warn`, `info`, `debug`, `trace`, or a tracing filter such
+    /// as `throng_server=debug` (Icecast `loglevel` 1–4 maps to error…debug). `--log` and
+    /// `THRONG_LOG` override it. Default `info`.
+    pub level: String,
 }
 
 /// `[[mount]]`: settings for mounts whose name matches `name` (exact or a glob like `/live*`).
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
 pub struct MountConfig {
     /// Mount name or glob pattern (`*`, `?`, `[...]`), starting with `/`.
@@ -320,6 +334,7 @@ pub struct MountConfig {
     /// Overrides `ice-public`.
     pub public: Option<bool>,
     /// Leave the mount out of public status pages (`/status-json.xsl`, `/api/v1/status`).
+    #[serde(skip_serializing_if = "is_false")]
     pub hidden: bool,
     /// Per-mount queue-size in bytes.
     pub queue_size: Option<usize>,
@@ -330,9 +345,11 @@ pub struct MountConfig {
     pub fallback_mount: Option<String>,
     /// Bring listeners back from the fallback when the source returns (Icecast
     /// `fallback-override`).
+    #[serde(skip_serializing_if = "is_false")]
     pub fallback_override: bool,
     /// Send new listeners to the fallback when max-listeners is reached, instead of a 403
     /// (Icecast `fallback-when-full`).
+    #[serde(skip_serializing_if = "is_false")]
     pub fallback_when_full: bool,
     /// File played to each new listener before the stream (Icecast `intro`); same format as
     /// the mount.
@@ -345,7 +362,12 @@ pub struct MountConfig {
     /// Listener (and, for `url`, source) authentication.
     pub authentication: Option<AuthConfig>,
     /// Headers added to this mount's listener responses, after the global ones.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub http_headers: Vec<HttpHeader>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl Default for Config {
@@ -393,6 +415,8 @@ impl Default for Logging {
     fn default() -> Self {
         Logging {
             access_log: "-".into(),
+            error_log: "-".into(),
+            level: "info".into(),
         }
     }
 }
@@ -429,6 +453,14 @@ impl Config {
         })?;
         cfg.validate()?;
         Ok(cfg)
+    }
+
+    /// The configuration as TOML text that [`Config::from_toml`] reads back to an equal
+    /// configuration (every key written, defaults included; unset options left out).
+    ///
+    /// Errors: [`ConfigError::Serialize`] when a value has no TOML form (a non-UTF-8 path).
+    pub fn to_toml(&self) -> Result<String, ConfigError> {
+        Ok(toml::to_string(self)?)
     }
 
     /// Checks ranges and mount names.

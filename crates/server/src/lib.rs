@@ -13,6 +13,7 @@
 //! - Listeners: `listener.rs` (request checks, response head, hand-over to a shard).
 //! - State and reporting: `mount.rs`, `config.rs`, `status.rs`, `admin.rs`, `metrics.rs`,
 //!   `access_log.rs`.
+//! - Migration: `icecast_xml.rs` (an Icecast `icecast.xml` as a [`Config`]).
 
 #![deny(missing_docs)]
 
@@ -26,6 +27,7 @@ pub mod cursor;
 pub mod fanout;
 pub mod feeder;
 pub mod file_source;
+pub mod icecast_xml;
 pub mod listener;
 pub mod master;
 pub mod metrics;

@@ -1,12 +1,16 @@
 //! `throng`: the one binary. `throng serve` runs the Icecast-compatible server (on embedded
 //! defaults with no arguments: `127.0.0.1:8000` and a demo mount `/demo.mp3`); `throng bench`
 //! runs the load generator that checks every simulated listener really receives audio.
+//! `throng serve --icecast-config icecast.xml` runs on an Icecast configuration as it is, and
+//! `throng import-icecast icecast.xml` prints the equivalent TOML.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use throng_server::config::Logging;
+use throng_server::icecast_xml::{self, Unsupported};
 use throng_server::{Config, Server};
 
 /// Throng: one live stream to a very large crowd of listeners.
@@ -23,14 +27,27 @@ enum Command {
     Serve(ServeArgs),
     /// Run the load generator against any Icecast-compatible server.
     Bench(throng_bench::BenchArgs),
+    /// Print the Throng TOML configuration equivalent to an Icecast icecast.xml (what is not
+    /// carried over is listed in comments at the top, and on stderr).
+    ImportIcecast(ImportArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ImportArgs {
+    /// The Icecast configuration file; relative paths in it resolve against its directory.
+    file: PathBuf,
 }
 
 #[derive(Debug, clap::Args)]
 struct ServeArgs {
     /// TOML configuration file (see throng.example.toml); without it, embedded defaults with the
     /// demo mount.
-    #[arg(long, short = 'c')]
+    #[arg(long, short = 'c', conflicts_with = "icecast_config")]
     config: Option<PathBuf>,
+    /// Icecast 2.4 configuration file (icecast.xml) to run on instead of a TOML file; what
+    /// Throng does not support is printed as warnings at start-up.
+    #[arg(long)]
+    icecast_config: Option<PathBuf>,
     /// Listen address (replaces every `listen` of the file), e.g. 0.0.0.0:8000.
     #[arg(long)]
     listen: Vec<SocketAddr>,
@@ -40,9 +57,10 @@ struct ServeArgs {
     /// Admin password (user `admin`), overriding the file.
     #[arg(long)]
     admin_password: Option<String>,
-    /// Log filter for stderr (tracing's EnvFilter syntax), e.g. `debug` or `throng_server=debug`.
-    #[arg(long, default_value = "info", env = "THRONG_LOG")]
-    log: String,
+    /// Log filter (tracing's EnvFilter syntax), e.g. `debug` or `throng_server=debug`;
+    /// overrides `[logging] level` (default `info`).
+    #[arg(long, env = "THRONG_LOG")]
+    log: Option<String>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -50,19 +68,90 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve(args),
         Command::Bench(args) => throng_bench::run(args),
+        Command::ImportIcecast(args) => import_icecast(&args.file),
     }
 }
 
-fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(&args.log))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-    let mut config = match &args.config {
-        Some(path) => Config::from_file(path)?,
-        None => Config::embedded(),
+/// `throng import-icecast`: the TOML on stdout, headed by the unsupported list as comments.
+fn import_icecast(file: &Path) -> anyhow::Result<()> {
+    let import = icecast_xml::from_file(file)
+        .with_context(|| format!("cannot import {}", file.display()))?;
+    let toml = import.config.to_toml()?;
+    let mut out = format!(
+        "# Throng configuration imported from {} by `throng import-icecast`.\n",
+        file.display()
+    );
+    if !import.unsupported.is_empty() {
+        out.push_str("#\n# Not carried over:\n");
+        for u in &import.unsupported {
+            out.push_str(&format!(
+                "#   {}\n",
+                u.to_string().replace(['\n', '\r'], " ")
+            ));
+        }
+    }
+    out.push('\n');
+    out.push_str(&toml);
+    print!("{out}");
+    warn_unsupported(file, &import.unsupported);
+    Ok(())
+}
+
+/// Prints each unsupported element of an imported icecast.xml on stderr.
+fn warn_unsupported(file: &Path, unsupported: &[Unsupported]) {
+    for u in unsupported {
+        eprintln!("throng: warning: {}: {u}", file.display());
+    }
+}
+
+/// Sends diagnostics to `[logging] error-log` (standard error for `-` or empty) at
+/// `--log`/`THRONG_LOG`, else `[logging] level`. Returns whether they go to a file.
+fn init_logging(filter: Option<&str>, logging: &Logging) -> anyhow::Result<bool> {
+    use tracing_subscriber::fmt::writer::BoxMakeWriter;
+    let filter = filter.unwrap_or(&logging.level);
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .with_context(|| format!("invalid log level or filter {filter:?}"))?;
+    let to_file = !matches!(logging.error_log.as_str(), "" | "-");
+    let (writer, ansi) = if to_file {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&logging.error_log)
+            .with_context(|| format!("cannot open the error log {}", logging.error_log))?;
+        (BoxMakeWriter::new(std::sync::Mutex::new(file)), false)
+    } else {
+        (
+            BoxMakeWriter::new(std::io::stderr),
+            std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        )
     };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer)
+        .with_ansi(ansi)
+        .init();
+    Ok(to_file)
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let mut config = match (&args.config, &args.icecast_config) {
+        (Some(path), _) => Config::from_file(path)?,
+        (None, Some(path)) => {
+            let import = icecast_xml::from_file(path)
+                .with_context(|| format!("cannot import {}", path.display()))?;
+            warn_unsupported(path, &import.unsupported);
+            if init_logging(args.log.as_deref(), &import.config.logging)? {
+                for u in &import.unsupported {
+                    tracing::warn!("{}: {u}", path.display());
+                }
+            }
+            import.config
+        }
+        (None, None) => Config::embedded(),
+    };
+    if args.icecast_config.is_none() {
+        init_logging(args.log.as_deref(), &config.logging)?;
+    }
     if !args.listen.is_empty() {
         config.listen = args.listen.clone();
     }

@@ -1,3 +1,4 @@
 //! Integration tests of the `throng` binary itself.
 
+mod import;
 mod serve;

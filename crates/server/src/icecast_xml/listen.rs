@@ -1,0 +1,187 @@
+//! `<listen-socket>`s of an `icecast.xml` (`cfgfile.c:_parse_listen_socket`) and the legacy
+//! top-level `<port>`/`<bind-address>`, turned into Throng's `listen` addresses, SHOUTcast
+//! source mount and listener send-buffer size. Icecast binds every address when
+//! `bind-address` is absent; the import writes `0.0.0.0`.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use super::tree::Element;
+use super::{IcecastXmlError, Importer, UnsupportedKind};
+
+/// A `<listen-socket>` (or the implicit one of a top-level `<port>`/`<bind-address>`).
+#[derive(Debug, Clone)]
+pub(super) struct Socket {
+    pub path: String,
+    pub port: u16,
+    pub bind: Option<IpAddr>,
+    pub shoutcast_mount: Option<String>,
+    pub shoutcast_compat: bool,
+    pub sndbuf: Option<usize>,
+}
+
+impl Importer<'_> {
+    /// `<listen-socket>`, as `_parse_listen_socket`.
+    pub(super) fn listen_socket(
+        &mut self,
+        path: &str,
+        el: &Element,
+    ) -> Result<(), IcecastXmlError> {
+        let mut s = Socket {
+            path: path.to_owned(),
+            port: 8000,
+            bind: None,
+            shoutcast_mount: None,
+            shoutcast_compat: false,
+            sndbuf: None,
+        };
+        let mut ssl = false;
+        self.any_listen_socket = true;
+        for c in &el.children {
+            let p = format!("{path}/{}", c.name);
+            let p = p.as_str();
+            match c.name.as_str() {
+                "port" => {
+                    if let Some(port) = self.unsigned(p, c, "a port number")? {
+                        s.port = port;
+                    }
+                }
+                "bind-address" => s.bind = Some(ip(p, c)?),
+                "shoutcast-mount" => s.shoutcast_mount = Self::string(c),
+                "shoutcast-compat" => s.shoutcast_compat = self.flag(p, c, None)? == Some(true),
+                "ssl" => ssl = self.flag(p, c, None)? == Some(true),
+                "so-sndbuf" => s.sndbuf = self.unsigned(p, c, "a size in bytes")?,
+                _ => self.unknown(p, None),
+            }
+        }
+        if ssl {
+            self.report(
+                &format!("{path}/ssl"),
+                Some(&format!("port {}", s.port)),
+                UnsupportedKind::NotSupported,
+                "TLS listen sockets; the socket is left out (put a TLS-terminating proxy in \
+                 front of Throng)",
+            );
+            return Ok(());
+        }
+        self.sockets.push(s);
+        Ok(())
+    }
+
+    /// Listen addresses and the SHOUTcast source mount from the sockets read.
+    pub(super) fn finish_listen(&mut self) -> Result<(), IcecastXmlError> {
+        let mut sockets = std::mem::take(&mut self.sockets);
+        if !self.any_listen_socket {
+            sockets.push(
+                self.legacy_socket
+                    .take()
+                    .unwrap_or_else(|| legacy("icecast")),
+            );
+        } else {
+            for p in std::mem::take(&mut self.legacy_paths) {
+                self.report(
+                    &p,
+                    None,
+                    UnsupportedKind::IgnoredByIcecast,
+                    "a top-level port or bind-address is dropped when <listen-socket>s exist",
+                );
+            }
+        }
+        let first_port = sockets
+            .iter()
+            .find(|s| !s.shoutcast_compat)
+            .map(|s| s.port)
+            .ok_or(IcecastXmlError::NoListenSocket)?;
+        let mut global_mount_used = false;
+        let mut first_http = true;
+        self.config.listen.clear();
+        for s in sockets {
+            let context = format!("port {}", s.port);
+            if s.shoutcast_compat {
+                let mount = s.shoutcast_mount.clone().or_else(|| {
+                    global_mount_used = true;
+                    Some(
+                        self.shoutcast_mount
+                            .as_ref()
+                            .map_or("/stream", |(m, _)| m.as_str())
+                            .to_owned(),
+                    )
+                });
+                if s.port == first_port.wrapping_add(1) && self.config.shoutcast_mount.is_none() {
+                    self.config.shoutcast_mount = mount;
+                } else {
+                    self.report(
+                        &format!("{}/shoutcast-compat", s.path),
+                        Some(&context),
+                        UnsupportedKind::NotSupported,
+                        "Throng takes SHOUTcast sources only on the port after the first \
+                         listen port; this socket is left out",
+                    );
+                }
+                continue;
+            }
+            if let Some(m) = &s.shoutcast_mount {
+                if first_http && self.config.shoutcast_mount.is_none() {
+                    self.config.shoutcast_mount = Some(m.clone());
+                } else {
+                    self.report(
+                        &format!("{}/shoutcast-mount", s.path),
+                        Some(&context),
+                        UnsupportedKind::NotSupported,
+                        "Throng takes SHOUTcast sources only on the port after the first \
+                         listen port",
+                    );
+                }
+            }
+            first_http = false;
+            if let Some(b) = s.sndbuf.filter(|&b| b > 0) {
+                if self.config.limits.listener_sndbuf == 0 {
+                    self.config.limits.listener_sndbuf = b;
+                } else if self.config.limits.listener_sndbuf != b {
+                    self.report(
+                        &format!("{}/so-sndbuf", s.path),
+                        Some(&context),
+                        UnsupportedKind::NotSupported,
+                        "Throng has one send buffer size for all sockets \
+                         (`limits.listener-sndbuf`, from the first socket)",
+                    );
+                }
+            }
+            let ip = s.bind.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+            self.config.listen.push(SocketAddr::new(ip, s.port));
+        }
+        if !global_mount_used {
+            if let Some((_, p)) = self.shoutcast_mount.take() {
+                self.report(
+                    &p,
+                    None,
+                    UnsupportedKind::IgnoredByIcecast,
+                    "used only by a <listen-socket> with <shoutcast-compat>1",
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The implicit socket of a top-level `<port>`/`<bind-address>` (Icecast's first
+/// `listen_sock`, port 8000 on every address).
+pub(super) fn legacy(path: &str) -> Socket {
+    Socket {
+        path: path.to_owned(),
+        port: 8000,
+        bind: None,
+        shoutcast_mount: None,
+        shoutcast_compat: false,
+        sndbuf: None,
+    }
+}
+
+/// A numeric bind address (Icecast resolves it with `AI_NUMERICHOST`).
+pub(super) fn ip(path: &str, el: &Element) -> Result<IpAddr, IcecastXmlError> {
+    let text = el.text().unwrap_or_default();
+    text.trim().parse().map_err(|_| IcecastXmlError::BadValue {
+        path: path.to_owned(),
+        value: text.to_owned(),
+        expected: "a numeric IPv4 or IPv6 address",
+    })
+}

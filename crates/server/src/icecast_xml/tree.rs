@@ -1,0 +1,166 @@
+//! A minimal element tree of an `icecast.xml`, read with quick-xml's event reader: element names,
+//! attributes, child elements and the text directly inside each element (text and CDATA joined,
+//! entity and character references resolved), which is what Icecast 2.4.4 `cfgfile.c` reads
+//! through libxml2's `xmlNodeListGetString` and `xmlGetProp`. Comments, processing
+//! instructions and the DOCTYPE are skipped.
+
+use quick_xml::events::{BytesStart, Event};
+use quick_xml::{Reader, XmlVersion};
+
+use super::IcecastXmlError;
+
+/// One element.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Element {
+    /// Tag name as written (namespace prefix included).
+    pub name: String,
+    /// Attributes in document order, values unescaped.
+    pub attrs: Vec<(String, String)>,
+    /// Child elements in document order.
+    pub children: Vec<Element>,
+    /// The text directly inside the element; `None` when there is none at all (libxml2 returns
+    /// NULL there, so Icecast treats `<x></x>` and `<x/>` as "not set").
+    pub text: Option<String>,
+}
+
+impl Element {
+    fn open(start: &BytesStart<'_>) -> Result<Element, IcecastXmlError> {
+        let mut attrs = Vec::new();
+        for attr in start.attributes() {
+            let attr = attr.map_err(|e| IcecastXmlError::Xml(e.to_string()))?;
+            let value = attr
+                .normalized_value(XmlVersion::Implicit1_0)
+                .map_err(|e| IcecastXmlError::Xml(e.to_string()))?;
+            attrs.push((attr.key.as_ref().to_owned(), value.into_owned()));
+        }
+        Ok(Element {
+            name: start.name().as_ref().to_owned(),
+            attrs,
+            children: Vec::new(),
+            text: None,
+        })
+    }
+
+    fn push_text(&mut self, s: &str) {
+        self.text.get_or_insert_with(String::new).push_str(s);
+    }
+
+    /// The value of attribute `name`, if present.
+    pub fn attr(&self, name: &str) -> Option<&str> {
+        self.attrs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The element's text, `None` when absent or empty.
+    pub fn text(&self) -> Option<&str> {
+        self.text.as_deref().filter(|t| !t.is_empty())
+    }
+}
+
+/// Parses a whole document and returns its root element.
+///
+/// Errors: [`IcecastXmlError::Xml`] for malformed XML (with the byte offset), and
+/// [`IcecastXmlError::NoRoot`] for a document without any element.
+pub fn parse(xml: &str) -> Result<Element, IcecastXmlError> {
+    let mut reader = Reader::from_str(xml);
+    reader.config_mut().check_end_names = true;
+    let mut stack: Vec<Element> = Vec::new();
+    let mut root: Option<Element> = None;
+    let mut place = |stack: &mut Vec<Element>, el: Element| -> Result<(), IcecastXmlError> {
+        match stack.last_mut() {
+            Some(parent) => parent.children.push(el),
+            None if root.is_some() => {
+                return Err(IcecastXmlError::Xml(format!(
+                    "more than one root element (<{}>)",
+                    el.name
+                )))
+            }
+            None => root = Some(el),
+        }
+        Ok(())
+    };
+    let at = |reader: &Reader<&[u8]>, e: &dyn std::fmt::Display| {
+        IcecastXmlError::Xml(format!("at byte {}: {e}", reader.error_position()))
+    };
+    loop {
+        let event = reader.read_event().map_err(|e| at(&reader, &e))?;
+        match event {
+            Event::Start(start) => stack.push(Element::open(&start)?),
+            Event::Empty(start) => place(&mut stack, Element::open(&start)?)?,
+            Event::End(_) => {
+                let el = stack.pop().expect("the reader checks end names");
+                place(&mut stack, el)?;
+            }
+            Event::Text(t) => {
+                if let Some(el) = stack.last_mut() {
+                    el.push_text(&t.xml10_content());
+                }
+            }
+            Event::CData(t) => {
+                if let Some(el) = stack.last_mut() {
+                    el.push_text(&t.xml10_content());
+                }
+            }
+            Event::GeneralRef(r) => {
+                let Some(el) = stack.last_mut() else {
+                    continue;
+                };
+                let name = r.xml10_content();
+                if let Some(c) = r.resolve_char_ref().map_err(|e| at(&reader, &e))? {
+                    el.push_text(c.encode_utf8(&mut [0; 4]));
+                } else if let Some(s) = quick_xml::escape::resolve_predefined_entity(&name) {
+                    el.push_text(s);
+                } else {
+                    return Err(IcecastXmlError::Xml(format!(
+                        "at byte {}: unknown entity &{name};",
+                        reader.buffer_position()
+                    )));
+                }
+            }
+            Event::Eof => break,
+            Event::Comment(_) | Event::Decl(_) | Event::PI(_) | Event::DocType(_) => {}
+        }
+    }
+    if let Some(open) = stack.last() {
+        return Err(IcecastXmlError::Xml(format!(
+            "element <{}> is not closed",
+            open.name
+        )));
+    }
+    root.ok_or(IcecastXmlError::NoRoot)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_attributes_and_references() {
+        let root = parse(
+            "<?xml version=\"1.0\"?>\n<!-- c --><a x=\"1&amp;2\"><b>p&lt;w&#x41;<![CDATA[&z]]></b><c/><d></d></a>",
+        )
+        .unwrap();
+        assert_eq!(root.name, "a");
+        assert_eq!(root.attr("x"), Some("1&2"));
+        assert_eq!(root.children[0].text(), Some("p<wA&z"));
+        assert_eq!(root.children[1].text(), None);
+        assert_eq!(root.children[2].text(), None);
+    }
+
+    #[test]
+    fn malformed_documents_are_errors() {
+        assert!(matches!(parse("<a><b></a>"), Err(IcecastXmlError::Xml(_))));
+        assert!(matches!(parse("<a>"), Err(IcecastXmlError::Xml(_))));
+        assert!(matches!(
+            parse("<!-- only -->"),
+            Err(IcecastXmlError::NoRoot)
+        ));
+        assert!(matches!(
+            parse("<a>&bogus;</a>"),
+            Err(IcecastXmlError::Xml(_))
+        ));
+        assert!(matches!(parse("<a/><b/>"), Err(IcecastXmlError::Xml(_))));
+    }
+}
