@@ -513,3 +513,55 @@ impl Drop for StreamNotice {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn authenticators_follow_mount_matching() {
+        let cfg = Config::from_toml(
+            r#"
+            [[mount]]
+            name = "/open.mp3"
+            [[mount]]
+            name = "/vip*"
+            authentication = { type = "htpasswd", filename = "/nonexistent", allow-duplicate-users = true }
+            [[mount]]
+            name = "/paid.mp3"
+            authentication = { type = "url", listener-add = "http://127.0.0.1:9/add" }
+            "#,
+        )
+        .unwrap();
+        let a = Authenticators::from_config(&cfg).unwrap();
+        assert!(a.for_mount(&cfg, "/open.mp3").is_none());
+        assert!(a.for_mount(&cfg, "/elsewhere").is_none());
+        let vip = a.for_mount(&cfg, "/vip-room.ogg").unwrap();
+        assert_eq!(vip.pattern, "/vip*");
+        assert!(vip.allow_duplicates && matches!(vip.method, Method::Htpasswd(_)));
+        let paid = a.for_mount(&cfg, "/paid.mp3").unwrap();
+        assert!(!paid.allow_duplicates && matches!(paid.method, Method::Url(_)));
+    }
+
+    #[test]
+    fn unusable_callback_urls_are_errors() {
+        let cfg = Config::from_toml(
+            "[[mount]]\nname = \"/x\"\nauthentication = { type = \"url\", mount-add = \"ftp://h/\" }",
+        )
+        .unwrap();
+        let e = Authenticators::from_config(&cfg).unwrap_err();
+        assert!(e.to_string().contains("mount-add"), "{e}");
+    }
+
+    #[test]
+    fn pending_count_stops_at_the_limit_and_unwinds() {
+        let n = AtomicUsize::new(0);
+        let held: Vec<_> = (0..MAX_PENDING)
+            .map(|_| Pending::enter(&n).unwrap())
+            .collect();
+        assert!(Pending::enter(&n).is_none());
+        drop(held);
+        assert_eq!(n.load(Ordering::Relaxed), 0);
+        assert!(Pending::enter(&n).is_some());
+    }
+}

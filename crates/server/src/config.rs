@@ -197,7 +197,7 @@ pub enum AuthConfig {
         filename: PathBuf,
         /// Let one user listen more than once at a time on a mount (Icecast
         /// `allow_duplicate_users`, default false: a second login is refused with 401).
-        #[serde(default)]
+        #[serde(default, rename = "allow-duplicate-users")]
         allow_duplicate_users: bool,
     },
     /// An HTTP server decides, through POSTed callbacks.

@@ -2,7 +2,8 @@
 //! `$apr1$` lines, reload on change, duplicate logins), and URL callbacks against a small
 //! recording HTTP server written here (`listener_add`/`listener_remove` bodies, refusals with a
 //! message, a slow and a dead callback server, time limits, the busy limit, `stream_auth` for
-//! sources, `mount_add`/`mount_remove`).
+//! sources, `mount_add`/`mount_remove`), and the same callbacks made by the real Icecast 2.4.4
+//! (`icecast2`) compared with ours.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -693,4 +694,160 @@ fn url_https_callback_is_a_startup_error() {
         .block_on(throng_server::Server::bind(config))
         .expect_err("https callback accepted");
     assert!(err.to_string().contains("listener-add"), "{err}");
+}
+
+/// Icecast 2.4.4 (Debian's `icecast2`) on a free loopback port with `mount_xml` inside its
+/// config, killed on drop.
+struct Icecast2 {
+    child: std::process::Child,
+    addr: SocketAddr,
+}
+
+impl Icecast2 {
+    fn start(test: &str, mount_xml: &str) -> Icecast2 {
+        crate::support::require("icecast2");
+        // A free port below the ephemeral range, so no test server started meanwhile on port 0
+        // can take it.
+        let base = 20_000 + (std::process::id() % 5_000) as u16 * 2;
+        let port = (base..base + 2_000)
+            .find(|p| TcpListener::bind(("127.0.0.1", *p)).is_ok())
+            .expect("a free port");
+        let dir = temp_file(test, "icecast2");
+        std::fs::create_dir_all(&dir).unwrap();
+        // SAFETY: getuid has no preconditions.
+        let root = unsafe { libc::getuid() } == 0;
+        // icecast2 refuses to run as root: it binds, then switches to its own user.
+        let owner = if root {
+            "<changeowner><user>icecast2</user><group>icecast</group></changeowner>"
+        } else {
+            ""
+        };
+        let xml = format!(
+            "<icecast><limits><clients>100</clients><sources>4</sources></limits>\
+             <authentication><source-password>{SOURCE_PW}</source-password>\
+             <admin-password>x</admin-password></authentication><hostname>localhost</hostname>\
+             <listen-socket><port>{port}</port><bind-address>127.0.0.1</bind-address></listen-socket>\
+             {mount_xml}<paths><basedir>/usr/share/icecast2</basedir><logdir>{d}</logdir>\
+             <webroot>/usr/share/icecast2/web</webroot><adminroot>/usr/share/icecast2/admin</adminroot>\
+             </paths><logging><errorlog>error.log</errorlog><accesslog>access.log</accesslog>\
+             <loglevel>2</loglevel></logging><security><chroot>0</chroot>{owner}</security></icecast>",
+            d = dir.display()
+        );
+        let cfg = dir.join("icecast.xml");
+        std::fs::write(&cfg, xml).unwrap();
+        if root {
+            let ok = std::process::Command::new("chown")
+                .args(["-R", "icecast2:icecast"])
+                .arg(&dir)
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false);
+            assert!(ok, "cannot hand {} to user icecast2", dir.display());
+        }
+        let child = std::process::Command::new("icecast2")
+            .arg("-c")
+            .arg(&cfg)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("icecast2 starts");
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let mut ice = Icecast2 { child, addr };
+        wait_until(Duration::from_secs(10), || {
+            ice.child.try_wait().ok().flatten().is_none() && TcpStream::connect(addr).is_ok()
+        })
+        .expect("icecast2 listens");
+        let hello = exchange(addr, b"GET /nothing-here HTTP/1.0\r\n\r\n");
+        assert!(
+            String::from_utf8_lossy(&hello).contains("Icecast 2.4"),
+            "not icecast2 on {addr}: {:?}",
+            String::from_utf8_lossy(&hello)
+        );
+        ice
+    }
+}
+
+impl Drop for Icecast2 {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The bodies one scenario makes a server send, by action, with the fields that differ between
+/// runs (`port`, `client`, `duration`) replaced by placeholders.
+fn scenario_bodies(addr: SocketAddr, cb: &Callback) -> Vec<(String, String)> {
+    let src = Source::start(addr, "/cmp.mp3", "PUT", 1.0);
+    cb.wait_for("mount_add");
+    std::thread::sleep(Duration::from_millis(300));
+    let Get::Ok(mut l) = get(
+        addr,
+        "/cmp.mp3?session=a%20b",
+        Some(("fred", "p&ss")),
+        &["X-Token: tok/1"],
+    ) else {
+        panic!("listener refused");
+    };
+    assert!(!l.read_for(Duration::from_secs(2)).is_empty());
+    drop(l);
+    cb.wait_for("listener_remove");
+    src.stop();
+    cb.wait_for("mount_remove");
+    let mut out: Vec<(String, String)> = cb
+        .requests()
+        .iter()
+        .map(|r| {
+            let body = r
+                .fields()
+                .into_iter()
+                .map(|(k, v)| match k.as_str() {
+                    "port" | "client" | "duration" => format!("{k}=*"),
+                    _ => format!("{k}={v}"),
+                })
+                .collect::<Vec<_>>()
+                .join("&");
+            (r.path.clone(), body)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn url_callback_bodies_match_icecast2() {
+    let cb_ice = Callback::start(|_| accept());
+    let cb_us = Callback::start(|_| accept());
+    let opts = |cb: &Callback| {
+        [
+            ("listener_add", "/add"),
+            ("listener_remove", "/remove"),
+            ("mount_add", "/start"),
+            ("mount_remove", "/end"),
+            ("stream_auth", "/source"),
+        ]
+        .map(|(o, p)| (o, cb.url(p)))
+    };
+    let xml = opts(&cb_ice)
+        .iter()
+        .map(|(o, u)| format!("<option name=\"{o}\" value=\"{u}\"/>"))
+        .collect::<String>();
+    let ice = Icecast2::start(
+        "cmp",
+        &format!(
+            "<mount type=\"normal\"><mount-name>/cmp.mp3</mount-name>\
+             <authentication type=\"url\">{xml}<option name=\"headers\" value=\"x-token\"/>\
+             </authentication></mount>"
+        ),
+    );
+    let toml = opts(&cb_us)
+        .iter()
+        .map(|(o, u)| format!("{} = {u:?}\n", o.replace('_', "-")))
+        .collect::<String>();
+    let srv = TestServer::start(&format!(
+        "[[mount]]\nname = \"/cmp.mp3\"\n[mount.authentication]\ntype = \"url\"\nheaders = \"x-token\"\n{toml}"
+    ));
+    let theirs = scenario_bodies(ice.addr, &cb_ice);
+    let ours = scenario_bodies(srv.addr, &cb_us);
+    assert_eq!(theirs.len(), 5, "icecast2 sent {theirs:#?}");
+    assert_eq!(ours, theirs);
 }
