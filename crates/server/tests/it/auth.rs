@@ -190,11 +190,22 @@ fn answer(headers: &[&str]) -> Answer {
     }
 }
 
-/// A file in a fresh temporary directory of this test.
-fn temp_file(test: &str, name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("throng-it-auth-{}-{test}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+/// A temporary directory of one test, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(test: &str) -> TempDir {
+        let dir =
+            std::env::temp_dir().join(format!("throng-it-auth-{}-{test}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// GET `path` with optional Basic credentials; returns the status, headers and body read to
@@ -288,7 +299,8 @@ fn source_attempt(addr: SocketAddr, mount: &str, user: &str, pass: &str) -> (Vec
 
 #[test]
 fn htpasswd_accepts_refuses_reloads_and_blocks_duplicates() {
-    let file = temp_file("htpasswd", "users");
+    let tmp = TempDir::new("htpasswd");
+    let file = tmp.0.join("users");
     // fred: Icecast's md5("secret"); ann: Apache apr1 of "password".
     std::fs::write(
         &file,
@@ -701,6 +713,7 @@ fn url_https_callback_is_a_startup_error() {
 struct Icecast2 {
     child: std::process::Child,
     addr: SocketAddr,
+    _dir: TempDir,
 }
 
 impl Icecast2 {
@@ -712,8 +725,8 @@ impl Icecast2 {
         let port = (base..base + 2_000)
             .find(|p| TcpListener::bind(("127.0.0.1", *p)).is_ok())
             .expect("a free port");
-        let dir = temp_file(test, "icecast2");
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = TempDir::new(test);
+        let dir = tmp.0.clone();
         // SAFETY: getuid has no preconditions.
         let root = unsafe { libc::getuid() } == 0;
         // icecast2 refuses to run as root: it binds, then switches to its own user.
@@ -752,7 +765,11 @@ impl Icecast2 {
             .spawn()
             .expect("icecast2 starts");
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let mut ice = Icecast2 { child, addr };
+        let mut ice = Icecast2 {
+            child,
+            addr,
+            _dir: tmp,
+        };
         wait_until(Duration::from_secs(10), || {
             ice.child.try_wait().ok().flatten().is_none() && TcpStream::connect(addr).is_ok()
         })
