@@ -6,7 +6,8 @@
 //!
 //! Modules, by concept:
 //! - [`http`]: HTTP/1.x request and response heads, including `SOURCE`, `ICE/1.0` and `ICY 200 OK`.
-//! - [`auth`]: HTTP Basic credentials.
+//! - [`auth`]: HTTP Basic credentials; [`htpasswd`]: htpasswd files; [`url_auth`]: URL
+//!   authentication callbacks (POST bodies, reply headers, callback URLs).
 //! - [`format`]: Content-Type to stream format, as Icecast 2.4.4 `format.c`.
 //! - [`source_info`]: the `ice-*`/`icy-*` stream description a source client announces.
 //! - [`listener_head`]: the response head Icecast 2.4.4 sends a listener.
@@ -22,9 +23,11 @@ pub mod auth;
 pub mod burst;
 pub mod format;
 pub mod framer;
+pub mod htpasswd;
 pub mod http;
 pub mod icy;
 pub mod listener_head;
 pub mod mp3;
 pub mod ogg;
 pub mod source_info;
+pub mod url_auth;

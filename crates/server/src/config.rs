@@ -202,6 +202,10 @@ pub enum AuthConfig {
     Htpasswd {
         /// The file.
         filename: PathBuf,
+        /// Let one user listen more than once at a time on a mount (Icecast
+        /// `allow_duplicate_users`, default false: a second login is refused with 401).
+        #[serde(default, rename = "allow-duplicate-users")]
+        allow_duplicate_users: bool,
     },
     /// An HTTP server decides, through POSTed callbacks.
     Url(Box<UrlAuthConfig>),
@@ -227,7 +231,7 @@ pub struct UrlAuthConfig {
     pub password: Option<String>,
     /// Request headers forwarded to `listener_add` (comma-separated names).
     pub headers: Option<String>,
-    /// Prefix for forwarded header names (default `ClientHeader-`).
+    /// Prefix for forwarded header names (default none, as Icecast 2.4.4).
     pub header_prefix: Option<String>,
     /// Reply header that accepts a listener (default `icecast-auth-user: 1`).
     pub auth_header: Option<String>,
@@ -236,6 +240,9 @@ pub struct UrlAuthConfig {
     pub timelimit_header: Option<String>,
     /// Seconds to wait for the callback server (default 5).
     pub timeout: Option<u64>,
+    /// Let one Basic-auth user listen more than once at a time on a mount (Icecast
+    /// `allow_duplicate_users`, default false).
+    pub allow_duplicate_users: bool,
 }
 
 /// `[limits]`: sizes in bytes, timeouts in seconds.

@@ -11,6 +11,8 @@
 //! - The fan-out core: `ring.rs` (a mount's queue of shared chunks), `cursor.rs` (a listener's
 //!   position and ICY interleaving), `write_path.rs` (one coalesced writev), `shard.rs` (a thread walking its listeners), `fanout.rs`.
 //! - Listeners: `listener.rs` (request checks, response head, hand-over to a shard).
+//! - Authentication: `auth.rs` (decisions and notices), `auth_htpasswd.rs`, `auth_url.rs`,
+//!   `auth_http.rs` (the callback HTTP client).
 //! - State and reporting: `mount.rs`, `config.rs`, `status.rs`, `admin.rs`, `metrics.rs`,
 //!   `access_log.rs`.
 //! - Migration: `icecast_xml.rs` (an Icecast `icecast.xml` as a [`Config`]).
@@ -20,6 +22,9 @@
 pub mod access_log;
 pub mod admin;
 pub mod auth;
+pub mod auth_htpasswd;
+pub mod auth_http;
+pub mod auth_url;
 pub mod chunker;
 pub mod config;
 pub mod connection;

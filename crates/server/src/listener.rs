@@ -78,8 +78,9 @@ pub async fn handle(
         .await;
         return;
     };
+    let id = ctx.next_id();
     let (user, time_limit, on_close) =
-        match crate::auth::authorize_listener(&ctx, &head, peer, &requested).await {
+        match crate::auth::authorize_listener(&ctx, &head, peer, &requested, id).await {
             ListenerAuth::Allowed {
                 user,
                 time_limit,
@@ -87,9 +88,8 @@ pub async fn handle(
             } => (user, time_limit, on_close),
             ListenerAuth::Refused { status, message } => {
                 tracing::info!(%peer, mount = %requested, status, "listener refused: {message}");
-                let www = format!("Basic realm=\"{}\"", crate::source::REALM);
                 let headers: &[(&str, &str)] = if status == 401 {
-                    &[("WWW-Authenticate", &www)]
+                    &[("WWW-Authenticate", crate::source::REALM)]
                 } else {
                     &[]
                 };
@@ -190,7 +190,7 @@ pub async fn handle(
     };
     let started = Instant::now();
     let info = ListenerInfo {
-        id: ctx.next_id(),
+        id,
         ip: peer.ip(),
         request_line: line,
         agent: head.header("user-agent").map(str::to_owned),

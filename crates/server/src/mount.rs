@@ -367,6 +367,8 @@ impl Registry {
 pub struct LiveMount {
     ctx: std::sync::Arc<crate::server::ServerCtx>,
     mount: Arc<Mount>,
+    /// URL-auth `mount_add` sent; `mount_remove` when dropped (after the registry removal).
+    _notice: Option<crate::auth::StreamNotice>,
 }
 
 impl LiveMount {
@@ -387,7 +389,15 @@ impl LiveMount {
         {
             bring_back_listeners(ctx.clone(), mount.clone());
         }
-        Ok(LiveMount { ctx, mount })
+        // Source clients and relays are streams to Icecast (`source_init`); looped files are not.
+        let notice = (mount.settings.kind != SourceKind::File)
+            .then(|| crate::auth::stream_started(&ctx, &mount.name))
+            .flatten();
+        Ok(LiveMount {
+            ctx,
+            mount,
+            _notice: notice,
+        })
     }
 }
 

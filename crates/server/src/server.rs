@@ -50,6 +50,9 @@ pub enum ServerError {
     /// The demo mount could not start.
     #[error("cannot start demo mount: {0}")]
     Demo(#[from] crate::file_source::FileSourceError),
+    /// A mount's authenticator is misconfigured.
+    #[error("{0}")]
+    Auth(#[from] crate::auth::AuthError),
 }
 
 /// State shared by every task of a running server.
@@ -75,6 +78,8 @@ pub struct ServerCtx {
     pub port: u16,
     /// Becomes true when the server shuts down.
     pub shutdown: watch::Receiver<bool>,
+    /// Listener and source authenticators of the `[[mount]]` entries.
+    pub auth: crate::auth::Authenticators,
     next_id: AtomicU64,
     intros: parking_lot::Mutex<std::collections::HashMap<std::path::PathBuf, bytes::Bytes>>,
 }
@@ -230,6 +235,7 @@ impl Server {
         let metrics = Arc::new(Metrics::new());
         let clients = Arc::new(AtomicI64::new(0));
         let config = Arc::new(config);
+        let auth = crate::auth::Authenticators::from_config(&config)?;
         let registry = Arc::new(Registry::new(config.clone()));
         let fallback_registry = registry.clone();
         let fanout = FanOut::start(
@@ -264,6 +270,7 @@ impl Server {
             started: chrono::Local::now(),
             port,
             shutdown,
+            auth,
             next_id: AtomicU64::new(1),
             intros: Default::default(),
         });

@@ -1,7 +1,8 @@
 //! Source clients: `SOURCE` (libshout, legacy) and `PUT` (ffmpeg's `icecast://`), as Icecast
 //! 2.4.4 `connection.c:connection_complete_source` and `source.c` handle them.
 //!
-//! Checks in order: Basic auth (user `source`, or the mount's user; a request without
+//! Checks in order: Basic auth (user `source`, or the mount's user, or the mount's URL
+//! `stream-auth` callback instead when configured; a request without
 //! credentials, such as libshout's first "poke", gets a clean 401 with `Allow`), Content-Type
 //! (required for PUT), mount in use and the `sources` limit (both 403). Then
 //! `HTTP/1.0 200 OK\r\n\r\n` exactly (after `100 Continue` when asked), and the body is the stream
@@ -20,6 +21,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::access_log::AccessEntry;
+use crate::auth::SourceAuth;
 use crate::connection::reply;
 use crate::feeder::Feeder;
 use crate::mount::{stream_headers, LiveMount, Mount, MountSettings, ReserveError, SourceKind};
@@ -79,6 +81,33 @@ pub(crate) fn apply_overrides(info: &mut SourceInfo, m: Option<&crate::config::M
     }
 }
 
+/// The source user and password of `name` if the request's Basic credentials match them
+/// (`None`, logged, otherwise).
+fn check_password(
+    ctx: &ServerCtx,
+    head: &RequestHead,
+    peer: SocketAddr,
+    name: &str,
+) -> Option<(String, String)> {
+    let Some((user, pass)) = ctx.source_credentials(name) else {
+        tracing::warn!(%peer, mount = %name, "source rejected: no source password configured");
+        return None;
+    };
+    let credentials = head.header("authorization").and_then(parse_basic);
+    let accepted = credentials
+        .as_ref()
+        .is_some_and(|c| c.user == user && secrets_equal(&c.password, &pass));
+    if accepted {
+        return Some((user, pass));
+    }
+    if credentials.is_some() {
+        tracing::warn!(%peer, mount = %name, "source rejected: wrong credentials");
+    } else {
+        tracing::info!(%peer, mount = %name, "source without credentials (probe?): 401");
+    }
+    None
+}
+
 /// Serves a source client; returns when its stream ends.
 pub async fn handle(
     ctx: Arc<ServerCtx>,
@@ -102,26 +131,16 @@ pub async fn handle(
         .await;
         return;
     }
-    let Some((user, pass)) = ctx.source_credentials(&name) else {
-        tracing::warn!(%peer, mount = %name, "source rejected: no source password configured");
+    let checked = match crate::auth::authorize_source(&ctx, &head, peer, &name, false).await {
+        SourceAuth::Unconfigured => check_password(&ctx, &head, peer, &name),
+        SourceAuth::Accepted { user, pass } => Some((user, pass)),
+        SourceAuth::Refused => None,
+    };
+    let Some((user, pass)) = checked else {
         let body = "Authentication required\n";
         let _ = reply(&ctx, &mut stream, peer, &line, 401, AUTH_HEADERS, body).await;
         return;
     };
-    let credentials = head.header("authorization").and_then(parse_basic);
-    let accepted = credentials
-        .as_ref()
-        .is_some_and(|c| c.user == user && secrets_equal(&c.password, &pass));
-    if !accepted {
-        if credentials.is_some() {
-            tracing::warn!(%peer, mount = %name, "source rejected: wrong credentials");
-        } else {
-            tracing::info!(%peer, mount = %name, "source without credentials (probe?): 401");
-        }
-        let body = "Authentication required\n";
-        let _ = reply(&ctx, &mut stream, peer, &line, 401, AUTH_HEADERS, body).await;
-        return;
-    }
     let content_type = match head.header("content-type") {
         Some(ct) => ct.to_owned(),
         None if head.method == "PUT" => {
