@@ -22,8 +22,8 @@ pub(super) enum MountType {
 /// A mount's listener authentication before path resolution.
 #[derive(Debug, Clone)]
 pub(super) enum RawAuth {
-    /// `type="htpasswd"` with its `filename` option as written.
-    Htpasswd(String),
+    /// `type="htpasswd"` with its `filename` option as written and `allow_duplicate_users`.
+    Htpasswd(String, bool),
     /// `type="url"`.
     Url(Box<UrlAuthConfig>),
 }
@@ -169,8 +169,9 @@ impl RawMount {
                 .filter(|&d| d > 0),
             file: None,
             authentication: self.auth.as_ref().map(|a| match a {
-                RawAuth::Htpasswd(f) => AuthConfig::Htpasswd {
+                RawAuth::Htpasswd(f, dup) => AuthConfig::Htpasswd {
                     filename: resolver.path(f),
+                    allow_duplicate_users: *dup,
                 },
                 RawAuth::Url(u) => AuthConfig::Url(u.clone()),
             }),
@@ -360,18 +361,13 @@ impl Importer<'_> {
             ..UrlAuthConfig::default()
         };
         let mut filename = None;
+        let mut duplicates = false;
         for (name, value, p) in options {
             let p = format!("{p}[@name={name}]");
             let slot = match (kind, name.as_str()) {
                 (_, "allow_duplicate_users") => {
-                    if value.trim() != "1" {
-                        self.report(
-                            &p,
-                            ctx,
-                            K::NotSupported,
-                            "Throng does not refuse a second login of the same user",
-                        );
-                    }
+                    duplicates = value.trim().parse::<i64>().is_ok_and(|v| v != 0);
+                    url.allow_duplicate_users = duplicates;
                     continue;
                 }
                 (Some("htpasswd"), "filename") => {
@@ -404,7 +400,7 @@ impl Importer<'_> {
         match kind {
             Some("url") => Ok(Some(RawAuth::Url(Box::new(url)))),
             Some("htpasswd") => match filename {
-                Some(f) => Ok(Some(RawAuth::Htpasswd(f))),
+                Some(f) => Ok(Some(RawAuth::Htpasswd(f, duplicates))),
                 None => Err(IcecastXmlError::BadValue {
                     path: path.to_owned(),
                     value: String::new(),
