@@ -14,6 +14,7 @@
 //! - [`mp3`], [`adts`], [`ogg`]: frame and page headers.
 //! - [`framer`]: splits a byte stream into frames or pages, resynchronising over garbage.
 //! - [`burst`]: where a new listener joins the stream (burst-on-connect alignment).
+//! - [`xml`]: the admin interface's XML documents, serialized as Icecast 2.4.4 (libxml2) does.
 
 #![deny(missing_docs)]
 
@@ -28,3 +29,4 @@ pub mod listener_head;
 pub mod mp3;
 pub mod ogg;
 pub mod source_info;
+pub mod xml;

@@ -9,13 +9,21 @@
 //! - The fan-out core: `ring.rs` (a mount's queue of shared chunks), `cursor.rs` (a listener's
 //!   position and ICY interleaving), `write_path.rs` (one coalesced writev), `shard.rs` (a thread walking its listeners), `fanout.rs`.
 //! - Listeners: `listener.rs` (request checks, response head, hand-over to a shard).
-//! - State and reporting: `mount.rs`, `config.rs`, `status.rs`, `admin.rs`, `metrics.rs`,
-//!   `access_log.rs`.
+//! - State and reporting: `mount.rs`, `config.rs`, `status.rs`, `metrics.rs`, `access_log.rs`.
+//! - Admin: `admin.rs` (routes), `admin_icecast.rs` (Icecast's `/admin/*`), `admin_api.rs`
+//!   (JSON), `admin_auth.rs`, `admin_data.rs`, `admin_ops.rs`, `admin_xml.rs`, `admin_html.rs`.
 
 #![deny(missing_docs)]
 
 pub mod access_log;
 pub mod admin;
+pub mod admin_api;
+pub mod admin_auth;
+pub mod admin_data;
+pub mod admin_html;
+pub mod admin_icecast;
+pub mod admin_ops;
+pub mod admin_xml;
 pub mod auth;
 pub mod chunker;
 pub mod config;
