@@ -1127,3 +1127,118 @@ fn json_api_lists_kills_moves_and_updates() {
     );
     assert!(srv.json("/status-json.xsl")["icestats"]["source"].is_object());
 }
+
+/// A real Icecast 2.4.4 (Debian `icecast2`) running as a relay slave of `master`, stopped and
+/// its directory removed on drop.
+struct IcecastSlave {
+    child: std::process::Child,
+    dir: std::path::PathBuf,
+    port: u16,
+}
+
+impl IcecastSlave {
+    fn start(master: SocketAddr) -> IcecastSlave {
+        require("icecast2");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dir = std::env::temp_dir().join(format!(
+            "throng-it-icecast-slave-{}-{port}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let root = std::process::Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+        // icecast2 refuses to run as root: it drops to its own user after binding, and opens
+        // its log there afterwards.
+        let owner = if root {
+            let ok = std::process::Command::new("chown")
+                .args(["icecast2:icecast", dir.to_str().unwrap()])
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "chown of {} for icecast2", dir.display());
+            "<changeowner><user>icecast2</user><group>icecast</group></changeowner>"
+        } else {
+            ""
+        };
+        let xml = format!(
+            "<icecast><hostname>127.0.0.1</hostname><limits><sources>8</sources></limits>\
+             <authentication><source-password>slave-pw</source-password>\
+             <admin-password>slave-pw</admin-password></authentication>\
+             <master-server>127.0.0.1</master-server><master-server-port>{mport}</master-server-port>\
+             <master-update-interval>1</master-update-interval>\
+             <master-username>relay</master-username><master-password>{RELAY_PW}</master-password>\
+             <listen-socket><port>{port}</port><bind-address>127.0.0.1</bind-address></listen-socket>\
+             <paths><basedir>/usr/share/icecast2</basedir><logdir>{dir}</logdir>\
+             <webroot>/usr/share/icecast2/web</webroot><adminroot>/usr/share/icecast2/admin</adminroot></paths>\
+             <logging><errorlog>error.log</errorlog><loglevel>3</loglevel></logging>\
+             <security><chroot>0</chroot>{owner}</security></icecast>",
+            mport = master.port(),
+            dir = dir.display(),
+        );
+        let cfg = dir.join("icecast.xml");
+        std::fs::write(&cfg, xml).unwrap();
+        let child = std::process::Command::new("icecast2")
+            .arg("-c")
+            .arg(&cfg)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("icecast2 starts");
+        IcecastSlave { child, dir, port }
+    }
+
+    fn error_log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("error.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for IcecastSlave {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn a_real_icecast2_slave_relays_the_mounts_of_streamlist_txt() {
+    let srv = server("[[mount]]\nname = \"/hidden.mp3\"\nhidden = true");
+    let _a = MarkedSource::start(srv.addr, "/a.mp3", 0xA1);
+    let _h = MarkedSource::start(srv.addr, "/hidden.mp3", 0xC3);
+    srv.wait_mount("/a.mp3");
+    srv.wait_mount("/hidden.mp3");
+    let slave = IcecastSlave::start(srv.addr);
+    // Icecast read /admin/streamlist.txt with the relay credentials and pulls /a.mp3 from us.
+    let relay_listening = wait_until(Duration::from_secs(15), || {
+        let x = get(&srv, "/admin/listclients?mount=/a.mp3", Some(ADMIN)).xml();
+        x.source("/a.mp3").unwrap().all("listener").iter().any(|l| {
+            l.text_of("UserAgent")
+                .is_some_and(|a| a.starts_with("Icecast 2.4"))
+        })
+    });
+    assert!(
+        relay_listening.is_ok(),
+        "icecast2 never relayed /a.mp3; its log:\n{}",
+        slave.error_log()
+    );
+    // Its listeners get our stream, marker bytes intact.
+    let mut p = Player::open(
+        format!("127.0.0.1:{}", slave.port).parse().unwrap(),
+        "/a.mp3",
+        "via-icecast",
+    );
+    let (bytes, _) = p.read_for(Duration::from_millis(1500));
+    let (m, _) = markers(&bytes);
+    assert!(
+        m.len() > 10 && m.iter().all(|&x| x == 0xA1),
+        "relayed audio"
+    );
+    // The hidden mount was not in the list, so it is not relayed.
+    let x = get(&srv, "/admin/listclients?mount=/hidden.mp3", Some(ADMIN)).xml();
+    assert!(x.source("/hidden.mp3").unwrap().all("listener").is_empty());
+}
