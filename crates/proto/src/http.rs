@@ -99,19 +99,44 @@ pub fn decode_text(bytes: &[u8]) -> String {
 /// percent-decoded to bytes and read as UTF-8, or as ISO-8859-1 when that fails: legacy
 /// encoders send Latin-1 titles (`song=Caf%E9`), which Icecast 2.4.4 passes through.
 pub fn parse_query(query: &str) -> Vec<(String, String)> {
-    let decode = |s: &str| {
+    parse_query_bytes(query)
+        .into_iter()
+        .map(|(k, v)| (k, decode_text(&v)))
+        .collect()
+}
+
+/// Parses a `k=v&k2=v2` query string like [`parse_query`], but leaves each value as the
+/// percent-decoded bytes, for callers that know the value's charset (admin `metadata` with
+/// `charset=`). Names are decoded as in [`parse_query`].
+pub fn parse_query_bytes(query: &str) -> Vec<(String, Vec<u8>)> {
+    let decode = |s: &str| -> Vec<u8> {
         let spaced = s.replace('+', " ");
-        let bytes: Vec<u8> = percent_encoding::percent_decode_str(&spaced).collect();
-        decode_text(&bytes)
+        percent_encoding::percent_decode_str(&spaced).collect()
     };
     query
         .split('&')
         .filter(|p| !p.is_empty())
         .map(|pair| {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (decode(k), decode(v))
+            (decode_text(&decode(k)), decode(v))
         })
         .collect()
+}
+
+/// Decodes `bytes` in the named `charset` (as the `charset` parameter of Icecast 2.4.4 admin
+/// `metadata`, which converts titles from it to UTF-8): `UTF-8` (invalid sequences become
+/// U+FFFD), `ISO-8859-1`/`latin1` (one char per byte) and `US-ASCII`, names compared
+/// case-insensitively. Without a charset, or with one not listed, the bytes are read as
+/// [`decode_text`] does (UTF-8, else ISO-8859-1).
+pub fn decode_with_charset(bytes: &[u8], charset: Option<&str>) -> String {
+    let name = charset.map(|c| c.trim().to_ascii_lowercase());
+    match name.as_deref() {
+        Some("utf-8" | "utf8") => String::from_utf8_lossy(bytes).into_owned(),
+        Some("iso-8859-1" | "iso8859-1" | "latin1" | "latin-1" | "l1" | "us-ascii" | "ascii") => {
+            bytes.iter().map(|&b| b as char).collect()
+        }
+        _ => decode_text(bytes),
+    }
 }
 
 /// Parses a request head at the start of `buf`.
@@ -305,6 +330,22 @@ mod tests {
             parse_request_head(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"),
             Err(HeadError::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn query_values_in_a_given_charset() {
+        let q = parse_query_bytes("song=Caf%C3%A9&x");
+        assert_eq!(q[0], ("song".to_owned(), b"Caf\xc3\xa9".to_vec()));
+        assert_eq!(q[1], ("x".to_owned(), Vec::new()));
+        assert_eq!(decode_with_charset(&q[0].1, None), "Café");
+        assert_eq!(decode_with_charset(&q[0].1, Some("UTF-8")), "Café");
+        assert_eq!(decode_with_charset(&q[0].1, Some("ISO-8859-1")), "CafÃ©");
+        assert_eq!(decode_with_charset(b"Caf\xe9", None), "Café");
+        assert_eq!(
+            decode_with_charset(b"Caf\xe9", Some("utf-8")),
+            "Caf\u{fffd}"
+        );
+        assert_eq!(decode_with_charset(b"Caf\xe9", Some("koi8-r")), "Café");
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! - [`mp3`], [`adts`], [`ogg`]: frame and page headers.
 //! - [`framer`]: splits a byte stream into frames or pages, resynchronising over garbage.
 //! - [`burst`]: where a new listener joins the stream (burst-on-connect alignment).
+//! - [`xml`]: the admin interface's XML documents, serialized as Icecast 2.4.4 (libxml2) does.
 
 #![deny(missing_docs)]
 
@@ -31,3 +32,4 @@ pub mod mp3;
 pub mod ogg;
 pub mod source_info;
 pub mod url_auth;
+pub mod xml;

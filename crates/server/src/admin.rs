@@ -2,21 +2,19 @@
 //! connection's head was already read by `connection.rs`, and is replayed to hyper.
 //!
 //! Routes: `/` (a small page listing mounts), `/status-json.xsl` and `/api/v1/status`
-//! (`status.rs`), `/metrics` (Prometheus), and `/admin/metadata` (Icecast 2.4.4 `admin.c`:
-//! `mode=updinfo` with `song`, or `artist` and `title`; admin credentials or the mount's source
-//! credentials).
+//! (`status.rs`), `/metrics` (Prometheus), Icecast 2.4.4's admin commands under `/admin/`
+//! (`admin_icecast.rs`), and the admin JSON API under `/api/v1/` (`admin_api.rs`). What the
+//! commands report and do lives in `admin_data.rs` and `admin_ops.rs`, who may call them in
+//! `admin_auth.rs`.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{RawQuery, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::extract::State;
+use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{any, get};
 use axum::{Extension, Router};
-use throng_proto::auth::{parse_basic, secrets_equal};
-use throng_proto::http::parse_query;
 use tokio::net::TcpStream;
 
 use crate::access_log::AccessEntry;
@@ -48,8 +46,20 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
         .route("/status-json.xsl", get(status_json))
         .route("/api/v1/status", get(status_v1))
         .route("/metrics", get(metrics))
-        .route("/admin/metadata", get(metadata))
-        .route("/admin/metadata.xsl", get(metadata))
+        .route(
+            "/admin/",
+            get(crate::admin_icecast::handle).post(crate::admin_icecast::handle),
+        )
+        .route(
+            "/admin/{*command}",
+            get(crate::admin_icecast::handle).post(crate::admin_icecast::handle),
+        )
+        .route("/api/v1/stats", get(crate::admin_api::stats))
+        .route("/api/v1/mounts", get(crate::admin_api::mounts))
+        .route(
+            "/api/v1/mounts/{*mount}",
+            any(crate::admin_api::mount_resource),
+        )
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(
             ctx.clone(),
@@ -155,99 +165,4 @@ async fn index(State(ctx): State<Arc<ServerCtx>>) -> Html<String> {
          <p><a href=\"/status-json.xsl\">status-json.xsl</a> · <a href=\"/api/v1/status\">/api/v1/status</a> · <a href=\"/metrics\">/metrics</a></p>",
         id = html_escape(&ctx.config.server_id)
     ))
-}
-
-/// An Icecast `<iceresponse>` XML body.
-fn ice_response(status: StatusCode, message: &str, ok: bool) -> Response {
-    let body = format!(
-        "<?xml version=\"1.0\"?>\n<iceresponse><message>{}</message><return>{}</return></iceresponse>\n",
-        html_escape(message),
-        u8::from(ok)
-    );
-    (status, [(header::CONTENT_TYPE, "text/xml")], body).into_response()
-}
-
-fn unauthorized() -> Response {
-    (
-        StatusCode::UNAUTHORIZED,
-        [(header::WWW_AUTHENTICATE, crate::source::REALM)],
-        "You need to authenticate\n",
-    )
-        .into_response()
-}
-
-/// Whether the request carries admin credentials, or that mount's source credentials sent from
-/// the source client's own address (Icecast 2.4.4 `admin.c` asks for admin credentials when a
-/// metadata update comes from another address). Empty passwords never match.
-fn authorized(
-    ctx: &ServerCtx,
-    headers: &HeaderMap,
-    peer: SocketAddr,
-    mount: Option<&crate::mount::Mount>,
-) -> bool {
-    let Some(c) = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(parse_basic)
-    else {
-        return false;
-    };
-    let matches = |user: &str, pass: &str| {
-        !pass.is_empty() && c.user == user && secrets_equal(&c.password, pass)
-    };
-    let admin_pass = ctx
-        .config
-        .authentication
-        .admin_password
-        .as_deref()
-        .unwrap_or("");
-    if matches(ctx.config.admin_user(), admin_pass) {
-        return true;
-    }
-    mount.is_some_and(|m| {
-        let same_host = m.settings.source_ip.is_none_or(|ip| ip == peer.ip());
-        same_host && matches(&m.settings.source_user, &m.settings.source_password)
-    })
-}
-
-async fn metadata(
-    State(ctx): State<Arc<ServerCtx>>,
-    Extension(peer): Extension<SocketAddr>,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-) -> Response {
-    // Decoded by the proto crate: UTF-8, or Latin-1 from legacy encoders (`song=Caf%E9`).
-    let q: HashMap<String, String> = parse_query(query.as_deref().unwrap_or(""))
-        .into_iter()
-        .collect();
-    let mount = q.get("mount").and_then(|name| ctx.registry.get(name));
-    if !authorized(&ctx, &headers, peer, mount.as_deref()) {
-        return unauthorized();
-    }
-    let Some(mount) = mount else {
-        return ice_response(StatusCode::BAD_REQUEST, "Source does not exist", false);
-    };
-    if q.get("mode").map(String::as_str) != Some("updinfo") {
-        return ice_response(StatusCode::BAD_REQUEST, "No such action", false);
-    }
-    if !mount.settings.format.supports_icy_metadata() {
-        // Icecast 2.4.4 answers exactly this for Ogg/Opus mounts, with return 1 (docs/peers.md).
-        return ice_response(
-            StatusCode::OK,
-            "Mountpoint will not accept URL updates",
-            true,
-        );
-    }
-    let title = match (q.get("song"), q.get("artist"), q.get("title")) {
-        (Some(song), _, _) => song.clone(),
-        (None, Some(a), Some(t)) => format!("{a} - {t}"),
-        (None, None, Some(t)) => t.clone(),
-        (None, Some(a), None) => a.clone(),
-        (None, None, None) => {
-            return ice_response(StatusCode::BAD_REQUEST, "No metadata given", false);
-        }
-    };
-    mount.set_title(&title, q.get("url").map(String::as_str));
-    tracing::info!(mount = %mount.name, %title, "metadata updated");
-    ice_response(StatusCode::OK, "Metadata update successful", true)
 }

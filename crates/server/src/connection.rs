@@ -147,6 +147,10 @@ pub async fn handle(ctx: Arc<ServerCtx>, mut stream: TcpStream, peer: SocketAddr
     };
     let _ = stream.set_nodelay(true);
     match head.method.as_str() {
+        // The admin JSON API also takes PUT and DELETE; no source can use an `/api/` mount.
+        "PUT" | "DELETE" if head.path.starts_with("/api/") => {
+            Box::pin(crate::admin::serve(ctx, stream, buf, peer)).await;
+        }
         "SOURCE" | "PUT" => {
             let body = buf[head_len..].to_vec();
             drop(buf);

@@ -13,14 +13,22 @@
 //! - Listeners: `listener.rs` (request checks, response head, hand-over to a shard).
 //! - Authentication: `auth.rs` (decisions and notices), `auth_htpasswd.rs`, `auth_url.rs`,
 //!   `auth_http.rs` (the callback HTTP client).
-//! - State and reporting: `mount.rs`, `config.rs`, `status.rs`, `admin.rs`, `metrics.rs`,
-//!   `access_log.rs`.
+//! - State and reporting: `mount.rs`, `config.rs`, `status.rs`, `metrics.rs`, `access_log.rs`.
 //! - Migration: `icecast_xml.rs` (an Icecast `icecast.xml` as a [`Config`]).
+//! - Admin: `admin.rs` (routes), `admin_icecast.rs` (Icecast's `/admin/*`), `admin_api.rs`
+//!   (JSON), `admin_auth.rs`, `admin_data.rs`, `admin_ops.rs`, `admin_xml.rs`, `admin_html.rs`.
 
 #![deny(missing_docs)]
 
 pub mod access_log;
 pub mod admin;
+pub mod admin_api;
+pub mod admin_auth;
+pub mod admin_data;
+pub mod admin_html;
+pub mod admin_icecast;
+pub mod admin_ops;
+pub mod admin_xml;
 pub mod auth;
 pub mod auth_htpasswd;
 pub mod auth_http;

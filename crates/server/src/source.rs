@@ -31,6 +31,10 @@ use crate::server::ServerCtx;
 /// Read buffer for a source's stream, in bytes.
 pub const SOURCE_READ_BYTES: usize = 16 * 1024;
 
+/// How often a source waiting for data checks whether it was asked to stop (admin
+/// `killsource`) or has been silent for source-timeout.
+pub const STOP_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Methods advertised in `Allow`. PUT is accepted but not listed: libshout ≥ 2.4 switches from
 /// `SOURCE` to `PUT` when `Allow` lists it, and Icecast 2.4.4 sends no `Allow`, so leaving it out
 /// keeps libshout on exactly the path it takes with Icecast 2.4.4.
@@ -249,23 +253,32 @@ async fn ingest(
     let mut buf = vec![0u8; SOURCE_READ_BYTES];
     let mut shutdown = ctx.shutdown.clone();
     let timeout = ctx.config.source_timeout();
+    let mut last_data = Instant::now();
     loop {
         if mount.stop.load(Ordering::Relaxed) {
-            return "stopped".into();
+            return "stopped (admin killsource)".into();
         }
+        // Reading is cancel-safe: waking every STOP_POLL to look at `mount.stop` loses nothing,
+        // and a silent source is stopped as promptly as a busy one.
         let read = tokio::select! {
-            r = tokio::time::timeout(timeout, stream.read(&mut buf)) => r,
+            r = stream.read(&mut buf) => r,
+            _ = tokio::time::sleep(STOP_POLL) => {
+                if last_data.elapsed() >= timeout {
+                    return format!("no data for {} s (source-timeout)", timeout.as_secs());
+                }
+                continue;
+            }
             _ = shutdown.changed() => return "server shutting down".into(),
         };
         match read {
-            Err(_) => return format!("no data for {} s (source-timeout)", timeout.as_secs()),
-            Ok(Ok(0)) => return "source disconnected".into(),
-            Ok(Ok(n)) => {
+            Ok(0) => return "source disconnected".into(),
+            Ok(n) => {
+                last_data = Instant::now();
                 if let Err(e) = feeder.push(&buf[..n]) {
                     return e.to_string();
                 }
             }
-            Ok(Err(e)) => return format!("read error: {e}"),
+            Err(e) => return format!("read error: {e}"),
         }
     }
 }

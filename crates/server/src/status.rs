@@ -12,17 +12,17 @@ use crate::mount::Mount;
 use crate::server::ServerCtx;
 
 /// Icecast's date format, e.g. `Sun, 10 Jan 2021 21:08:37 +0100`.
-fn rfc822(t: &chrono::DateTime<chrono::Local>) -> String {
+pub(crate) fn rfc822(t: &chrono::DateTime<chrono::Local>) -> String {
     t.format("%a, %d %b %Y %H:%M:%S %z").to_string()
 }
 
 /// Icecast's ISO 8601 format, e.g. `2021-01-10T21:08:37+0100`.
-fn iso8601(t: &chrono::DateTime<chrono::Local>) -> String {
+pub(crate) fn iso8601(t: &chrono::DateTime<chrono::Local>) -> String {
     t.format("%Y-%m-%dT%H:%M:%S%z").to_string()
 }
 
 /// A stat value as xml2json renders it: numbers for numeric text, else a string.
-fn stat(text: &str) -> Value {
+pub(crate) fn stat(text: &str) -> Value {
     if let Ok(n) = text.parse::<i64>() {
         return json!(n);
     }
@@ -43,7 +43,7 @@ fn public_mounts(ctx: &ServerCtx) -> Vec<std::sync::Arc<Mount>> {
 }
 
 /// The sample rate and channels of a mount: from `ice-audio-info`, else from the frames.
-fn audio_params(m: &Mount) -> (Option<String>, Option<String>) {
+pub(crate) fn audio_params(m: &Mount) -> (Option<String>, Option<String>) {
     let info = &m.settings.info;
     let p = m.params();
     let rate = info
@@ -134,39 +134,7 @@ pub fn icecast_status(ctx: &ServerCtx) -> Value {
 pub fn v1_status(ctx: &ServerCtx) -> Value {
     let mounts: Vec<Value> = public_mounts(ctx)
         .iter()
-        .map(|m| {
-            let info = &m.settings.info;
-            let (rate, channels) = audio_params(m);
-            json!({
-                "mount": m.name,
-                "listenurl": m.listen_url(&ctx.config.hostname, ctx.port),
-                "content_type": m.settings.content_type,
-                "format": format!("{:?}", m.settings.format).to_lowercase(),
-                "source": match m.settings.kind {
-                    crate::mount::SourceKind::Client => "client",
-                    crate::mount::SourceKind::File => "file",
-                    crate::mount::SourceKind::Relay => "relay",
-                },
-                "name": info.name,
-                "description": info.description,
-                "genre": info.genre,
-                "url": info.url,
-                "bitrate_kbps": info.bitrate.as_deref().and_then(|b| b.trim().parse::<u32>().ok())
-                    .or_else(|| { let p = m.params().bitrate_kbps; (p > 0).then_some(p) }),
-                "samplerate_hz": rate.and_then(|r| r.parse::<u32>().ok()),
-                "channels": channels.and_then(|c| c.parse::<u32>().ok()),
-                "public": info.public,
-                "title": m.title(),
-                "listeners": m.listeners.load(Ordering::Relaxed),
-                "listener_peak": m.listener_peak.load(Ordering::Relaxed),
-                "max_listeners": m.settings.max_listeners,
-                "slow_listeners": m.slow_listeners.load(Ordering::Relaxed),
-                "source_bytes_received": m.source_bytes.load(Ordering::Relaxed),
-                "bytes_sent": m.bytes_sent.load(Ordering::Relaxed),
-                "stream_start_iso8601": iso8601(&m.started),
-                "stream_start_unix": m.started.timestamp(),
-            })
-        })
+        .map(|m| v1_mount(ctx, m))
         .collect();
     json!({
         "server": {
@@ -182,6 +150,41 @@ pub fn v1_status(ctx: &ServerCtx) -> Value {
             "sources": ctx.registry.list().len(),
         },
         "mounts": mounts,
+    })
+}
+
+/// One mount as `/api/v1/status` (and the admin JSON API) shows it.
+pub fn v1_mount(ctx: &ServerCtx, m: &Mount) -> Value {
+    let info = &m.settings.info;
+    let (rate, channels) = audio_params(m);
+    json!({
+        "mount": m.name,
+        "listenurl": m.listen_url(&ctx.config.hostname, ctx.port),
+        "content_type": m.settings.content_type,
+        "format": format!("{:?}", m.settings.format).to_lowercase(),
+        "source": match m.settings.kind {
+            crate::mount::SourceKind::Client => "client",
+            crate::mount::SourceKind::File => "file",
+            crate::mount::SourceKind::Relay => "relay",
+        },
+        "name": info.name,
+        "description": info.description,
+        "genre": info.genre,
+        "url": info.url,
+        "bitrate_kbps": info.bitrate.as_deref().and_then(|b| b.trim().parse::<u32>().ok())
+            .or_else(|| { let p = m.params().bitrate_kbps; (p > 0).then_some(p) }),
+        "samplerate_hz": rate.and_then(|r| r.parse::<u32>().ok()),
+        "channels": channels.and_then(|c| c.parse::<u32>().ok()),
+        "public": info.public,
+        "title": m.title(),
+        "listeners": m.listeners.load(Ordering::Relaxed),
+        "listener_peak": m.listener_peak.load(Ordering::Relaxed),
+        "max_listeners": m.settings.max_listeners,
+        "slow_listeners": m.slow_listeners.load(Ordering::Relaxed),
+        "source_bytes_received": m.source_bytes.load(Ordering::Relaxed),
+        "bytes_sent": m.bytes_sent.load(Ordering::Relaxed),
+        "stream_start_iso8601": iso8601(&m.started),
+        "stream_start_unix": m.started.timestamp(),
     })
 }
 
