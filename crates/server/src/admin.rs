@@ -230,6 +230,23 @@ async fn metadata(
     if q.get("mode").map(String::as_str) != Some("updinfo") {
         return ice_response(StatusCode::BAD_REQUEST, "No such action", false);
     }
+    if mount.settings.format == throng_proto::format::Format::Ogg {
+        // Vorbis and Opus: a new chained stream carries the new comments (ogg_retag.rs); other
+        // Ogg codecs get Icecast's refusal below.
+        let get = |k: &str| q.get(k).map(String::as_str);
+        let Some((artist, title)) =
+            crate::ogg_retag::tags_from_query(get("song"), get("artist"), get("title"))
+        else {
+            return ice_response(StatusCode::BAD_REQUEST, "No metadata given", false);
+        };
+        match crate::ogg_retag::request_ogg_tags(&mount, artist, title) {
+            Ok(()) => {
+                tracing::info!(mount = %mount.name, %title, ?artist, "Ogg metadata updated");
+                return ice_response(StatusCode::OK, "Metadata update successful", true);
+            }
+            Err(e) => tracing::info!(mount = %mount.name, "Ogg metadata update refused: {e}"),
+        }
+    }
     if !mount.settings.format.supports_icy_metadata() {
         // Icecast 2.4.4 answers exactly this for Ogg/Opus mounts, with return 1 (docs/peers.md).
         return ice_response(

@@ -5,7 +5,8 @@
 //! - Accepting and routing: `server.rs` (listen sockets, accept loop, shutdown),
 //!   `connection.rs` (request head, dispatch, error replies), `rewind.rs` (hand-off to hyper).
 //! - Feeding mounts: `source.rs` (source clients), `file_source.rs` (the looped demo file),
-//!   `feeder.rs` (ICY stripping, framing, garbage detection), `chunker.rs` (frames → chunks).
+//!   `feeder.rs` (ICY stripping, framing, garbage detection), `chunker.rs` (frames → chunks),
+//!   `ogg_retag.rs` (admin title updates of Ogg Vorbis/Opus mounts as new chained streams).
 //! - The fan-out core: `ring.rs` (a mount's queue of shared chunks), `cursor.rs` (a listener's
 //!   position and ICY interleaving), `write_path.rs` (one coalesced writev), `shard.rs` (a thread walking its listeners), `fanout.rs`.
 //! - Listeners: `listener.rs` (request checks, response head, hand-over to a shard).
@@ -27,6 +28,7 @@ pub mod file_source;
 pub mod listener;
 pub mod metrics;
 pub mod mount;
+pub mod ogg_retag;
 pub mod rewind;
 pub mod ring;
 pub mod server;

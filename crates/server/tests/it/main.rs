@@ -6,6 +6,7 @@ mod errors;
 mod fanout;
 mod listeners;
 mod metadata;
+mod ogg_metadata;
 mod peers;
 mod sources;
 mod status;
