@@ -155,15 +155,18 @@ impl OggRetagger {
                 artist,
             }) => {
                 tracing::debug!(mount = %mount.name, ?status, ?title, ?artist, "Ogg chain headers");
-                let mut st = mount.ogg_tags.state.lock();
-                st.status = status;
                 // A chain without TITLE/ARTIST leaves the title alone (a file mount keeps its
-                // name, an admin title stays until the source names a song itself).
-                if title.is_some() || artist.is_some() {
-                    st.artist = artist;
-                    drop(st);
+                // name, an admin title stays until the source names a song itself). The title
+                // is set before the status is published, so whoever sees the status sees it.
+                let named = title.is_some() || artist.is_some();
+                if named {
                     mount.set_title(title.as_deref().unwrap_or(""), None);
                 }
+                let mut st = mount.ogg_tags.state.lock();
+                if named {
+                    st.artist = artist;
+                }
+                st.status = status;
             }
             Some(RechainEvent::Applied(u)) => {
                 tracing::info!(mount = %mount.name, title = %u.title, artist = ?u.artist,
@@ -180,6 +183,81 @@ impl OggRetagger {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mount::{MountSettings, SourceKind};
+    use crate::ring::FeedWriter;
+    use throng_proto::framer::{Framer, UnitKind};
+    use throng_proto::ogg_comments::CommentHeader;
+
+    fn mount(format: Format) -> Mount {
+        let settings = MountSettings {
+            format,
+            content_type: "audio/ogg".into(),
+            info: Default::default(),
+            hidden: false,
+            max_listeners: None,
+            burst_size: 0,
+            source_user: "source".into(),
+            source_password: "pw".into(),
+            source_ip: None,
+            kind: SourceKind::Client,
+            stream_headers: Vec::new(),
+        };
+        Mount::new("/t.opus", settings, FeedWriter::new(1 << 20).feed())
+    }
+
+    /// Units of `assets/test-tone.opus` (2 header pages, then 1 s data pages).
+    fn opus_units() -> Vec<Unit> {
+        let file = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../assets/test-tone.opus"
+        ))
+        .unwrap();
+        let mut f = Framer::new(Format::Ogg);
+        f.push(&file);
+        f.finish();
+        std::iter::from_fn(|| f.next_unit())
+            .map(Result::unwrap)
+            .collect()
+    }
+
+    #[test]
+    fn requests_follow_the_chain_status_and_reach_the_stream() {
+        let m = mount(Format::Ogg);
+        assert_eq!(
+            request_ogg_tags(&mount(Format::Mp3), None, "x"),
+            Err(OggTagError::NotOgg("/t.opus".into()))
+        );
+        assert_eq!(
+            request_ogg_tags(&m, None, "x"),
+            Err(OggTagError::CodecUnknown)
+        );
+        let units = opus_units();
+        let mut r = OggRetagger::new();
+        let mut out = Vec::new();
+        for u in &units[..3] {
+            r.push(&m, u.clone(), &mut |u| out.push(u));
+        }
+        assert_eq!(m.ogg_tags.status(), ChainStatus::Retaggable("Opus"));
+        request_ogg_tags(&m, Some("Artist"), "Title").unwrap();
+        assert_eq!(
+            (m.title(), m.ogg_tags.artist()),
+            ("Title".into(), Some("Artist".into()))
+        );
+        r.push(&m, units[3].clone(), &mut |u| out.push(u));
+        let kinds: Vec<UnitKind> = out[3..].iter().map(|u| u.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                UnitKind::OggPage,
+                UnitKind::OggHeader { new_chain: true },
+                UnitKind::OggHeader { new_chain: false }
+            ]
+        );
+        let tags = &out[5].data;
+        let h = CommentHeader::parse(&tags[28..]).unwrap(); // one-segment page
+        assert_eq!(h.get("title").as_deref(), Some("Title"));
+        assert_eq!(h.get("artist").as_deref(), Some("Artist"));
+    }
 
     #[test]
     fn admin_parameters_map_to_tags() {
