@@ -13,6 +13,8 @@
 //! - [`listener_head`]: the response head Icecast 2.4.4 sends a listener.
 //! - [`icy`]: ICY metadata blocks, interleaving arithmetic and de-interleaving.
 //! - [`mp3`], [`adts`], [`ogg`]: frame and page headers.
+//! - [`ogg_comments`], [`ogg_rechain`]: Vorbis/Opus comment headers, and new chained streams
+//!   carrying updated tags (admin metadata for Ogg).
 //! - [`framer`]: splits a byte stream into frames or pages, resynchronising over garbage.
 //! - [`burst`]: where a new listener joins the stream (burst-on-connect alignment).
 //! - [`xml`]: the admin interface's XML documents, serialized as Icecast 2.4.4 (libxml2) does.
@@ -30,6 +32,8 @@ pub mod icy;
 pub mod listener_head;
 pub mod mp3;
 pub mod ogg;
+pub mod ogg_comments;
+pub mod ogg_rechain;
 pub mod source_info;
 pub mod url_auth;
 pub mod xml;

@@ -172,8 +172,29 @@ pub enum MetadataOutcome {
     NotAccepted,
 }
 
-/// Applies `u` to `mount`: `song` wins, else `artist - title` (or either alone).
+/// Applies `u` to `mount`: `song` wins, else `artist - title` (or either alone). On Ogg
+/// Vorbis and Opus mounts the tags go into a new chained stream (`ogg_retag.rs`); other Ogg
+/// codecs and EBML are [`MetadataOutcome::NotAccepted`], as Icecast 2.4.4 refuses them.
 pub fn update_metadata(mount: &Mount, u: &MetadataUpdate) -> MetadataOutcome {
+    if mount.settings.format == throng_proto::format::Format::Ogg {
+        let Some((artist, title)) = crate::ogg_retag::tags_from_query(
+            u.song.as_deref(),
+            u.artist.as_deref(),
+            u.title.as_deref(),
+        ) else {
+            return MetadataOutcome::Unchanged;
+        };
+        return match crate::ogg_retag::request_ogg_tags(mount, artist, title) {
+            Ok(()) => {
+                tracing::info!(mount = %mount.name, %title, ?artist, "Ogg metadata updated");
+                MetadataOutcome::Updated
+            }
+            Err(e) => {
+                tracing::info!(mount = %mount.name, "Ogg metadata update refused: {e}");
+                MetadataOutcome::NotAccepted
+            }
+        };
+    }
     if !mount.settings.format.supports_icy_metadata() {
         return MetadataOutcome::NotAccepted;
     }

@@ -14,6 +14,7 @@ use throng_proto::icy::{stream_title, stream_url, IcyDemuxer, IcyError, IcyPiece
 use crate::chunker::Chunker;
 use crate::metrics::{Metrics, MountLabel};
 use crate::mount::Mount;
+use crate::ogg_retag::OggRetagger;
 use crate::ring::FeedWriter;
 
 /// Consecutive bytes that are not frames of the announced format after which the source is
@@ -55,6 +56,8 @@ pub struct Feeder {
     metrics: Arc<Metrics>,
     label: MountLabel,
     last_input_hint: String,
+    /// Ogg mounts: puts admin title updates into the stream.
+    retag: Option<OggRetagger>,
 }
 
 /// Names the format `data` looks like, for a source that announced the wrong Content-Type
@@ -96,6 +99,7 @@ impl Feeder {
             last_publish: Instant::now(),
             published_head: 0,
             label: MountLabel::new(&mount.name),
+            retag: (mount.settings.format == Format::Ogg).then(OggRetagger::new),
             mount,
             metrics,
             last_input_hint: String::new(),
@@ -156,7 +160,7 @@ impl Feeder {
             match r {
                 Ok(unit) => {
                     self.garbage_run = 0;
-                    self.chunker.push(&unit);
+                    self.forward(unit);
                 }
                 Err(FrameError::Garbage { skipped, format }) => {
                     self.garbage_run += skipped;
@@ -179,8 +183,19 @@ impl Feeder {
     /// Feeds one unit that is already framed (a file source).
     pub fn push_unit(&mut self, unit: &Unit) {
         self.count_received(unit.data.len());
-        self.chunker.push(unit);
+        self.forward(unit.clone());
         self.maybe_flush();
+    }
+
+    /// Hands a unit to the chunker, through the Ogg retagger on Ogg mounts.
+    fn forward(&mut self, unit: Unit) {
+        match &mut self.retag {
+            Some(r) => {
+                let chunker = &mut self.chunker;
+                r.push(&self.mount, unit, &mut |u| chunker.push(&u));
+            }
+            None => self.chunker.push(&unit),
+        }
     }
 
     fn maybe_flush(&mut self) {

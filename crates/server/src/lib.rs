@@ -7,7 +7,8 @@
 //! - Feeding mounts: `source.rs` (source clients), `file_source.rs` (the looped demo file),
 //!   `relay.rs` (streams pulled from other servers; `relay_client.rs` its pure request and
 //!   answer handling, `master.rs` the master's stream-list poller),
-//!   `feeder.rs` (ICY stripping, framing, garbage detection), `chunker.rs` (frames → chunks).
+//!   `feeder.rs` (ICY stripping, framing, garbage detection), `chunker.rs` (frames → chunks),
+//!   `ogg_retag.rs` (admin title updates of Ogg Vorbis/Opus mounts as new chained streams).
 //! - The fan-out core: `ring.rs` (a mount's queue of shared chunks), `cursor.rs` (a listener's
 //!   position and ICY interleaving), `write_path.rs` (one coalesced writev), `shard.rs` (a thread walking its listeners), `fanout.rs`.
 //! - Listeners: `listener.rs` (request checks, response head, hand-over to a shard).
@@ -45,6 +46,7 @@ pub mod listener;
 pub mod master;
 pub mod metrics;
 pub mod mount;
+pub mod ogg_retag;
 pub mod relay;
 pub mod relay_client;
 pub mod rewind;

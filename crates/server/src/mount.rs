@@ -115,6 +115,8 @@ pub struct Mount {
     pub started: chrono::DateTime<chrono::Local>,
     /// Set to ask the feeder to stop (shutdown, admin kill).
     pub stop: AtomicBool,
+    /// Ogg only: comment updates for the feeder and the `artist` stat (`ogg_retag.rs`).
+    pub ogg_tags: crate::ogg_retag::OggTagSlot,
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -140,6 +142,7 @@ impl Mount {
             bytes_sent: AtomicU64::new(0),
             started: chrono::Local::now(),
             stop: AtomicBool::new(false),
+            ogg_tags: Default::default(),
         }
     }
 

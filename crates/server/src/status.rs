@@ -63,6 +63,10 @@ fn icecast_source(ctx: &ServerCtx, m: &Mount) -> Value {
     let info = &m.settings.info;
     let (rate, channels) = audio_params(m);
     let mut o = Map::new();
+    // Ogg: the ARTIST comment or admin `artist` (Icecast 2.4.4 `format_ogg.c:update_comments`).
+    if let Some(a) = m.ogg_tags.artist() {
+        o.insert("artist".into(), stat(&a));
+    }
     if let Some(a) = &info.audio_info_raw {
         o.insert("audio_info".into(), json!(a));
     }
@@ -177,6 +181,7 @@ pub fn v1_mount(ctx: &ServerCtx, m: &Mount) -> Value {
         "channels": channels.and_then(|c| c.parse::<u32>().ok()),
         "public": info.public,
         "title": m.title(),
+        "artist": m.ogg_tags.artist(),
         "listeners": m.listeners.load(Ordering::Relaxed),
         "listener_peak": m.listener_peak.load(Ordering::Relaxed),
         "max_listeners": m.settings.max_listeners,

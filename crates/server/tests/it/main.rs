@@ -9,6 +9,7 @@ mod fallback;
 mod fanout;
 mod listeners;
 mod metadata;
+mod ogg_metadata;
 mod peers;
 mod relays;
 mod sources;
