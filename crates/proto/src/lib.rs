@@ -14,6 +14,8 @@
 //! - [`mp3`], [`adts`], [`ogg`]: frame and page headers.
 //! - [`framer`]: splits a byte stream into frames or pages, resynchronising over garbage.
 //! - [`burst`]: where a new listener joins the stream (burst-on-connect alignment).
+//! - [`shoutcast`]: SHOUTcast v1 (ICY) source login: password line, `OK2`, `icy-*` headers.
+//! - [`forwarded`]: the client address behind trusted proxies (`X-Forwarded-For`).
 
 #![deny(missing_docs)]
 
@@ -21,10 +23,12 @@ pub mod adts;
 pub mod auth;
 pub mod burst;
 pub mod format;
+pub mod forwarded;
 pub mod framer;
 pub mod http;
 pub mod icy;
 pub mod listener_head;
 pub mod mp3;
 pub mod ogg;
+pub mod shoutcast;
 pub mod source_info;

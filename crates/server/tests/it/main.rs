@@ -7,6 +7,7 @@ mod fanout;
 mod listeners;
 mod metadata;
 mod peers;
+mod shoutcast;
 mod sources;
 mod status;
 mod support;
