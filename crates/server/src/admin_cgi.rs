@@ -8,8 +8,11 @@
 //! - Credentials: `pass=` equal to the mount's source password (or `user:password`), or HTTP
 //!   Basic with the admin credentials or the mount's source credentials. No `pass` and no
 //!   `Authorization` → 400 "missing pass parameter"; wrong ones → 401.
-//! - The mount must be live (400 "Source does not exist"), `mode` must be `updinfo` (400 "No
-//!   such action") and `song` present (400 "Missing parameter"). Without admin credentials the
+//! - The mount must be live (400 "Source does not exist", after waiting up to
+//!   [`LOGIN_GRACE`] for a source still logging in), `mode` must be `updinfo` (400 "No
+//!   such action") and `song` present, or `artist` and/or `title` as `/admin/metadata` takes
+//!   them (400 "Missing parameter"; libshout ≥ 2.4 in ICY mode sends `artist`+`title` only,
+//!   which 2.4.4 refuses here). Without admin credentials the
 //!   update must come from the source's own address, and the format must carry ICY titles
 //!   (MP3, AAC...), else 400 "mountpoint will not accept URL updates".
 //! - Success: 200 with 2.4.4's HTML page "Metadata update successful"; `song` (UTF-8, or
@@ -21,6 +24,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use throng_proto::auth::{parse_basic, secrets_equal};
 use throng_proto::http::{parse_query, RequestHead};
@@ -32,6 +36,9 @@ use crate::server::ServerCtx;
 
 /// The body of a successful update, as Icecast 2.4.4 `admin.c:html_success` writes it.
 pub const SUCCESS_BODY: &str = "<html><head><title>Admin request successful</title></head><body><p>Metadata update successful</p></body></html>";
+
+/// The body of the answer for a mount that is not live (Icecast 2.4.4's text).
+const NO_SOURCE: &str = "Source does not exist\n";
 
 /// The answer to one request: status, headers and body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +72,11 @@ impl Answer {
     }
 }
 
+/// How long an authenticated update for a mount that is not live waits for it to come up.
+/// libshout (ezstream) sends its first update as soon as it has read `OK2`, which can be before
+/// the server has read the source's headers and registered the mount.
+pub const LOGIN_GRACE: Duration = Duration::from_secs(2);
+
 /// Serves one `/admin.cgi` request from client address `peer`.
 pub async fn handle(
     ctx: Arc<ServerCtx>,
@@ -72,7 +84,12 @@ pub async fn handle(
     head: RequestHead,
     peer: SocketAddr,
 ) {
-    let a = update(&ctx, &head, peer);
+    let mut a = update(&ctx, &head, peer);
+    let until = tokio::time::Instant::now() + LOGIN_GRACE;
+    while a.status == 400 && a.body == NO_SOURCE && tokio::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        a = update(&ctx, &head, peer);
+    }
     let line = head.request_line();
     let _ = reply(
         &ctx,
@@ -134,9 +151,14 @@ pub fn update(ctx: &ServerCtx, head: &RequestHead, peer: SocketAddr) -> Answer {
         return Answer::unauthorized();
     }
     let Some(mount) = live else {
-        return Answer::error(400, "Source does not exist");
+        return Answer::error(400, NO_SOURCE.trim_end());
     };
-    let (Some(mode), Some(song)) = (q.get("mode"), q.get("song")) else {
+    let song = match (q.get("song"), q.get("artist"), q.get("title")) {
+        (Some(song), _, _) => Some(song.clone()),
+        (None, Some(a), Some(t)) => Some(format!("{a} - {t}")),
+        (None, a, t) => a.or(t).cloned(),
+    };
+    let (Some(mode), Some(song)) = (q.get("mode"), song) else {
         return Answer::error(400, "Missing parameter");
     };
     if mode != "updinfo" {
@@ -147,7 +169,7 @@ pub fn update(ctx: &ServerCtx, head: &RequestHead, peer: SocketAddr) -> Answer {
         tracing::info!(%peer, mount = %name, "admin.cgi: update not accepted");
         return Answer::error(400, "mountpoint will not accept URL updates");
     }
-    mount.set_title(song, q.get("url").map(String::as_str));
+    mount.set_title(&song, q.get("url").map(String::as_str));
     tracing::info!(mount = %mount.name, title = %song, "metadata updated (admin.cgi)");
     Answer {
         status: 200,

@@ -189,19 +189,9 @@ async fn dispatch(
     let peer = ctx.filters.client_addr(peer, &head);
     if let Err(why) = ctx.filters.admit(peer.ip(), &head) {
         tracing::info!(%peer, "request refused: {why}");
-        let line = head.request_line();
-        drop((head, buf));
-        // Boxed, as the branches below: the refusal's state is not part of every connection's.
-        let _ = Box::pin(reply(
-            &ctx,
-            &mut stream,
-            peer,
-            &line,
-            403,
-            &[],
-            "Forbidden\n",
-        ))
-        .await;
+        drop(buf);
+        // Boxed, as the branches below: the refusal's state is not part of every request's.
+        Box::pin(forbid(&ctx, &mut stream, peer, &head)).await;
         return;
     }
     match head.method.as_str() {
@@ -239,6 +229,26 @@ async fn dispatch(
             let body = "Method not supported\n";
             let _ = Box::pin(reply(&ctx, &mut stream, peer, &line, 405, &allow, body)).await;
         }
+    }
+}
+
+/// Answers a request refused by the access filters: `403 Forbidden`, logged with its agent and
+/// referer (so a denied agent shows in the access log), then closes the connection.
+async fn forbid(ctx: &ServerCtx, stream: &mut TcpStream, peer: SocketAddr, head: &RequestHead) {
+    let bytes = simple_response(403, &[("Content-Type", "text/plain")], "Forbidden\n");
+    ctx.metrics.rejected.inc();
+    ctx.access_log.log(&AccessEntry {
+        ip: peer.ip(),
+        user: None,
+        request_line: &head.request_line(),
+        status: 403,
+        bytes: bytes.len() as u64,
+        referer: head.header("referer"),
+        agent: head.header("user-agent"),
+        duration_secs: 0,
+    });
+    if stream.write_all(&bytes).await.is_ok() {
+        let _ = stream.shutdown().await;
     }
 }
 

@@ -4,10 +4,12 @@
 
 mod errors;
 mod fanout;
+mod filters;
 mod listeners;
 mod metadata;
 mod peers;
 mod shoutcast;
+mod source_peers;
 mod sources;
 mod status;
 mod support;

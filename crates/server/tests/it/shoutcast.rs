@@ -221,6 +221,14 @@ fn admin_cgi_updates_the_title_with_pass_or_credentials() {
     );
     assert_eq!(status, 200);
     assert_eq!(srv.ctx.registry.get("/sc.mp3").unwrap().title(), "By Admin");
+    // libshout in ICY mode sends artist and title, no song.
+    let (status, _) = get(
+        srv.addr,
+        &format!("/admin.cgi?mode=updinfo&pass={SOURCE_PW}&charset=UTF%2d8&artist=A&title=T"),
+        &[],
+    );
+    assert_eq!(status, 200);
+    assert_eq!(srv.ctx.registry.get("/sc.mp3").unwrap().title(), "A - T");
     let cases = [
         (
             "/admin.cgi?mode=updinfo&song=x",
@@ -256,7 +264,7 @@ fn admin_cgi_updates_the_title_with_pass_or_credentials() {
             "{target}: {body}"
         );
     }
-    assert_eq!(srv.ctx.registry.get("/sc.mp3").unwrap().title(), "By Admin");
+    assert_eq!(srv.ctx.registry.get("/sc.mp3").unwrap().title(), "A - T");
 }
 
 #[test]
