@@ -4,14 +4,16 @@
 # decoder used to check listener streams for errors), libshout-tools (the `shout`
 # CLI, i.e. real libshout SOURCE/PUT behaviour), icecast2 (reference server 2.4.4
 # to compare wire behaviour and to benchmark against) and curl (HTTP client for
-# listener/admin/status checks). `apt-get update` only runs when something is
+# listener/admin/status checks), liquidsoap (2.1, source client over HTTP PUT/SOURCE
+# and ICY/SHOUTcast v1) and ezstream (1.0, libshout-based source client with an XML
+# config). `apt-get update` only runs when something is
 # missing, so a second run is a no-op taking well under a second. Debian's
 # icecast2 package can start a daemon on port 8000 (Throng's default port): the
 # script disables it in /etc/default/icecast2, stops it and checks that nothing
 # listens on 8000 afterwards.
 set -euo pipefail
 
-PKGS=(ffmpeg libshout-tools icecast2 curl)
+PKGS=(ffmpeg libshout-tools icecast2 curl liquidsoap ezstream)
 export DEBIAN_FRONTEND=noninteractive
 
 SUDO=""
@@ -75,7 +77,7 @@ elif [ -n "$on8000" ]; then
   echo "install-deps: note: port 8000 in use (not icecast2; Throng itself?): $on8000" >&2
 fi
 
-for bin in ffmpeg ffprobe shout icecast2 curl; do
+for bin in ffmpeg ffprobe shout icecast2 curl liquidsoap ezstream; do
   command -v "$bin" >/dev/null || { echo "install-deps: $bin missing after install" >&2; exit 1; }
 done
-echo "install-deps: ok ($(ffmpeg -version | head -1 | cut -d' ' -f1-3); $(icecast2 -v 2>&1 | head -1); shout from libshout-tools $(dpkg-query -W -f='${Version}' libshout-tools))"
+echo "install-deps: ok ($(ffmpeg -version | head -1 | cut -d' ' -f1-3); $(icecast2 -v 2>&1 | head -1); shout from libshout-tools $(dpkg-query -W -f='${Version}' libshout-tools); liquidsoap $(dpkg-query -W -f='${Version}' liquidsoap); ezstream $(dpkg-query -W -f='${Version}' ezstream))"

@@ -18,6 +18,8 @@
 //! - [`framer`]: splits a byte stream into frames or pages, resynchronising over garbage.
 //! - [`burst`]: where a new listener joins the stream (burst-on-connect alignment).
 //! - [`xml`]: the admin interface's XML documents, serialized as Icecast 2.4.4 (libxml2) does.
+//! - [`shoutcast`]: SHOUTcast v1 (ICY) source login: password line, `OK2`, `icy-*` headers.
+//! - [`forwarded`]: the client address behind trusted proxies (`X-Forwarded-For`).
 
 #![deny(missing_docs)]
 
@@ -25,6 +27,7 @@ pub mod adts;
 pub mod auth;
 pub mod burst;
 pub mod format;
+pub mod forwarded;
 pub mod framer;
 pub mod htpasswd;
 pub mod http;
@@ -34,6 +37,7 @@ pub mod mp3;
 pub mod ogg;
 pub mod ogg_comments;
 pub mod ogg_rechain;
+pub mod shoutcast;
 pub mod source_info;
 pub mod url_auth;
 pub mod xml;

@@ -1,6 +1,9 @@
-//! One accepted connection: read its request head (bounded in size and time), then hand it to
-//! the source, listener or admin/status handler. Errors end here with a clear HTTP status, an
-//! access-log line and a tracing line; nothing a client sends can affect another client.
+//! One accepted connection: read its request head (bounded in size and time), apply the access
+//! filters (`filters.rs`: the client address behind trusted proxies, deny/allow files, denied
+//! agents), then hand it to the source, listener, SHOUTcast metadata (`/admin.cgi`) or
+//! admin/status handler, passing the client address on. Errors end here with a clear HTTP
+//! status, an access-log line and a tracing line; nothing a client sends can affect another
+//! client.
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -53,15 +56,27 @@ enum ReadHeadError {
     Io(std::io::Error),
 }
 
-/// Reads a request head; returns it, its length, and every byte read (head plus any body bytes
-/// that came with it). The buffer lives only in this function's future.
-async fn read_head(
+/// Reads a request head, after the bytes `buf` already read, within `timeout` (the caller maps
+/// the elapsed timeout to [`ReadHeadError::Timeout`]); returns it, its length, and every byte
+/// read (head plus any body bytes that came with it). The buffer lives only in this future,
+/// which stays small: a reconnect storm holds one per connection.
+#[allow(clippy::type_complexity)]
+fn read_head(
     stream: &mut TcpStream,
     timeout: std::time::Duration,
-) -> Result<(RequestHead, usize, Vec<u8>), ReadHeadError> {
-    let fut = async {
-        let mut buf = Vec::with_capacity(1024);
+    mut buf: Vec<u8>,
+) -> tokio::time::Timeout<
+    impl std::future::Future<Output = Result<(RequestHead, usize, Vec<u8>), ReadHeadError>> + '_,
+> {
+    tokio::time::timeout(timeout, async move {
         loop {
+            if !buf.is_empty() {
+                match parse_request_head(&buf) {
+                    Ok(Some((head, len))) => return Ok((head, len, buf)),
+                    Ok(None) => {}
+                    Err(e) => return Err(ReadHeadError::Head(e)),
+                }
+            }
             if buf.len() >= MAX_HEAD_BYTES {
                 return Err(ReadHeadError::Head(HeadError::TooLarge));
             }
@@ -70,16 +85,8 @@ async fn read_head(
             if n == 0 {
                 return Err(ReadHeadError::Closed);
             }
-            match parse_request_head(&buf) {
-                Ok(Some((head, len))) => return Ok((head, len, buf)),
-                Ok(None) => continue,
-                Err(e) => return Err(ReadHeadError::Head(e)),
-            }
         }
-    };
-    tokio::time::timeout(timeout, fut)
-        .await
-        .unwrap_or(Err(ReadHeadError::Timeout))
+    })
 }
 
 /// Whether `path` is served by the admin/status HTTP stack rather than a mount.
@@ -92,10 +99,28 @@ pub fn is_admin_path(path: &str) -> bool {
         || path.starts_with("/api/")
 }
 
-/// Serves one connection.
-pub async fn handle(ctx: Arc<ServerCtx>, mut stream: TcpStream, peer: SocketAddr) {
+/// Serves one connection from TCP peer `peer` (its `clients` unit was counted at accept).
+pub fn handle(
+    ctx: Arc<ServerCtx>,
+    stream: TcpStream,
+    peer: SocketAddr,
+) -> impl std::future::Future<Output = ()> + Send {
     let slot = ClientSlot::new(ctx.clone());
-    let (head, head_len, buf) = match read_head(&mut stream, ctx.config.header_timeout()).await {
+    serve(ctx, stream, peer, Vec::new(), slot)
+}
+
+/// Serves one connection whose first bytes `already` were read by the caller (the SHOUTcast
+/// port hands over HTTP requests this way), holding its `clients` unit `slot`.
+pub async fn serve(
+    ctx: Arc<ServerCtx>,
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    already: Vec<u8>,
+    slot: ClientSlot,
+) {
+    let timeout = ctx.config.header_timeout();
+    let read = read_head(&mut stream, timeout, already).await;
+    let (head, head_len, buf) = match read.unwrap_or(Err(ReadHeadError::Timeout)) {
         Ok(h) => h,
         Err(ReadHeadError::Closed) => return,
         Err(ReadHeadError::Io(e)) => {
@@ -145,7 +170,30 @@ pub async fn handle(ctx: Arc<ServerCtx>, mut stream: TcpStream, peer: SocketAddr
             return;
         }
     };
+    // Boxed: the state after the head is not part of every waiting connection's.
+    Box::pin(dispatch(ctx, stream, peer, head, head_len, buf, slot)).await;
+}
+
+/// Applies the access filters to a request whose head was read, then runs its handler.
+async fn dispatch(
+    ctx: Arc<ServerCtx>,
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    head: RequestHead,
+    head_len: usize,
+    buf: Vec<u8>,
+    slot: ClientSlot,
+) {
     let _ = stream.set_nodelay(true);
+    // From here on `peer` is the client: the X-Forwarded-For address behind a trusted proxy.
+    let peer = ctx.filters.client_addr(peer, &head);
+    if let Err(why) = ctx.filters.admit(peer.ip(), &head) {
+        tracing::info!(%peer, "request refused: {why}");
+        drop(buf);
+        // Boxed, as the branches below: the refusal's state is not part of every request's.
+        Box::pin(forbid(&ctx, &mut stream, peer, &head)).await;
+        return;
+    }
     match head.method.as_str() {
         // The admin JSON API also takes PUT and DELETE; no source can use an `/api/` mount.
         "PUT" | "DELETE" if head.path.starts_with("/api/") => {
@@ -158,6 +206,10 @@ pub async fn handle(ctx: Arc<ServerCtx>, mut stream: TcpStream, peer: SocketAddr
             // task (18,000 of them at once in a reconnect storm) stays small.
             Box::pin(crate::source::handle(ctx, stream, head, body, peer)).await;
         }
+        "GET" | "HEAD" if head.path == "/admin.cgi" => {
+            drop(buf);
+            Box::pin(crate::admin_cgi::handle(ctx, stream, head, peer)).await;
+        }
         "GET" | "HEAD" | "POST" if is_admin_path(&head.path) => {
             Box::pin(crate::admin::serve(ctx, stream, buf, peer)).await;
         }
@@ -165,16 +217,9 @@ pub async fn handle(ctx: Arc<ServerCtx>, mut stream: TcpStream, peer: SocketAddr
             // CORS preflight for browser players (Icecast 2.4.4 cannot answer it; KH can).
             let mut headers: Vec<(&str, &str)> = throng_proto::listener_head::CORS_HEADERS.to_vec();
             headers.push(("Allow", crate::source::ALLOW));
-            let _ = reply(
-                &ctx,
-                &mut stream,
-                peer,
-                &head.request_line(),
-                204,
-                &headers,
-                "",
-            )
-            .await;
+            let line = head.request_line();
+            drop((head, buf));
+            let _ = Box::pin(reply(&ctx, &mut stream, peer, &line, 204, &headers, "")).await;
         }
         "GET" | "HEAD" => {
             drop(buf);
@@ -182,17 +227,32 @@ pub async fn handle(ctx: Arc<ServerCtx>, mut stream: TcpStream, peer: SocketAddr
         }
         _ => {
             tracing::info!(%peer, method = %head.method, "unsupported method");
-            let _ = reply(
-                &ctx,
-                &mut stream,
-                peer,
-                &head.request_line(),
-                405,
-                &[("Allow", crate::source::ALLOW)],
-                "Method not supported\n",
-            )
-            .await;
+            let line = head.request_line();
+            drop((head, buf));
+            let allow = [("Allow", crate::source::ALLOW)];
+            let body = "Method not supported\n";
+            let _ = Box::pin(reply(&ctx, &mut stream, peer, &line, 405, &allow, body)).await;
         }
+    }
+}
+
+/// Answers a request refused by the access filters: `403 Forbidden`, logged with its agent and
+/// referer (so a denied agent shows in the access log), then closes the connection.
+async fn forbid(ctx: &ServerCtx, stream: &mut TcpStream, peer: SocketAddr, head: &RequestHead) {
+    let bytes = simple_response(403, &[("Content-Type", "text/plain")], "Forbidden\n");
+    ctx.metrics.rejected.inc();
+    ctx.access_log.log(&AccessEntry {
+        ip: peer.ip(),
+        user: None,
+        request_line: &head.request_line(),
+        status: 403,
+        bytes: bytes.len() as u64,
+        referer: head.header("referer"),
+        agent: head.header("user-agent"),
+        duration_secs: 0,
+    });
+    if stream.write_all(&bytes).await.is_ok() {
+        let _ = stream.shutdown().await;
     }
 }
 

@@ -3,8 +3,10 @@
 //!
 //! Files by concept:
 //! - Accepting and routing: `server.rs` (listen sockets, accept loop, shutdown),
-//!   `connection.rs` (request head, dispatch, error replies), `rewind.rs` (hand-off to hyper).
-//! - Feeding mounts: `source.rs` (source clients), `file_source.rs` (the looped demo file),
+//!   `connection.rs` (request head, dispatch, error replies), `filters.rs` (trusted proxies,
+//!   deny/allow files), `rewind.rs` (hand-off to hyper).
+//! - Feeding mounts: `source.rs` (source clients), `shoutcast.rs` (SHOUTcast v1 sources on
+//!   port + 1), `file_source.rs` (looped files: the demo, file mounts, fallback files),
 //!   `relay.rs` (streams pulled from other servers; `relay_client.rs` its pure request and
 //!   answer handling, `master.rs` the master's stream-list poller),
 //!   `feeder.rs` (ICY stripping, framing, garbage detection), `chunker.rs` (frames → chunks),
@@ -17,7 +19,8 @@
 //! - State and reporting: `mount.rs`, `config.rs`, `status.rs`, `metrics.rs`, `access_log.rs`.
 //! - Migration: `icecast_xml.rs` (an Icecast `icecast.xml` as a [`Config`]).
 //! - Admin: `admin.rs` (routes), `admin_icecast.rs` (Icecast's `/admin/*`), `admin_api.rs`
-//!   (JSON), `admin_auth.rs`, `admin_data.rs`, `admin_ops.rs`, `admin_xml.rs`, `admin_html.rs`.
+//!   (JSON), `admin_auth.rs`, `admin_data.rs`, `admin_ops.rs`, `admin_xml.rs`, `admin_html.rs`,
+//!   `admin_cgi.rs` (SHOUTcast metadata updates).
 
 #![deny(missing_docs)]
 
@@ -25,6 +28,7 @@ pub mod access_log;
 pub mod admin;
 pub mod admin_api;
 pub mod admin_auth;
+pub mod admin_cgi;
 pub mod admin_data;
 pub mod admin_html;
 pub mod admin_icecast;
@@ -41,6 +45,7 @@ pub mod cursor;
 pub mod fanout;
 pub mod feeder;
 pub mod file_source;
+pub mod filters;
 pub mod icecast_xml;
 pub mod listener;
 pub mod master;
@@ -53,6 +58,7 @@ pub mod rewind;
 pub mod ring;
 pub mod server;
 pub mod shard;
+pub mod shoutcast;
 pub mod source;
 pub mod status;
 pub mod write_path;

@@ -80,6 +80,8 @@ pub struct ServerCtx {
     pub shutdown: watch::Receiver<bool>,
     /// Listener and source authenticators of the `[[mount]]` entries.
     pub auth: crate::auth::Authenticators,
+    /// Trusted proxies and the deny/allow files (`[paths]`).
+    pub filters: crate::filters::Filters,
     next_id: AtomicU64,
     intros: parking_lot::Mutex<std::collections::HashMap<std::path::PathBuf, bytes::Bytes>>,
 }
@@ -145,6 +147,8 @@ impl ServerCtx {
 pub struct Server {
     ctx: Arc<ServerCtx>,
     listeners: Vec<TcpListener>,
+    /// The SHOUTcast source port, when `shoutcast-mount` is set.
+    shoutcast: Option<TcpListener>,
     shutdown_tx: watch::Sender<bool>,
 }
 
@@ -156,7 +160,8 @@ impl std::fmt::Debug for Server {
     }
 }
 
-fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+/// Binds a listen socket on `addr` (backlog [`LISTEN_BACKLOG`], dual-stack on `[::]`).
+pub(crate) fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;
     if addr.is_ipv6() {
@@ -223,8 +228,15 @@ impl Server {
     /// Errors: see [`ServerError`].
     pub async fn bind(config: Config) -> Result<Server, ServerError> {
         let mut listeners = Vec::new();
-        for &addr in &config.listen {
-            listeners.push(bind(addr).map_err(|source| ServerError::Bind { addr, source })?);
+        let mut shoutcast = None;
+        for (i, &addr) in config.listen.iter().enumerate() {
+            if i == 0 && config.shoutcast_mount.is_some() {
+                let (http, sc) = crate::shoutcast::bind_pair(addr)?;
+                listeners.push(http);
+                shoutcast = Some(sc);
+            } else {
+                listeners.push(bind(addr).map_err(|source| ServerError::Bind { addr, source })?);
+            }
         }
         let access_log = AccessLog::open(&config.logging.access_log).map_err(|source| {
             ServerError::AccessLog {
@@ -234,6 +246,7 @@ impl Server {
         })?;
         let metrics = Arc::new(Metrics::new());
         let clients = Arc::new(AtomicI64::new(0));
+        let filters = crate::filters::Filters::new(&config.paths);
         let config = Arc::new(config);
         let auth = crate::auth::Authenticators::from_config(&config)?;
         let registry = Arc::new(Registry::new(config.clone()));
@@ -271,6 +284,7 @@ impl Server {
             port,
             shutdown,
             auth,
+            filters,
             next_id: AtomicU64::new(1),
             intros: Default::default(),
         });
@@ -282,6 +296,7 @@ impl Server {
         Ok(Server {
             ctx,
             listeners,
+            shoutcast,
             shutdown_tx,
         })
     }
@@ -294,6 +309,12 @@ impl Server {
             .collect()
     }
 
+    /// The bound SHOUTcast source address (the first listen port + 1), when `shoutcast-mount`
+    /// is set.
+    pub fn shoutcast_addr(&self) -> Option<SocketAddr> {
+        self.shoutcast.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
     /// Shared state (for tests and embedding).
     pub fn ctx(&self) -> Arc<ServerCtx> {
         self.ctx.clone()
@@ -304,11 +325,21 @@ impl Server {
         let Server {
             ctx,
             listeners,
+            shoutcast,
             shutdown_tx,
         } = self;
         let mut accept_tasks = Vec::new();
         for l in listeners {
-            accept_tasks.push(tokio::spawn(accept_loop(ctx.clone(), l)));
+            accept_tasks.push(tokio::spawn(accept_loop(ctx.clone(), l, Port::Http)));
+        }
+        if let Some(l) = shoutcast {
+            if let Ok(a) = l.local_addr() {
+                tracing::info!(
+                    "SHOUTcast v1 sources on {a} feed {}",
+                    crate::shoutcast::default_mount(&ctx.config)
+                );
+            }
+            accept_tasks.push(tokio::spawn(accept_loop(ctx.clone(), l, Port::Shoutcast)));
         }
         accept_tasks.push(tokio::spawn(housekeeping()));
         for a in ctx.config.listen.iter() {
@@ -390,7 +421,16 @@ async fn admission(ctx: &ServerCtx, overloaded: &mut bool) {
     *overloaded = full();
 }
 
-async fn accept_loop(ctx: Arc<ServerCtx>, listener: TcpListener) {
+/// What a listen socket speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Port {
+    /// HTTP: sources, listeners, admin.
+    Http,
+    /// SHOUTcast v1 source logins (`shoutcast.rs`).
+    Shoutcast,
+}
+
+async fn accept_loop(ctx: Arc<ServerCtx>, listener: TcpListener, port: Port) {
     let mut overloaded = false;
     loop {
         match listener.accept().await {
@@ -401,6 +441,8 @@ async fn accept_loop(ctx: Arc<ServerCtx>, listener: TcpListener) {
                 let ctx = ctx.clone();
                 if n > ctx.max_clients {
                     tokio::spawn(crate::connection::refuse_full(ctx, stream, peer));
+                } else if port == Port::Shoutcast {
+                    tokio::spawn(crate::shoutcast::handle(ctx, stream, peer));
                 } else {
                     tokio::spawn(crate::connection::handle(ctx, stream, peer));
                 }

@@ -7,6 +7,9 @@
 //! (required for PUT), mount in use and the `sources` limit (both 403). Then
 //! `HTTP/1.0 200 OK\r\n\r\n` exactly (after `100 Continue` when asked), and the body is the stream
 //! until the client closes or stays silent for source-timeout.
+//!
+//! Everything after authentication ([`run`]) is shared with SHOUTcast v1 sources
+//! (`shoutcast.rs`), whose login is answered before their headers arrive.
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -112,6 +115,16 @@ fn check_password(
     None
 }
 
+/// How a source client logged in, which decides how it is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceProtocol {
+    /// `SOURCE` or `PUT`: refusals are HTTP statuses, success is `HTTP/1.0 200 OK\r\n\r\n`.
+    Http,
+    /// SHOUTcast v1: the login was already answered `OK2`; a later refusal just closes the
+    /// connection (logged), as Icecast 2.4.4 does.
+    Shoutcast,
+}
+
 /// Serves a source client; returns when its stream ends.
 pub async fn handle(
     ctx: Arc<ServerCtx>,
@@ -145,19 +158,71 @@ pub async fn handle(
         let _ = reply(&ctx, &mut stream, peer, &line, 401, AUTH_HEADERS, body).await;
         return;
     };
+    run(
+        ctx,
+        stream,
+        head,
+        body,
+        peer,
+        (user, pass),
+        SourceProtocol::Http,
+    )
+    .await;
+}
+
+/// Refuses an authenticated source with `status` and `message`: an HTTP reply, or for a
+/// SHOUTcast source (already answered `OK2`) an access-log line and a close.
+async fn refuse(
+    ctx: &ServerCtx,
+    stream: &mut TcpStream,
+    peer: SocketAddr,
+    line: &str,
+    protocol: SourceProtocol,
+    status: u16,
+    message: &str,
+) {
+    match protocol {
+        SourceProtocol::Http => {
+            let _ = reply(ctx, stream, peer, line, status, &[], message).await;
+        }
+        SourceProtocol::Shoutcast => {
+            ctx.metrics.rejected.inc();
+            ctx.access_log.log(&AccessEntry {
+                ip: peer.ip(),
+                user: Some("source"),
+                request_line: line,
+                status,
+                bytes: 0,
+                referer: None,
+                agent: None,
+                duration_secs: 0,
+            });
+            let _ = stream.shutdown().await;
+        }
+    }
+}
+
+/// Runs an authenticated source client: checks its Content-Type, reserves mount `head.path`
+/// (refused with 403 when in use or at the `sources` limit), answers it as `protocol` wants,
+/// then feeds the mount from `body` (bytes read with the head) and the rest of the stream until
+/// it ends. `credentials` are the source user and password that metadata updates will accept.
+pub async fn run(
+    ctx: Arc<ServerCtx>,
+    mut stream: TcpStream,
+    head: RequestHead,
+    body: Vec<u8>,
+    peer: SocketAddr,
+    credentials: (String, String),
+    protocol: SourceProtocol,
+) {
+    let line = head.request_line();
+    let name = head.path.clone();
+    let (user, pass) = credentials;
     let content_type = match head.header("content-type") {
         Some(ct) => ct.to_owned(),
         None if head.method == "PUT" => {
-            let _ = reply(
-                &ctx,
-                &mut stream,
-                peer,
-                &line,
-                403,
-                &[],
-                "No Content-type given\n",
-            )
-            .await;
+            let msg = "No Content-type given\n";
+            refuse(&ctx, &mut stream, peer, &line, protocol, 403, msg).await;
             return;
         }
         // Icecast 2.4.4 accepts a SOURCE without Content-Type as MP3 (deprecated).
@@ -197,24 +262,27 @@ pub async fn handle(
                 ReserveError::InUse => "Mountpoint in use\n",
                 ReserveError::TooManySources => "too many sources connected\n",
             };
-            let _ = reply(&ctx, &mut stream, peer, &line, 403, &[], msg).await;
+            refuse(&ctx, &mut stream, peer, &line, protocol, 403, msg).await;
             return;
         }
     };
     // Liquidsoap depends on exactly this reply (savonet/liquidsoap#792).
     let mut answer: Vec<u8> = Vec::new();
-    if head
-        .header("expect")
-        .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))
+    if protocol == SourceProtocol::Http
+        && head
+            .header("expect")
+            .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))
     {
         answer.extend_from_slice(b"HTTP/1.1 100 Continue\r\nContent-Length: 0\r\n\r\n");
     }
-    answer.extend_from_slice(b"HTTP/1.0 200 OK\r\n\r\n");
-    if stream.write_all(&answer).await.is_err() {
+    if protocol == SourceProtocol::Http {
+        answer.extend_from_slice(b"HTTP/1.0 200 OK\r\n\r\n");
+    }
+    if !answer.is_empty() && stream.write_all(&answer).await.is_err() {
         return;
     }
     ctx.metrics.source_connects.inc();
-    tracing::info!(%peer, mount = %name, format = ?format, "source connected");
+    tracing::info!(%peer, mount = %name, format = ?format, ?protocol, "source connected");
     let started = Instant::now();
     let icy_metaint = head
         .header("icy-metaint")

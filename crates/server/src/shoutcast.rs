@@ -1,0 +1,226 @@
+//! SHOUTcast v1 source clients on the port after the first listen port, enabled by
+//! `shoutcast-mount`, as Icecast 2.4.4 `connection.c:_handle_shoutcast_compatible` (the
+//! protocol itself is in `throng_proto::shoutcast`).
+//!
+//! A connection sends its password line; a good one is answered `OK2\r\nicy-caps:11\r\n\r\n`,
+//! then the `icy-*` headers are read and the source runs exactly as a `SOURCE` request on the
+//! mount (`source::run`): same Content-Type rules (none means MP3), mount reservation, limits,
+//! feeding and metadata. The mount is `shoutcast-mount`, or the one named in a
+//! `/mount:password` line (Icecast-KH); the password is that mount's source password, alone or
+//! as `user:password`. A wrong password is answered `invalid password\r\n` (SHOUTcast DNAS v1;
+//! Icecast 2.4.4 closes silently) and closed; libshout's `!POKE` probe gets the same answer,
+//! which makes it log in for real. An HTTP request line on this port (libshout sends its ICY
+//! metadata updates, `GET /admin.cgi?...`, here) is served as on the HTTP port, as Icecast-KH
+//! does. The `deny-ip`/`allow-ip` files apply to the TCP peer (there is no `X-Forwarded-For`).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use throng_proto::http::{HeadError, RequestHead, MAX_HEAD_BYTES};
+use throng_proto::shoutcast::{
+    looks_like_http, parse_headers, password_line, Login, DEFAULT_MOUNT, INVALID_PASSWORD_REPLY,
+    OK_REPLY, POKE,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::access_log::AccessEntry;
+use crate::config::Config;
+use crate::connection::ClientSlot;
+use crate::server::{ServerCtx, ServerError};
+use crate::source::{valid_mount_name, SourceProtocol};
+
+/// Most attempts at finding two free consecutive ports when the first listen port is 0.
+pub const PORT_PAIR_ATTEMPTS: usize = 64;
+
+/// The mount SHOUTcast sources feed unless their password line names one: `shoutcast-mount`,
+/// else `/stream` (Icecast 2.4.4's default).
+pub fn default_mount(config: &Config) -> &str {
+    config.shoutcast_mount.as_deref().unwrap_or(DEFAULT_MOUNT)
+}
+
+/// Binds the HTTP listen socket `addr` and the SHOUTcast socket on the next port. With port 0,
+/// ephemeral ports are tried until the one after is free too (at most
+/// [`PORT_PAIR_ATTEMPTS`] times).
+///
+/// Errors: [`ServerError::Bind`] naming the address that could not be bound.
+pub fn bind_pair(addr: SocketAddr) -> Result<(TcpListener, TcpListener), ServerError> {
+    let bind = |a: SocketAddr| {
+        crate::server::bind(a).map_err(|source| ServerError::Bind { addr: a, source })
+    };
+    let next = |a: SocketAddr| -> Result<SocketAddr, ServerError> {
+        let port = a.port().checked_add(1).ok_or_else(|| ServerError::Bind {
+            addr: a,
+            source: std::io::Error::other("no port after 65535 for SHOUTcast sources"),
+        })?;
+        Ok(SocketAddr::new(a.ip(), port))
+    };
+    if addr.port() != 0 {
+        let http = bind(addr)?;
+        return Ok((http, bind(next(addr)?)?));
+    }
+    let mut last = None;
+    for _ in 0..PORT_PAIR_ATTEMPTS {
+        let http = bind(addr)?;
+        let bound = http
+            .local_addr()
+            .map_err(|source| ServerError::Bind { addr, source })?;
+        match next(bound).and_then(bind) {
+            Ok(sc) => return Ok((http, sc)),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| ServerError::Bind {
+        addr,
+        source: std::io::Error::other("no free port pair"),
+    }))
+}
+
+/// Why a SHOUTcast login did not get as far as a source.
+#[derive(Debug, thiserror::Error)]
+enum LoginError {
+    /// The peer closed or failed before sending a complete line or header block.
+    #[error("connection closed during login")]
+    Closed,
+    /// Nothing complete within header-timeout.
+    #[error("no complete login within header-timeout")]
+    Timeout,
+    /// The password line or the header block is too long or malformed.
+    #[error("bad login: {0}")]
+    Head(HeadError),
+}
+
+/// Reads from `stream` into `buf` until `done` finds what it needs in it, within `deadline`.
+async fn read_until<T>(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    deadline: tokio::time::Instant,
+    mut done: impl FnMut(&[u8]) -> Result<Option<T>, HeadError>,
+) -> Result<T, LoginError> {
+    loop {
+        if let Some(v) = done(buf).map_err(LoginError::Head)? {
+            return Ok(v);
+        }
+        if buf.len() >= MAX_HEAD_BYTES {
+            return Err(LoginError::Head(HeadError::TooLarge));
+        }
+        buf.reserve(1024);
+        match tokio::time::timeout_at(deadline, stream.read_buf(buf)).await {
+            Err(_) => return Err(LoginError::Timeout),
+            Ok(Ok(0)) | Ok(Err(_)) => return Err(LoginError::Closed),
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+/// Most time and bytes read and discarded after refusing a login, so that closing with unread
+/// input (which makes the kernel send a reset) does not destroy the refusal before the client
+/// has read it.
+const DRAIN: (std::time::Duration, usize) = (std::time::Duration::from_millis(500), 64 * 1024);
+
+/// Reads and discards what the client still sends, within [`DRAIN`], until it closes.
+async fn drain(stream: &mut TcpStream) {
+    let mut sink = [0u8; 4096];
+    let mut left = DRAIN.1;
+    let _ = tokio::time::timeout(DRAIN.0, async {
+        while left > 0 {
+            match stream.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    })
+    .await;
+}
+
+/// Serves one connection on the SHOUTcast port (its `clients` unit was counted at accept).
+pub async fn handle(ctx: Arc<ServerCtx>, mut stream: TcpStream, peer: SocketAddr) {
+    let slot = ClientSlot::new(ctx.clone());
+    let deadline = tokio::time::Instant::now() + ctx.config.header_timeout();
+    let mut buf = Vec::with_capacity(1024);
+    let first = read_until(&mut stream, &mut buf, deadline, |b| {
+        Ok(password_line(b).map(|(line, used)| (looks_like_http(line), used)))
+    })
+    .await;
+    let (is_http, used) = match first {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::info!(%peer, "SHOUTcast login failed: {e}");
+            return;
+        }
+    };
+    if is_http {
+        Box::pin(crate::connection::serve(ctx, stream, peer, buf, slot)).await;
+        return;
+    }
+    if let Err(why) = ctx.filters.check_ip(peer.ip()) {
+        tracing::info!(%peer, "SHOUTcast source refused: {why}");
+        ctx.metrics.rejected.inc();
+        return;
+    }
+    let login = Login::parse(password_line(&buf).map_or(&[][..], |(l, _)| l));
+    let mount = login
+        .mount
+        .clone()
+        .unwrap_or_else(|| default_mount(&ctx.config).to_owned());
+    let line = format!("SOURCE {mount} HTTP/1.0");
+    let credentials = valid_mount_name(&mount)
+        .then(|| ctx.source_credentials(&mount))
+        .flatten();
+    let Some((user, pass)) = credentials.filter(|(u, p)| login.matches(u, p)) else {
+        if login.secret == POKE {
+            tracing::debug!(%peer, "libshout ICY probe (!POKE): answered as a bad password");
+        } else {
+            tracing::warn!(%peer, %mount, "SHOUTcast source rejected: invalid password");
+            ctx.metrics.rejected.inc();
+            ctx.access_log.log(&AccessEntry {
+                ip: peer.ip(),
+                user: None,
+                request_line: &line,
+                status: 401,
+                bytes: INVALID_PASSWORD_REPLY.len() as u64,
+                referer: None,
+                agent: None,
+                duration_secs: 0,
+            });
+        }
+        let _ = stream.write_all(INVALID_PASSWORD_REPLY).await;
+        let _ = stream.shutdown().await;
+        drain(&mut stream).await;
+        return;
+    };
+    buf.drain(..used);
+    if stream.write_all(OK_REPLY).await.is_err() {
+        return;
+    }
+    let (headers, len) = match read_until(&mut stream, &mut buf, deadline, parse_headers).await {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::info!(%peer, %mount, "SHOUTcast source gave no headers: {e}");
+            return;
+        }
+    };
+    let body = buf.split_off(len);
+    drop(buf);
+    let head = RequestHead {
+        method: "SOURCE".into(),
+        target: mount.clone(),
+        path: mount,
+        query: None,
+        minor_version: 0,
+        ice_protocol: false,
+        headers,
+    };
+    let _ = stream.set_nodelay(true);
+    crate::source::run(
+        ctx,
+        stream,
+        head,
+        body,
+        peer,
+        (user, pass),
+        SourceProtocol::Shoutcast,
+    )
+    .await;
+    drop(slot);
+}
