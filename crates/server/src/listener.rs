@@ -56,14 +56,19 @@ pub async fn handle(
 ) {
     let line = head.request_line();
     let requested = head.path.clone();
-    let mut mount = ctx.registry.resolve(&requested);
+    let live = |name: &str| ctx.registry.get(name).filter(|m| !m.feed.load().ended);
+    let mut mount = live(&requested);
+    // An on-demand relay is started even when its fallback is live: Icecast 2.4.4
+    // `source_find_mount` stops at a reserved on-demand relay rather than following its
+    // fallback. Its fallback serves the listener only if it does not come up in time.
     if mount.is_none() && ctx.registry.request_on_demand(&requested) {
         let until = Instant::now() + std::time::Duration::from_millis(ON_DEMAND_WAIT_MS);
         while mount.is_none() && Instant::now() < until {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            mount = ctx.registry.resolve(&requested);
+            mount = live(&requested);
         }
     }
+    let mount = mount.or_else(|| ctx.registry.resolve(&requested));
     let Some(mut mount) = mount else {
         tracing::debug!(%peer, path = %requested, "no such mount");
         let _ = reply(

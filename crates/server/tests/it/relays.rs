@@ -449,6 +449,34 @@ fn on_demand_relay_connects_only_while_listened_to() {
 }
 
 #[test]
+fn on_demand_relay_starts_even_when_its_fallback_is_live() {
+    // Icecast 2.4.4 `source_find_mount` stops at a reserved on-demand relay: a listener of it
+    // starts the relay rather than being served its (live) fallback for good.
+    let origin = TestServer::start("");
+    let _src = Source::start(origin.addr, "/live.mp3", "PUT", 1.0);
+    origin.wait_mount("/live.mp3");
+    let slave = TestServer::start(&format!(
+        "{}[[mount]]\nname = \"/od.mp3\"\nfallback-mount = \"/backup.mp3\"\n[[mount]]\nname = \"/backup.mp3\"\nfile = {:?}\n",
+        relay_toml(origin.addr.port(), "/live.mp3", "/od.mp3", "on-demand = true"),
+        asset("demo.mp3").display().to_string()
+    ));
+    slave.wait_mount("/backup.mp3");
+    let mut l = Listener::open(slave.addr, "/od.mp3", false);
+    assert_eq!(l.head.status, 200);
+    assert!(mp3_chain(&l.read_for(Duration::from_millis(1500))).1 > 5);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let rows = rt.block_on(slave.ctx.fanout.list(None));
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].mount, "/od.mp3", "served by the fallback instead");
+    assert_eq!(
+        wait_relay(&slave, "/od.mp3")
+            .listeners
+            .load(Ordering::Relaxed),
+        1
+    );
+}
+
+#[test]
 fn throng_slave_relays_the_mounts_of_an_icecast2_master() {
     let ic = Icecast::start("");
     let _a = Source::start(ic.addr, "/a.mp3", "PUT", 1.0);
