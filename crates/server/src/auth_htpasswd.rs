@@ -3,14 +3,24 @@
 //! modification time (or size) changes, so users can be added without a restart.
 //!
 //! A missing or unreadable file refuses everyone (Icecast keeps an empty user list) and is
-//! logged once per change. Line formats: see [`throng_proto::htpasswd`]. Bcrypt checks run on
-//! the blocking thread pool, so a burst of logins never stalls the runtime.
+//! logged once per change. Line formats: see [`throng_proto::htpasswd`]. Bcrypt and MD5-crypt
+//! checks run on the blocking thread pool, so a burst of logins never stalls the runtime.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use throng_proto::htpasswd::{Check, Htpasswd, PasswordHash};
+
+/// Whether checking a password against `hash` costs enough CPU to belong on the blocking pool:
+/// bcrypt (tens of ms), and MD5-crypt (`$apr1$`, Apache `htpasswd`'s default), whose 1000 MD5
+/// rounds over the listener-supplied password take tens of ms for a password of a few KB.
+fn is_costly(hash: &PasswordHash) -> bool {
+    matches!(
+        hash,
+        PasswordHash::Bcrypt(_) | PasswordHash::Md5Crypt { .. }
+    )
+}
 
 /// The file's identity as last read: modification time and size in bytes.
 type Stamp = (SystemTime, u64);
@@ -95,7 +105,7 @@ impl HtpasswdAuth {
     /// Checks `user` and `password` against the current file.
     pub async fn check(&self, user: &str, password: &str) -> Check {
         let users = self.users().await;
-        if matches!(users.hash_of(user), Some(PasswordHash::Bcrypt(_))) {
+        if users.hash_of(user).is_some_and(is_costly) {
             let (user, password) = (user.to_owned(), password.to_owned());
             tokio::task::spawn_blocking(move || users.check(&user, &password))
                 .await
@@ -103,5 +113,28 @@ impl HtpasswdAuth {
         } else {
             users.check(user, password)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slow_hashes_are_checked_off_the_runtime() {
+        // `htpasswd` writes `$apr1$` by default: 1000 MD5 rounds over a password that a client
+        // can make a few KB long must not run on a runtime thread.
+        assert!(is_costly(&PasswordHash::parse(
+            "$apr1$lZL6V/ci$eIMz/iKDkbtys/uU7LEK00"
+        )));
+        assert!(is_costly(&PasswordHash::parse(
+            "$2y$05$bvIG6Nmid91Mu9RcmmWZfO5HJIMCT8riNW0hEp8f6/FuA2/mHZFpe"
+        )));
+        assert!(!is_costly(&PasswordHash::parse(
+            "5f4dcc3b5aa765d61d8327deb882cf99"
+        )));
+        assert!(!is_costly(&PasswordHash::parse(
+            "{SHA}W6ph5Mm5Pz8GgiULbPgzG37mj9g="
+        )));
     }
 }
