@@ -582,7 +582,9 @@ impl Shard {
         tracing::debug!(from = %from.name, to = %to.name, id = slot.info.id, "listener moved");
     }
 
-    /// Applies a pending move of listener `key` if it is on a chunk boundary; true if moved.
+    /// Applies a pending move of listener `key` if it is on a chunk boundary and owes nothing
+    /// from before the stream (response head, intro, header pages: the switch replaces them
+    /// with the new mount's header pages); true if moved.
     fn apply_move(&mut self, key: usize) -> bool {
         let slot = &self.slots[key];
         let sm = self.mounts[slot.mount]
@@ -592,7 +594,7 @@ impl Shard {
             Some(i) => sm.ring.chunks[i].start == slot.cursor.pos,
             None => true,
         };
-        if !on_boundary {
+        if !on_boundary || slot.cursor.has_pending() {
             return false;
         }
         let Some(to) = self.moves.remove(&key) else {

@@ -364,3 +364,85 @@ fn an_ogg_opus_listener_moves_to_an_ogg_fallback_with_new_header_pages() {
     assert!(after.len() - at > 4000, "fallback audio follows");
     assert_eq!(listeners_on(&srv, "/fallback.opus"), 1);
 }
+
+#[test]
+fn a_listener_moved_while_its_ogg_intro_is_still_queued_gets_it_whole() {
+    // A move replaces what the listener is owed before the stream with the new mount's header
+    // pages, so it must wait until the response head and intro have gone out: otherwise the
+    // intro is cut inside a page and the Ogg stream is broken.
+    let dir = tempfile::tempdir().unwrap();
+    let tone = std::fs::read(asset("test-tone.opus")).unwrap();
+    let intro = dir.path().join("intro.opus");
+    std::fs::write(&intro, tone.repeat(6)).unwrap();
+    let (a, b) = (dir.path().join("a.opus"), dir.path().join("b.opus"));
+    std::fs::copy(asset("test-tone.opus"), &a).unwrap();
+    std::fs::copy(asset("test-tone.opus"), &b).unwrap();
+    let srv = TestServer::start(&format!(
+        "[limits]\nlistener-sndbuf = 4096\n\
+         [[mount]]\nname = \"/a.opus\"\nfile = {a:?}\nintro = {intro:?}\n\
+         [[mount]]\nname = \"/b.opus\"\nfile = {b:?}\n"
+    ));
+    srv.wait_mount("/a.opus");
+    srv.wait_mount("/b.opus");
+    // A listener with a small receive buffer that does not read yet: the intro stays queued.
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    sock.connect(&srv.addr.into()).unwrap();
+    let mut s: std::net::TcpStream = sock.into();
+    std::io::Write::write_all(&mut s, b"GET /a.opus HTTP/1.0\r\n\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let auth = format!(
+        "Authorization: {}",
+        throng_proto::auth::basic_authorization("admin", ADMIN_PW)
+    );
+    let (head, _) = http_get(
+        srv.addr,
+        "/admin/moveclients?mount=/a.opus&destination=/b.opus",
+        &[&auth],
+    );
+    assert_eq!(head.status, 200);
+    // Read everything until the listener has been on /b.opus for a while.
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let mut body = Vec::new();
+    let mut chunk = [0u8; 65536];
+    let end = Instant::now() + Duration::from_secs(15);
+    let mut moved_at = None;
+    let mut checked = Instant::now();
+    while Instant::now() < end
+        && moved_at.is_none_or(|t: Instant| t.elapsed() < Duration::from_secs(2))
+    {
+        match s.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => body.extend_from_slice(&chunk[..n]),
+            Err(_) => {}
+        }
+        if moved_at.is_none() && checked.elapsed() > Duration::from_millis(250) {
+            checked = Instant::now();
+            if listeners_on(&srv, "/b.opus") == 1 {
+                moved_at = Some(Instant::now());
+            }
+        }
+    }
+    assert!(moved_at.is_some(), "the listener was never moved");
+    let start = body.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let mut at = start;
+    let mut pages = 0;
+    while at < body.len() {
+        match throng_proto::ogg::parse_page(&body[at..]) {
+            throng_proto::ogg::PageParse::Page(p) => {
+                at += p.bytes.len();
+                pages += 1;
+            }
+            throng_proto::ogg::PageParse::Incomplete => break,
+            throng_proto::ogg::PageParse::Invalid => {
+                panic!("broken Ogg page at byte {} after {pages} pages", at - start)
+            }
+        }
+    }
+    assert!(
+        at - start > tone.len() * 6,
+        "only {} bytes of pages",
+        at - start
+    );
+}
