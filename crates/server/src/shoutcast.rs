@@ -7,7 +7,8 @@
 //! mount (`source::run`): same Content-Type rules (none means MP3), mount reservation, limits,
 //! feeding and metadata. The mount is `shoutcast-mount`, or the one named in a
 //! `/mount:password` line (Icecast-KH); the password is that mount's source password, alone or
-//! as `user:password`. A wrong password is answered `invalid password\r\n` (SHOUTcast DNAS v1;
+//! as `user:password`; a mount with a URL `stream-auth` callback is decided by the callback, as
+//! for HTTP sources. A wrong password is answered `invalid password\r\n` (SHOUTcast DNAS v1;
 //! Icecast 2.4.4 closes silently) and closed; libshout's `!POKE` probe gets the same answer,
 //! which makes it log in for real. An HTTP request line on this port (libshout sends its ICY
 //! metadata updates, `GET /admin.cgi?...`, here) is served as on the HTTP port, as Icecast-KH
@@ -16,6 +17,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use throng_proto::auth::basic_authorization;
 use throng_proto::http::{HeadError, RequestHead, MAX_HEAD_BYTES};
 use throng_proto::shoutcast::{
     looks_like_http, parse_headers, password_line, Login, DEFAULT_MOUNT, INVALID_PASSWORD_REPLY,
@@ -25,6 +27,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::access_log::AccessEntry;
+use crate::auth::SourceAuth;
 use crate::config::Config;
 use crate::connection::ClientSlot;
 use crate::server::{ServerCtx, ServerError};
@@ -133,6 +136,39 @@ async fn drain(stream: &mut TcpStream) {
     .await;
 }
 
+/// The source user and password `login` is accepted with on `mount`, if it is. A mount whose
+/// URL authenticator has `stream-auth` is decided by that callback alone, as for `SOURCE`/`PUT`
+/// sources (the global source password must not open it through this port): it gets the
+/// secret as `user:password` when it holds a colon (ocaml-cry's form), else user `source`.
+/// Other mounts take their source password ([`Login::matches`]).
+async fn check_login(
+    ctx: &Arc<ServerCtx>,
+    login: &Login,
+    mount: &str,
+    peer: SocketAddr,
+) -> Option<(String, String)> {
+    let (user, pass) = login
+        .secret
+        .split_once(':')
+        .unwrap_or(("source", login.secret.as_str()));
+    let head = RequestHead {
+        method: "SOURCE".into(),
+        target: mount.to_owned(),
+        path: mount.to_owned(),
+        query: None,
+        minor_version: 0,
+        ice_protocol: false,
+        headers: vec![("Authorization".into(), basic_authorization(user, pass))],
+    };
+    match crate::auth::authorize_source(ctx, &head, peer, mount, false).await {
+        SourceAuth::Unconfigured => ctx
+            .source_credentials(mount)
+            .filter(|(u, p)| login.matches(u, p)),
+        SourceAuth::Accepted { user, pass } => Some((user, pass)),
+        SourceAuth::Refused => None,
+    }
+}
+
 /// Serves one connection on the SHOUTcast port (its `clients` unit was counted at accept).
 pub async fn handle(ctx: Arc<ServerCtx>, mut stream: TcpStream, peer: SocketAddr) {
     let slot = ClientSlot::new(ctx.clone());
@@ -164,10 +200,12 @@ pub async fn handle(ctx: Arc<ServerCtx>, mut stream: TcpStream, peer: SocketAddr
         .clone()
         .unwrap_or_else(|| default_mount(&ctx.config).to_owned());
     let line = format!("SOURCE {mount} HTTP/1.0");
-    let credentials = valid_mount_name(&mount)
-        .then(|| ctx.source_credentials(&mount))
-        .flatten();
-    let Some((user, pass)) = credentials.filter(|(u, p)| login.matches(u, p)) else {
+    let credentials = if valid_mount_name(&mount) && login.secret != POKE {
+        check_login(&ctx, &login, &mount, peer).await
+    } else {
+        None
+    };
+    let Some((user, pass)) = credentials else {
         if login.secret == POKE {
             tracing::debug!(%peer, "libshout ICY probe (!POKE): answered as a bad password");
         } else {

@@ -655,6 +655,49 @@ fn url_stream_auth_decides_on_sources() {
 }
 
 #[test]
+fn url_stream_auth_also_decides_on_shoutcast_sources() {
+    let cb = Callback::start(|r| {
+        if r.field("user").as_deref() == Some("dj") && r.field("pass").as_deref() == Some("good") {
+            accept()
+        } else {
+            answer(&[])
+        }
+    });
+    let srv = TestServer::start(&format!(
+        "shoutcast-mount = \"/dj.mp3\"\n[[mount]]\nname = \"/dj.mp3\"\nauthentication = {{ type = \"url\", stream-auth = {:?} }}\n",
+        cb.url("/source")
+    ));
+    let sc = SocketAddr::new(srv.addr.ip(), srv.addr.port() + 1);
+    // The global source password does not open a stream-auth mount through the ICY port.
+    for login in [
+        format!("{SOURCE_PW}\r\nicy-name:x\r\n\r\n"),
+        format!("/dj.mp3:{SOURCE_PW}\r\nicy-name:x\r\n\r\n"),
+        "/dj.mp3:dj:bad\r\nicy-name:x\r\n\r\n".to_owned(),
+    ] {
+        assert_eq!(
+            exchange(sc, login.as_bytes()),
+            b"invalid password\r\n",
+            "{login}"
+        );
+    }
+    assert!(srv.ctx.registry.get("/dj.mp3").is_none());
+    // The callback accepts `user:password`.
+    let mut s = TcpStream::connect(sc).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"/dj.mp3:dj:good\r\n").unwrap();
+    let mut reply = [0u8; 20];
+    s.read_exact(&mut reply).unwrap();
+    assert_eq!(&reply, b"OK2\r\nicy-caps:11\r\n\r\n");
+    s.write_all(b"icy-name:DJ\r\n\r\n").unwrap();
+    for f in crate::support::demo_frames().iter().take(40) {
+        s.write_all(&f.data).unwrap();
+    }
+    srv.wait_mount("/dj.mp3");
+    let users: Vec<_> = cb.requests().iter().map(|r| r.field("user")).collect();
+    assert_eq!(users.len(), 4, "every login went to the callback");
+}
+
+#[test]
 fn url_mount_add_and_remove_follow_the_source() {
     let cb = Callback::start(|_| answer(&[]));
     let srv = TestServer::start(&format!(
