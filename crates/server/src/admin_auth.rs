@@ -2,7 +2,8 @@
 //! HTTP Basic credentials of the admin user (`[authentication] admin-user`/`admin-password`) for
 //! everything; for commands on one mount (`mount=` given) also that mount's source credentials
 //! (`client.c:client_check_source_auth`: the `[[mount]]` user and password, else user `source`
-//! with the global source password); for `streamlist.txt` the relay user (`relay-user`/
+//! with the global source password; with a URL `stream-auth` callback, the credentials it
+//! accepted for the live source); for `streamlist.txt` the relay user (`relay-user`/
 //! `relay-password`, `connection.c:connection_check_relay_pass`) or the admin. Empty passwords
 //! never match, and passwords are compared in constant time.
 
@@ -34,8 +35,16 @@ pub fn is_admin(ctx: &ServerCtx, c: Option<&Credentials>) -> bool {
     matches(c, ctx.config.admin_user(), auth.admin_password.as_deref())
 }
 
-/// Whether `c` are the source credentials of mount `mount` (whether or not it is live).
+/// Whether `c` are the source credentials of mount `mount` (whether or not it is live). On a
+/// mount whose URL authenticator has `stream-auth`, the callback decided on the source: only
+/// the credentials it accepted for the live source count (not the global source password).
 pub fn is_mount_source(ctx: &ServerCtx, c: Option<&Credentials>, mount: &str) -> bool {
+    if crate::auth::has_stream_auth(ctx, mount) {
+        return ctx.registry.get(mount).is_some_and(|m| {
+            let s = &m.settings;
+            matches(c, &s.source_user, Some(&s.source_password))
+        });
+    }
     match ctx.source_credentials(mount) {
         Some((user, pass)) => matches(c, &user, Some(&pass)),
         None => false,

@@ -400,6 +400,14 @@ impl Drop for Session {
     }
 }
 
+/// Whether the `url` authenticator of `mount` has a `stream-auth` callback (which then alone
+/// decides on its sources).
+pub fn has_stream_auth(ctx: &ServerCtx, mount: &str) -> bool {
+    ctx.auth.for_mount(&ctx.config, mount).is_some_and(
+        |a| matches!(&a.method, Method::Url(u) if u.url(Callback::StreamAuth).is_some()),
+    )
+}
+
 /// Decides on a source client of `mount` when its `url` authenticator has `stream-auth`
 /// (Icecast 2.4.4 `client_check_source_auth`: then the callback alone decides, with the Basic
 /// credentials sent). `admin` adds `&admin=1` (an admin request on the mount, such as a metadata

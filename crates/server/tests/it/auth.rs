@@ -648,6 +648,20 @@ fn url_stream_auth_decides_on_sources() {
             srv.addr.port()
         )
     );
+    // Admin commands on the mount: the credentials the callback accepted for its source work
+    // (libshout sends its metadata updates with them); the global source password does not.
+    let meta = "/admin/metadata?mount=/dj.mp3&mode=updinfo&song=On%20Air";
+    assert_eq!(status(&get(srv.addr, meta, Some(("dj", "good")), &[])), 200);
+    assert_eq!(
+        status(&get(srv.addr, meta, Some(("source", SOURCE_PW)), &[])),
+        401
+    );
+    let kill = "/admin/killsource?mount=/dj.mp3";
+    assert_eq!(
+        status(&get(srv.addr, kill, Some(("source", SOURCE_PW)), &[])),
+        401
+    );
+    assert!(srv.ctx.registry.get("/dj.mp3").is_some());
     // Another mount keeps the ordinary source password.
     let (reply, _other) = source_attempt(srv.addr, "/other.mp3", "source", SOURCE_PW);
     assert_eq!(reply, b"HTTP/1.0 200 OK\r\n\r\n");
