@@ -22,6 +22,7 @@
 //! available, 405 wrong method.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -29,6 +30,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use serde_json::{json, Map, Value};
 use throng_proto::auth::Credentials;
 use throng_proto::http::parse_query;
@@ -198,6 +200,7 @@ fn params(body: &[u8], query: Option<&str>) -> Option<HashMap<String, String>> {
 /// Everything under `/api/v1/mounts/{mount}` (admin, or that mount's source credentials).
 pub async fn mount_resource(
     State(ctx): State<Arc<ServerCtx>>,
+    Extension(peer): Extension<SocketAddr>,
     Path(rest): Path<String>,
     method: Method,
     headers: HeaderMap,
@@ -206,7 +209,8 @@ pub async fn mount_resource(
 ) -> Response {
     let (name, resource) = split_path(&rest, |n| ctx.registry.get(n).is_some());
     let creds: Option<Credentials> = admin_auth::credentials(&headers);
-    if admin_auth::access(&ctx, creds.as_ref(), Some(&name)) == Access::Denied {
+    let access = admin_auth::access(&ctx, creds.as_ref(), Some(&name));
+    if access == Access::Denied {
         tracing::info!(mount = %name, "admin API: bad or missing credentials");
         return unauthorized();
     }
@@ -304,6 +308,13 @@ pub async fn mount_resource(
         }
         (Resource::Fallback, _) => method_not_allowed("PUT, POST"),
         (Resource::Metadata, Method::PUT | Method::POST) => {
+            // As `/admin/metadata`: with source credentials, only from the source's address.
+            if access == Access::MountSource
+                && m.settings.source_ip.is_some_and(|ip| ip != peer.ip())
+            {
+                tracing::info!(%peer, mount = %m.name, "admin API: metadata with source credentials from another address");
+                return unauthorized();
+            }
             let update = MetadataUpdate {
                 song: p.get("song").cloned(),
                 artist: p.get("artist").cloned(),

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use throng_proto::auth::basic_authorization;
+use throng_proto::http::parse_response_head;
 use throng_server::shard::ListenerRow;
 
 use crate::support::*;
@@ -141,6 +142,18 @@ fn trusted_proxy_sets_the_client_ip_for_listeners_log_and_source() {
         200
     );
     assert_eq!(mount.title(), "Via Proxy");
+    // The same rule through the admin JSON API.
+    let put = |xff: &str| {
+        let raw = format!(
+            "PUT /api/v1/mounts/live.mp3/metadata?song=Via%20API HTTP/1.0\r\n{auth}\r\n{xff}Content-Length: 0\r\n\r\n"
+        );
+        let out = exchange(srv.addr, raw.as_bytes());
+        parse_response_head(&out).unwrap().unwrap().0.status
+    };
+    assert_eq!(put(""), 401);
+    assert_eq!(mount.title(), "Via Proxy");
+    assert_eq!(put("X-Forwarded-For: 198.51.100.7\r\n"), 200);
+    assert_eq!(mount.title(), "Via API");
 }
 
 #[test]
