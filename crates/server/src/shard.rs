@@ -507,7 +507,10 @@ impl Shard {
                 .as_ref()
                 .expect("mount of a live slot")
                 .mount;
+            // Never across formats (Icecast 2.4.4 `source_move_clients`): the player was told
+            // the other Content-Type and could not decode the new stream.
             if Arc::ptr_eq(on, to)
+                || on.settings.format != to.settings.format
                 || filter.from.as_deref().is_some_and(|f| f != on.name)
                 || filter
                     .requested

@@ -446,3 +446,41 @@ fn a_listener_moved_while_its_ogg_intro_is_still_queued_gets_it_whole() {
         at - start
     );
 }
+
+#[test]
+fn fallback_override_never_moves_listeners_to_another_format() {
+    // Icecast 2.4.4 `source_move_clients` moves nobody between formats: MP3 listeners waiting on
+    // an MP3 fallback stay there when the mount they asked for comes back carrying Ogg.
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&fallback_config(dir.path(), "fallback-override = true"));
+    srv.wait_mount("/fallback.mp3");
+    let mut l = Listener::open(srv.addr, "/live.mp3", false);
+    assert_eq!(l.head.header("Content-Type"), Some("audio/mpeg"));
+    let mut s = std::net::TcpStream::connect(srv.addr).unwrap();
+    std::io::Write::write_all(
+        &mut s,
+        format!(
+            "PUT /live.mp3 HTTP/1.1\r\nAuthorization: {}\r\nContent-Type: audio/ogg\r\n\r\n",
+            throng_proto::auth::basic_authorization("source", SOURCE_PW)
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let mut reply = [0u8; 19];
+    s.read_exact(&mut reply).unwrap();
+    assert_eq!(&reply, b"HTTP/1.0 200 OK\r\n\r\n");
+    std::io::Write::write_all(&mut s, &std::fs::read(asset("test-tone.opus")).unwrap()).unwrap();
+    srv.wait_mount("/live.mp3");
+    let live = srv.ctx.registry.get("/live.mp3").unwrap();
+    assert_eq!(live.settings.format, Format::Ogg);
+    wait_until(Duration::from_secs(5), || live.feed.load().head > 0).unwrap();
+    let body = l.read_for(Duration::from_secs(3));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let rows = rt.block_on(srv.ctx.fanout.list(None));
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].mount, "/fallback.mp3", "moved to an Ogg stream");
+    assert!(
+        !body.windows(4).any(|w| w == b"OggS"),
+        "Ogg pages sent to an MP3 player"
+    );
+}
