@@ -7,6 +7,8 @@
 //! [`Cursor::advance`] applies however many bytes the kernel took, including partial writes.
 //! Pure code: no sockets, so every interleaving rule is unit-tested.
 
+use std::collections::VecDeque;
+
 use bytes::Bytes;
 use smallvec::SmallVec;
 use throng_proto::icy::EMPTY_BLOCK;
@@ -59,12 +61,16 @@ struct IcyState {
     pending: Option<Bytes>,
 }
 
-/// A listener's position: 48 bytes, plus a small box for ICY listeners.
+/// A listener's position: 48 bytes, plus a small box for ICY listeners and, until it is sent,
+/// the queue of its prefix.
 #[derive(Debug)]
 pub struct Cursor {
     /// Absolute offset of the next stream byte to send.
     pub pos: u64,
-    prefix: Option<Bytes>,
+    /// Bytes to send before the stream, in order, as shared pieces (`None` when all sent): the
+    /// response head, an intro and Ogg header pages are never copied per listener, so a
+    /// listener that does not read holds references, not a copy of a large intro.
+    prefix: Option<VecDeque<Bytes>>,
     icy: Option<Box<IcyState>>,
 }
 
@@ -74,7 +80,7 @@ impl Cursor {
     pub fn new(pos: u64, prefix: Bytes, metaint: Option<u32>) -> Cursor {
         Cursor {
             pos,
-            prefix: (!prefix.is_empty()).then_some(prefix),
+            prefix: (!prefix.is_empty()).then(|| VecDeque::from([prefix])),
             icy: metaint.map(|m| {
                 Box::new(IcyState {
                     metaint: m.max(1),
@@ -96,7 +102,7 @@ impl Cursor {
     pub fn skip_to(&mut self, pos: u64, prefix: Option<Bytes>) {
         self.pos = pos;
         if let Some(p) = prefix.filter(|p| !p.is_empty()) {
-            self.prefix = Some(p);
+            self.prefix = Some(VecDeque::from([p]));
         }
     }
 
@@ -110,39 +116,48 @@ impl Cursor {
         }
     }
 
+    /// Adds `bytes` to send after the current prefix and before the stream.
+    pub fn push_prefix(&mut self, bytes: Bytes) {
+        if !bytes.is_empty() {
+            self.prefix
+                .get_or_insert_with(Default::default)
+                .push_back(bytes);
+        }
+    }
+
     /// Adds `intro` audio (Icecast `<intro>`) after the prefix and before the stream. For an ICY
     /// listener the intro is counted in the metadata interval: blocks are inserted into it every
     /// `metaint` bytes, the first one carrying `meta`, so the stream continues the interval.
-    pub fn add_intro(&mut self, intro: &[u8], meta: &IcyMeta) {
+    /// The intro's bytes are shared, not copied.
+    pub fn add_intro(&mut self, intro: &Bytes, meta: &IcyMeta) {
         if intro.is_empty() {
             return;
         }
-        let mut out = Vec::with_capacity(intro.len() + 64);
-        if let Some(p) = &self.prefix {
-            out.extend_from_slice(p);
-        }
-        match &mut self.icy {
-            None => out.extend_from_slice(intro),
-            Some(icy) => {
-                let mut rest = intro;
-                while !rest.is_empty() {
-                    if icy.until_meta == 0 {
-                        if meta.generation != icy.sent_generation {
-                            out.extend_from_slice(&meta.block);
-                            icy.sent_generation = meta.generation;
-                        } else {
-                            out.extend_from_slice(EMPTY_BLOCK);
-                        }
-                        icy.until_meta = icy.metaint;
-                    }
-                    let take = rest.len().min(icy.until_meta as usize);
-                    out.extend_from_slice(&rest[..take]);
-                    icy.until_meta -= take as u32;
-                    rest = &rest[take..];
+        let Some(icy) = &mut self.icy else {
+            let piece = intro.clone();
+            self.push_prefix(piece);
+            return;
+        };
+        let mut pieces = Vec::new();
+        let mut at = 0;
+        while at < intro.len() {
+            if icy.until_meta == 0 {
+                if meta.generation != icy.sent_generation {
+                    pieces.push(meta.block.clone());
+                    icy.sent_generation = meta.generation;
+                } else {
+                    pieces.push(Bytes::from_static(EMPTY_BLOCK));
                 }
+                icy.until_meta = icy.metaint;
             }
+            let take = (intro.len() - at).min(icy.until_meta as usize);
+            pieces.push(intro.slice(at..at + take));
+            icy.until_meta -= take as u32;
+            at += take;
         }
-        self.prefix = Some(Bytes::from(out));
+        for p in pieces {
+            self.push_prefix(p);
+        }
     }
 
     /// Plans one write of at most `max_segs` segments and about `max_bytes` bytes into `out`:
@@ -157,7 +172,10 @@ impl Cursor {
         out: &mut Plan<'a>,
     ) {
         let mut bytes = 0usize;
-        if let Some(p) = &self.prefix {
+        for p in self.prefix.iter().flat_map(|q| q.iter()) {
+            if out.len() >= max_segs || bytes >= max_bytes {
+                return;
+            }
             out.push(Seg {
                 bytes: p,
                 kind: SegKind::Prefix,
@@ -230,10 +248,18 @@ impl Cursor {
             written -= k;
             match kind {
                 SegKind::Prefix => {
-                    self.prefix = match self.prefix.take() {
-                        Some(p) if k < len => Some(p.slice(k..)),
-                        _ => None,
-                    };
+                    if let Some(q) = &mut self.prefix {
+                        if k < len {
+                            if let Some(front) = q.front_mut() {
+                                *front = front.slice(k..);
+                            }
+                        } else {
+                            q.pop_front();
+                        }
+                        if q.is_empty() {
+                            self.prefix = None;
+                        }
+                    }
                 }
                 SegKind::PendingMeta => {
                     if let Some(icy) = &mut self.icy {
@@ -342,7 +368,7 @@ mod tests {
         for cap in [1, 7, 300, usize::MAX] {
             let m = meta(4, "Now");
             let mut cur = Cursor::new(0, Bytes::from_static(b"H\r\n\r\n"), Some(200));
-            cur.add_intro(&intro, &m);
+            cur.add_intro(&Bytes::from(intro.clone()), &m);
             let sent = drain(&mut cur, &ring, &m, cap);
             assert_eq!(&sent[..5], b"H\r\n\r\n");
             let (audio, titles) = demux(&sent[5..], 200);
@@ -357,9 +383,32 @@ mod tests {
         }
         // Without ICY the intro is plain bytes after the prefix.
         let mut cur = Cursor::new(0, Bytes::from_static(b"H"), None);
-        cur.add_intro(&intro, &meta(0, ""));
+        cur.add_intro(&Bytes::from(intro.clone()), &meta(0, ""));
         let sent = drain(&mut cur, &ring, &meta(0, ""), usize::MAX);
         assert_eq!(&sent[1..751], &intro[..]);
+    }
+
+    #[test]
+    fn an_intro_is_shared_not_copied_per_listener() {
+        // A listener that does not read must not hold a copy of a large intro.
+        let (w, _) = ring_of(&[500]);
+        let ring = w.feed().load();
+        let intro = Bytes::from(vec![7u8; 100_000]);
+        let range = intro.as_ptr() as usize..intro.as_ptr() as usize + intro.len();
+        for metaint in [None, Some(16_000)] {
+            let m = meta(1, "Now");
+            let mut cur = Cursor::new(0, Bytes::from_static(b"HEAD"), metaint);
+            cur.add_intro(&intro, &m);
+            let mut segs = Plan::new();
+            cur.plan(&ring, &m, 512, usize::MAX, &mut segs);
+            let intro_bytes: usize = segs
+                .iter()
+                .filter(|s| s.kind == SegKind::Prefix && s.bytes.len() > 1000)
+                .inspect(|s| assert!(range.contains(&(s.bytes.as_ptr() as usize))))
+                .map(|s| s.bytes.len())
+                .sum();
+            assert_eq!(intro_bytes, intro.len(), "metaint {metaint:?}");
+        }
     }
 
     #[test]

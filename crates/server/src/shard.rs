@@ -656,22 +656,18 @@ impl Shard {
         sm.listeners += 1;
         let (pos, ogg_headers) = sm.ring.join_point(mount.settings.burst_size);
         let is_ogg = mount.settings.format == throng_proto::format::Format::Ogg;
-        let prefix = match (ogg_headers, &intro) {
-            (None, None) => head,
-            (h, i) => {
+        // Head, intro and header pages are queued as shared pieces, never copied per listener.
+        let mut cursor = Cursor::new(pos, head, metaint);
+        if let Some(i) = &intro {
+            if is_ogg {
                 // An Ogg intro is a stream of its own: it goes before the mount's header pages.
-                let mut p = Vec::with_capacity(head.len());
-                p.extend_from_slice(&head);
-                if is_ogg {
-                    p.extend_from_slice(i.as_deref().unwrap_or_default());
-                }
-                p.extend_from_slice(h.as_deref().map(|b| &b[..]).unwrap_or_default());
-                Bytes::from(p)
+                cursor.push_prefix(i.clone());
+            } else {
+                cursor.add_intro(i, &sm.icy);
             }
-        };
-        let mut cursor = Cursor::new(pos, prefix, metaint);
-        if let (Some(i), false) = (&intro, is_ogg) {
-            cursor.add_intro(i, &sm.icy);
+        }
+        if let Some(h) = ogg_headers {
+            cursor.push_prefix((*h).clone());
         }
         let mut stream = TcpStream::from_std(stream);
         let key = self.slots.vacant_key();
