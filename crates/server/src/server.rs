@@ -84,6 +84,9 @@ pub struct ServerCtx {
     pub filters: crate::filters::Filters,
     next_id: AtomicU64,
     intros: parking_lot::Mutex<std::collections::HashMap<std::path::PathBuf, bytes::Bytes>>,
+    /// Held while an intro is read, so listeners arriving together (a reconnect storm after a
+    /// restart) wait for one read instead of each reading, and holding, a copy.
+    intro_load: tokio::sync::Mutex<()>,
 }
 
 impl ServerCtx {
@@ -92,10 +95,14 @@ impl ServerCtx {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// The intro file at `path` (read once, then cached; at most 16 MiB).
+    /// The intro file at `path` (read once, then cached and shared; at most 16 MiB).
     ///
     /// Errors: the file cannot be read or is larger than 16 MiB.
     pub async fn intro(&self, path: &std::path::Path) -> std::io::Result<bytes::Bytes> {
+        if let Some(b) = self.intros.lock().get(path) {
+            return Ok(b.clone());
+        }
+        let _loading = self.intro_load.lock().await;
         if let Some(b) = self.intros.lock().get(path) {
             return Ok(b.clone());
         }
@@ -287,6 +294,7 @@ impl Server {
             filters,
             next_id: AtomicU64::new(1),
             intros: Default::default(),
+            intro_load: Default::default(),
         });
         if ctx.config.demo {
             crate::file_source::start_demo(ctx.clone())?;
@@ -453,5 +461,41 @@ async fn accept_loop(ctx: Arc<ServerCtx>, listener: TcpListener, port: Port) {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn listeners_arriving_together_share_one_intro() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("intro.mp3");
+            std::fs::write(&path, vec![1u8; 256 * 1024]).unwrap();
+            let mut c = crate::Config::from_toml(
+                "listen = [\"127.0.0.1:0\"]\nworkers = 1\n[logging]\naccess-log = \"\"",
+            )
+            .unwrap();
+            c.generate_missing_passwords();
+            let ctx = super::Server::bind(c).await.unwrap().ctx();
+            // A cold cache and many listeners at once (a reconnect storm after a restart): one
+            // buffer, not one copy each.
+            let tasks: Vec<_> = (0..32)
+                .map(|_| {
+                    let (ctx, path) = (ctx.clone(), path.clone());
+                    tokio::spawn(async move { ctx.intro(&path).await.unwrap() })
+                })
+                .collect();
+            let mut ptrs = std::collections::HashSet::new();
+            for t in tasks {
+                ptrs.insert(t.await.unwrap().as_ptr() as usize);
+            }
+            assert_eq!(ptrs.len(), 1);
+        });
     }
 }
