@@ -6,7 +6,7 @@
 
 use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use throng_proto::auth::basic_authorization;
@@ -18,16 +18,6 @@ use crate::support::*;
 
 /// Burst 0: a listener joins at the live edge, so its first headers are the current ones.
 const CONFIG: &str = "[limits]\nburst-size = 0";
-
-/// A child process killed on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// ffmpeg encoding a sine tone live (`-re`) with `codec` args into `mount` as Ogg.
 fn ffmpeg_encoder(srv: &TestServer, mount: &str, rate: u32, codec: &[&str]) -> Proc {

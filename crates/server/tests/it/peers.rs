@@ -1,20 +1,10 @@
 //! Real third-party clients: ffmpeg as a source (PUT via `icecast://`, MP3 and Ogg/Opus) and as
 //! a decoder joining mid-stream, libshout's `shout` as a SOURCE client, curl as an ICY listener.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::*;
-
-/// A child process killed on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// ffmpeg pushing `file` in a loop at real time to `mount` with `content_type`.
 fn ffmpeg_source(
@@ -45,32 +35,6 @@ fn ffmpeg_source(
         .spawn()
         .expect("spawn ffmpeg");
     Proc(child)
-}
-
-/// Decodes `secs` seconds of `url` with ffmpeg; returns its error output (empty when clean).
-fn ffmpeg_decode(url: &str, secs: u32) -> String {
-    require("ffmpeg");
-    let out = Command::new("ffmpeg")
-        .args([
-            "-nostdin",
-            "-v",
-            "error",
-            "-t",
-            &secs.to_string(),
-            "-i",
-            url,
-            "-f",
-            "null",
-            "-",
-        ])
-        .output()
-        .expect("run ffmpeg");
-    assert!(
-        out.status.success(),
-        "ffmpeg failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]

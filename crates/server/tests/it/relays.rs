@@ -205,16 +205,6 @@ impl Icecast {
     }
 }
 
-/// A child process killed on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// ffmpeg pushing the demo MP3 in a loop at real time to `mount` on `addr` (`icecast://`).
 fn ffmpeg_source(addr: SocketAddr, mount: &str) -> Proc {
     require("ffmpeg");
@@ -236,30 +226,6 @@ fn ffmpeg_source(addr: SocketAddr, mount: &str) -> Proc {
         .spawn()
         .expect("spawn ffmpeg");
     Proc(child)
-}
-
-/// Decodes `secs` seconds of `url` with ffmpeg; returns its error output (empty when clean).
-fn ffmpeg_decode(url: &str, secs: u32) -> String {
-    require("ffmpeg");
-    let out = Command::new("ffmpeg")
-        .args([
-            "-nostdin",
-            "-v",
-            "error",
-            "-t",
-            &secs.to_string(),
-            "-i",
-            url,
-        ])
-        .args(["-f", "null", "-"])
-        .output()
-        .expect("run ffmpeg");
-    assert!(
-        out.status.success(),
-        "ffmpeg failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// Titles (in order) and the audio of an ICY listener's body.

@@ -123,30 +123,6 @@ fn tagged_clip(out: &Path, secs: u32, title: &str, artist: &str) {
     assert!(st.success(), "ffmpeg could not write {}", out.display());
 }
 
-/// Decodes `secs` seconds of `url` with ffmpeg; returns its error output (empty when clean).
-fn ffmpeg_decode(url: &str, secs: u32) -> String {
-    require("ffmpeg");
-    let out = Command::new("ffmpeg")
-        .args([
-            "-nostdin",
-            "-v",
-            "error",
-            "-t",
-            &secs.to_string(),
-            "-i",
-            url,
-        ])
-        .args(["-f", "null", "-"])
-        .output()
-        .expect("run ffmpeg");
-    assert!(
-        out.status.success(),
-        "ffmpeg failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 /// Reads an ICY listener of `mount` until every title of `want` was seen (or 12 s passed);
 /// returns the titles seen.
 fn icy_titles(srv: &TestServer, mount: &str, want: &[&str]) -> Vec<String> {

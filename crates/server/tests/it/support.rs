@@ -316,6 +316,41 @@ impl Drop for Source {
     }
 }
 
+/// A child process (a third-party peer) killed on drop, even when a test panics.
+pub struct Proc(pub std::process::Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Decodes `secs` seconds of `url` with ffmpeg; returns its error output (empty when clean).
+/// Panics if ffmpeg fails.
+pub fn ffmpeg_decode(url: &str, secs: u32) -> String {
+    require("ffmpeg");
+    let out = std::process::Command::new("ffmpeg")
+        .args([
+            "-nostdin",
+            "-v",
+            "error",
+            "-t",
+            &secs.to_string(),
+            "-i",
+            url,
+        ])
+        .args(["-f", "null", "-"])
+        .output()
+        .expect("run ffmpeg");
+    assert!(
+        out.status.success(),
+        "ffmpeg failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// Panics with an install hint unless `tool` is on PATH.
 pub fn require(tool: &str) {
     let found = std::process::Command::new("sh")
