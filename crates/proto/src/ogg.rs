@@ -148,6 +148,9 @@ pub fn parse_page(buf: &[u8]) -> PageParse<'_> {
     })
 }
 
+/// Most lacing values on one page (the segment count is one byte).
+pub const MAX_SEGMENTS: usize = 255;
+
 /// Builds a page holding one whole packet of at most 65,024 bytes (255 lacing values, the
 /// last below 255), with a correct CRC; `None` for a larger packet.
 pub fn build_page(
@@ -162,7 +165,28 @@ pub fn build_page(
     }
     let mut lacing = vec![255u8; packet.len() / 255];
     lacing.push((packet.len() % 255) as u8);
-    let mut page = Vec::with_capacity(PAGE_HEADER_LEN + lacing.len() + packet.len());
+    Some(build_raw_page(
+        flags, granule, serial, sequence, &lacing, packet,
+    ))
+}
+
+/// Builds one page from its lacing values and body, with a correct CRC.
+///
+/// `lacing` must hold at most [`MAX_SEGMENTS`] values summing to `body.len()`.
+pub fn build_raw_page(
+    flags: u8,
+    granule: u64,
+    serial: u32,
+    sequence: u32,
+    lacing: &[u8],
+    body: &[u8],
+) -> Vec<u8> {
+    debug_assert!(lacing.len() <= MAX_SEGMENTS);
+    debug_assert_eq!(
+        lacing.iter().map(|&l| l as usize).sum::<usize>(),
+        body.len()
+    );
+    let mut page = Vec::with_capacity(PAGE_HEADER_LEN + lacing.len() + body.len());
     page.extend_from_slice(b"OggS\0");
     page.push(flags);
     page.extend_from_slice(&granule.to_le_bytes());
@@ -170,11 +194,11 @@ pub fn build_page(
     page.extend_from_slice(&sequence.to_le_bytes());
     page.extend_from_slice(&[0; 4]);
     page.push(lacing.len() as u8);
-    page.extend_from_slice(&lacing);
-    page.extend_from_slice(packet);
+    page.extend_from_slice(lacing);
+    page.extend_from_slice(body);
     let crc = crc32(&page);
     page[22..26].copy_from_slice(&crc.to_le_bytes());
-    Some(page)
+    page
 }
 
 /// A codec carried in an Ogg logical stream, identified from its first (BOS) packet.

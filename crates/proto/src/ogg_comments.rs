@@ -12,15 +12,14 @@
 
 use thiserror::Error;
 
-use crate::ogg::{crc32, FLAG_BOS, FLAG_CONTINUED, PAGE_HEADER_LEN};
+use crate::ogg::{crc32, FLAG_BOS, FLAG_CONTINUED};
 
 /// Magic of a Vorbis comment header packet.
 pub const VORBIS_COMMENT_MAGIC: &[u8] = b"\x03vorbis";
 /// Magic of an Opus comment header packet.
 pub const OPUS_TAGS_MAGIC: &[u8] = b"OpusTags";
 
-/// Most lacing values on one page (the segment count is one byte).
-pub const MAX_SEGMENTS: usize = 255;
+pub use crate::ogg::MAX_SEGMENTS;
 
 /// Which codec's comment header layout a packet has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,36 +181,7 @@ impl CommentHeader {
 /// Granule position of a page on which no packet ends (-1), as RFC 3533 §6 requires.
 pub const NO_GRANULE: u64 = u64::MAX;
 
-/// Builds one page from its lacing values and body, with a correct CRC.
-///
-/// `lacing` must hold at most [`MAX_SEGMENTS`] values summing to `body.len()`.
-pub fn build_raw_page(
-    flags: u8,
-    granule: u64,
-    serial: u32,
-    sequence: u32,
-    lacing: &[u8],
-    body: &[u8],
-) -> Vec<u8> {
-    debug_assert!(lacing.len() <= MAX_SEGMENTS);
-    debug_assert_eq!(
-        lacing.iter().map(|&l| l as usize).sum::<usize>(),
-        body.len()
-    );
-    let mut page = Vec::with_capacity(PAGE_HEADER_LEN + lacing.len() + body.len());
-    page.extend_from_slice(b"OggS\0");
-    page.push(flags);
-    page.extend_from_slice(&granule.to_le_bytes());
-    page.extend_from_slice(&serial.to_le_bytes());
-    page.extend_from_slice(&sequence.to_le_bytes());
-    page.extend_from_slice(&[0; 4]);
-    page.push(lacing.len() as u8);
-    page.extend_from_slice(lacing);
-    page.extend_from_slice(body);
-    let crc = crc32(&page);
-    page[22..26].copy_from_slice(&crc.to_le_bytes());
-    page
-}
+pub use crate::ogg::build_raw_page;
 
 /// A copy of the valid page `page` with new flags, granule position, serial and sequence
 /// number and a recomputed CRC; lacing values and body are unchanged. `page` must be at least a

@@ -587,6 +587,18 @@ impl Config {
         self.mount_for(name)?.fallback_mount.as_deref()
     }
 
+    /// Burst-size and queue-size of mount `name` in bytes: its `[[mount]]` values, else
+    /// `[limits]`.
+    pub fn burst_and_queue(&self, name: &str) -> (usize, usize) {
+        let m = self.mount_for(name);
+        (
+            m.and_then(|m| m.burst_size)
+                .unwrap_or(self.limits.burst_size),
+            m.and_then(|m| m.queue_size)
+                .unwrap_or(self.limits.queue_size),
+        )
+    }
+
     /// Relay user name (default `relay`).
     pub fn relay_user(&self) -> &str {
         self.authentication.relay_user.as_deref().unwrap_or("relay")

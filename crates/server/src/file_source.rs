@@ -154,12 +154,7 @@ fn start_loop(ctx: Arc<ServerCtx>, spec: LoopSpec<'_>) -> Result<(), FileSourceE
     let (units, params) = frame_file(spec.data, spec.format)?;
     let (source_user, source_password) = ctx.source_credentials(spec.name).unwrap_or_default();
     let cfg = ctx.config.mount_for(spec.name);
-    let burst = cfg
-        .and_then(|m| m.burst_size)
-        .unwrap_or(ctx.config.limits.burst_size);
-    let queue = cfg
-        .and_then(|m| m.queue_size)
-        .unwrap_or(ctx.config.limits.queue_size);
+    let (burst, queue) = ctx.config.burst_and_queue(spec.name);
     let writer = FeedWriter::new(queue.max(burst) as u64);
     let settings = MountSettings {
         format: spec.format,

@@ -444,9 +444,7 @@ fn relay_mount(
     let mut info = SourceInfo::from_headers(&head.headers);
     info.user_agent = head.header("server").map(str::to_owned);
     crate::source::apply_overrides(&mut info, cfg);
-    let limits = &ctx.config.limits;
-    let burst = cfg.and_then(|m| m.burst_size).unwrap_or(limits.burst_size);
-    let queue = cfg.and_then(|m| m.queue_size).unwrap_or(limits.queue_size);
+    let (burst, queue) = ctx.config.burst_and_queue(local);
     let writer = FeedWriter::new(queue.max(burst) as u64);
     let (source_user, source_password) = ctx.source_credentials(local).unwrap_or_default();
     let settings = MountSettings {

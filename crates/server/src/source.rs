@@ -233,12 +233,7 @@ pub async fn run(
     let mut info = SourceInfo::from_headers(&head.headers);
     apply_overrides(&mut info, mount_cfg);
     let limits = &ctx.config.limits;
-    let burst = mount_cfg
-        .and_then(|m| m.burst_size)
-        .unwrap_or(limits.burst_size);
-    let queue = mount_cfg
-        .and_then(|m| m.queue_size)
-        .unwrap_or(limits.queue_size);
+    let (burst, queue) = ctx.config.burst_and_queue(&name);
     let writer = FeedWriter::new(queue.max(burst) as u64);
     let settings = MountSettings {
         format,
