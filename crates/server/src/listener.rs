@@ -126,9 +126,14 @@ pub async fn handle(
             .config
             .mount_for(&full.name)
             .is_some_and(|m| m.fallback_when_full)
-            .then(|| ctx.registry.follow_fallbacks(&full.name, None))
-            .flatten()
-            .filter(|m| m.try_add_listener());
+            .then(|| {
+                // The first fallback with room, as 2.4.4 walks up to 10 full mounts.
+                ctx.registry
+                    .live_fallbacks(&full.name, Some(full.settings.format))
+                    .into_iter()
+                    .find(|m| m.try_add_listener())
+            })
+            .flatten();
         match next {
             Some(m) => {
                 tracing::debug!(%peer, from = %full.name, to = %m.name, "mount full, fallback");

@@ -302,20 +302,29 @@ impl Registry {
     /// The first live mount along the fallback chain after `name` (not `name` itself) whose
     /// format is `format` when given.
     pub fn follow_fallbacks(&self, name: &str, format: Option<Format>) -> Option<Arc<Mount>> {
+        self.live_fallbacks(name, format).into_iter().next()
+    }
+
+    /// Every live mount along the fallback chain after `name`, in order (at most
+    /// [`MAX_FALLBACK_HOPS`] hops), whose format is `format` when given.
+    pub fn live_fallbacks(&self, name: &str, format: Option<Format>) -> Vec<Arc<Mount>> {
+        let mut found = Vec::new();
         let mut at = name.to_owned();
         for _ in 0..MAX_FALLBACK_HOPS {
-            let next = self.fallback_of(&at)?;
+            let Some(next) = self.fallback_of(&at) else {
+                break;
+            };
             if next == name {
-                return None;
+                break;
             }
             if let Some(m) = self.get(&next) {
                 if !m.feed.load().ended && format.is_none_or(|f| f == m.settings.format) {
-                    return Some(m);
+                    found.push(m);
                 }
             }
             at = next;
         }
-        None
+        found
     }
 
     /// Where listeners of `mount` go when its feed ends: the first live fallback of the same

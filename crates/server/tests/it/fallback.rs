@@ -484,3 +484,29 @@ fn fallback_override_never_moves_listeners_to_another_format() {
         "Ogg pages sent to an MP3 player"
     );
 }
+
+#[test]
+fn fallback_when_full_walks_the_chain_past_full_mounts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mid = dir.path().join("mid.mp3");
+    std::fs::copy(asset("demo.mp3"), &mid).unwrap();
+    let srv = TestServer::start(&format!(
+        "[[mount]]\nname = \"/mid.mp3\"\nfile = {mid:?}\nmax-listeners = 1\nfallback-mount = \"/fallback.mp3\"\n{}",
+        fallback_config(
+            dir.path(),
+            "max-listeners = 1\nfallback-when-full = true"
+        )
+        .replace("fallback-mount = \"/fallback.mp3\"\nmax", "fallback-mount = \"/mid.mp3\"\nmax")
+    ));
+    srv.wait_mount("/fallback.mp3");
+    srv.wait_mount("/mid.mp3");
+    let _source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
+    srv.wait_mount("/live.mp3");
+    let _a = Listener::open(srv.addr, "/live.mp3", false);
+    let _b = Listener::open(srv.addr, "/live.mp3", false);
+    let c = Listener::open(srv.addr, "/live.mp3", false);
+    assert_eq!(c.head.status, 200);
+    assert_eq!(listeners_on(&srv, "/live.mp3"), 1);
+    assert_eq!(listeners_on(&srv, "/mid.mp3"), 1);
+    assert_eq!(listeners_on(&srv, "/fallback.mp3"), 1);
+}
