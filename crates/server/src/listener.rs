@@ -68,7 +68,15 @@ pub async fn handle(
             mount = live(&requested);
         }
     }
-    let mount = mount.or_else(|| ctx.registry.resolve(&requested));
+    let mut mount = mount.or_else(|| ctx.registry.resolve(&requested));
+    // Nothing live along the chain, but an on-demand relay in it: start it and wait for it.
+    if mount.is_none() && ctx.registry.start_on_demand_fallback(&requested) {
+        let until = Instant::now() + std::time::Duration::from_millis(ON_DEMAND_WAIT_MS);
+        while mount.is_none() && Instant::now() < until {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            mount = ctx.registry.resolve(&requested);
+        }
+    }
     let Some(mut mount) = mount else {
         tracing::debug!(%peer, path = %requested, "no such mount");
         let _ = reply(

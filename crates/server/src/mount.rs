@@ -218,6 +218,17 @@ pub enum ReserveError {
     TooManySources,
 }
 
+/// Where the listeners of an ended mount go (see [`Registry::fallback_target`]).
+#[derive(Debug, Clone)]
+pub enum Fallback {
+    /// This live mount.
+    Live(Arc<Mount>),
+    /// An on-demand relay along the chain was asked to start: keep the listeners a while.
+    Starting,
+    /// Nowhere: the listeners are closed once they have drained the mount.
+    Nothing,
+}
+
 /// Most fallback hops followed, as Icecast 2.4.4 `source_find_mount` (10).
 pub const MAX_FALLBACK_HOPS: usize = 10;
 
@@ -328,10 +339,45 @@ impl Registry {
     }
 
     /// Where listeners of `mount` go when its feed ends: the first live fallback of the same
-    /// format (Icecast moves clients only between mounts of one format).
-    pub fn fallback_target(&self, mount: &Mount) -> Option<Arc<Mount>> {
-        self.follow_fallbacks(&mount.name, Some(mount.settings.format))
+    /// format (Icecast moves clients only between mounts of one format); else, when the chain
+    /// holds an idle on-demand relay, that relay is asked to start ([`Fallback::Starting`]).
+    pub fn fallback_target(&self, mount: &Mount) -> Fallback {
+        if let Some(m) = self
+            .follow_fallbacks(&mount.name, Some(mount.settings.format))
             .filter(|m| m.id != mount.id)
+        {
+            return Fallback::Live(m);
+        }
+        if self.start_on_demand_fallback(&mount.name) {
+            Fallback::Starting
+        } else {
+            Fallback::Nothing
+        }
+    }
+
+    /// The mount names along the fallback chain after `name` (at most [`MAX_FALLBACK_HOPS`]),
+    /// live or not.
+    pub fn fallback_chain(&self, name: &str) -> Vec<String> {
+        let mut chain = Vec::new();
+        let mut at = name.to_owned();
+        while chain.len() < MAX_FALLBACK_HOPS {
+            match self.fallback_of(&at) {
+                Some(next) if next != name && !chain.contains(&next) => {
+                    chain.push(next.clone());
+                    at = next;
+                }
+                _ => break,
+            }
+        }
+        chain
+    }
+
+    /// Asks the first on-demand mount along the fallback chain of `name` to start, as Icecast
+    /// 2.4.4 starts an on-demand relay that a listener is sent to; false if there is none.
+    pub fn start_on_demand_fallback(&self, name: &str) -> bool {
+        self.fallback_chain(name)
+            .iter()
+            .any(|n| self.get(n).is_none() && self.request_on_demand(n))
     }
 
     /// Registers `mount` unless its name is taken or `max_sources` client-fed mounts are live.
@@ -503,9 +549,8 @@ mod tests {
         // An ended feed is not live, even while still registered.
         wb.end();
         assert_eq!(r.resolve("/a").unwrap().name, "/c");
-        assert_eq!(
-            r.fallback_target(&c).map(|m| m.name.clone()),
-            None,
+        assert!(
+            matches!(r.fallback_target(&c), Fallback::Nothing),
             "/c → /a is down"
         );
         // Admin `fallbacks` overrides the configuration; "" clears it.

@@ -28,7 +28,7 @@ use crate::access_log::{AccessEntry, AccessLog};
 use crate::config::LagPolicy;
 use crate::cursor::{Cursor, IcyMeta, SegKind};
 use crate::metrics::{Metrics, MountLabel};
-use crate::mount::Mount;
+use crate::mount::{Fallback, Mount};
 use crate::ring::Ring;
 use crate::write_path::{write_due, Written};
 
@@ -170,8 +170,8 @@ impl std::fmt::Debug for ShardContext {
     }
 }
 
-/// Finds the live fallback of an ended mount.
-pub type FallbackFn = Arc<dyn Fn(&Mount) -> Option<Arc<Mount>> + Send + Sync>;
+/// Finds where the listeners of an ended mount go.
+pub type FallbackFn = Arc<dyn Fn(&Mount) -> Fallback + Send + Sync>;
 
 /// Which listeners a move applies to; `None` fields match everything.
 #[derive(Debug, Clone, Default)]
@@ -335,12 +335,15 @@ struct ShardMount {
     /// Where this mount's listeners go once they have drained it (its feed ended and a
     /// fallback is live).
     successor: Option<Arc<Mount>>,
+    /// An on-demand relay along the fallback chain is starting: drained listeners wait for it
+    /// (at most [`ENDED_GRACE`]) instead of being closed.
+    awaiting_fallback: bool,
 }
 
 impl ShardMount {
     /// Loads the mount's current queue and metadata; for an ended feed, finds its live
     /// fallback. True when a fallback was newly found (its listeners should move now).
-    fn refresh(&mut self, fallback: &(dyn Fn(&Mount) -> Option<Arc<Mount>> + Send + Sync)) -> bool {
+    fn refresh(&mut self, fallback: &(dyn Fn(&Mount) -> Fallback + Send + Sync)) -> bool {
         self.ring = self.mount.feed.load();
         self.icy = self.mount.icy.load_full();
         if self.ring.ended {
@@ -348,7 +351,12 @@ impl ShardMount {
                 self.ended_at = Some(Instant::now());
             }
             if self.successor.as_ref().is_none_or(|s| s.feed.load().ended) {
-                self.successor = fallback(&self.mount);
+                let next = fallback(&self.mount);
+                self.awaiting_fallback = matches!(next, Fallback::Starting);
+                self.successor = match next {
+                    Fallback::Live(m) => Some(m),
+                    Fallback::Starting | Fallback::Nothing => None,
+                };
                 return self.successor.is_some();
             }
         }
@@ -627,6 +635,7 @@ impl Shard {
             unflushed_bytes: 0,
             ended_at: None,
             successor: None,
+            awaiting_fallback: false,
         };
         match self.mounts.iter().position(Option::is_none) {
             Some(i) => {
@@ -822,7 +831,7 @@ impl Shard {
         ) {
             Written::Nothing => {
                 slot.backlogged = false;
-                if sm.ring.ended && sm.successor.is_none() {
+                if sm.ring.ended && sm.successor.is_none() && !sm.awaiting_fallback {
                     self.close(key, Close::SourceEnded);
                 }
                 false

@@ -724,3 +724,43 @@ fn slave_stops_relays_whose_line_leaves_the_stream_list() {
         .is_empty());
     assert!(master.heads().len() >= 2, "the list is polled every second");
 }
+
+#[test]
+fn an_on_demand_relay_in_a_fallback_chain_is_started_for_its_listeners() {
+    let origin = TestServer::start("");
+    let _src = Source::start(origin.addr, "/up.mp3", "PUT", 1.0);
+    origin.wait_mount("/up.mp3");
+    let edge = TestServer::start(&format!(
+        "{}[[mount]]\nname = \"/live.mp3\"\nfallback-mount = \"/od.mp3\"\n",
+        relay_toml(origin.addr.port(), "/up.mp3", "/od.mp3", "on-demand = true")
+    ));
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        edge.ctx.registry.get("/od.mp3").is_none(),
+        "idle until needed"
+    );
+    // A listener of /live.mp3, which has no source: its fallback relay is started for it.
+    let mut a = Listener::open(edge.addr, "/live.mp3", false);
+    assert_eq!(a.head.status, 200);
+    assert!(a.read_for(Duration::from_millis(1500)).len() > 4000);
+    assert!(edge.mount_status("/od.mp3").is_some());
+    drop(a);
+    wait_until(Duration::from_secs(15), || {
+        edge.ctx.registry.get("/od.mp3").is_none()
+    })
+    .expect("the relay stops once nobody listens");
+    // Now /live.mp3 has a source; when it stops, its listener waits for the relay to start
+    // and moves there instead of being closed.
+    let live = Source::start(edge.addr, "/live.mp3", "SOURCE", 1.0);
+    edge.wait_mount("/live.mp3");
+    let mut b = Listener::open(edge.addr, "/live.mp3", false);
+    b.read_for(Duration::from_millis(500));
+    live.stop();
+    let after = b.read_for(Duration::from_secs(4));
+    assert!(
+        after.len() > 16_000,
+        "kept playing from the relay: {} bytes",
+        after.len()
+    );
+    assert_eq!(edge.mount_status("/od.mp3").unwrap()["listeners"], 1);
+}
