@@ -200,7 +200,10 @@ pub fn parse_request_head(buf: &[u8]) -> Result<Option<(RequestHead, usize)>, He
 
 /// Parses a response head at the start of `buf`, accepting `ICY 200 OK` (SHOUTcast v1 servers).
 ///
-/// Returns `Ok(None)` while incomplete, else the head and its length in bytes.
+/// Returns `Ok(None)` while incomplete, else the head and its length in bytes (of `buf` as
+/// given, also for an `ICY` status line). Errors: [`HeadError::TooLarge`] when no complete head
+/// fits in [`MAX_HEAD_BYTES`] or it has more than [`MAX_HEADERS`] headers,
+/// [`HeadError::Malformed`] for bytes that are not a response head.
 pub fn parse_response_head(buf: &[u8]) -> Result<Option<(ResponseHead, usize)>, HeadError> {
     let window = &buf[..buf.len().min(MAX_HEAD_BYTES)];
     let icy = window.starts_with(b"ICY ");

@@ -8,7 +8,7 @@
 //! - [`http`]: HTTP/1.x request and response heads, including `SOURCE`, `ICE/1.0` and `ICY 200 OK`.
 //! - [`auth`]: HTTP Basic credentials; [`htpasswd`]: htpasswd files; [`url_auth`]: URL
 //!   authentication callbacks (POST bodies, reply headers, callback URLs).
-//! - [`format`]: Content-Type to stream format, as Icecast 2.4.4 `format.c`.
+//! - [`format`](mod@format): Content-Type to stream format, as Icecast 2.4.4 `format.c`.
 //! - [`source_info`]: the `ice-*`/`icy-*` stream description a source client announces.
 //! - [`listener_head`]: the response head Icecast 2.4.4 sends a listener.
 //! - [`icy`]: ICY metadata blocks, interleaving arithmetic and de-interleaving.

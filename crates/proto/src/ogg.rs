@@ -172,7 +172,8 @@ pub fn build_page(
 
 /// Builds one page from its lacing values and body, with a correct CRC.
 ///
-/// `lacing` must hold at most [`MAX_SEGMENTS`] values summing to `body.len()`.
+/// `lacing` must hold at most [`MAX_SEGMENTS`] values summing to `body.len()` (checked in debug
+/// builds only; otherwise the page is malformed).
 pub fn build_raw_page(
     flags: u8,
     granule: u64,

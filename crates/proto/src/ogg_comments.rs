@@ -185,7 +185,7 @@ pub use crate::ogg::build_raw_page;
 
 /// A copy of the valid page `page` with new flags, granule position, serial and sequence
 /// number and a recomputed CRC; lacing values and body are unchanged. `page` must be at least a
-/// page header long (a page returned by [`crate::ogg::parse_page`]).
+/// page header long (a page returned by [`crate::ogg::parse_page`]); a shorter slice panics.
 pub fn restamp_page(page: &[u8], flags: u8, granule: u64, serial: u32, sequence: u32) -> Vec<u8> {
     let mut p = page.to_vec();
     p[5] = flags;

@@ -145,7 +145,9 @@ impl Rechainer {
         }
     }
 
-    /// Passes one unit from the framer; the units to publish, in order, go to `emit`.
+    /// Passes one unit from the framer; the units to publish, in order, go to `emit`. Returns
+    /// what this page changed ([`RechainEvent`]): the source's chain became known, a pending
+    /// update was applied after it, or dropped; `None` for an ordinary page.
     pub fn push(&mut self, unit: Unit, emit: &mut impl FnMut(Unit)) -> Option<RechainEvent> {
         let bytes = unit.data.clone(); // a reference count, not a copy
         let PageParse::Page(page) = parse_page(&bytes) else {

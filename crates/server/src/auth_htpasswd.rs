@@ -56,6 +56,8 @@ impl HtpasswdAuth {
     }
 
     /// The current users: the cached list, re-read first if the file's mtime or size changed.
+    /// A file that is gone or not accessible yields no users (every listener is refused); one
+    /// that exists but cannot be read keeps the previous users. Both are logged once.
     pub async fn users(&self) -> Arc<Htpasswd> {
         let mut cache = self.cache.lock().await;
         let meta = match tokio::fs::metadata(&self.path).await {

@@ -160,9 +160,11 @@ impl UrlAuth {
         self.basic.clone().or_else(|| client.cloned())
     }
 
-    /// Asks `which` (`listener_add` or `stream_auth`) about a client; `client` are its Basic
-    /// credentials (sent to the callback server for listener callbacks without a configured
-    /// user, as Icecast). Logs failures and refusals.
+    /// Asks `which` (`listener_add` or `stream_auth`) about a client by POSTing `body` (built by
+    /// `throng_proto::url_auth`); `client` are its Basic credentials (sent to the callback
+    /// server for listener callbacks without a configured user, as Icecast). An unconfigured
+    /// `which` accepts; no reply within the authenticator's timeout (s) is
+    /// [`Decision::Failed`]. Logs failures and refusals.
     pub async fn decide(
         &self,
         which: Callback,

@@ -438,6 +438,10 @@ impl Config {
     }
 
     /// Reads and validates a TOML file.
+    ///
+    /// Errors: [`ConfigError::Read`] when the file cannot be read, [`ConfigError::Parse`] (with
+    /// the path) for TOML that does not fit the schema, [`ConfigError::Invalid`] as
+    /// [`Config::validate`].
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
@@ -453,6 +457,9 @@ impl Config {
     }
 
     /// Parses and validates TOML text.
+    ///
+    /// Errors: [`ConfigError::Parse`] (with an empty path) for TOML that does not fit the
+    /// schema, [`ConfigError::Invalid`] as [`Config::validate`].
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
         let cfg: Config = toml::from_str(text).map_err(|source| ConfigError::Parse {
             path: PathBuf::new(),
@@ -471,6 +478,8 @@ impl Config {
     }
 
     /// Checks ranges and mount names.
+    ///
+    /// Errors: [`ConfigError::Invalid`] naming the first key out of range or inconsistent.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.listen.is_empty() {
             return Err(ConfigError::Invalid("`listen` is empty".into()));

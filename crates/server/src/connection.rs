@@ -273,6 +273,8 @@ pub async fn refuse_full(ctx: Arc<ServerCtx>, mut stream: TcpStream, peer: Socke
 }
 
 /// Writes a small complete response, logs it, and shuts the connection down.
+///
+/// Errors: the I/O error of writing the response or shutting the socket down (the client left).
 pub async fn reply(
     ctx: &ServerCtx,
     stream: &mut TcpStream,

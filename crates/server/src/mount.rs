@@ -381,6 +381,10 @@ impl Registry {
     }
 
     /// Registers `mount` unless its name is taken or `max_sources` client-fed mounts are live.
+    ///
+    /// Errors: [`ReserveError::InUse`] when a mount of that name is registered,
+    /// [`ReserveError::TooManySources`] when `mount` is client-fed and `max_sources` client-fed
+    /// mounts are registered.
     pub fn reserve(&self, mount: Arc<Mount>, max_sources: usize) -> Result<(), ReserveError> {
         let mut map = self.mounts.write();
         if map.contains_key(&mount.name) {

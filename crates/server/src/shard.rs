@@ -135,7 +135,7 @@ pub struct NewListener {
     pub head: Bytes,
     /// Intro audio (Icecast `<intro>`), sent after the head and before the stream.
     pub intro: Option<Bytes>,
-    /// ICY metadata interval, if the listener asked for metadata.
+    /// ICY metadata interval in bytes, if the listener asked for metadata.
     pub metaint: Option<u32>,
     /// Request facts.
     pub info: ListenerInfo,

@@ -11,11 +11,17 @@ use super::{IcecastXmlError, Importer, UnsupportedKind};
 /// A `<listen-socket>` (or the implicit one of a top-level `<port>`/`<bind-address>`).
 #[derive(Debug, Clone)]
 pub(super) struct Socket {
+    /// Element path of the socket, e.g. `icecast/listen-socket`, for reports.
     pub path: String,
+    /// `<port>` (TCP; Icecast's default 8000).
     pub port: u16,
+    /// `<bind-address>`; `None` binds every address.
     pub bind: Option<IpAddr>,
+    /// `<shoutcast-mount>`: this port takes HTTP, the next one SHOUTcast sources for that mount.
     pub shoutcast_mount: Option<String>,
+    /// `<shoutcast-compat>`: this port itself is the SHOUTcast source port.
     pub shoutcast_compat: bool,
+    /// `<so-sndbuf>`: kernel send buffer per listener socket, in bytes.
     pub sndbuf: Option<usize>,
 }
 

@@ -32,26 +32,47 @@ pub(super) enum RawAuth {
 /// public) or `0` (queue-size, max-listener-duration) for "not set".
 #[derive(Debug, Clone)]
 pub(super) struct RawMount {
+    /// `type=` attribute.
     pub kind: MountType,
+    /// `<mount-name>`: the mount, or for a default mount an fnmatch pattern.
     pub name: Option<String>,
+    /// `<username>`: source user of this mount.
     pub username: Option<String>,
+    /// `<password>`: source password of this mount.
     pub password: Option<String>,
+    /// `<intro>`: a file name in the webroot, as written.
     pub intro: Option<String>,
+    /// `<fallback-mount>`: a mount or webroot file name.
     pub fallback_mount: Option<String>,
+    /// `<fallback-override>`.
     pub fallback_override: bool,
+    /// `<fallback-when-full>`.
     pub fallback_when_full: bool,
+    /// `<max-listeners>`, `-1` when unset.
     pub max_listeners: i64,
+    /// `<burst-size>` in bytes, `-1` when unset.
     pub burst_size: i64,
+    /// `<queue-size>` in bytes, `0` when unset.
     pub queue_size: i64,
+    /// `<hidden>`.
     pub hidden: bool,
+    /// `<max-listener-duration>` in seconds, `0` when unset.
     pub max_listener_duration: i64,
+    /// `<stream-name>`.
     pub stream_name: Option<String>,
+    /// `<stream-description>`.
     pub stream_description: Option<String>,
+    /// `<stream-url>`.
     pub stream_url: Option<String>,
+    /// `<genre>`.
     pub genre: Option<String>,
+    /// `<bitrate>` as written (kbit/s).
     pub bitrate: Option<String>,
+    /// `<public>` as written (`<no-yp>1` sets 0), `-1` when unset.
     pub public: i64,
+    /// `<http-headers>`, in document order.
     pub http_headers: Vec<HttpHeader>,
+    /// `<authentication>`, not merged from default mounts.
     pub auth: Option<RawAuth>,
 }
 

@@ -90,7 +90,11 @@ pub fn parse(xml: &str) -> Result<Element, IcecastXmlError> {
             Event::Start(start) => stack.push(Element::open(&start)?),
             Event::Empty(start) => place(&mut stack, Element::open(&start)?)?,
             Event::End(_) => {
-                let el = stack.pop().expect("the reader checks end names");
+                // The reader checks end names, so an end tag always has an open element; a
+                // malformed file must still be an error rather than a panic.
+                let Some(el) = stack.pop() else {
+                    return Err(at(&reader, &"end tag without a start tag"));
+                };
                 place(&mut stack, el)?;
             }
             Event::Text(t) => {
@@ -153,6 +157,7 @@ mod tests {
     fn malformed_documents_are_errors() {
         assert!(matches!(parse("<a><b></a>"), Err(IcecastXmlError::Xml(_))));
         assert!(matches!(parse("<a>"), Err(IcecastXmlError::Xml(_))));
+        assert!(matches!(parse("</a>"), Err(IcecastXmlError::Xml(_))));
         assert!(matches!(
             parse("<!-- only -->"),
             Err(IcecastXmlError::NoRoot)
