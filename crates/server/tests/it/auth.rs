@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use throng_proto::auth::basic_authorization;
 use throng_proto::http::parse_response_head;
+use throng_proto::url_auth;
 
 use crate::support::{exchange, wait_until, Listener, Source, TestServer, SOURCE_PW};
 
@@ -707,8 +708,23 @@ fn url_stream_auth_also_decides_on_shoutcast_sources() {
         s.write_all(&f.data).unwrap();
     }
     srv.wait_mount("/dj.mp3");
-    let users: Vec<_> = cb.requests().iter().map(|r| r.field("user")).collect();
-    assert_eq!(users.len(), 4, "every login went to the callback");
+    let logins: Vec<_> = cb
+        .requests()
+        .iter()
+        .map(|r| (r.field("user"), r.field("pass")))
+        .collect();
+    // Body values are form-escaped as Icecast's `util_url_escape`.
+    let login = |u: &str, p: &str| (Some(u.to_owned()), Some(url_auth::escape(p)));
+    assert_eq!(
+        logins,
+        [
+            login("source", SOURCE_PW),
+            login("source", SOURCE_PW),
+            login("dj", "bad"),
+            login("dj", "good"),
+        ],
+        "every login went to the callback, as user and password"
+    );
 }
 
 #[test]
@@ -853,7 +869,12 @@ impl Drop for Icecast2 {
 fn scenario_bodies(addr: SocketAddr, cb: &Callback) -> Vec<(String, String)> {
     let src = Source::start(addr, "/cmp.mp3", "PUT", 1.0);
     cb.wait_for("mount_add");
-    std::thread::sleep(Duration::from_millis(300));
+    // Both servers list the mount in their status once it takes listeners.
+    wait_until(Duration::from_secs(10), || {
+        String::from_utf8_lossy(&exchange(addr, b"GET /status-json.xsl HTTP/1.0\r\n\r\n"))
+            .contains("/cmp.mp3")
+    })
+    .expect("/cmp.mp3 listed in the status");
     let Get::Ok(mut l) = get(
         addr,
         "/cmp.mp3?session=a%20b",

@@ -77,11 +77,18 @@ fn hundred_listeners_survive_twenty_source_disconnects() {
     let started = Instant::now();
     for cycle in 0..20 {
         source.take().unwrap().stop();
-        std::thread::sleep(Duration::from_millis(600));
-        assert!(
-            srv.mount_status("/live.mp3").is_none(),
-            "cycle {cycle}: the source is gone"
-        );
+        let left = Instant::now();
+        wait_until(Duration::from_secs(5), || {
+            srv.mount_status("/live.mp3").is_none() && listeners_on(&srv, "/fallback.mp3") >= 101
+        })
+        .unwrap_or_else(|_| {
+            panic!(
+                "cycle {cycle}: source still listed or listeners not on the fallback ({})",
+                listeners_on(&srv, "/fallback.mp3")
+            )
+        });
+        // Play the fallback for a while before the source returns.
+        std::thread::sleep(Duration::from_millis(600).saturating_sub(left.elapsed()));
         source = Some(Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0));
         std::thread::sleep(Duration::from_millis(900));
     }
@@ -390,7 +397,10 @@ fn a_listener_moved_while_its_ogg_intro_is_still_queued_gets_it_whole() {
     sock.connect(&srv.addr.into()).unwrap();
     let mut s: std::net::TcpStream = sock.into();
     std::io::Write::write_all(&mut s, b"GET /a.opus HTTP/1.0\r\n\r\n").unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    wait_until(Duration::from_secs(5), || {
+        listeners_on(&srv, "/a.opus") == 1
+    })
+    .expect("the listener is on /a.opus");
     let auth = format!(
         "Authorization: {}",
         throng_proto::auth::basic_authorization("admin", ADMIN_PW)

@@ -184,14 +184,16 @@ fn curl_sees_icy_metaint_and_the_new_title_at_the_right_offset() {
         dir.join(format!("throng-it-curl-b-{}", std::process::id())),
     );
     let t = Instant::now();
-    let _ = Command::new("curl")
-        .args(["-s", "--max-time", "3", "-H", "Icy-MetaData: 1", "-D"])
+    let curl = Command::new("curl")
+        .args(["-s", "--max-time", "5", "-H", "Icy-MetaData: 1", "-D"])
         .arg(&head_file)
         .arg("-o")
         .arg(&body_file)
         .arg(srv.url("/live.mp3"))
         .status()
         .unwrap();
+    // Exit code 28: the stream was still running when --max-time ended it.
+    assert_eq!(curl.code(), Some(28), "curl: {curl}");
     assert!(t.elapsed() < Duration::from_secs(10));
     let head = std::fs::read_to_string(&head_file).unwrap();
     let body = std::fs::read(&body_file).unwrap();
@@ -208,9 +210,8 @@ fn curl_sees_icy_metaint_and_the_new_title_at_the_right_offset() {
         "{:?}",
         String::from_utf8_lossy(block)
     );
-    // The next metadata point carries no change: a single zero byte.
+    // The next metadata point carries no change: a single zero byte (5 s at 8000 B/s reach it).
     let next = 16_001 + len + 16_000;
-    if body.len() > next {
-        assert_eq!(body[next], 0);
-    }
+    assert!(body.len() > next, "body too short: {}", body.len());
+    assert_eq!(body[next], 0);
 }

@@ -472,7 +472,20 @@ fn a_wrong_master_password_relays_nothing() {
         "[master]\nserver = \"127.0.0.1\"\nport = {}\npassword = \"wrong\"\nupdate-interval = 1\n",
         ic.addr.port()
     ));
-    std::thread::sleep(Duration::from_millis(2500));
+    // The slave keeps polling (every second) and icecast2 keeps refusing it.
+    let refusals = || {
+        std::fs::read_to_string(ic.dir.join("access.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("\"GET /admin/streamlist.txt HTTP/1.0\" 401"))
+            .count()
+    };
+    wait_until(Duration::from_secs(10), || refusals() >= 2).unwrap_or_else(|_| {
+        panic!(
+            "no refused stream-list polls in icecast2's access log: {:?}",
+            std::fs::read_to_string(ic.dir.join("access.log"))
+        )
+    });
     assert!(srv.ctx.registry.list().is_empty());
     assert_eq!(ic.listeners("/a.mp3"), Some(0));
 }

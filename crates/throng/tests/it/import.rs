@@ -185,10 +185,14 @@ fn icecast_config_runs_a_source_and_listeners() {
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(server.0.id() as i32, libc::SIGTERM) };
     let deadline = Instant::now() + Duration::from_secs(5);
-    while server.0.try_wait().unwrap().is_none() {
+    let status = loop {
+        if let Some(status) = server.0.try_wait().unwrap() {
+            break status;
+        }
         assert!(Instant::now() < deadline, "throng did not exit on SIGTERM");
         std::thread::sleep(Duration::from_millis(50));
-    }
+    };
+    assert!(status.success(), "SIGTERM is a clean shutdown: {status}");
     let access = std::fs::read_to_string(dir.0.join("logs/access.log")).unwrap_or_default();
     assert!(
         access.contains("\"GET /live.mp3 HTTP/1."),
