@@ -12,7 +12,7 @@
 //!   `feeder.rs` (ICY stripping, framing, garbage detection), `chunker.rs` (frames → chunks),
 //!   `ogg_retag.rs` (admin title updates of Ogg Vorbis/Opus mounts as new chained streams).
 //! - The fan-out core: `ring.rs` (a mount's queue of shared chunks), `cursor.rs` (a listener's
-//!   position and ICY interleaving), `write_path.rs` (one coalesced writev), `shard.rs` (a thread walking its listeners), `fanout.rs`.
+//!   position and ICY interleaving), `write_path.rs` (one coalesced writev), `shard.rs` (a thread walking its listeners; `shard/moves.rs` its listener moves), `fanout.rs`.
 //! - Listeners: `listener.rs` (request checks, response head, hand-over to a shard).
 //! - Authentication: `auth.rs` (decisions and notices), `auth_htpasswd.rs`, `auth_url.rs`,
 //!   `auth_http.rs` (the callback HTTP client).
