@@ -6,6 +6,9 @@
 //! MD5(password) (what Icecast's `manageauth` writes), Apache `$apr1$` (MD5-crypt with the APR
 //! magic), `$1$` (MD5-crypt), `{SHA}` (base64 SHA-1) and bcrypt (`$2a$`, `$2b$`, `$2x$`, `$2y$`).
 //! Other lines (DES `crypt`, plain text) never match and are reported as unsupported.
+//!
+//! Also the two file edits of Icecast's `manageauth` admin command: the line `adduser` appends
+//! ([`user_line`]) and the rewrite `deleteuser` makes ([`without_user`]).
 
 use std::collections::HashMap;
 
@@ -13,6 +16,8 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use md5::{Digest, Md5};
 use sha1::Sha1;
+
+use thiserror::Error;
 
 use crate::auth::secrets_equal;
 
@@ -98,6 +103,54 @@ pub fn md5_hex(password: &str) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// A user name that cannot be written to an htpasswd file.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum UserNameError {
+    /// The name contains `:` (the separator; Icecast 2.4.4 writes it anyway and then cannot
+    /// delete the user), a line break or NUL.
+    #[error("user name {0:?} contains ':', a line break or NUL")]
+    Forbidden(String),
+}
+
+/// The line Icecast 2.4.4 `auth_htpasswd.c:htpasswd_adduser` appends for a new user:
+/// `user:md5hex(password)\n`.
+///
+/// Errors: [`UserNameError::Forbidden`] when `user` contains `:`, `\n`, `\r` or NUL, which
+/// would make a line that names another user or none (Icecast does not check).
+pub fn user_line(user: &str, password: &str) -> Result<String, UserNameError> {
+    if user.contains([':', '\n', '\r', '\0']) {
+        return Err(UserNameError::Forbidden(user.to_owned()));
+    }
+    Ok(format!("{user}:{}\n", md5_hex(password)))
+}
+
+/// The file `text` without the lines of `user`, as Icecast 2.4.4
+/// `auth_htpasswd.c:htpasswd_deleteuser` rewrites it: each line (with a trailing `\r`
+/// removed) is kept, ended by `\n`, unless it is empty, starts with `#`, has no `:`, or its
+/// user (up to the *first* `:`) is `user`. So comments and blank lines are dropped too, as
+/// Icecast does. Works on bytes: other lines are kept byte for byte. Also returns whether a
+/// line of `user` was found.
+pub fn without_user(text: &[u8], user: &str) -> (Vec<u8>, bool) {
+    let mut out = Vec::with_capacity(text.len());
+    let mut found = false;
+    for line in text.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.is_empty() || line[0] == b'#' {
+            continue;
+        }
+        let Some(sep) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        if &line[..sep] == user.as_bytes() {
+            found = true;
+            continue;
+        }
+        out.extend_from_slice(line);
+        out.push(b'\n');
+    }
+    (out, found)
 }
 
 /// The 64 characters of crypt's base-64 encoding.
@@ -239,6 +292,13 @@ impl Htpasswd {
         self.users.is_empty()
     }
 
+    /// The user names, sorted byte-wise (the order of Icecast 2.4.4's user tree, `strcmp`).
+    pub fn names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.users.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        names
+    }
+
     /// The stored hash of `user`, if listed.
     pub fn hash_of(&self, user: &str) -> Option<&PasswordHash> {
         self.users.get(user)
@@ -281,6 +341,48 @@ mod tests {
     fn user_ends_at_last_colon_as_icecast() {
         let (f, _) = Htpasswd::parse("a:b:23b4222d2613a2765d4d432d2d65e88e\n");
         assert_eq!(f.check("a:b", "hackme"), Check::Ok);
+    }
+
+    #[test]
+    fn added_lines_as_icecast_writes_them() {
+        assert_eq!(
+            user_line("fred", "hackme").as_deref(),
+            Ok("fred:23b4222d2613a2765d4d432d2d65e88e\n")
+        );
+        // Icecast writes an empty user name as given.
+        assert_eq!(
+            user_line("", "hackme").as_deref(),
+            Ok(":23b4222d2613a2765d4d432d2d65e88e\n")
+        );
+        for bad in ["a:b", "a\nb", "a\r", "a\0b"] {
+            assert_eq!(
+                user_line(bad, "x"),
+                Err(UserNameError::Forbidden(bad.to_owned()))
+            );
+        }
+    }
+
+    #[test]
+    fn deleting_rewrites_as_icecast() {
+        let text =
+            b"# users\r\n\nfred:aa\r\nann:$apr1$s$h\nno separator\nfred:bb\nfredx:cc\n\xe9t\xe9:dd";
+        let (out, found) = without_user(text, "fred");
+        assert!(found);
+        // Comments, blank and separator-less lines go; CRLF becomes LF; the last line gets its
+        // newline; other bytes are kept (Latin-1 here).
+        assert_eq!(out, b"ann:$apr1$s$h\nfredx:cc\n\xe9t\xe9:dd\n".to_vec());
+        let (out, found) = without_user(b"ann:x\n", "fred");
+        assert!(!found);
+        assert_eq!(out, b"ann:x\n".to_vec());
+        // The user ends at the first `:` here (Icecast's `strchr`).
+        let (out, found) = without_user(b"a:b:hash\n", "a");
+        assert!(found && out.is_empty());
+    }
+
+    #[test]
+    fn names_are_sorted_bytewise() {
+        let (f, _) = Htpasswd::parse("zed:x\nAnn:x\nbob:x\n");
+        assert_eq!(f.names(), vec!["Ann", "bob", "zed"]);
     }
 
     #[test]

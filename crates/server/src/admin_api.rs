@@ -13,13 +13,18 @@
 //! | `POST /api/v1/mounts/{mount}/move` `{"destination":"/b"}` | `moveclients` | reply plus `"moved"`, `"destination"` |
 //! | `PUT /api/v1/mounts/{mount}/fallback` `{"fallback":"/b"}` (`""` clears) | `fallbacks` | reply |
 //! | `PUT /api/v1/mounts/{mount}/metadata` `{"song":…}` or `{"artist":…,"title":…}`, optional `"url"` | `metadata` | reply |
+//! | `GET /api/v1/mounts/{mount}/users` | `manageauth` | `{"mount":…,"users":["name"…]}` (sorted) |
+//! | `POST /api/v1/mounts/{mount}/users` `{"username":…,"password":…}` | `manageauth?action=add` | reply (409 when the user exists) |
+//! | `DELETE /api/v1/mounts/{mount}/users/{user}` | `manageauth?action=delete` | reply (404 when not listed) |
 //!
 //! `{mount}` is the mount name without its leading `/` (`/api/v1/mounts/live.mp3/listeners`;
 //! nested names work: `/api/v1/mounts/radio/hi.mp3`). Parameters come from a JSON object body
 //! of strings, or else from the query string. Every action and every error replies
 //! `{"ok":bool,"message":"…"}` with Icecast's message; statuses: 400 bad parameters, 401 no
 //! valid credentials (with `WWW-Authenticate`), 404 no such mount or listener, 409 mount not
-//! available, 405 wrong method.
+//! available, 405 wrong method. The `users` endpoints need a mount with an htpasswd
+//! authenticator (400 otherwise); a failed file change is 500 with Icecast's message (the
+//! reason is logged).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -38,6 +43,7 @@ use throng_proto::http::parse_query;
 use crate::admin_auth::{self, Access};
 use crate::admin_data::{self, Stat};
 use crate::admin_ops::{self, AdminError, MetadataOutcome, MetadataUpdate};
+use crate::auth_htpasswd::{AddOutcome, HtpasswdAuth, UserFileError};
 use crate::server::ServerCtx;
 
 fn json_reply(status: StatusCode, v: Value) -> Response {
@@ -152,11 +158,16 @@ pub enum Resource {
     Fallback,
     /// `…/metadata`.
     Metadata,
+    /// `…/users`.
+    Users,
+    /// `…/users/{user}`.
+    User(String),
 }
 
 /// Splits the path after `/api/v1/mounts/` into a mount name and a resource. A live mount
 /// whose whole name matches is the mount itself; otherwise a known last segment (`listeners`,
-/// `listeners/{id}`, `move`, `fallback`, `metadata`) names the resource.
+/// `listeners/{id}`, `move`, `fallback`, `metadata`, `users`, `users/{user}`) names the
+/// resource.
 pub fn split_path(rest: &str, is_live: impl Fn(&str) -> bool) -> (String, Resource) {
     let full = format!("/{}", rest.trim_start_matches('/'));
     if is_live(&full) {
@@ -167,8 +178,14 @@ pub fn split_path(rest: &str, is_live: impl Fn(&str) -> bool) -> (String, Resour
             return (m.to_owned(), Resource::Listener(id));
         }
     }
+    if let Some((m, user)) = full.rsplit_once("/users/") {
+        if !m.is_empty() && !user.is_empty() && !user.contains('/') {
+            return (m.to_owned(), Resource::User(user.to_owned()));
+        }
+    }
     for (suffix, r) in [
         ("/listeners", Resource::Listeners),
+        ("/users", Resource::Users),
         ("/move", Resource::Move),
         ("/fallback", Resource::Fallback),
         ("/metadata", Resource::Metadata),
@@ -195,6 +212,33 @@ fn params(body: &[u8], query: Option<&str>) -> Option<HashMap<String, String>> {
             _ => None,
         })
         .collect()
+}
+
+/// The htpasswd authenticator of `mount`, if it has one.
+fn htpasswd_of(ctx: &ServerCtx, mount: &str) -> Option<Arc<HtpasswdAuth>> {
+    match &ctx.auth.for_mount(&ctx.config, mount)?.method {
+        crate::auth::Method::Htpasswd(h) => Some(h.clone()),
+        crate::auth::Method::Url(_) => None,
+    }
+}
+
+/// The 400 of the `users` endpoints on a mount without an htpasswd authenticator.
+fn no_htpasswd() -> Response {
+    outcome(
+        StatusCode::BAD_REQUEST,
+        false,
+        "This mount has no htpasswd authentication",
+    )
+}
+
+/// The reply to a failed user change: 400 for a name that cannot be written, else 500 with
+/// Icecast's `failed` message (the reason, which names files, is only logged).
+fn user_change_failed(mount: &str, user: &str, e: &UserFileError, failed: &str) -> Response {
+    tracing::warn!(%mount, %user, "admin API: {failed}: {e}");
+    match e {
+        UserFileError::UserName(e) => outcome(StatusCode::BAD_REQUEST, false, &e.to_string()),
+        _ => outcome(StatusCode::INTERNAL_SERVER_ERROR, false, failed),
+    }
 }
 
 /// Everything under `/api/v1/mounts/{mount}` (admin, or that mount's source credentials).
@@ -334,6 +378,60 @@ pub async fn mount_resource(
             }
         }
         (Resource::Metadata, _) => method_not_allowed("PUT, POST"),
+        (Resource::Users, Method::GET | Method::HEAD) => {
+            let Some(h) = htpasswd_of(&ctx, &m.name) else {
+                return no_htpasswd();
+            };
+            json_reply(
+                StatusCode::OK,
+                json!({ "mount": m.name, "users": h.user_names().await }),
+            )
+        }
+        (Resource::Users, Method::POST) => {
+            let Some(h) = htpasswd_of(&ctx, &m.name) else {
+                return no_htpasswd();
+            };
+            let (Some(user), Some(pass)) = (p.get("username"), p.get("password")) else {
+                return admin_error(&AdminError::MissingParameter);
+            };
+            match h.add_user(user, pass).await {
+                Ok(AddOutcome::Added) => {
+                    tracing::info!(%peer, mount = %m.name, %user, "admin API: user added");
+                    outcome(StatusCode::OK, true, "User added")
+                }
+                Ok(AddOutcome::Exists) => outcome(
+                    StatusCode::CONFLICT,
+                    false,
+                    "User already exists - not added",
+                ),
+                Err(e) => user_change_failed(
+                    &m.name,
+                    user,
+                    &e,
+                    "User add failed - check the icecast error log",
+                ),
+            }
+        }
+        (Resource::Users, _) => method_not_allowed("GET, HEAD, POST"),
+        (Resource::User(user), Method::DELETE) => {
+            let Some(h) = htpasswd_of(&ctx, &m.name) else {
+                return no_htpasswd();
+            };
+            match h.delete_user(&user).await {
+                Ok(true) => {
+                    tracing::info!(%peer, mount = %m.name, %user, "admin API: user deleted");
+                    outcome(StatusCode::OK, true, "User deleted")
+                }
+                Ok(false) => outcome(StatusCode::NOT_FOUND, false, "User not found"),
+                Err(e) => user_change_failed(
+                    &m.name,
+                    &user,
+                    &e,
+                    "User delete failed - check the icecast error log",
+                ),
+            }
+        }
+        (Resource::User(_), _) => method_not_allowed("DELETE"),
     }
 }
 
@@ -367,6 +465,22 @@ mod tests {
         assert_eq!(
             split_path("a.mp3/metadata", none),
             ("/a.mp3".into(), Resource::Metadata)
+        );
+        assert_eq!(
+            split_path("a.mp3/users", none),
+            ("/a.mp3".into(), Resource::Users)
+        );
+        assert_eq!(
+            split_path("radio/a.mp3/users/bob smith", none),
+            ("/radio/a.mp3".into(), Resource::User("bob smith".into()))
+        );
+        assert_eq!(
+            split_path("a.mp3/users/listeners", none),
+            ("/a.mp3".into(), Resource::User("listeners".into()))
+        );
+        assert_eq!(
+            split_path("users/x.mp3/listeners", none),
+            ("/users/x.mp3".into(), Resource::Listeners)
         );
         assert_eq!(split_path("move", none), ("/move".into(), Resource::Mount));
         // A live mount named like a resource is the mount.

@@ -4,6 +4,9 @@
 //! sibling records (e.g. `<listener>`) as one table with a column per field, and other
 //! elements (e.g. `<source mount="…">`) as a heading over their contents.
 //!
+//! `manageauth.xsl` has its own page, like Icecast's `manageauth.xsl`: the message, the users
+//! with a Delete link each, and a form to add one.
+//!
 //! Also the two fixed HTML bodies of Icecast 2.4.4: `client.c:client_send_error` (errors) and
 //! `admin.c:html_success`.
 
@@ -154,6 +157,60 @@ pub fn page(title: &str, doc: &Element) -> String {
     } else {
         render(doc, 2, &mut body);
     }
+    wrap(title, &body)
+}
+
+/// Characters escaped in a query-string value of a link.
+const QUERY_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~')
+    .remove(b'/');
+
+fn query_value(s: &str) -> String {
+    percent_encoding::utf8_percent_encode(s, QUERY_VALUE).to_string()
+}
+
+/// The `manageauth.xsl` page of `mount` (what Icecast 2.4.4's `manageauth.xsl` shows): the
+/// message of an add or delete, the users with a link deleting each
+/// (`manageauth.xsl?mount=…&username=…&action=delete`), and a form adding one (`GET` with
+/// `username`, `password`, `mount`, `action=add`).
+pub fn manage_auth_page(mount: &str, users: &[String], message: Option<&str>) -> String {
+    let mut body = String::new();
+    if let Some(m) = message {
+        body.push_str(&format!("<p class=\"message\">{}</p>\n", escape(m)));
+    }
+    body.push_str(&format!("<h2>Mountpoint {}</h2>\n", escape(mount)));
+    if !users.is_empty() {
+        body.push_str("<table><tr><th>User</th><th>Action</th></tr>");
+        for u in users {
+            let href = format!(
+                "manageauth.xsl?mount={}&username={}&action=delete",
+                query_value(mount),
+                query_value(u)
+            );
+            body.push_str(&format!(
+                "<tr><td>{}</td><td><a href=\"{}\">Delete</a></td></tr>",
+                escape(u),
+                escape(&href)
+            ));
+        }
+        body.push_str("</table>\n");
+    }
+    body.push_str(&format!(
+        "<form method=\"get\" action=\"/admin/manageauth.xsl\"><fieldset><legend>Add new user</legend>\
+         <p><label for=\"username\">Username:</label> <input type=\"text\" id=\"username\" name=\"username\"/></p>\
+         <p><label for=\"password\">Password:</label> <input type=\"password\" id=\"password\" name=\"password\"/></p>\
+         <input type=\"hidden\" name=\"mount\" value=\"{}\"/><input type=\"hidden\" name=\"action\" value=\"add\"/>\
+         <input type=\"submit\" value=\"Add\"/></fieldset></form>\n",
+        escape(mount)
+    ));
+    wrap("Manage Authentication", &body)
+}
+
+/// A complete HTML page titled `title` around `body`.
+fn wrap(title: &str, body: &str) -> String {
     format!(
         "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title>\
          <style>body{{font-family:sans-serif}}table{{border-collapse:collapse;margin:.5em 0}}\
@@ -206,5 +263,17 @@ mod tests {
         r.push_leaf("message", "Client 3 not found");
         r.push_leaf("return", "0");
         assert!(page("Response", &r).contains("<p class=\"failed\">Client 3 not found</p>"));
+    }
+
+    #[test]
+    fn manageauth_page_links_and_form() {
+        let html = manage_auth_page("/a b", &["o'neil&co".into()], Some("User added"));
+        assert!(html.contains("<p class=\"message\">User added</p>"));
+        assert!(html.contains(
+            "<a href=\"manageauth.xsl?mount=/a%20b&amp;username=o%27neil%26co&amp;action=delete\">Delete</a>"
+        ));
+        assert!(html.contains("<td>o&#39;neil&amp;co</td>"));
+        assert!(html.contains("<input type=\"hidden\" name=\"mount\" value=\"/a b\"/>"));
+        assert!(!manage_auth_page("/a", &[], None).contains("<table>"));
     }
 }

@@ -12,8 +12,11 @@
 //! Replies: raw commands send the XML document (`text/xml; charset=utf-8`); `*.xsl` commands
 //! the same document as a simple HTML page (no XSLT engine: see `admin_html.rs`); errors are
 //! Icecast's HTML error page (`text/html; charset=utf-8`), 401s its plain-text one with
-//! `WWW-Authenticate: Basic realm="Icecast2 Server"`. `manageauth` and the SHOUTcast
-//! `/admin.cgi` are not served.
+//! `WWW-Authenticate: Basic realm="Icecast2 Server"`. The SHOUTcast `/admin.cgi` is
+//! `admin_cgi.rs`.
+//!
+//! `manageauth` lists, adds and deletes the users of a mount's htpasswd file (see
+//! [`manage_auth`]).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -31,6 +34,8 @@ use crate::admin_data;
 use crate::admin_html;
 use crate::admin_ops::{self, AdminError, MetadataOutcome, MetadataUpdate};
 use crate::admin_xml;
+use crate::auth::Method;
+use crate::auth_htpasswd::AddOutcome;
 use crate::mount::Mount;
 use crate::server::ServerCtx;
 
@@ -68,6 +73,8 @@ pub enum Command {
     KillSource(Render),
     /// `updatemetadata`: the document of Icecast's metadata form.
     UpdateMetadata(Render),
+    /// `manageauth`: list, add or delete the users of the mount's htpasswd file.
+    ManageAuth(Render),
     /// `buildm3u`: a playlist with credentials in the URL (no authentication).
     BuildM3u,
 }
@@ -97,6 +104,8 @@ pub fn parse_command(name: &str) -> Option<Command> {
         "killsource.xsl" => KillSource(Transformed),
         "updatemetadata" => UpdateMetadata(Raw),
         "updatemetadata.xsl" => UpdateMetadata(Transformed),
+        "manageauth" => ManageAuth(Raw),
+        "manageauth.xsl" => ManageAuth(Transformed),
         "buildm3u" => BuildM3u,
         _ => return None,
     })
@@ -354,6 +363,7 @@ async fn mount_command(
             &format!("Update metadata of {}", m.name),
             &admin_xml::mount_only(&m.name),
         ),
+        Command::ManageAuth(r) => manage_auth(ctx, m, params, r, peer).await,
         Command::ListMounts(_) | Command::StreamList(_) | Command::BuildM3u => {
             bad_request(ctx, "Mount request unknown")
         }
@@ -396,6 +406,99 @@ fn metadata(
         MetadataOutcome::Updated | MetadataOutcome::Unchanged => {
             response(ctx, render, "Metadata update successful", true)
         }
+    }
+}
+
+/// The 400 message of `manageauth` when it cannot proceed (lowercase, unlike
+/// `COMMAND_REQUIRE`'s "Missing parameter").
+const MANAGEAUTH_MISSING: &str = "missing parameter";
+
+/// `manageauth` (Icecast 2.4.4 `command_manageauth`): `action` is `list` (the default; any
+/// other value lists too), `add` (needs `username` and `password`) or `delete` (needs
+/// `username`). Answers the mount's users, after an add or delete with Icecast's message:
+/// "User added", "User already exists - not added", "User deleted" (also for a user not
+/// listed), or "User add/delete failed - check the icecast error log" (the reason is logged).
+/// A mount without an authenticator, or an add or delete missing its parameters, is
+/// `400 missing parameter`. A `url` authenticator has no users: an empty list, and adds and
+/// deletes fail, as Icecast's `auth_url.c` stubs.
+async fn manage_auth(
+    ctx: &ServerCtx,
+    m: &Mount,
+    params: &Params,
+    render: Render,
+    peer: SocketAddr,
+) -> Response {
+    let Some(auth) = ctx.auth.for_mount(&ctx.config, &m.name).cloned() else {
+        tracing::warn!(%peer, mount = %m.name, "manageauth on a mount without authentication");
+        return bad_request(ctx, MANAGEAUTH_MISSING);
+    };
+    let file = match &auth.method {
+        Method::Htpasswd(h) => Some(h.clone()),
+        Method::Url(_) => None,
+    };
+    let action = params.get("action").unwrap_or_else(|| "list".to_owned());
+    let username = params.get("username");
+    let message = match action.as_str() {
+        "add" => {
+            let (Some(user), Some(pass)) = (username, params.get("password")) else {
+                tracing::warn!(%peer, mount = %m.name, "manageauth add without username or password");
+                return bad_request(ctx, MANAGEAUTH_MISSING);
+            };
+            let outcome = match &file {
+                Some(h) => h.add_user(&user, &pass).await.map_err(|e| e.to_string()),
+                None => Err("the url authenticator has no users".to_owned()),
+            };
+            Some(match outcome {
+                Ok(AddOutcome::Added) => {
+                    tracing::info!(%peer, mount = %m.name, %user, "manageauth: user added");
+                    "User added"
+                }
+                Ok(AddOutcome::Exists) => "User already exists - not added",
+                Err(e) => {
+                    tracing::warn!(%peer, mount = %m.name, %user, "manageauth: user add failed: {e}");
+                    "User add failed - check the icecast error log"
+                }
+            })
+        }
+        "delete" => {
+            let Some(user) = username else {
+                tracing::warn!(%peer, mount = %m.name, "manageauth delete without username");
+                return bad_request(ctx, MANAGEAUTH_MISSING);
+            };
+            let outcome = match &file {
+                Some(h) => h.delete_user(&user).await.map_err(|e| e.to_string()),
+                None => Err("the url authenticator has no users".to_owned()),
+            };
+            Some(match outcome {
+                Ok(found) => {
+                    tracing::info!(%peer, mount = %m.name, %user, found, "manageauth: user deleted");
+                    "User deleted"
+                }
+                Err(e) => {
+                    tracing::warn!(%peer, mount = %m.name, %user, "manageauth: user delete failed: {e}");
+                    "User delete failed - check the icecast error log"
+                }
+            })
+        }
+        _ => None,
+    };
+    let users = match &file {
+        Some(h) => h.user_names().await,
+        None => Vec::new(),
+    };
+    match render {
+        Render::Transformed => reply(
+            ctx,
+            StatusCode::OK,
+            "text/html; charset=utf-8",
+            admin_html::manage_auth_page(&m.name, &users, message),
+        ),
+        Render::Raw | Render::Plain => reply(
+            ctx,
+            StatusCode::OK,
+            "text/xml; charset=utf-8",
+            admin_xml::manage_auth(&m.name, &users, message).to_document(),
+        ),
     }
 }
 
@@ -445,6 +548,14 @@ mod tests {
             Some(Command::StreamList(Render::Plain))
         );
         assert_eq!(parse_command("fallbacks.xsl"), Some(Command::Fallbacks));
+        assert_eq!(
+            parse_command("manageauth"),
+            Some(Command::ManageAuth(Render::Raw))
+        );
+        assert_eq!(
+            parse_command("manageauth.xsl"),
+            Some(Command::ManageAuth(Render::Transformed))
+        );
         assert_eq!(parse_command("nope"), None);
         assert_eq!(parse_command("stats.json"), None);
     }

@@ -89,6 +89,27 @@ pub fn mount_only(mount: &str) -> Element {
     root
 }
 
+/// `manageauth` (`command_manageauth`): `<icestats><source mount="…">` holding one
+/// `<User><username>…</username></User>` per user (`htpasswd_userlist`), then, after an add or
+/// delete, `<iceresponse><message>…</message></iceresponse>` as a sibling of `<source>` (no
+/// `<return>`, unlike the other commands' responses).
+pub fn manage_auth(mount: &str, users: &[String], message: Option<&str>) -> Element {
+    let mut src = Element::new("source").attr("mount", mount);
+    for u in users {
+        let mut user = Element::new("User");
+        user.push_leaf("username", u);
+        src.push(user);
+    }
+    let mut root = Element::new("icestats");
+    root.push(src);
+    if let Some(m) = message {
+        let mut r = Element::new("iceresponse");
+        r.push_leaf("message", m);
+        root.push(r);
+    }
+    root
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,6 +155,20 @@ mod tests {
             "<icestats><current_source>/b</current_source><source mount=\"/a\"><fallback></fallback>\
              <listeners>2</listeners><Connected>5</Connected><content-type>audio/mpeg</content-type>\
              </source></icestats>"
+        );
+    }
+
+    #[test]
+    fn manageauth_shape() {
+        assert_eq!(
+            manage_auth("/a", &["ann".into(), "b&b".into()], Some("User added")).to_document(),
+            "<?xml version=\"1.0\"?>\n<icestats><source mount=\"/a\"><User><username>ann</username>\
+             </User><User><username>b&amp;b</username></User></source><iceresponse>\
+             <message>User added</message></iceresponse></icestats>\n"
+        );
+        assert_eq!(
+            manage_auth("/a", &[], None).to_document(),
+            "<?xml version=\"1.0\"?>\n<icestats><source mount=\"/a\"/></icestats>\n"
         );
     }
 }

@@ -95,8 +95,9 @@ pub enum AuthError {
 /// How an authenticator decides.
 #[derive(Debug)]
 pub enum Method {
-    /// An htpasswd file.
-    Htpasswd(HtpasswdAuth),
+    /// An htpasswd file (one shared `HtpasswdAuth` per file name, so its cache and its
+    /// `manageauth` changes are shared by every mount that names it).
+    Htpasswd(Arc<HtpasswdAuth>),
     /// URL callbacks.
     Url(Arc<UrlAuth>),
 }
@@ -126,6 +127,7 @@ impl Authenticators {
     /// Errors: [`AuthError::BadUrl`] for a callback URL that is not a usable `http://` URL.
     pub fn from_config(config: &Config) -> Result<Authenticators, AuthError> {
         let mut by_pattern = HashMap::new();
+        let mut files: HashMap<std::path::PathBuf, Arc<HtpasswdAuth>> = HashMap::new();
         for m in &config.mount {
             let Some(a) = &m.authentication else { continue };
             if by_pattern.contains_key(&m.name) {
@@ -136,7 +138,12 @@ impl Authenticators {
                     filename,
                     allow_duplicate_users,
                 } => (
-                    Method::Htpasswd(HtpasswdAuth::new(filename)),
+                    Method::Htpasswd(
+                        files
+                            .entry(filename.clone())
+                            .or_insert_with(|| Arc::new(HtpasswdAuth::new(filename)))
+                            .clone(),
+                    ),
                     *allow_duplicate_users,
                 ),
                 AuthConfig::Url(u) => {
@@ -548,6 +555,24 @@ mod tests {
         assert_eq!(vip.pattern, "/vip*");
         assert!(vip.allow_duplicates && matches!(vip.method, Method::Htpasswd(_)));
         let paid = a.for_mount(&cfg, "/paid.mp3").unwrap();
+        // Mounts naming the same file share its authenticator (cache and write lock).
+        let cfg2 = Config::from_toml(
+            r#"
+            [[mount]]
+            name = "/a.mp3"
+            authentication = { type = "htpasswd", filename = "/etc/users" }
+            [[mount]]
+            name = "/b.mp3"
+            authentication = { type = "htpasswd", filename = "/etc/users" }
+            "#,
+        )
+        .unwrap();
+        let a2 = Authenticators::from_config(&cfg2).unwrap();
+        let file_of = |m: &str| match &a2.for_mount(&cfg2, m).unwrap().method {
+            Method::Htpasswd(h) => h.clone(),
+            Method::Url(_) => panic!("not htpasswd"),
+        };
+        assert!(Arc::ptr_eq(&file_of("/a.mp3"), &file_of("/b.mp3")));
         assert!(!paid.allow_duplicates && matches!(paid.method, Method::Url(_)));
     }
 

@@ -23,11 +23,11 @@ use crate::support::*;
 
 const REALM: &str = "Basic realm=\"Icecast2 Server\"";
 const RELAY_PW: &str = "test-relay-pw";
-const ADMIN: (&str, &str) = ("admin", ADMIN_PW);
+pub(crate) const ADMIN: (&str, &str) = ("admin", ADMIN_PW);
 
 /// A test server whose config also sets a relay password and writes to listeners every 100 ms,
 /// with `extra` TOML.
-fn server(extra: &str) -> TestServer {
+pub(crate) fn server(extra: &str) -> TestServer {
     let toml = format!(
         "listen = [\"127.0.0.1:0\"]\nworkers = 2\n[limits]\nwrite-interval-ms = 100\n{extra}\n[authentication]\nsource-password = \"{SOURCE_PW}\"\nadmin-password = \"{ADMIN_PW}\"\nrelay-password = \"{RELAY_PW}\"\n[logging]\naccess-log = \"\"\n"
     );
@@ -35,21 +35,21 @@ fn server(extra: &str) -> TestServer {
 }
 
 /// A reply: status, head, body as text.
-struct Reply {
-    head: ResponseHead,
-    body: String,
+pub(crate) struct Reply {
+    pub(crate) head: ResponseHead,
+    pub(crate) body: String,
 }
 
 impl Reply {
-    fn status(&self) -> u16 {
+    pub(crate) fn status(&self) -> u16 {
         self.head.status
     }
 
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.head.header(name)
     }
 
-    fn xml(&self) -> Node {
+    pub(crate) fn xml(&self) -> Node {
         assert_eq!(
             self.header("content-type"),
             Some("text/xml; charset=utf-8"),
@@ -59,13 +59,13 @@ impl Reply {
         parse_xml(&self.body)
     }
 
-    fn json(&self) -> serde_json::Value {
+    pub(crate) fn json(&self) -> serde_json::Value {
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
     }
 }
 
 /// Sends `method path` with optional Basic credentials and body; reads the reply to close.
-fn call(
+pub(crate) fn call(
     addr: SocketAddr,
     method: &str,
     path: &str,
@@ -94,33 +94,33 @@ fn call(
     }
 }
 
-fn get(srv: &TestServer, path: &str, auth: Option<(&str, &str)>) -> Reply {
+pub(crate) fn get(srv: &TestServer, path: &str, auth: Option<(&str, &str)>) -> Reply {
     call(srv.addr, "GET", path, auth, "")
 }
 
 /// An XML element as parsed by quick-xml.
 #[derive(Debug, Default, Clone)]
-struct Node {
-    name: String,
-    attrs: Vec<(String, String)>,
-    text: String,
-    children: Vec<Node>,
+pub(crate) struct Node {
+    pub(crate) name: String,
+    pub(crate) attrs: Vec<(String, String)>,
+    pub(crate) text: String,
+    pub(crate) children: Vec<Node>,
 }
 
 impl Node {
-    fn child(&self, name: &str) -> Option<&Node> {
+    pub(crate) fn child(&self, name: &str) -> Option<&Node> {
         self.children.iter().find(|c| c.name == name)
     }
 
-    fn all(&self, name: &str) -> Vec<&Node> {
+    pub(crate) fn all(&self, name: &str) -> Vec<&Node> {
         self.children.iter().filter(|c| c.name == name).collect()
     }
 
-    fn text_of(&self, name: &str) -> Option<&str> {
+    pub(crate) fn text_of(&self, name: &str) -> Option<&str> {
         self.child(name).map(|c| c.text.as_str())
     }
 
-    fn attr(&self, name: &str) -> Option<&str> {
+    pub(crate) fn attr(&self, name: &str) -> Option<&str> {
         self.attrs
             .iter()
             .find(|(k, _)| k == name)
@@ -128,7 +128,7 @@ impl Node {
     }
 
     /// The `<source mount="…">` child for `mount`.
-    fn source(&self, mount: &str) -> Option<&Node> {
+    pub(crate) fn source(&self, mount: &str) -> Option<&Node> {
         self.all("source")
             .into_iter()
             .find(|s| s.attr("mount") == Some(mount))
@@ -155,7 +155,7 @@ fn node_of(e: &BytesStart) -> Node {
 }
 
 /// Parses a whole document (panics if it is not well-formed) and returns its root element.
-fn parse_xml(doc: &str) -> Node {
+pub(crate) fn parse_xml(doc: &str) -> Node {
     let mut r = Reader::from_str(doc);
     let mut stack = vec![Node::default()];
     loop {
@@ -194,7 +194,7 @@ fn ice_response(r: &Reply) -> (String, String) {
 }
 
 /// Icecast 2.4.4's 400 page with `message`.
-fn assert_400(r: &Reply, message: &str) {
+pub(crate) fn assert_400(r: &Reply, message: &str) {
     assert_eq!(r.status(), 400, "{}", r.body);
     assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
     assert_eq!(
@@ -206,7 +206,7 @@ fn assert_400(r: &Reply, message: &str) {
 }
 
 /// Icecast 2.4.4's 401.
-fn assert_401(r: &Reply, what: &str) {
+pub(crate) fn assert_401(r: &Reply, what: &str) {
     assert_eq!(r.status(), 401, "{what}: {}", r.body);
     assert_eq!(r.header("www-authenticate"), Some(REALM), "{what}");
 }

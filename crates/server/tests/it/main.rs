@@ -9,6 +9,7 @@ mod fallback;
 mod fanout;
 mod filters;
 mod listeners;
+mod manageauth;
 mod metadata;
 mod ogg_metadata;
 mod peers;
