@@ -3,7 +3,7 @@
 //! back; unsupported elements are warned about; logs land where `<logging>` says), and
 //! `throng import-icecast` prints TOML that reads back to the same configuration.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -49,30 +49,8 @@ fn data(name: &str) -> PathBuf {
 /// `throng serve --icecast-config xml`; returns the process, its address and the stderr lines
 /// up to "serving on".
 fn serve_icecast(xml: &Path) -> (Proc, SocketAddr, Vec<String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_throng"))
-        .args(["serve", "--icecast-config"])
-        .arg(xml)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn throng");
-    let mut reader = BufReader::new(child.stderr.take().unwrap());
-    let mut lines = Vec::new();
-    let addr = loop {
-        let mut line = String::new();
-        assert!(
-            reader.read_line(&mut line).unwrap() > 0,
-            "throng exited: {lines:?}"
-        );
-        lines.push(line.clone());
-        if let Some(rest) = line.trim().strip_prefix("throng: serving on http://") {
-            break rest.trim_end_matches('/').parse().unwrap();
-        }
-    };
-    std::thread::spawn(move || {
-        let mut sink = String::new();
-        let _ = reader.read_to_string(&mut sink);
-    });
+    let (child, addr, lines) =
+        crate::support::spawn_serve([std::ffi::OsStr::new("--icecast-config"), xml.as_os_str()]);
     (Proc(child), addr, lines)
 }
 

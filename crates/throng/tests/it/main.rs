@@ -2,3 +2,4 @@
 
 mod import;
 mod serve;
+mod support;

@@ -2,9 +2,9 @@
 //! ephemeral port so tests never collide), a demo mount that plays at once and decodes cleanly,
 //! generated passwords printed, and a clean exit on SIGTERM and SIGINT.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 struct Serve {
@@ -15,31 +15,9 @@ struct Serve {
 
 impl Serve {
     fn start(extra: &[&str]) -> Serve {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_throng"))
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn throng");
-        let mut reader = BufReader::new(child.stderr.take().unwrap());
-        let mut lines = Vec::new();
-        let addr = loop {
-            let mut line = String::new();
-            assert!(
-                reader.read_line(&mut line).unwrap() > 0,
-                "throng exited: {lines:?}"
-            );
-            lines.push(line.clone());
-            if let Some(rest) = line.trim().strip_prefix("throng: serving on http://") {
-                break rest.trim_end_matches('/').parse().unwrap();
-            }
-        };
-        // Keep draining stderr so the server never blocks on a full pipe.
-        std::thread::spawn(move || {
-            let mut sink = String::new();
-            let _ = reader.read_to_string(&mut sink);
-        });
+        let mut args = vec!["--listen", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let (child, addr, lines) = crate::support::spawn_serve(args);
         Serve {
             child,
             addr,
