@@ -6,8 +6,6 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use throng_proto::auth::basic_authorization;
@@ -22,56 +20,17 @@ fn sc_addr(srv: &TestServer) -> SocketAddr {
     SocketAddr::new(srv.addr.ip(), srv.addr.port() + 1)
 }
 
-/// A SHOUTcast v1 source pushing the demo MP3 at real time on a thread.
-struct IcySource {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl IcySource {
-    /// Logs in with `login` (the password line and header block, sent as given), expects
-    /// `OK2`, then streams.
-    fn start(addr: SocketAddr, login: &[u8], headers: &[u8]) -> IcySource {
-        let mut s = TcpStream::connect(addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        s.write_all(login).unwrap();
-        let mut reply = [0u8; 20];
-        s.read_exact(&mut reply).unwrap();
-        assert_eq!(&reply, OK2);
-        s.write_all(headers).unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let stop2 = stop.clone();
-        let frames = demo_frames();
-        let thread = std::thread::spawn(move || {
-            let start = Instant::now();
-            let mut media_us = 0u64;
-            'outer: loop {
-                for f in &frames {
-                    if stop2.load(Ordering::Relaxed) || s.write_all(&f.data).is_err() {
-                        break 'outer;
-                    }
-                    media_us += f.duration_us;
-                    let due = start + Duration::from_micros(media_us);
-                    if let Some(wait) = due.checked_duration_since(Instant::now()) {
-                        std::thread::sleep(wait);
-                    }
-                }
-            }
-        });
-        IcySource {
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for IcySource {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+/// A SHOUTcast v1 source: logs in with `login` (the password line and header block, sent as
+/// given), expects `OK2`, then pushes the demo MP3 at real time on a thread.
+fn icy_source(addr: SocketAddr, login: &[u8], headers: &[u8]) -> Source {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(login).unwrap();
+    let mut reply = [0u8; 20];
+    s.read_exact(&mut reply).unwrap();
+    assert_eq!(&reply, OK2);
+    s.write_all(headers).unwrap();
+    Source::stream_on(s, 1.0)
 }
 
 /// Reads an ICY listener (metaint `metaint`) until a block carries `want` or `within` passes;
@@ -103,7 +62,7 @@ fn get(addr: SocketAddr, target: &str, headers: &[&str]) -> (u16, String) {
 #[test]
 fn ok2_login_feeds_the_shoutcast_mount_with_icy_headers() {
     let srv = TestServer::start("shoutcast-mount = \"/sc.mp3\"");
-    let _src = IcySource::start(
+    let _src = icy_source(
         sc_addr(&srv),
         format!("{SOURCE_PW}\r\n").as_bytes(),
         b"icy-name:SC Test\r\nicy-genre:Rock\r\nicy-br:64\r\nicy-pub:1\r\ncontent-type:audio/mpeg\r\n\r\n",
@@ -179,7 +138,7 @@ fn mount_named_in_the_password_line_and_login_in_one_write() {
 #[test]
 fn admin_cgi_updates_the_title_with_pass_or_credentials() {
     let srv = TestServer::start("shoutcast-mount = \"/sc.mp3\"\n[limits]\nmetaint = 4000");
-    let _src = IcySource::start(
+    let _src = icy_source(
         sc_addr(&srv),
         format!("{SOURCE_PW}\n").as_bytes(),
         b"icy-name:SC\n\n",
@@ -260,7 +219,7 @@ fn admin_cgi_updates_the_title_with_pass_or_credentials() {
 #[test]
 fn admin_cgi_is_also_served_on_the_shoutcast_port() {
     let srv = TestServer::start("shoutcast-mount = \"/sc.mp3\"");
-    let _src = IcySource::start(
+    let _src = icy_source(
         sc_addr(&srv),
         format!("{SOURCE_PW}\r\n").as_bytes(),
         b"\r\n",

@@ -272,6 +272,12 @@ impl Source {
         let mut reply = [0u8; 19];
         s.read_exact(&mut reply).unwrap();
         assert_eq!(&reply, b"HTTP/1.0 200 OK\r\n\r\n");
+        Self::stream_on(s, speed)
+    }
+
+    /// Pushes the demo MP3 in a loop on an already accepted source connection `s`, paced at
+    /// `speed` × real time, on a thread.
+    pub fn stream_on(mut s: TcpStream, speed: f64) -> Source {
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let frames = demo_frames();
