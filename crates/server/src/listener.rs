@@ -43,6 +43,20 @@ pub fn response_head(ctx: &ServerCtx, mount: &Mount, metaint: Option<u32>) -> Ve
 /// How long a listener of an on-demand mount waits for it to start (ms).
 pub const ON_DEMAND_WAIT_MS: u64 = 10_000;
 
+/// Polls `find` every 50 ms for up to [`ON_DEMAND_WAIT_MS`] while an on-demand mount starts.
+async fn wait_for_mount(find: impl Fn() -> Option<Arc<Mount>>) -> Option<Arc<Mount>> {
+    let until = Instant::now() + std::time::Duration::from_millis(ON_DEMAND_WAIT_MS);
+    loop {
+        if let Some(m) = find() {
+            return Some(m);
+        }
+        if Instant::now() >= until {
+            return None;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
 /// Serves `GET`/`HEAD` for a mount, as Icecast 2.4.4 `auth.c:add_listener_to_source`:
 /// authentication on the requested mount, then the live mount or its fallback chain (an
 /// on-demand relay is started and waited for), max-listeners (or `fallback-when-full`), the
@@ -56,26 +70,27 @@ pub async fn handle(
 ) {
     let line = head.request_line();
     let requested = head.path.clone();
-    let live = |name: &str| ctx.registry.get(name).filter(|m| !m.feed.load().ended);
-    let mut mount = live(&requested);
+    let live = || {
+        ctx.registry
+            .get(&requested)
+            .filter(|m| !m.feed.load().ended)
+    };
+    let resolve = || ctx.registry.resolve(&requested);
     // An on-demand relay is started even when its fallback is live: Icecast 2.4.4
     // `source_find_mount` stops at a reserved on-demand relay rather than following its
     // fallback. Its fallback serves the listener only if it does not come up in time.
-    if mount.is_none() && ctx.registry.request_on_demand(&requested) {
-        let until = Instant::now() + std::time::Duration::from_millis(ON_DEMAND_WAIT_MS);
-        while mount.is_none() && Instant::now() < until {
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            mount = live(&requested);
-        }
-    }
-    let mut mount = mount.or_else(|| ctx.registry.resolve(&requested));
-    // Nothing live along the chain, but an on-demand relay in it: start it and wait for it.
-    if mount.is_none() && ctx.registry.start_on_demand_fallback(&requested) {
-        let until = Instant::now() + std::time::Duration::from_millis(ON_DEMAND_WAIT_MS);
-        while mount.is_none() && Instant::now() < until {
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            mount = ctx.registry.resolve(&requested);
-        }
+    let mut mount = match live() {
+        None if ctx.registry.request_on_demand(&requested) => wait_for_mount(live).await,
+        m => m,
+    };
+    if mount.is_none() {
+        mount = match resolve() {
+            // Nothing live along the chain, but an on-demand relay in it: start it, wait.
+            None if ctx.registry.start_on_demand_fallback(&requested) => {
+                wait_for_mount(resolve).await
+            }
+            m => m,
+        };
     }
     let Some(mut mount) = mount else {
         tracing::debug!(%peer, path = %requested, "no such mount");
