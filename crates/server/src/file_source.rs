@@ -12,8 +12,7 @@ use throng_proto::framer::{Framer, StreamParams, Unit};
 use throng_proto::source_info::SourceInfo;
 
 use crate::feeder::Feeder;
-use crate::mount::{stream_headers, LiveMount, Mount, MountSettings, ReserveError, SourceKind};
-use crate::ring::FeedWriter;
+use crate::mount::{LiveMount, Mount, Origin, ReserveError, SourceKind};
 use crate::server::ServerCtx;
 
 /// The demo audio: 64 kbit/s CBR MP3, 44.1 kHz, no ID3 tag (`assets/demo.mp3`).
@@ -90,7 +89,7 @@ pub fn start_file_mount(
             content_type,
             info,
             title: &title,
-            hidden: hidden || cfg.is_some_and(|m| m.hidden),
+            hidden,
         },
     )
 }
@@ -152,24 +151,19 @@ pub fn start_demo(ctx: Arc<ServerCtx>) -> Result<(), FileSourceError> {
 
 fn start_loop(ctx: Arc<ServerCtx>, spec: LoopSpec<'_>) -> Result<(), FileSourceError> {
     let (units, params) = frame_file(spec.data, spec.format)?;
-    let (source_user, source_password) = ctx.source_credentials(spec.name).unwrap_or_default();
-    let cfg = ctx.config.mount_for(spec.name);
-    let (burst, queue) = ctx.config.burst_and_queue(spec.name);
-    let writer = FeedWriter::new(queue.max(burst) as u64);
-    let settings = MountSettings {
-        format: spec.format,
-        content_type: spec.content_type.into(),
-        stream_headers: stream_headers(&spec.info),
-        info: spec.info,
-        hidden: spec.hidden,
-        max_listeners: cfg.and_then(|m| m.max_listeners),
-        burst_size: burst as u64,
-        source_user,
-        source_password,
-        source_ip: None,
-        kind: SourceKind::File,
-    };
-    let mount = Arc::new(Mount::new(spec.name, settings, writer.feed()));
+    let (mount, writer) = Mount::configured(
+        &ctx.config,
+        spec.name,
+        Origin {
+            format: spec.format,
+            content_type: spec.content_type.into(),
+            info: spec.info,
+            credentials: ctx.source_credentials(spec.name).unwrap_or_default(),
+            source_ip: None,
+            kind: SourceKind::File,
+            force_hidden: spec.hidden,
+        },
+    );
     mount.set_title(spec.title, None);
     mount.set_params(params);
     let live = LiveMount::reserve(ctx.clone(), mount.clone(), usize::MAX)?;

@@ -17,7 +17,7 @@ use throng_proto::icy::metadata_block;
 use throng_proto::source_info::SourceInfo;
 
 use crate::cursor::IcyMeta;
-use crate::ring::Feed;
+use crate::ring::{Feed, FeedWriter};
 
 /// Where a mount's bytes come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +86,26 @@ pub fn stream_headers(info: &SourceInfo) -> Vec<(String, String)> {
     h
 }
 
+/// What the origin of a mount (source client, relay, file) knows about it; the rest comes
+/// from the configuration (see [`Mount::configured`]).
+#[derive(Debug, Clone)]
+pub struct Origin {
+    /// Framing of the stream.
+    pub format: Format,
+    /// Content-Type sent to listeners.
+    pub content_type: String,
+    /// Stream description, `[[mount]]` overrides already applied.
+    pub info: SourceInfo,
+    /// Source user and password accepted for metadata updates of this mount.
+    pub credentials: (String, String),
+    /// Address of the source client (or a relay's upstream), if any.
+    pub source_ip: Option<IpAddr>,
+    /// What feeds the mount.
+    pub kind: SourceKind,
+    /// Hidden whatever the configuration says (webroot fallback files).
+    pub force_hidden: bool,
+}
+
 /// A live mount.
 #[derive(Debug)]
 pub struct Mount {
@@ -144,6 +164,33 @@ impl Mount {
             stop: AtomicBool::new(false),
             ogg_tags: Default::default(),
         }
+    }
+
+    /// A new mount `name` fed by `origin`, with its `[[mount]]` settings (hidden,
+    /// max-listeners) and its queue sized by [`crate::config::Config::burst_and_queue`]
+    /// (retaining `max(queue-size, burst-size)` bytes); returns it and the writer of its queue.
+    pub fn configured(
+        config: &crate::config::Config,
+        name: &str,
+        origin: Origin,
+    ) -> (Arc<Mount>, FeedWriter) {
+        let cfg = config.mount_for(name);
+        let (burst, queue) = config.burst_and_queue(name);
+        let writer = FeedWriter::new(queue.max(burst) as u64);
+        let settings = MountSettings {
+            format: origin.format,
+            content_type: origin.content_type,
+            stream_headers: stream_headers(&origin.info),
+            info: origin.info,
+            hidden: origin.force_hidden || cfg.is_some_and(|m| m.hidden),
+            max_listeners: cfg.and_then(|m| m.max_listeners),
+            burst_size: burst as u64,
+            source_user: origin.credentials.0,
+            source_password: origin.credentials.1,
+            source_ip: origin.source_ip,
+            kind: origin.kind,
+        };
+        (Arc::new(Mount::new(name, settings, writer.feed())), writer)
     }
 
     /// Sets the stream title (and optional URL) sent in ICY metadata and shown in status.

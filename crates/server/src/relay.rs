@@ -27,7 +27,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::RelayConfig;
 use crate::feeder::Feeder;
-use crate::mount::{stream_headers, LiveMount, Mount, MountSettings, ReserveError, SourceKind};
+use crate::mount::{LiveMount, Mount, Origin, ReserveError, SourceKind};
 use crate::relay_client::{classify, relay_request, Answer, Backoff, Upstream, MAX_REDIRECTS};
 use crate::ring::FeedWriter;
 use crate::server::ServerCtx;
@@ -444,24 +444,21 @@ fn relay_mount(
     let mut info = SourceInfo::from_headers(&head.headers);
     info.user_agent = head.header("server").map(str::to_owned);
     crate::source::apply_overrides(&mut info, cfg);
-    let (burst, queue) = ctx.config.burst_and_queue(local);
-    let writer = FeedWriter::new(queue.max(burst) as u64);
-    let (source_user, source_password) = ctx.source_credentials(local).unwrap_or_default();
-    let settings = MountSettings {
-        format,
-        content_type,
-        stream_headers: stream_headers(&info),
-        info,
-        hidden: cfg.is_some_and(|m| m.hidden),
-        max_listeners: cfg.and_then(|m| m.max_listeners),
-        burst_size: burst as u64,
-        source_user,
-        source_password,
-        // As Icecast's `source_ip` stat of a relay: the upstream's address.
-        source_ip: Some(peer.ip()),
-        kind: SourceKind::Relay,
-    };
-    (Arc::new(Mount::new(local, settings, writer.feed())), writer)
+    let credentials = ctx.source_credentials(local).unwrap_or_default();
+    Mount::configured(
+        &ctx.config,
+        local,
+        Origin {
+            format,
+            content_type,
+            info,
+            credentials,
+            // As Icecast's `source_ip` stat of a relay: the upstream's address.
+            source_ip: Some(peer.ip()),
+            kind: SourceKind::Relay,
+            force_hidden: false,
+        },
+    )
 }
 
 /// One connection: open upstream, register the local mount, feed it until the stream ends or

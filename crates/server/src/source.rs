@@ -27,8 +27,7 @@ use crate::access_log::AccessEntry;
 use crate::auth::SourceAuth;
 use crate::connection::reply;
 use crate::feeder::Feeder;
-use crate::mount::{stream_headers, LiveMount, Mount, MountSettings, ReserveError, SourceKind};
-use crate::ring::FeedWriter;
+use crate::mount::{LiveMount, Mount, Origin, ReserveError, SourceKind};
 use crate::server::ServerCtx;
 
 /// Read buffer for a source's stream, in bytes.
@@ -233,22 +232,19 @@ pub async fn run(
     let mut info = SourceInfo::from_headers(&head.headers);
     apply_overrides(&mut info, mount_cfg);
     let limits = &ctx.config.limits;
-    let (burst, queue) = ctx.config.burst_and_queue(&name);
-    let writer = FeedWriter::new(queue.max(burst) as u64);
-    let settings = MountSettings {
-        format,
-        content_type,
-        stream_headers: stream_headers(&info),
-        info,
-        hidden: mount_cfg.is_some_and(|m| m.hidden),
-        max_listeners: mount_cfg.and_then(|m| m.max_listeners),
-        burst_size: burst as u64,
-        source_user: user,
-        source_password: pass,
-        source_ip: Some(peer.ip()),
-        kind: SourceKind::Client,
-    };
-    let mount = Arc::new(Mount::new(&name, settings, writer.feed()));
+    let (mount, writer) = Mount::configured(
+        &ctx.config,
+        &name,
+        Origin {
+            format,
+            content_type,
+            info,
+            credentials: (user, pass),
+            source_ip: Some(peer.ip()),
+            kind: SourceKind::Client,
+            force_hidden: false,
+        },
+    );
     let live = match LiveMount::reserve(ctx.clone(), mount.clone(), limits.sources) {
         Ok(live) => live,
         Err(e @ ReserveError::InUse) | Err(e @ ReserveError::TooManySources) => {

@@ -32,14 +32,7 @@ impl Importer<'_> {
         path: &str,
         el: &Element,
     ) -> Result<(), IcecastXmlError> {
-        let mut s = Socket {
-            path: path.to_owned(),
-            port: 8000,
-            bind: None,
-            shoutcast_mount: None,
-            shoutcast_compat: false,
-            sndbuf: None,
-        };
+        let mut s = legacy(path);
         let mut ssl = false;
         self.any_listen_socket = true;
         for c in &el.children {
@@ -169,8 +162,8 @@ impl Importer<'_> {
     }
 }
 
-/// The implicit socket of a top-level `<port>`/`<bind-address>` (Icecast's first
-/// `listen_sock`, port 8000 on every address).
+/// A socket with Icecast's defaults (port 8000 on every address); also the implicit socket of a
+/// top-level `<port>`/`<bind-address>` (Icecast's first `listen_sock`).
 pub(super) fn legacy(path: &str) -> Socket {
     Socket {
         path: path.to_owned(),

@@ -606,15 +606,18 @@ fn url_busy_beyond_100_pending() {
     );
 }
 
+/// A stream_auth callback that accepts only user `dj` with password `good`.
+fn accept_dj_good(r: &Recorded) -> Answer {
+    if r.field("user").as_deref() == Some("dj") && r.field("pass").as_deref() == Some("good") {
+        accept()
+    } else {
+        answer(&[])
+    }
+}
+
 #[test]
 fn url_stream_auth_decides_on_sources() {
-    let cb = Callback::start(|r| {
-        if r.field("user").as_deref() == Some("dj") && r.field("pass").as_deref() == Some("good") {
-            accept()
-        } else {
-            answer(&[])
-        }
-    });
+    let cb = Callback::start(accept_dj_good);
     let srv = TestServer::start(&format!(
         "[[mount]]\nname = \"/dj.mp3\"\nauthentication = {{ type = \"url\", stream-auth = {:?} }}\n",
         cb.url("/source")
@@ -671,13 +674,7 @@ fn url_stream_auth_decides_on_sources() {
 
 #[test]
 fn url_stream_auth_also_decides_on_shoutcast_sources() {
-    let cb = Callback::start(|r| {
-        if r.field("user").as_deref() == Some("dj") && r.field("pass").as_deref() == Some("good") {
-            accept()
-        } else {
-            answer(&[])
-        }
-    });
+    let cb = Callback::start(accept_dj_good);
     let srv = TestServer::start(&format!(
         "shoutcast-mount = \"/dj.mp3\"\n[[mount]]\nname = \"/dj.mp3\"\nauthentication = {{ type = \"url\", stream-auth = {:?} }}\n",
         cb.url("/source")
