@@ -17,9 +17,10 @@ mod common;
 use std::io::sink;
 use std::time::Instant;
 
-use throng_server::cursor::{Cursor, IcyMeta, SegKind};
-use throng_server::ring::Ring;
-use throng_server::write_path::{write_due, Written};
+use throng_server::fanout::cursor::{Cursor, SegKind};
+use throng_server::fanout::write_path::{write_due, Written};
+use throng_server::mount::icy_meta::IcyMeta;
+use throng_server::mount::queue::QueueSnapshot;
 
 /// Listeners in one tick.
 const LISTENERS: usize = 10_000;
@@ -30,7 +31,7 @@ const LISTENERS: usize = 10_000;
 #[inline(never)]
 pub fn throng_fanout_tick(
     cursors: &mut [Cursor],
-    ring: &Ring,
+    ring: &QueueSnapshot,
     icy: &IcyMeta,
     kinds: &mut Vec<(SegKind, usize)>,
 ) -> usize {

@@ -9,7 +9,7 @@ mod common;
 use std::io::sink;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use throng_server::write_path::{write_due, Written};
+use throng_server::fanout::write_path::{write_due, Written};
 
 fn bench(c: &mut Criterion) {
     let ring = common::ring(64);

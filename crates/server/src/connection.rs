@@ -6,7 +6,6 @@
 //! client.
 
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use throng_proto::http::{
@@ -15,37 +14,10 @@ use throng_proto::http::{
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::access_log::AccessEntry;
-use crate::server::ServerCtx;
-
-/// Holds one unit of the `clients` count; released on drop unless handed to a fan-out shard
-/// (which releases it when the listener goes).
-#[derive(Debug)]
-pub struct ClientSlot {
-    ctx: Arc<ServerCtx>,
-    armed: bool,
-}
-
-impl ClientSlot {
-    /// Takes ownership of the unit counted at accept time.
-    pub fn new(ctx: Arc<ServerCtx>) -> ClientSlot {
-        ClientSlot { ctx, armed: true }
-    }
-
-    /// The count now belongs to a shard.
-    pub fn hand_over(mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for ClientSlot {
-    fn drop(&mut self) {
-        if self.armed {
-            self.ctx.clients.fetch_sub(1, Ordering::Relaxed);
-            self.ctx.metrics.clients.dec();
-        }
-    }
-}
+use crate::ctx::ServerCtx;
+use crate::net::clients::ClientSlot;
+use crate::observe::access_log::AccessEntry;
+use crate::respond::{is_admin_path, reply, ALLOW};
 
 /// Why no request head could be read.
 #[derive(Debug)]
@@ -89,24 +61,27 @@ fn read_head(
     })
 }
 
-/// Whether `path` is served by the admin/status HTTP stack rather than a mount.
-pub fn is_admin_path(path: &str) -> bool {
-    path == "/"
-        || path == "/status-json.xsl"
-        || path == "/metrics"
-        || path == "/admin.cgi"
-        || path.starts_with("/admin/")
-        || path.starts_with("/api/")
-}
-
 /// Serves one connection from TCP peer `peer` (its `clients` unit was counted at accept).
 pub fn handle(
     ctx: Arc<ServerCtx>,
     stream: TcpStream,
     peer: SocketAddr,
+    slot: ClientSlot,
 ) -> impl std::future::Future<Output = ()> + Send {
-    let slot = ClientSlot::new(ctx.clone());
     serve(ctx, stream, peer, Vec::new(), slot)
+}
+
+/// Serves one connection on the SHOUTcast port (`shoutcast-mount`): a SHOUTcast v1 source, or
+/// an HTTP request served as on the HTTP port.
+pub async fn handle_shoutcast_port(
+    ctx: Arc<ServerCtx>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    slot: ClientSlot,
+) {
+    if let Some(http) = crate::ingest::shoutcast::handle(ctx.clone(), stream, peer, slot).await {
+        Box::pin(serve(ctx, http.stream, peer, http.already, http.slot)).await;
+    }
 }
 
 /// Serves one connection whose first bytes `already` were read by the caller (the SHOUTcast
@@ -204,11 +179,11 @@ async fn dispatch(
             drop(buf);
             // Boxed: each branch's state lives on the heap only while it runs, so a connection
             // task (18,000 of them at once in a reconnect storm) stays small.
-            Box::pin(crate::source::handle(ctx, stream, head, body, peer)).await;
+            Box::pin(crate::ingest::source::handle(ctx, stream, head, body, peer)).await;
         }
         "GET" | "HEAD" if head.path == "/admin.cgi" => {
             drop(buf);
-            Box::pin(crate::admin_cgi::handle(ctx, stream, head, peer)).await;
+            Box::pin(crate::admin::cgi::handle(ctx, stream, head, peer)).await;
         }
         "GET" | "HEAD" | "POST" if is_admin_path(&head.path) => {
             Box::pin(crate::admin::serve(ctx, stream, buf, peer)).await;
@@ -216,7 +191,7 @@ async fn dispatch(
         "OPTIONS" => {
             // CORS preflight for browser players (Icecast 2.4.4 cannot answer it; KH can).
             let mut headers: Vec<(&str, &str)> = throng_proto::listener_head::CORS_HEADERS.to_vec();
-            headers.push(("Allow", crate::source::ALLOW));
+            headers.push(("Allow", ALLOW));
             let line = head.request_line();
             drop((head, buf));
             let _ = Box::pin(reply(&ctx, &mut stream, peer, &line, 204, &headers, "")).await;
@@ -229,7 +204,7 @@ async fn dispatch(
             tracing::info!(%peer, method = %head.method, "unsupported method");
             let line = head.request_line();
             drop((head, buf));
-            let allow = [("Allow", crate::source::ALLOW)];
+            let allow = [("Allow", ALLOW)];
             let body = "Method not supported\n";
             let _ = Box::pin(reply(&ctx, &mut stream, peer, &line, 405, &allow, body)).await;
         }
@@ -257,9 +232,13 @@ async fn forbid(ctx: &ServerCtx, stream: &mut TcpStream, peer: SocketAddr, head:
 }
 
 /// Answers a connection over the `clients` limit with 503 and closes it.
-pub async fn refuse_full(ctx: Arc<ServerCtx>, mut stream: TcpStream, peer: SocketAddr) {
-    let _slot = ClientSlot::new(ctx.clone());
-    tracing::warn!(%peer, limit = ctx.max_clients, "client limit reached");
+pub async fn refuse_full(
+    ctx: Arc<ServerCtx>,
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    _slot: ClientSlot,
+) {
+    tracing::warn!(%peer, limit = ctx.clients.max(), "client limit reached");
     let _ = reply(
         &ctx,
         &mut stream,
@@ -270,70 +249,4 @@ pub async fn refuse_full(ctx: Arc<ServerCtx>, mut stream: TcpStream, peer: Socke
         "Client limit reached\n",
     )
     .await;
-}
-
-/// Writes a small complete response, logs it, and shuts the connection down.
-///
-/// Errors: the I/O error of writing the response or shutting the socket down (the client left).
-pub async fn reply(
-    ctx: &ServerCtx,
-    stream: &mut TcpStream,
-    peer: SocketAddr,
-    request_line: &str,
-    status: u16,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> std::io::Result<()> {
-    let bytes = simple_response(status, headers, body);
-    if status >= 400 {
-        ctx.metrics.rejected.inc();
-    }
-    ctx.access_log.log(&AccessEntry {
-        ip: peer.ip(),
-        user: None,
-        request_line,
-        status,
-        bytes: bytes.len() as u64,
-        referer: None,
-        agent: None,
-        duration_secs: 0,
-    });
-    stream.write_all(&bytes).await?;
-    stream.shutdown().await
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn connection_task_stays_small() {
-        // A reconnect storm holds one such task per connection at once: keep it well under the
-        // 1 KiB per listener budget (the branch futures are boxed and freed after use).
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let addr = l.local_addr().unwrap();
-            let c = tokio::net::TcpStream::connect(addr).await.unwrap();
-            let (s, peer) = l.accept().await.unwrap();
-            let ctx = crate::server::Server::bind(test_config())
-                .await
-                .unwrap()
-                .ctx();
-            let fut = super::handle(ctx, s, peer);
-            let n = std::mem::size_of_val(&fut);
-            assert!(n <= 768, "connection future is {n} bytes");
-            drop(c);
-        });
-    }
-
-    fn test_config() -> crate::Config {
-        let mut c = crate::Config::from_toml(
-            "listen = [\"127.0.0.1:0\"]\nworkers = 1\n[logging]\naccess-log = \"\"",
-        )
-        .unwrap();
-        c.generate_missing_passwords();
-        c
-    }
 }

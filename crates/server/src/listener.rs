@@ -12,13 +12,14 @@ use throng_proto::listener_head::ListenerHead;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use crate::access_log::AccessEntry;
 use crate::auth::ListenerAuth;
-use crate::connection::{reply, ClientSlot};
-use crate::metrics::MountLabel;
-use crate::mount::Mount;
-use crate::server::ServerCtx;
-use crate::shard::{ListenerInfo, NewListener};
+use crate::ctx::ServerCtx;
+use crate::fanout::shard::{ListenerInfo, NewListener};
+use crate::mount::live::Mount;
+use crate::net::clients::ClientSlot;
+use crate::observe::access_log::AccessEntry;
+use crate::observe::metrics::MountLabel;
+use crate::respond::reply;
 
 /// Whether the request asks for ICY metadata (`Icy-MetaData` with a non-zero value).
 pub fn wants_icy(head: &RequestHead) -> bool {
@@ -35,7 +36,7 @@ pub fn response_head(ctx: &ServerCtx, mount: &Mount, metaint: Option<u32>) -> Ve
         content_type: &mount.settings.content_type,
         stream_headers: mount.settings.stream_headers.clone(),
         metaint: metaint.map(|m| m as usize),
-        extra_headers: &ctx.http_headers_for(&mount.name),
+        extra_headers: &ctx.config.http_headers_for(&mount.name),
     }
     .to_bytes()
 }
@@ -73,7 +74,7 @@ pub async fn handle(
     let live = || {
         ctx.registry
             .get(&requested)
-            .filter(|m| !m.feed.load().ended)
+            .filter(|m| !m.queue.load().ended)
     };
     let resolve = || ctx.registry.resolve(&requested);
     // An on-demand relay is started even when its fallback is live: Icecast 2.4.4
@@ -107,24 +108,27 @@ pub async fn handle(
         return;
     };
     let id = ctx.next_id();
-    let (user, time_limit, on_close) =
-        match crate::auth::authorize_listener(&ctx, &head, peer, &requested, id).await {
-            ListenerAuth::Allowed {
-                user,
-                time_limit,
-                on_close,
-            } => (user, time_limit, on_close),
-            ListenerAuth::Refused { status, message } => {
-                tracing::info!(%peer, mount = %requested, status, "listener refused: {message}");
-                let headers: &[(&str, &str)] = if status == 401 {
-                    &[("WWW-Authenticate", crate::source::REALM)]
-                } else {
-                    &[]
-                };
-                let _ = reply(&ctx, &mut stream, peer, &line, status, headers, &message).await;
-                return;
-            }
-        };
+    let (user, time_limit, on_close) = match ctx
+        .auth
+        .authorize_listener(&head, peer, &requested, id)
+        .await
+    {
+        ListenerAuth::Allowed {
+            user,
+            time_limit,
+            on_close,
+        } => (user, time_limit, on_close),
+        ListenerAuth::Refused { status, message } => {
+            tracing::info!(%peer, mount = %requested, status, "listener refused: {message}");
+            let headers: &[(&str, &str)] = if status == 401 {
+                &[("WWW-Authenticate", crate::respond::REALM)]
+            } else {
+                &[]
+            };
+            let _ = reply(&ctx, &mut stream, peer, &line, status, headers, &message).await;
+            return;
+        }
+    };
     let metaint = (wants_icy(&head) && mount.settings.format.supports_icy_metadata())
         .then_some(ctx.config.limits.metaint as u32);
     if head.method == "HEAD" {
@@ -187,7 +191,7 @@ pub async fn handle(
         .mount_for(&requested)
         .and_then(|m| m.intro.clone())
     {
-        Some(path) => match ctx.intro(&path).await {
+        Some(path) => match ctx.intros.get(&path).await {
             Ok(b) => Some(b),
             Err(e) => {
                 tracing::warn!(mount = %requested, "cannot read intro {}: {e}", path.display());
@@ -235,7 +239,6 @@ pub async fn handle(
         on_close,
     };
     tracing::debug!(%peer, mount = %mount.name, id = info.id, "listener joined");
-    slot.hand_over();
     ctx.fanout.join(NewListener {
         stream: std_stream,
         mount,
@@ -243,5 +246,6 @@ pub async fn handle(
         intro,
         metaint,
         info,
+        client_slot: slot,
     });
 }

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use throng_server::config::icecast_xml::{self, Unsupported};
 use throng_server::config::Logging;
-use throng_server::icecast_xml::{self, Unsupported};
 use throng_server::{Config, Server};
 
 /// Throng: one live stream to a very large crowd of listeners.

@@ -4,20 +4,21 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use throng_server::cursor::{Cursor, IcyMeta};
-use throng_server::ring::{FeedWriter, Ring};
+use throng_server::fanout::cursor::Cursor;
+use throng_server::mount::icy_meta::IcyMeta;
+use throng_server::mount::queue::{QueueSnapshot, QueueWriter};
 
 /// Bytes per second of a 64 kbit/s stream.
 pub const BYTES_PER_SEC: u64 = 8000;
 
 /// A queue holding `seconds` of a 64 kbit/s stream in 100 ms chunks (800 bytes each), as the
 /// chunker makes them.
-pub fn ring(seconds: u64) -> Arc<Ring> {
-    let mut w = FeedWriter::new(512_000);
+pub fn ring(seconds: u64) -> Arc<QueueSnapshot> {
+    let mut w = QueueWriter::new(512_000);
     for i in 0..seconds * 10 {
         w.push(Bytes::from(vec![(i % 251) as u8; 800]), false, None);
     }
-    let feed = w.feed();
+    let feed = w.queue();
     std::mem::forget(w); // keep the feed live (not ended)
     feed.load()
 }
@@ -36,7 +37,7 @@ pub const METAINT: u32 = 4000;
 
 /// `n` listeners each one second behind the head; every `icy_every`-th asks for ICY metadata
 /// every [`METAINT`] bytes (0: none).
-pub fn listeners(n: usize, ring: &Ring, icy_every: usize) -> Vec<Cursor> {
+pub fn listeners(n: usize, ring: &QueueSnapshot, icy_every: usize) -> Vec<Cursor> {
     (0..n)
         .map(|i| {
             let metaint = (icy_every > 0 && i % icy_every == 0).then_some(METAINT);

@@ -380,7 +380,11 @@ fn htpasswd_accepts_refuses_reloads_and_blocks_duplicates() {
 }
 
 /// Waits until mount `m` has at least `n` listeners in the fan-out, and returns them.
-fn wait_rows(srv: &TestServer, m: &str, n: usize) -> Vec<throng_server::shard::ListenerRow> {
+fn wait_rows(
+    srv: &TestServer,
+    m: &str,
+    n: usize,
+) -> Vec<throng_server::fanout::shard::ListenerRow> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -483,7 +483,7 @@ fn fallback_override_never_moves_listeners_to_another_format() {
     srv.wait_mount("/live.mp3");
     let live = srv.ctx.registry.get("/live.mp3").unwrap();
     assert_eq!(live.settings.format, Format::Ogg);
-    wait_until(Duration::from_secs(5), || live.feed.load().head > 0).unwrap();
+    wait_until(Duration::from_secs(5), || live.queue.load().head > 0).unwrap();
     let body = l.read_for(Duration::from_secs(3));
     let rt = tokio::runtime::Runtime::new().unwrap();
     let rows = rt.block_on(srv.ctx.fanout.list(None));

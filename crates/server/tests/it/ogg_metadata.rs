@@ -286,7 +286,7 @@ fn update_reaches_listeners(
 
     // Once the new headers are published, listener B joins: they are its first headers.
     wait_until(Duration::from_secs(5), || {
-        m.feed.load().ogg_headers.as_ref().is_some_and(|h| {
+        m.queue.load().ogg_headers.as_ref().is_some_and(|h| {
             let (cs, _) = chains(h);
             cs.first().is_some_and(|c| {
                 CommentHeader::parse(&c.packets[1])

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use throng_server::icecast_xml;
+use throng_server::config::icecast_xml;
 use throng_server::Config;
 
 /// A fresh directory under the system temp dir, removed on drop.

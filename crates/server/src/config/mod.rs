@@ -1,0 +1,799 @@
+//! Server configuration: the TOML file (`throng serve --config throng.toml`), its defaults, and
+//! per-mount settings matched by exact name or wildcard.
+//!
+//! Defaults follow Icecast 2.4.4 `cfgfile.c:_set_defaults` where Icecast has one (queue-size
+//! 512000 bytes, burst-size 65536 bytes, header-timeout 15 s, source-timeout 10 s, sources 16,
+//! metaint 16000 bytes), except that passwords have no well-known default: a missing password is
+//! generated at start-up and printed. See `throng.example.toml` for every key.
+
+pub mod icecast_xml;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rand::distributions::{Alphanumeric, DistString};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Errors reading the configuration.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML for this schema (unknown keys are errors).
+    #[error("invalid configuration {path}: {source}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The TOML error, with line and column.
+        source: toml::de::Error,
+    },
+    /// A value is out of range or inconsistent.
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+    /// The configuration cannot be written as TOML (e.g. a path that is not UTF-8).
+    #[error("cannot write the configuration as TOML: {0}")]
+    Serialize(#[from] toml::ser::Error),
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Config {
+    /// Addresses to listen on (`ADDR:PORT`); default `127.0.0.1:8000`.
+    pub listen: Vec<SocketAddr>,
+    /// Host name used in `listenurl` (status JSON); default `localhost`.
+    pub hostname: String,
+    /// `location` in the status JSON.
+    pub location: String,
+    /// `admin` contact in the status JSON.
+    pub admin_email: String,
+    /// `Server:` header and `server_id` in the status JSON.
+    pub server_id: String,
+    /// Fan-out shard threads; 0 means one per CPU core.
+    pub workers: usize,
+    /// Serve the built-in demo mount (a tone looped in real time). True with no config file.
+    pub demo: bool,
+    /// Mount name of the demo.
+    pub demo_mount: String,
+    /// Limits and timeouts.
+    pub limits: Limits,
+    /// Global credentials.
+    pub authentication: Authentication,
+    /// Log destinations.
+    pub logging: Logging,
+    /// Per-mount settings, first match wins (exact names before wildcards is up to the order).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mount: Vec<MountConfig>,
+    /// File locations and access filters (Icecast `<paths>`).
+    pub paths: Paths,
+    /// Headers added to every listener response (Icecast global `<http-headers>`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub http_headers: Vec<HttpHeader>,
+    /// Mount fed by SHOUTcast v1 sources on the port after the first listen port (Icecast
+    /// `<shoutcast-mount>`); none disables the SHOUTcast source port.
+    pub shoutcast_mount: Option<String>,
+    /// Static relays: mounts pulled from other servers (Icecast `<relay>`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub relay: Vec<RelayConfig>,
+    /// Master server whose `/admin/streamlist.txt` is relayed (Icecast `<master-server>`).
+    pub master: Option<MasterConfig>,
+}
+
+/// `[paths]`: files and access filters, as Icecast `<paths>` (and Icecast-KH for
+/// `x-forwarded-for` and `deny-agents`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Paths {
+    /// Directory of static files; a `fallback-mount` naming a file in it (e.g. `/silence.mp3`)
+    /// plays that file looped in real time.
+    pub webroot: Option<PathBuf>,
+    /// File of client IP addresses (one per line, `#` comments) refused with 403.
+    pub deny_ip: Option<PathBuf>,
+    /// File of the only client IP addresses allowed; others are refused with 403.
+    pub allow_ip: Option<PathBuf>,
+    /// File of `User-Agent` patterns (one per line, `*`/`?` globs) refused with 403.
+    pub deny_agents: Option<PathBuf>,
+    /// Proxies trusted to set `X-Forwarded-For`, as CIDR ranges (`10.0.0.0/8`) or addresses.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub x_forwarded_for: Vec<String>,
+}
+
+/// One `name: value` response header (Icecast `<header name= value=>`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct HttpHeader {
+    /// Header name.
+    pub name: String,
+    /// Header value.
+    pub value: String,
+}
+
+/// `[[relay]]`: a mount pulled from another server over HTTP, as Icecast 2.4.4 `<relay>`
+/// (`slave.c`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct RelayConfig {
+    /// Upstream host name or address.
+    pub server: String,
+    /// Upstream port (default 8000).
+    pub port: u16,
+    /// Upstream mount (default `/`).
+    pub mount: String,
+    /// Local mount name (default: the upstream mount).
+    pub local_mount: Option<String>,
+    /// User for HTTP Basic auth upstream, if any.
+    pub username: Option<String>,
+    /// Password for HTTP Basic auth upstream, if any.
+    pub password: Option<String>,
+    /// Ask upstream for ICY metadata and carry titles over (Icecast `relay-shoutcast-metadata`,
+    /// default true).
+    pub relay_metadata: bool,
+    /// Connect only while the local mount has listeners (Icecast `on-demand`).
+    pub on_demand: bool,
+}
+
+impl Default for RelayConfig {
+    fn default() -> Self {
+        RelayConfig {
+            server: String::new(),
+            port: 8000,
+            mount: "/".into(),
+            local_mount: None,
+            username: None,
+            password: None,
+            relay_metadata: true,
+            on_demand: false,
+        }
+    }
+}
+
+impl RelayConfig {
+    /// The local mount name.
+    pub fn local(&self) -> &str {
+        self.local_mount.as_deref().unwrap_or(&self.mount)
+    }
+}
+
+/// `[master]`: relay every mount a master server lists in `/admin/streamlist.txt`, as Icecast
+/// 2.4.4 `<master-server>` (`slave.c`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct MasterConfig {
+    /// Master host.
+    pub server: String,
+    /// Master port (default 8000).
+    pub port: u16,
+    /// Relay user on the master (default `relay`).
+    pub username: String,
+    /// Relay password on the master.
+    pub password: String,
+    /// Seconds between polls of the stream list (Icecast `master-update-interval`, 120).
+    pub update_interval: u64,
+    /// Relay the listed mounts on demand only (Icecast `relays-on-demand`).
+    pub on_demand: bool,
+}
+
+impl Default for MasterConfig {
+    fn default() -> Self {
+        MasterConfig {
+            server: String::new(),
+            port: 8000,
+            username: "relay".into(),
+            password: String::new(),
+            update_interval: 120,
+            on_demand: false,
+        }
+    }
+}
+
+/// Listener or source authentication of a mount (Icecast `<authentication type=...>` in a
+/// `<mount>`, `auth_htpasswd.c` and `auth_url.c`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum AuthConfig {
+    /// Listeners log in with a user in an htpasswd file (`user:md5hex` lines as Icecast writes
+    /// them, or Apache `$apr1$`/bcrypt/SHA lines).
+    Htpasswd {
+        /// The file.
+        filename: PathBuf,
+        /// Let one user listen more than once at a time on a mount (Icecast
+        /// `allow_duplicate_users`, default false: a second login is refused with 401).
+        #[serde(default, rename = "allow-duplicate-users")]
+        allow_duplicate_users: bool,
+    },
+    /// An HTTP server decides, through POSTed callbacks.
+    Url(Box<UrlAuthConfig>),
+}
+
+/// Options of the `url` authenticator, as Icecast 2.4.4 `auth_url.c`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct UrlAuthConfig {
+    /// URL called when a listener connects (`action=listener_add`).
+    pub listener_add: Option<String>,
+    /// URL called when a listener leaves (`action=listener_remove`).
+    pub listener_remove: Option<String>,
+    /// URL called when a source starts on the mount (`action=mount_add`).
+    pub mount_add: Option<String>,
+    /// URL called when a source stops (`action=mount_remove`).
+    pub mount_remove: Option<String>,
+    /// URL that authenticates source clients (`action=stream_auth`).
+    pub stream_auth: Option<String>,
+    /// User for Basic auth against the callback server.
+    pub username: Option<String>,
+    /// Password for Basic auth against the callback server.
+    pub password: Option<String>,
+    /// Request headers forwarded to `listener_add` (comma-separated names).
+    pub headers: Option<String>,
+    /// Prefix for forwarded header names (default none, as Icecast 2.4.4).
+    pub header_prefix: Option<String>,
+    /// Reply header that accepts a listener (default `icecast-auth-user: 1`).
+    pub auth_header: Option<String>,
+    /// Reply header giving a listening time limit in seconds (default
+    /// `icecast-auth-timelimit:`).
+    pub timelimit_header: Option<String>,
+    /// Seconds to wait for the callback server (default 5).
+    pub timeout: Option<u64>,
+    /// Let one Basic-auth user listen more than once at a time on a mount (Icecast
+    /// `allow_duplicate_users`, default false).
+    pub allow_duplicate_users: bool,
+}
+
+/// `[limits]`: sizes in bytes, timeouts in seconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Limits {
+    /// Most simultaneous connections of any kind (Icecast `clients`); 0 means the process's
+    /// open-file limit less a reserve of 64.
+    pub clients: usize,
+    /// Most simultaneous source clients (Icecast `sources`, default 16).
+    pub sources: usize,
+    /// Most bytes a listener may lag behind the live edge before it is dropped or skipped
+    /// (Icecast `queue-size`, default 512000).
+    pub queue_size: usize,
+    /// Bytes sent at once to a new listener (Icecast `burst-size`, default 65536; 0 disables).
+    pub burst_size: usize,
+    /// Seconds a client may take to send its request head (Icecast `header-timeout`, 15).
+    pub header_timeout: u64,
+    /// Seconds a source may stay silent before it is closed (Icecast `source-timeout`, 10).
+    pub source_timeout: u64,
+    /// Milliseconds between coalesced writes to one listener (default 1000).
+    pub write_interval_ms: u64,
+    /// What happens to a listener lagging more than queue-size: `drop` (Icecast) or `skip`
+    /// (jump to the burst point, as Icecast-KH's requeue).
+    pub lag_policy: LagPolicy,
+    /// ICY metadata interval in bytes (Icecast `mp3-metadata-interval`, 16000).
+    pub metaint: usize,
+    /// Kernel send buffer per listener socket in bytes (0 keeps the system default).
+    pub listener_sndbuf: usize,
+}
+
+/// What to do with a listener that lags more than queue-size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LagPolicy {
+    /// Disconnect it ("fallen too far behind"), as Icecast 2.4.4.
+    Drop,
+    /// Move it to the burst point of the live stream.
+    Skip,
+}
+
+/// `[authentication]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Authentication {
+    /// Password of user `source` for every mount without its own; generated when absent.
+    pub source_password: Option<String>,
+    /// Admin user name (default `admin`).
+    pub admin_user: Option<String>,
+    /// Admin password; generated when absent.
+    pub admin_password: Option<String>,
+    /// User that slaves log in with to read `/admin/streamlist.txt` (default `relay`).
+    pub relay_user: Option<String>,
+    /// Password of the relay user; without one, only the admin may read the stream list.
+    pub relay_password: Option<String>,
+}
+
+/// `[logging]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Logging {
+    /// Access log (Combined Log Format plus duration): a file path, `-` for standard output, or
+    /// empty to disable. Default `-`.
+    pub access_log: String,
+    /// Error log, the server's own diagnostics (Icecast `errorlog`): a file path (appended
+    /// to), or `-` or empty for standard error. Default `-`. Used by the `throng` binary.
+    pub error_log: String,
+    /// Diagnostics level: `error`, `warn`, `info`, `debug`, `trace`, or a tracing filter such
+    /// as `throng_server=debug` (Icecast `loglevel` 1–4 maps to error…debug). `--log` and
+    /// `THRONG_LOG` override it. Default `info`.
+    pub level: String,
+}
+
+/// `[[mount]]`: settings for mounts whose name matches `name` (exact or a glob like `/live*`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct MountConfig {
+    /// Mount name or glob pattern (`*`, `?`, `[...]`), starting with `/`.
+    pub name: String,
+    /// Source user for this mount (default `source`).
+    pub username: Option<String>,
+    /// Source password for this mount (overrides the global one).
+    pub password: Option<String>,
+    /// Most listeners on this mount; none means unlimited.
+    pub max_listeners: Option<u32>,
+    /// Overrides the source's `ice-name`.
+    pub stream_name: Option<String>,
+    /// Overrides the source's `ice-description`.
+    pub stream_description: Option<String>,
+    /// Overrides the source's `ice-url`.
+    pub stream_url: Option<String>,
+    /// Overrides the source's `ice-genre`.
+    pub genre: Option<String>,
+    /// Overrides the announced bitrate (kbit/s).
+    pub bitrate: Option<String>,
+    /// Overrides `ice-public`.
+    pub public: Option<bool>,
+    /// Leave the mount out of public status pages (`/status-json.xsl`, `/api/v1/status`).
+    #[serde(skip_serializing_if = "is_false")]
+    pub hidden: bool,
+    /// Per-mount queue-size in bytes.
+    pub queue_size: Option<usize>,
+    /// Per-mount burst-size in bytes.
+    pub burst_size: Option<usize>,
+    /// Where listeners go when the source stops, or join while it is down: another mount or a
+    /// webroot file (Icecast `fallback-mount`). Followed for at most 10 hops.
+    pub fallback_mount: Option<String>,
+    /// Bring listeners back from the fallback when the source returns (Icecast
+    /// `fallback-override`).
+    #[serde(skip_serializing_if = "is_false")]
+    pub fallback_override: bool,
+    /// Send new listeners to the fallback when max-listeners is reached, instead of a 403
+    /// (Icecast `fallback-when-full`).
+    #[serde(skip_serializing_if = "is_false")]
+    pub fallback_when_full: bool,
+    /// File played to each new listener before the stream (Icecast `intro`); same format as
+    /// the mount.
+    pub intro: Option<PathBuf>,
+    /// Seconds after which a listener is disconnected (Icecast `max-listener-duration`).
+    pub max_listener_duration: Option<u64>,
+    /// Queue this mount by looping the file in real time (MP3, AAC or Ogg), with no source
+    /// client: an always-on mount, e.g. a fallback.
+    pub file: Option<PathBuf>,
+    /// Listener (and, for `url`, source) authentication.
+    pub authentication: Option<AuthConfig>,
+    /// Headers added to this mount's listener responses, after the global ones.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub http_headers: Vec<HttpHeader>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: vec!["127.0.0.1:8000".parse().expect("literal address")],
+            hostname: "localhost".into(),
+            location: "Earth".into(),
+            admin_email: "icemaster@localhost".into(),
+            server_id: format!("Throng {}", env!("CARGO_PKG_VERSION")),
+            workers: 0,
+            demo: false,
+            demo_mount: "/demo.mp3".into(),
+            limits: Limits::default(),
+            authentication: Authentication::default(),
+            logging: Logging::default(),
+            mount: Vec::new(),
+            paths: Paths::default(),
+            http_headers: Vec::new(),
+            shoutcast_mount: None,
+            relay: Vec::new(),
+            master: None,
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            clients: 0,
+            sources: 16,
+            queue_size: 512_000,
+            burst_size: 65_536,
+            header_timeout: 15,
+            source_timeout: 10,
+            write_interval_ms: 1000,
+            lag_policy: LagPolicy::Drop,
+            metaint: throng_proto::icy::DEFAULT_METAINT,
+            listener_sndbuf: 0,
+        }
+    }
+}
+
+impl Default for Logging {
+    fn default() -> Self {
+        Logging {
+            access_log: "-".into(),
+            error_log: "-".into(),
+            level: "info".into(),
+        }
+    }
+}
+
+impl Config {
+    /// The embedded defaults of `throng serve` with no arguments: `127.0.0.1:8000` and the demo.
+    pub fn embedded() -> Config {
+        Config {
+            demo: true,
+            ..Config::default()
+        }
+    }
+
+    /// Reads and validates a TOML file.
+    ///
+    /// Errors: [`ConfigError::Read`] when the file cannot be read, [`ConfigError::Parse`] (with
+    /// the path) for TOML that does not fit the schema, [`ConfigError::Invalid`] as
+    /// [`Config::validate`].
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Config::from_toml(&text).map_err(|e| match e {
+            ConfigError::Parse { source, .. } => ConfigError::Parse {
+                path: path.to_owned(),
+                source,
+            },
+            other => other,
+        })
+    }
+
+    /// Parses and validates TOML text.
+    ///
+    /// Errors: [`ConfigError::Parse`] (with an empty path) for TOML that does not fit the
+    /// schema, [`ConfigError::Invalid`] as [`Config::validate`].
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        let cfg: Config = toml::from_str(text).map_err(|source| ConfigError::Parse {
+            path: PathBuf::new(),
+            source,
+        })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// The configuration as TOML text that [`Config::from_toml`] reads back to an equal
+    /// configuration (every key written, defaults included; unset options left out).
+    ///
+    /// Errors: [`ConfigError::Serialize`] when a value has no TOML form (a non-UTF-8 path).
+    pub fn to_toml(&self) -> Result<String, ConfigError> {
+        Ok(toml::to_string(self)?)
+    }
+
+    /// Checks ranges and mount names.
+    ///
+    /// Errors: [`ConfigError::Invalid`] naming the first key out of range or inconsistent.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.listen.is_empty() {
+            return Err(ConfigError::Invalid("`listen` is empty".into()));
+        }
+        if self.limits.metaint == 0 || self.limits.metaint > 1 << 20 {
+            return Err(ConfigError::Invalid(
+                "`limits.metaint` must be 1..=1048576".into(),
+            ));
+        }
+        if self.limits.write_interval_ms == 0 || self.limits.write_interval_ms > 10_000 {
+            return Err(ConfigError::Invalid(
+                "`limits.write-interval-ms` must be 1..=10000".into(),
+            ));
+        }
+        if self.limits.queue_size < 1024 {
+            return Err(ConfigError::Invalid(
+                "`limits.queue-size` must be ≥ 1024".into(),
+            ));
+        }
+        for m in &self.mount {
+            if !m.name.starts_with('/') {
+                return Err(ConfigError::Invalid(format!(
+                    "mount name {:?} must start with /",
+                    m.name
+                )));
+            }
+            if m.queue_size.is_some_and(|q| q < 1024) {
+                return Err(ConfigError::Invalid(format!(
+                    "mount {:?}: `queue-size` must be ≥ 1024",
+                    m.name
+                )));
+            }
+            glob::Pattern::new(&m.name).map_err(|e| {
+                ConfigError::Invalid(format!(
+                    "mount name {:?} is not a valid pattern: {e}",
+                    m.name
+                ))
+            })?;
+        }
+        for m in &self.mount {
+            if m.file.is_some() && m.name.contains(['*', '?', '[']) {
+                return Err(ConfigError::Invalid(format!(
+                    "mount {:?}: `file` needs an exact mount name, not a pattern",
+                    m.name
+                )));
+            }
+            if let Some(f) = &m.fallback_mount {
+                if !f.starts_with('/') {
+                    return Err(ConfigError::Invalid(format!(
+                        "mount {:?}: `fallback-mount` {f:?} must start with /",
+                        m.name
+                    )));
+                }
+            }
+        }
+        for r in &self.relay {
+            if r.server.is_empty() || !r.mount.starts_with('/') || !r.local().starts_with('/') {
+                return Err(ConfigError::Invalid(format!(
+                    "relay {}:{}{}: needs a server and mounts starting with /",
+                    r.server, r.port, r.mount
+                )));
+            }
+        }
+        if let Some(m) = &self.shoutcast_mount {
+            if !m.starts_with('/') {
+                return Err(ConfigError::Invalid(
+                    "`shoutcast-mount` must start with /".into(),
+                ));
+            }
+        }
+        for cidr in &self.paths.x_forwarded_for {
+            parse_cidr(cidr).ok_or_else(|| {
+                ConfigError::Invalid(format!(
+                    "`paths.x-forwarded-for`: {cidr:?} is not an address or CIDR range"
+                ))
+            })?;
+        }
+        if !self.demo_mount.starts_with('/') {
+            return Err(ConfigError::Invalid(
+                "`demo-mount` must start with /".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Fills in missing passwords with random ones; returns which were generated, as
+    /// `(what, password)` pairs to print at start-up.
+    pub fn generate_missing_passwords(&mut self) -> Vec<(String, String)> {
+        let mut made = Vec::new();
+        let admin_user = self.admin_user().to_owned();
+        let auth = &mut self.authentication;
+        if auth.source_password.is_none() {
+            let p = random_password();
+            made.push(("source password (user `source`)".to_owned(), p.clone()));
+            auth.source_password = Some(p);
+        }
+        if auth.admin_password.is_none() {
+            let p = random_password();
+            made.push((format!("admin password (user `{admin_user}`)"), p.clone()));
+            auth.admin_password = Some(p);
+        }
+        made
+    }
+
+    /// The settings for mount `name`: the first `[[mount]]` whose pattern matches.
+    pub fn mount_for(&self, name: &str) -> Option<&MountConfig> {
+        self.mount
+            .iter()
+            .find(|m| m.name == name || glob::Pattern::new(&m.name).is_ok_and(|p| p.matches(name)))
+    }
+
+    /// The fallback of mount `name` in the configuration, if any.
+    pub fn fallback_for(&self, name: &str) -> Option<&str> {
+        self.mount_for(name)?.fallback_mount.as_deref()
+    }
+
+    /// Burst-size and queue-size of mount `name` in bytes: its `[[mount]]` values, else
+    /// `[limits]`.
+    pub fn burst_and_queue(&self, name: &str) -> (usize, usize) {
+        let m = self.mount_for(name);
+        (
+            m.and_then(|m| m.burst_size)
+                .unwrap_or(self.limits.burst_size),
+            m.and_then(|m| m.queue_size)
+                .unwrap_or(self.limits.queue_size),
+        )
+    }
+
+    /// Extra listener response headers for mount `name`: the global `http-headers`, then the
+    /// mount's (Icecast `<http-headers>`).
+    pub fn http_headers_for(&self, name: &str) -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = self
+            .http_headers
+            .iter()
+            .map(|h| (h.name.clone(), h.value.clone()))
+            .collect();
+        if let Some(m) = self.mount_for(name) {
+            v.extend(
+                m.http_headers
+                    .iter()
+                    .map(|h| (h.name.clone(), h.value.clone())),
+            );
+        }
+        v
+    }
+
+    /// The source user and password for mount `name`: the mount's own, else user `source` with
+    /// the global source password. `None` when no password is configured: then no source is
+    /// accepted (an empty password is never a valid one).
+    pub fn source_credentials(&self, name: &str) -> Option<(String, String)> {
+        let m = self.mount_for(name);
+        let user = m
+            .and_then(|m| m.username.clone())
+            .unwrap_or_else(|| "source".to_owned());
+        let pass = m
+            .and_then(|m| m.password.clone())
+            .or_else(|| self.authentication.source_password.clone())
+            .filter(|p| !p.is_empty())?;
+        Some((user, pass))
+    }
+
+    /// The mount SHOUTcast sources feed unless their password line names one:
+    /// `shoutcast-mount`, else `/stream` (Icecast 2.4.4's default).
+    pub fn shoutcast_default_mount(&self) -> &str {
+        self.shoutcast_mount
+            .as_deref()
+            .unwrap_or(throng_proto::shoutcast::DEFAULT_MOUNT)
+    }
+
+    /// Relay user name (default `relay`).
+    pub fn relay_user(&self) -> &str {
+        self.authentication.relay_user.as_deref().unwrap_or("relay")
+    }
+
+    /// Admin user name.
+    pub fn admin_user(&self) -> &str {
+        self.authentication.admin_user.as_deref().unwrap_or("admin")
+    }
+
+    /// Header timeout.
+    pub fn header_timeout(&self) -> Duration {
+        Duration::from_secs(self.limits.header_timeout.max(1))
+    }
+
+    /// Source timeout.
+    pub fn source_timeout(&self) -> Duration {
+        Duration::from_secs(self.limits.source_timeout.max(1))
+    }
+}
+
+/// Parses `addr` or `addr/len` (IPv4 or IPv6) into a network address and prefix length in bits.
+/// `None` when malformed or the prefix is longer than the address.
+pub fn parse_cidr(s: &str) -> Option<(std::net::IpAddr, u8)> {
+    let s = s.trim();
+    let (addr, len) = match s.split_once('/') {
+        Some((a, l)) => (
+            a.parse::<std::net::IpAddr>().ok()?,
+            Some(l.parse::<u8>().ok()?),
+        ),
+        None => (s.parse::<std::net::IpAddr>().ok()?, None),
+    };
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    let len = len.unwrap_or(max);
+    (len <= max).then_some((addr, len))
+}
+
+/// A random 20-character alphanumeric password.
+pub fn random_password() -> String {
+    Alphanumeric.sample_string(&mut rand::thread_rng(), 20)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_icecast() {
+        let c = Config::from_toml("").unwrap();
+        assert_eq!(c.limits.queue_size, 512_000);
+        assert_eq!(c.limits.burst_size, 65_536);
+        assert_eq!(c.limits.header_timeout, 15);
+        assert_eq!(c.limits.source_timeout, 10);
+        assert_eq!(c.limits.sources, 16);
+        assert!(!c.demo);
+        assert!(Config::embedded().demo);
+    }
+
+    #[test]
+    fn mounts_match_exact_and_wildcard() {
+        let c = Config::from_toml(
+            r#"
+            listen = ["127.0.0.1:9000"]
+            [limits]
+            queue-size = 100000
+            lag-policy = "skip"
+            [[mount]]
+            name = "/live.mp3"
+            max-listeners = 5
+            [[mount]]
+            name = "/show-*"
+            hidden = true
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.limits.lag_policy, LagPolicy::Skip);
+        assert_eq!(c.mount_for("/live.mp3").unwrap().max_listeners, Some(5));
+        assert!(c.mount_for("/show-1.ogg").unwrap().hidden);
+        assert!(c.mount_for("/other").is_none());
+    }
+
+    #[test]
+    fn mount_authentication_and_relays_parse() {
+        let c = Config::from_toml(
+            r#"
+            [[mount]]
+            name = "/a"
+            authentication = { type = "htpasswd", filename = "/etc/throng/users" }
+            [[mount]]
+            name = "/b"
+            fallback-mount = "/a"
+            [mount.authentication]
+            type = "url"
+            listener-add = "http://127.0.0.1:9/add"
+            [[relay]]
+            server = "origin"
+            mount = "/live"
+            "#,
+        )
+        .unwrap();
+        assert!(matches!(
+            c.mount_for("/a").unwrap().authentication,
+            Some(AuthConfig::Htpasswd { .. })
+        ));
+        match &c.mount_for("/b").unwrap().authentication {
+            Some(AuthConfig::Url(u)) => {
+                assert_eq!(u.listener_add.as_deref(), Some("http://127.0.0.1:9/add"))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(c.fallback_for("/b"), Some("/a"));
+        assert_eq!(c.relay[0].port, 8000);
+        assert_eq!(c.relay[0].local(), "/live");
+        assert!(Config::from_toml(
+            "[[mount]]\nname = \"/x\"\nauthentication = { type = \"url\", bogus = 1 }"
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn rejects_unknown_keys_and_bad_mounts() {
+        assert!(Config::from_toml("bogus = 1").is_err());
+        assert!(Config::from_toml("[[mount]]\nname = \"live\"").is_err());
+    }
+
+    #[test]
+    fn example_file_in_the_repo_parses() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../throng.example.toml");
+        let c = Config::from_file(&path).expect("throng.example.toml must match the schema");
+        assert!(!c.mount.is_empty());
+        assert!(
+            c.authentication.source_password.is_none(),
+            "no default password in the example"
+        );
+    }
+
+    #[test]
+    fn generates_passwords_never_defaults() {
+        let mut c = Config::default();
+        let made = c.generate_missing_passwords();
+        assert_eq!(made.len(), 2);
+        let p = c.authentication.source_password.unwrap();
+        assert_eq!(p.len(), 20);
+        assert_ne!(p, "hackme");
+    }
+}

@@ -1,0 +1,112 @@
+//! The fan-out engine's front: a fixed set of shard threads, and the choice of shard for each
+//! new listener (the least loaded). Independent of where a mount's bytes come from.
+
+pub mod cursor;
+pub mod shard;
+pub mod write_path;
+
+use std::sync::Arc;
+
+use crate::fanout::shard::{
+    ListenerRow, MoveFilter, NewListener, ShardConfig, ShardContext, ShardHandle,
+};
+use crate::mount::live::Mount;
+
+/// The shards.
+#[derive(Debug)]
+pub struct FanOut {
+    shards: Vec<ShardHandle>,
+}
+
+impl FanOut {
+    /// Starts `workers` shards (0: one per available core).
+    ///
+    /// Errors: a shard thread or poll cannot be created.
+    pub fn start(workers: usize, cfg: ShardConfig, ctx: ShardContext) -> std::io::Result<FanOut> {
+        let n = if workers == 0 {
+            std::thread::available_parallelism().map_or(2, |n| n.get())
+        } else {
+            workers
+        };
+        let shards = (0..n)
+            .map(|i| ShardHandle::spawn(i, cfg.clone(), ctx.clone()))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        Ok(FanOut { shards })
+    }
+
+    /// Hands a listener to the least-loaded shard.
+    pub fn join(&self, l: NewListener) {
+        let shard = self
+            .shards
+            .iter()
+            .min_by_key(|s| s.load())
+            .expect("at least one shard");
+        shard.join(Box::new(l));
+    }
+
+    /// Listeners held by all shards.
+    pub fn listeners(&self) -> usize {
+        self.shards.iter().map(|s| s.load()).sum()
+    }
+
+    /// Moves every listener matching `filter` to `to`, each at its next frame boundary; returns
+    /// how many were scheduled to move.
+    pub async fn move_listeners(&self, filter: MoveFilter, to: Arc<Mount>) -> usize {
+        let mut replies = Vec::new();
+        for s in &self.shards {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            s.move_listeners(filter.clone(), to.clone(), Some(tx));
+            replies.push(rx);
+        }
+        let mut n = 0;
+        for r in replies {
+            n += r.await.unwrap_or(0);
+        }
+        n
+    }
+
+    /// Like [`FanOut::move_listeners`], without waiting (for non-async callers).
+    pub fn move_listeners_now(&self, filter: MoveFilter, to: Arc<Mount>) {
+        for s in &self.shards {
+            s.move_listeners(filter.clone(), to.clone(), None);
+        }
+    }
+
+    /// The listeners of `mount` (or all), sorted by id.
+    pub async fn list(&self, mount: Option<&str>) -> Vec<ListenerRow> {
+        let mut replies = Vec::new();
+        for s in &self.shards {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            s.list(mount.map(str::to_owned), tx);
+            replies.push(rx);
+        }
+        let mut rows = Vec::new();
+        for r in replies {
+            rows.extend(r.await.unwrap_or_default());
+        }
+        rows.sort_by_key(|r| r.id);
+        rows
+    }
+
+    /// Disconnects listener `id`; false if no shard holds it.
+    pub async fn kill(&self, id: u64) -> bool {
+        let mut replies = Vec::new();
+        for s in &self.shards {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            s.kill(id, tx);
+            replies.push(rx);
+        }
+        let mut found = false;
+        for r in replies {
+            found |= r.await.unwrap_or(false);
+        }
+        found
+    }
+
+    /// Closes every listener and stops the shards.
+    pub fn shutdown(&self) {
+        for s in &self.shards {
+            s.shutdown();
+        }
+    }
+}

@@ -1,0 +1,816 @@
+//! A fan-out shard: one thread owning a set of listeners, walking them on a timer.
+//!
+//! Each shard has its own `mio` poll. Listeners are split into [`BUCKETS`] buckets by slab key;
+//! every `write-interval / BUCKETS` the shard walks one bucket, so each listener gets one
+//! coalesced `writev` per write interval (about one per second) holding everything new since the
+//! last: shared chunks, never copied, with ICY blocks interleaved. A listener only gets an extra
+//! write when its socket was full and becomes writable again. Read readiness is used to notice a
+//! listener hanging up at once. No lock is shared by the listeners: a shard loads each mount's
+//! queue snapshot once per tick.
+//!
+//! Listeners can change mount without being disconnected (fallback when a source ends,
+//! `fallback-override`, admin `moveclients`): the switch happens when the listener's position is
+//! on a chunk boundary, so on an MP3/ADTS frame or Ogg page boundary, and it joins the new mount
+//! at its burst point (with its Ogg header pages, and a fresh ICY title). Moves and the admin
+//! listener queries live in `shard/moves.rs`.
+
+use std::io::Read;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token, Waker};
+use slab::Slab;
+
+use crate::config::LagPolicy;
+use crate::fanout::cursor::{Cursor, SegKind};
+use crate::fanout::write_path::{write_due, Written};
+use crate::mount::icy_meta::IcyMeta;
+use crate::mount::live::Mount;
+use crate::mount::queue::QueueSnapshot;
+use crate::mount::registry::Fallback;
+use crate::net::clients::ClientSlot;
+use crate::observe::access_log::{AccessEntry, AccessLog};
+use crate::observe::metrics::{Metrics, MountLabel};
+
+/// Buckets per write interval: a listener is visited once per interval, in the bucket
+/// `key % BUCKETS`, so the shard's work is spread evenly over time.
+pub const BUCKETS: usize = 10;
+
+/// How long listeners of an ended mount may take to drain what is left; a listener that has
+/// stopped reading (a paused player) is closed after it, so it does not hold its slot and the
+/// mount's queue forever.
+pub const ENDED_GRACE: Duration = Duration::from_secs(10);
+
+/// Most `writev` calls for one listener in one visit, when each one is taken whole and more is
+/// due (a large burst, or a listener catching up).
+pub const MAX_WRITES_PER_VISIT: usize = 4;
+
+/// Most bytes of the new mount's recent past a moved listener gets at once (16 KiB, 2 s at
+/// 64 kbit/s). A listener that is switched already has a full player buffer: a whole
+/// burst-on-connect again would only add latency at every switch.
+pub const SWITCH_BURST: u64 = 16 * 1024;
+
+const WAKER: Token = Token(usize::MAX);
+
+mod moves;
+
+/// Called once when a listener is gone (e.g. URL auth `listener_remove`), with what it did.
+pub struct CloseHook(pub Box<dyn FnOnce(&ClosedListener) + Send>);
+
+impl std::fmt::Debug for CloseHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CloseHook")
+    }
+}
+
+/// A listener that has just been closed, as passed to its [`CloseHook`].
+#[derive(Debug)]
+pub struct ClosedListener<'a> {
+    /// The listener's request facts.
+    pub info: &'a ListenerInfo,
+    /// The mount it was on when closed.
+    pub mount: &'a str,
+    /// Bytes sent to it, head included.
+    pub sent: u64,
+    /// Seconds connected.
+    pub duration_secs: u64,
+}
+
+/// One listener as admin `listclients` shows it.
+#[derive(Debug, Clone)]
+pub struct ListenerRow {
+    /// Listener id (admin `killclient` takes it).
+    pub id: u64,
+    /// Client address.
+    pub ip: IpAddr,
+    /// `User-Agent`, if sent.
+    pub agent: Option<String>,
+    /// `Referer`, if sent.
+    pub referer: Option<String>,
+    /// Authenticated user, if any.
+    pub user: Option<String>,
+    /// Seconds connected.
+    pub connected_secs: u64,
+    /// The mount it is on now.
+    pub mount: String,
+    /// The mount it asked for (differs after a fallback or move).
+    pub requested_mount: String,
+    /// Bytes between its position and the live edge.
+    pub lag_bytes: u64,
+    /// Bytes sent so far.
+    pub sent: u64,
+}
+
+/// What a shard needs to know about a listener's request, for the access log and admin lists.
+#[derive(Debug)]
+pub struct ListenerInfo {
+    /// Listener id, unique in this process.
+    pub id: u64,
+    /// Client address.
+    pub ip: IpAddr,
+    /// Request line as logged.
+    pub request_line: String,
+    /// `User-Agent`, if sent.
+    pub agent: Option<String>,
+    /// `Referer`, if sent.
+    pub referer: Option<String>,
+    /// When the request arrived.
+    pub started: Instant,
+    /// The mount the listener asked for (it may be served by a fallback).
+    pub requested_mount: String,
+    /// Authenticated user name, if any (shown in listclients and the access log).
+    pub user: Option<String>,
+    /// When the listener must be disconnected (max-listener-duration, URL-auth time limit).
+    pub deadline: Option<Instant>,
+    /// Run once when the listener is gone.
+    pub on_close: Option<CloseHook>,
+}
+
+/// A listener handed to a shard after its request was accepted.
+#[derive(Debug)]
+pub struct NewListener {
+    /// The connection (non-blocking).
+    pub stream: std::net::TcpStream,
+    /// The mount it listens to (a listener slot is already taken).
+    pub mount: Arc<Mount>,
+    /// Response head bytes, sent before the stream.
+    pub head: Bytes,
+    /// Intro audio (Icecast `<intro>`), sent after the head and before the stream.
+    pub intro: Option<Bytes>,
+    /// ICY metadata interval in bytes, if the listener asked for metadata.
+    pub metaint: Option<u32>,
+    /// Request facts.
+    pub info: ListenerInfo,
+    /// Its unit of the `clients` count, released when the shard drops the listener.
+    pub client_slot: ClientSlot,
+}
+
+/// Settings shared by all shards.
+#[derive(Debug, Clone)]
+pub struct ShardConfig {
+    /// Interval between coalesced writes to one listener.
+    pub write_interval: Duration,
+    /// What to do with a listener lagging more than queue-size.
+    pub lag_policy: LagPolicy,
+}
+
+/// Shared things a shard reports to.
+#[derive(Clone)]
+pub struct ShardContext {
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Access log.
+    pub access_log: AccessLog,
+    /// Where listeners of an ended mount go: its live fallback, if any (see
+    /// [`crate::mount::registry::Registry::fallback_target`]).
+    pub fallback: FallbackFn,
+}
+
+impl std::fmt::Debug for ShardContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShardContext").finish_non_exhaustive()
+    }
+}
+
+/// Finds where the listeners of an ended mount go.
+pub type FallbackFn = Arc<dyn Fn(&Mount) -> Fallback + Send + Sync>;
+
+/// Which listeners a move applies to; `None` fields match everything.
+#[derive(Debug, Clone, Default)]
+pub struct MoveFilter {
+    /// Only listeners now on this mount.
+    pub from: Option<String>,
+    /// Only listeners that asked for this mount.
+    pub requested: Option<String>,
+}
+
+enum Command {
+    Join(Box<NewListener>),
+    Move {
+        filter: MoveFilter,
+        to: Arc<Mount>,
+        reply: Option<tokio::sync::oneshot::Sender<usize>>,
+    },
+    List {
+        mount: Option<String>,
+        reply: tokio::sync::oneshot::Sender<Vec<ListenerRow>>,
+    },
+    Kill {
+        id: u64,
+        reply: tokio::sync::oneshot::Sender<bool>,
+    },
+    Shutdown,
+}
+
+/// The handle other threads use to give a shard listeners.
+#[derive(Debug)]
+pub struct ShardHandle {
+    tx: mpsc::Sender<Command>,
+    waker: Arc<Waker>,
+    load: Arc<AtomicUsize>,
+    thread: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Command::Join(_) => "Join",
+            Command::Move { .. } => "Move",
+            Command::List { .. } => "List",
+            Command::Kill { .. } => "Kill",
+            Command::Shutdown => "Shutdown",
+        })
+    }
+}
+
+impl ShardHandle {
+    /// Starts shard thread number `index`.
+    ///
+    /// Errors: the poll or the thread cannot be created.
+    pub fn spawn(
+        index: usize,
+        cfg: ShardConfig,
+        ctx: ShardContext,
+    ) -> std::io::Result<ShardHandle> {
+        let poll = Poll::new()?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let (tx, rx) = mpsc::channel();
+        let load = Arc::new(AtomicUsize::new(0));
+        let mut shard = Shard {
+            poll,
+            rx,
+            slots: Slab::new(),
+            mounts: Vec::new(),
+            cfg,
+            ctx,
+            load: load.clone(),
+            scratch: Vec::new(),
+            moves: std::collections::HashMap::new(),
+            epoch: Instant::now(),
+            now_s: 0,
+        };
+        let thread = std::thread::Builder::new()
+            .name(format!("fanout-{index}"))
+            .spawn(move || shard.run())?;
+        Ok(ShardHandle {
+            tx,
+            waker,
+            load,
+            thread: parking_lot::Mutex::new(Some(thread)),
+        })
+    }
+
+    /// Listeners this shard holds (including ones queued to join).
+    pub fn load(&self) -> usize {
+        self.load.load(Ordering::Relaxed)
+    }
+
+    /// Hands a listener to the shard; it gets its head and burst at once.
+    pub fn join(&self, l: Box<NewListener>) {
+        self.load.fetch_add(1, Ordering::Relaxed);
+        if self.tx.send(Command::Join(l)).is_ok() {
+            let _ = self.waker.wake();
+        }
+    }
+
+    fn send(&self, cmd: Command) {
+        if self.tx.send(cmd).is_ok() {
+            let _ = self.waker.wake();
+        }
+    }
+
+    /// Moves the listeners matching `filter` to mount `to` at their next frame boundary;
+    /// `reply` gets how many were scheduled to move.
+    pub fn move_listeners(
+        &self,
+        filter: MoveFilter,
+        to: Arc<Mount>,
+        reply: Option<tokio::sync::oneshot::Sender<usize>>,
+    ) {
+        self.send(Command::Move { filter, to, reply });
+    }
+
+    /// Lists this shard's listeners (of `mount`, or all).
+    pub fn list(
+        &self,
+        mount: Option<String>,
+        reply: tokio::sync::oneshot::Sender<Vec<ListenerRow>>,
+    ) {
+        self.send(Command::List { mount, reply });
+    }
+
+    /// Closes listener `id` if this shard holds it; `reply` says whether it did.
+    pub fn kill(&self, id: u64, reply: tokio::sync::oneshot::Sender<bool>) {
+        self.send(Command::Kill { id, reply });
+    }
+
+    /// Closes every listener and stops the thread.
+    pub fn shutdown(&self) {
+        let _ = self.tx.send(Command::Shutdown);
+        let _ = self.waker.wake();
+        if let Some(t) = self.thread.lock().take() {
+            let _ = t.join();
+        }
+    }
+}
+
+struct Slot {
+    stream: TcpStream,
+    mount: usize,
+    cursor: Cursor,
+    sent: u64,
+    backlogged: bool,
+    /// Seconds since the shard's epoch when the listener must go; 0 for never.
+    deadline_s: u32,
+    info: Box<ListenerInfo>,
+    /// Released (dropped) when the listener goes.
+    _client_slot: ClientSlot,
+}
+
+struct ShardMount {
+    mount: Arc<Mount>,
+    label: MountLabel,
+    ring: Arc<QueueSnapshot>,
+    icy: Arc<IcyMeta>,
+    listeners: usize,
+    unflushed_bytes: u64,
+    /// When this shard first saw the feed ended.
+    ended_at: Option<Instant>,
+    /// Where this mount's listeners go once they have drained it (its feed ended and a
+    /// fallback is live).
+    successor: Option<Arc<Mount>>,
+    /// An on-demand relay along the fallback chain is starting: drained listeners wait for it
+    /// (at most [`ENDED_GRACE`]) instead of being closed.
+    awaiting_fallback: bool,
+}
+
+impl ShardMount {
+    /// Loads the mount's current queue and metadata; for an ended feed, finds its live
+    /// fallback. True when a fallback was newly found (its listeners should move now).
+    fn refresh(&mut self, fallback: &(dyn Fn(&Mount) -> Fallback + Send + Sync)) -> bool {
+        self.ring = self.mount.queue.load();
+        self.icy = self.mount.icy.load_full();
+        if self.ring.ended {
+            if self.ended_at.is_none() {
+                self.ended_at = Some(Instant::now());
+            }
+            if self.successor.as_ref().is_none_or(|s| s.queue.load().ended) {
+                let next = fallback(&self.mount);
+                self.awaiting_fallback = matches!(next, Fallback::Starting);
+                self.successor = match next {
+                    Fallback::Live(m) => Some(m),
+                    Fallback::Starting | Fallback::Nothing => None,
+                };
+                return self.successor.is_some();
+            }
+        }
+        false
+    }
+
+    /// The feed ended more than [`ENDED_GRACE`] ago.
+    fn grace_over(&self) -> bool {
+        self.ended_at.is_some_and(|t| t.elapsed() > ENDED_GRACE)
+    }
+
+    /// Adds the bytes sent since the last flush to the mount's counter and the metric.
+    fn flush_bytes(&mut self, metrics: &Metrics) {
+        if self.unflushed_bytes > 0 {
+            metrics
+                .bytes_sent
+                .get_or_create(&self.label)
+                .inc_by(self.unflushed_bytes);
+            self.mount
+                .bytes_sent
+                .fetch_add(self.unflushed_bytes, Ordering::Relaxed);
+            self.unflushed_bytes = 0;
+        }
+    }
+}
+
+/// Why a listener is closed.
+#[derive(Debug, Clone, Copy)]
+enum Close {
+    HungUp,
+    WriteError,
+    TooSlow,
+    SourceEnded,
+    Duration,
+    Killed,
+    Shutdown,
+}
+
+impl Close {
+    fn as_str(self) -> &'static str {
+        match self {
+            Close::HungUp => "listener hung up",
+            Close::WriteError => "write error",
+            Close::TooSlow => "fell too far behind (lag over queue-size)",
+            Close::SourceEnded => "source ended",
+            Close::Duration => "max listening time reached",
+            Close::Killed => "killed by admin",
+            Close::Shutdown => "server shutting down",
+        }
+    }
+}
+
+struct Shard {
+    poll: Poll,
+    rx: mpsc::Receiver<Command>,
+    slots: Slab<Slot>,
+    mounts: Vec<Option<ShardMount>>,
+    cfg: ShardConfig,
+    ctx: ShardContext,
+    load: Arc<AtomicUsize>,
+    scratch: Vec<(SegKind, usize)>,
+    /// Listeners to move to another mount at their next frame boundary, by slab key.
+    moves: std::collections::HashMap<usize, Arc<Mount>>,
+    epoch: Instant,
+    /// Whole seconds since `epoch`, updated every tick.
+    now_s: u32,
+}
+
+impl Shard {
+    fn run(&mut self) {
+        let mut events = Events::with_capacity(1024);
+        let tick = self.cfg.write_interval / BUCKETS as u32;
+        let mut next_tick = Instant::now() + tick;
+        let mut bucket = 0usize;
+        loop {
+            let timeout = next_tick.saturating_duration_since(Instant::now());
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    // Never give up the shard: its listeners and counts live here.
+                    tracing::error!("fan-out poll failed: {e}");
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+            }
+            let mut woken = false;
+            for ev in events.iter() {
+                if ev.token() == WAKER {
+                    woken = true;
+                    continue;
+                }
+                let key = ev.token().0;
+                if !self.slots.contains(key) {
+                    continue;
+                }
+                if (ev.is_readable() || ev.is_read_closed() || ev.is_error()) && self.hung_up(key) {
+                    self.close(key, Close::HungUp);
+                    continue;
+                }
+                if ev.is_writable() && self.slots[key].backlogged {
+                    self.write(key);
+                }
+            }
+            if woken && !self.commands() {
+                self.close_all();
+                return;
+            }
+            let now = Instant::now();
+            if now >= next_tick {
+                self.now_s = now.duration_since(self.epoch).as_secs() as u32;
+                self.refresh_mounts();
+                self.walk_bucket(bucket);
+                bucket = (bucket + 1) % BUCKETS;
+                next_tick += tick;
+                if next_tick < now {
+                    next_tick = now + tick;
+                }
+            }
+        }
+    }
+
+    /// Handles queued commands; false on shutdown.
+    fn commands(&mut self) -> bool {
+        while let Ok(cmd) = self.rx.try_recv() {
+            match cmd {
+                Command::Join(l) => self.add(*l),
+                Command::Move { filter, to, reply } => {
+                    let n = self.schedule_moves(&filter, &to);
+                    if let Some(r) = reply {
+                        let _ = r.send(n);
+                    }
+                }
+                Command::List { mount, reply } => {
+                    let _ = reply.send(self.rows(mount.as_deref()));
+                }
+                Command::Kill { id, reply } => {
+                    let key = self
+                        .slots
+                        .iter()
+                        .find(|(_, s)| s.info.id == id)
+                        .map(|(k, _)| k);
+                    if let Some(k) = key {
+                        self.close(k, Close::Killed);
+                    }
+                    let _ = reply.send(key.is_some());
+                }
+                Command::Shutdown => return false,
+            }
+        }
+        true
+    }
+
+    fn mount_index(&mut self, mount: &Arc<Mount>) -> usize {
+        if let Some(i) = self
+            .mounts
+            .iter()
+            .position(|m| m.as_ref().is_some_and(|m| Arc::ptr_eq(&m.mount, mount)))
+        {
+            return i;
+        }
+        let sm = ShardMount {
+            mount: mount.clone(),
+            label: MountLabel::new(&mount.name),
+            ring: mount.queue.load(),
+            icy: mount.icy.load_full(),
+            listeners: 0,
+            unflushed_bytes: 0,
+            ended_at: None,
+            successor: None,
+            awaiting_fallback: false,
+        };
+        match self.mounts.iter().position(Option::is_none) {
+            Some(i) => {
+                self.mounts[i] = Some(sm);
+                i
+            }
+            None => {
+                self.mounts.push(Some(sm));
+                self.mounts.len() - 1
+            }
+        }
+    }
+
+    fn add(&mut self, l: NewListener) {
+        let NewListener {
+            stream,
+            mount,
+            head,
+            intro,
+            metaint,
+            info,
+            client_slot,
+        } = l;
+        let mi = self.mount_index(&mount);
+        let fallback = self.ctx.fallback.clone();
+        let sm = self.mounts[mi].as_mut().expect("just inserted");
+        sm.refresh(fallback.as_ref());
+        sm.listeners += 1;
+        let (pos, ogg_headers) = sm.ring.join_point(mount.settings.burst_size);
+        let is_ogg = mount.settings.format == throng_proto::format::Format::Ogg;
+        // Head, intro and header pages are queued as shared pieces, never copied per listener.
+        let mut cursor = Cursor::new(pos, head, metaint);
+        if let Some(i) = &intro {
+            if is_ogg {
+                // An Ogg intro is a stream of its own: it goes before the mount's header pages.
+                cursor.push_prefix(i.clone());
+            } else {
+                cursor.add_intro(i, &sm.icy);
+            }
+        }
+        if let Some(h) = ogg_headers {
+            cursor.push_prefix((*h).clone());
+        }
+        let mut stream = TcpStream::from_std(stream);
+        let key = self.slots.vacant_key();
+        if let Err(e) = self.poll.registry().register(
+            &mut stream,
+            Token(key),
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
+            tracing::warn!("cannot register listener: {e}");
+            sm.listeners -= 1;
+            if sm.listeners == 0 {
+                self.mounts[mi] = None;
+            }
+            self.finish(mount.as_ref(), info, 0, Close::WriteError);
+            return;
+        }
+        let deadline_s = info.deadline.map_or(0, |d| {
+            (d.saturating_duration_since(self.epoch).as_secs() as u32).max(1)
+        });
+        self.slots.insert(Slot {
+            stream,
+            mount: mi,
+            cursor,
+            sent: 0,
+            backlogged: false,
+            deadline_s,
+            info: Box::new(info),
+            _client_slot: client_slot,
+        });
+        // Head and burst go out at once: time to first byte is one writev after the request.
+        self.write(key);
+    }
+
+    fn refresh_mounts(&mut self) {
+        let fallback = self.ctx.fallback.clone();
+        let mut ended = Vec::new();
+        for (i, sm) in self.mounts.iter_mut().enumerate() {
+            if let Some(sm) = sm {
+                if sm.refresh(fallback.as_ref()) {
+                    ended.push(i);
+                }
+                sm.flush_bytes(&self.ctx.metrics);
+            }
+        }
+        if !ended.is_empty() {
+            // A source just ended and its fallback is live: visit its listeners now rather
+            // than at their next turn, so those already drained switch without a gap.
+            let keys: Vec<usize> = self
+                .slots
+                .iter()
+                .filter(|(_, s)| ended.contains(&s.mount))
+                .map(|(k, _)| k)
+                .collect();
+            for k in keys {
+                if self.slots.contains(k) {
+                    self.write(k);
+                }
+            }
+        }
+    }
+
+    fn walk_bucket(&mut self, bucket: usize) {
+        let cap = self.slots.capacity();
+        let mut key = bucket;
+        while key < cap {
+            if self.slots.contains(key) {
+                self.write(key);
+            }
+            key += BUCKETS;
+        }
+    }
+
+    /// Reads and discards whatever the listener sent; true if it hung up.
+    fn hung_up(&mut self, key: usize) -> bool {
+        let mut buf = [0u8; 512];
+        let slot = &mut self.slots[key];
+        for _ in 0..16 {
+            match slot.stream.read(&mut buf) {
+                Ok(0) => return true,
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => return true,
+            }
+        }
+        false
+    }
+
+    /// Writes everything the listener is due (a few `writev`s at most), or closes it.
+    fn write(&mut self, key: usize) {
+        for _ in 0..MAX_WRITES_PER_VISIT {
+            if !self.write_once(key) {
+                break;
+            }
+        }
+    }
+
+    /// One `writev`; true when it was taken whole and the listener may have more due.
+    fn write_once(&mut self, key: usize) -> bool {
+        if !self.moves.is_empty() && self.moves.contains_key(&key) {
+            self.apply_move(key);
+        }
+        let slot = &mut self.slots[key];
+        if slot.deadline_s != 0 && self.now_s >= slot.deadline_s {
+            self.close(key, Close::Duration);
+            return false;
+        }
+        let sm = self.mounts[slot.mount]
+            .as_mut()
+            .expect("mount of a live slot");
+        if let Some(next) = &sm.successor {
+            // The source ended and a fallback is live: move once everything left was sent (or,
+            // for a listener that stopped reading, when the grace period is over).
+            if (slot.cursor.pos >= sm.ring.head && !slot.cursor.has_pending()) || sm.grace_over() {
+                // A pending move (fallback-override, admin) wins over the configured fallback.
+                let next = self
+                    .moves
+                    .remove(&key)
+                    .filter(|m| !m.queue.load().ended)
+                    .unwrap_or_else(|| next.clone());
+                self.switch(key, next);
+                return true;
+            }
+        }
+        if sm.grace_over() {
+            self.close(key, Close::SourceEnded);
+            return false;
+        }
+        if slot.cursor.pos < sm.ring.tail() && !slot.cursor.has_pending() {
+            sm.mount.slow_listeners.fetch_add(1, Ordering::Relaxed);
+            self.ctx
+                .metrics
+                .slow_listeners
+                .get_or_create(&sm.label)
+                .inc();
+            match self.cfg.lag_policy {
+                LagPolicy::Drop => {
+                    self.close(key, Close::TooSlow);
+                    return false;
+                }
+                LagPolicy::Skip => {
+                    let (pos, headers) = sm.ring.join_point(sm.mount.settings.burst_size);
+                    slot.cursor.skip_to(pos, headers.map(|h| (*h).clone()));
+                }
+            }
+        }
+        match write_due(
+            &slot.stream,
+            &mut slot.cursor,
+            &sm.ring,
+            &sm.icy,
+            &mut self.scratch,
+        ) {
+            Written::Nothing => {
+                slot.backlogged = false;
+                if sm.ring.ended && sm.successor.is_none() && !sm.awaiting_fallback {
+                    self.close(key, Close::SourceEnded);
+                }
+                false
+            }
+            Written::Bytes { bytes, whole } => {
+                slot.sent += bytes as u64;
+                sm.unflushed_bytes += bytes as u64;
+                slot.backlogged = !whole;
+                whole && slot.cursor.pos < sm.ring.head
+            }
+            Written::WouldBlock => {
+                slot.backlogged = true;
+                false
+            }
+            Written::Failed(_) => {
+                self.close(key, Close::WriteError);
+                false
+            }
+        }
+    }
+
+    fn close(&mut self, key: usize, why: Close) {
+        self.moves.remove(&key);
+        let mut slot = self.slots.remove(key);
+        let _ = self.poll.registry().deregister(&mut slot.stream);
+        let sm = self.mounts[slot.mount]
+            .as_mut()
+            .expect("mount of a live slot");
+        sm.listeners -= 1;
+        let mount = sm.mount.clone();
+        if sm.listeners == 0 {
+            // Flush counters, then forget the mount so its queue can be freed.
+            sm.flush_bytes(&self.ctx.metrics);
+            self.mounts[slot.mount] = None;
+        }
+        let Slot { info, sent, .. } = slot;
+        self.finish(&mount, *info, sent, why);
+    }
+
+    /// Bookkeeping for a listener that is gone: counts, metrics, logs, its close hook.
+    fn finish(&self, mount: &Mount, mut info: ListenerInfo, sent: u64, why: Close) {
+        mount.remove_listener();
+        self.load.fetch_sub(1, Ordering::Relaxed);
+        let label = MountLabel::new(&mount.name);
+        self.ctx.metrics.listeners.get_or_create(&label).dec();
+        self.ctx.metrics.disconnects.get_or_create(&label).inc();
+        let secs = info.started.elapsed().as_secs();
+        match why {
+            Close::TooSlow | Close::WriteError => tracing::info!(
+                mount = %mount.name, ip = %info.ip, id = info.id, "listener closed: {}", why.as_str()
+            ),
+            _ => tracing::debug!(
+                mount = %mount.name, ip = %info.ip, id = info.id, "listener closed: {}", why.as_str()
+            ),
+        }
+        self.ctx.access_log.log(&AccessEntry {
+            ip: info.ip,
+            user: info.user.as_deref(),
+            request_line: &info.request_line,
+            status: 200,
+            bytes: sent,
+            referer: info.referer.as_deref(),
+            agent: info.agent.as_deref(),
+            duration_secs: secs,
+        });
+        if let Some(hook) = info.on_close.take() {
+            (hook.0)(&ClosedListener {
+                info: &info,
+                mount: &mount.name,
+                sent,
+                duration_secs: secs,
+            });
+        }
+    }
+
+    fn close_all(&mut self) {
+        let keys: Vec<usize> = self.slots.iter().map(|(k, _)| k).collect();
+        for k in keys {
+            self.close(k, Close::Shutdown);
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! The shard's listener moves and admin queries: scheduling moves for `moveclients` and
+//! `fallback-override`, applying one when the listener sits on a chunk (frame or page)
+//! boundary with nothing pending, switching its cursor and counts to the new mount, and listing
+//! listeners for `listclients`. Split from `shard.rs`, whose thread loop calls these.
+
+use std::sync::Arc;
+
+use crate::mount::live::Mount;
+use crate::observe::metrics::MountLabel;
+
+use super::{ListenerRow, MoveFilter, Shard, SWITCH_BURST};
+
+impl Shard {
+    pub(super) fn schedule_moves(&mut self, filter: &MoveFilter, to: &Arc<Mount>) -> usize {
+        let mut n = 0;
+        for (key, slot) in self.slots.iter() {
+            let on = &self.mounts[slot.mount]
+                .as_ref()
+                .expect("mount of a live slot")
+                .mount;
+            // Never across formats (Icecast 2.4.4 `source_move_clients`): the player was told
+            // the other Content-Type and could not decode the new stream.
+            if Arc::ptr_eq(on, to)
+                || on.settings.format != to.settings.format
+                || filter.from.as_deref().is_some_and(|f| f != on.name)
+                || filter
+                    .requested
+                    .as_deref()
+                    .is_some_and(|r| r != slot.info.requested_mount)
+            {
+                continue;
+            }
+            self.moves.insert(key, to.clone());
+            n += 1;
+        }
+        n
+    }
+
+    pub(super) fn rows(&self, mount: Option<&str>) -> Vec<ListenerRow> {
+        self.slots
+            .iter()
+            .filter_map(|(_, slot)| {
+                let sm = self.mounts[slot.mount].as_ref()?;
+                if mount.is_some_and(|m| m != sm.mount.name) {
+                    return None;
+                }
+                let info = &slot.info;
+                Some(ListenerRow {
+                    id: info.id,
+                    ip: info.ip,
+                    agent: info.agent.clone(),
+                    referer: info.referer.clone(),
+                    user: info.user.clone(),
+                    connected_secs: info.started.elapsed().as_secs(),
+                    mount: sm.mount.name.clone(),
+                    requested_mount: info.requested_mount.clone(),
+                    lag_bytes: sm.ring.head.saturating_sub(slot.cursor.pos),
+                    sent: slot.sent,
+                })
+            })
+            .collect()
+    }
+
+    /// Moves listener `key` to mount `to`: leaves its old mount's counts, joins `to` at its
+    /// burst point. The caller checked that the listener is on a chunk boundary.
+    pub(super) fn switch(&mut self, key: usize, to: Arc<Mount>) {
+        let old = self.slots[key].mount;
+        let sm = self.mounts[old].as_mut().expect("mount of a live slot");
+        let from = sm.mount.clone();
+        sm.listeners -= 1;
+        if sm.listeners == 0 {
+            sm.flush_bytes(&self.ctx.metrics);
+            self.mounts[old] = None;
+        }
+        from.remove_listener();
+        self.ctx
+            .metrics
+            .listeners
+            .get_or_create(&MountLabel::new(&from.name))
+            .dec();
+        to.force_add_listener();
+        self.ctx
+            .metrics
+            .listeners
+            .get_or_create(&MountLabel::new(&to.name))
+            .inc();
+        let mi = self.mount_index(&to);
+        let fallback = self.ctx.fallback.clone();
+        let sm = self.mounts[mi].as_mut().expect("just inserted");
+        sm.refresh(fallback.as_ref());
+        sm.listeners += 1;
+        let (pos, headers) = sm.ring.join_point(to.settings.burst_size.min(SWITCH_BURST));
+        let slot = &mut self.slots[key];
+        slot.mount = mi;
+        slot.cursor.switch_to(pos, headers.map(|h| (*h).clone()));
+        tracing::debug!(from = %from.name, to = %to.name, id = slot.info.id, "listener moved");
+    }
+
+    /// Applies a pending move of listener `key` if it is on a chunk boundary and owes nothing
+    /// from before the stream (response head, intro, header pages: the switch replaces them
+    /// with the new mount's header pages); true if moved.
+    pub(super) fn apply_move(&mut self, key: usize) -> bool {
+        let slot = &self.slots[key];
+        let sm = self.mounts[slot.mount]
+            .as_ref()
+            .expect("mount of a live slot");
+        let on_boundary = match sm.ring.chunk_index(slot.cursor.pos) {
+            Some(i) => sm.ring.chunks[i].start == slot.cursor.pos,
+            None => true,
+        };
+        if !on_boundary || slot.cursor.has_pending() {
+            return false;
+        }
+        let Some(to) = self.moves.remove(&key) else {
+            return false;
+        };
+        if to.queue.load().ended {
+            return false;
+        }
+        self.switch(key, to);
+        true
+    }
+}

@@ -1,0 +1,574 @@
+//! Relays: a local mount fed by a stream pulled over HTTP from another server (Icecast, Throng,
+//! SHOUTcast), as Icecast 2.4.4 `slave.c` does. The fan-out does not care where bytes come from,
+//! so a relay is one more feeder: it `GET`s the upstream mount (following `302`s), turns the
+//! answer's headers into the local mount's settings, and pushes the body through a [`Feeder`]
+//! (which de-interleaves upstream ICY metadata, so titles carry over) into a [`LiveMount`] of
+//! kind [`SourceKind::Relay`].
+//!
+//! An always-on relay reconnects after a failure or an upstream drop with a [`Backoff`] (1 s
+//! doubling to 60 s). An on-demand relay waits until a listener asks for its mount
+//! (`Registry::register_on_demand`), and disconnects once the mount has had no listener for
+//! [`ON_DEMAND_LINGER`]. When a relay's feed ends, listeners move to the mount's fallback if one
+//! is live, else they are closed once they have drained the queue (as Icecast 2.4.4).
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use thiserror::Error;
+use throng_proto::format::Format;
+use throng_proto::http::{parse_response_head, HeadError, ResponseHead};
+use throng_proto::source_info::SourceInfo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
+
+use crate::config::RelayConfig;
+use crate::ctx::ServerCtx;
+use crate::ingest::live_mount::LiveMount;
+use crate::ingest::relay::client::{
+    classify, relay_request, Answer, Backoff, Upstream, MAX_REDIRECTS,
+};
+use crate::ingest::source::SOURCE_READ_BYTES;
+use crate::mount::feeder::Feeder;
+use crate::mount::live::{Announcement, Mount, SourceKind};
+use crate::mount::queue::QueueWriter;
+use crate::mount::registry::ReserveError;
+
+/// How long a connection to an upstream may take (Icecast 2.4.4 `sock_connect_wto_bind`, 10 s).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An on-demand relay disconnects from upstream after its mount has had no listener this long.
+pub const ON_DEMAND_LINGER: Duration = Duration::from_secs(5);
+
+/// Least delay between two failed attempts of an on-demand relay (listeners asking meanwhile
+/// are served by the next attempt).
+pub const ON_DEMAND_RETRY: Duration = Duration::from_secs(2);
+
+/// Longest a relay feeds its mount before registering it while no audio came yet.
+pub const PRIME_LIMIT: Duration = Duration::from_secs(2);
+
+/// How often a running relay checks its stop flags, source-timeout and listener count.
+const TICK: Duration = Duration::from_millis(250);
+
+/// Errors talking to an upstream server (a relay's origin, or a master's stream list).
+#[derive(Debug, Error)]
+pub enum RelayError {
+    /// The TCP connection failed or took longer than [`CONNECT_TIMEOUT`].
+    #[error("cannot connect to {upstream}: {source}")]
+    Connect {
+        /// `host:port`.
+        upstream: String,
+        /// The error (`TimedOut` after [`CONNECT_TIMEOUT`]).
+        source: std::io::Error,
+    },
+    /// Reading or writing the connection failed.
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// No complete response head within `header-timeout`.
+    #[error("no response head within {0} s")]
+    HeadTimeout(u64),
+    /// The upstream closed the connection before a complete response head.
+    #[error("upstream closed the connection before answering")]
+    Closed,
+    /// The response head is not HTTP (or too large).
+    #[error("bad response head: {0}")]
+    Head(#[from] HeadError),
+    /// The upstream answered something other than `200` or a followable `302`.
+    #[error("{upstream} answered {status} {reason}")]
+    Refused {
+        /// The URL asked.
+        upstream: String,
+        /// Status code.
+        status: u16,
+        /// Reason phrase (or why a redirect was not followed).
+        reason: String,
+    },
+    /// More than [`MAX_REDIRECTS`] redirects in a row.
+    #[error("more than {MAX_REDIRECTS} redirects")]
+    TooManyRedirects,
+    /// The local mount could not be registered (e.g. a source client holds it).
+    #[error("local mount unavailable: {0}")]
+    Mount(#[from] ReserveError),
+    /// A response body (the master's stream list) was larger than allowed, in bytes.
+    #[error("response body larger than {0} bytes")]
+    BodyTooLarge(usize),
+    /// A response body did not arrive completely in time, in seconds.
+    #[error("response body not complete within {0} s")]
+    BodyTimeout(u64),
+}
+
+/// What one relay pulls and where it puts it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelaySpec {
+    /// Upstream server and mount.
+    pub upstream: Upstream,
+    /// Local mount name.
+    pub local_mount: String,
+    /// Basic-auth user and password sent upstream (only when both are configured, as Icecast).
+    pub credentials: Option<(String, String)>,
+    /// Ask for ICY metadata (`Icy-MetaData: 1`) and carry titles over.
+    pub metadata: bool,
+    /// Connect only while the local mount has listeners.
+    pub on_demand: bool,
+}
+
+impl RelaySpec {
+    /// The relay described by a `[[relay]]` section.
+    pub fn from_config(c: &RelayConfig) -> RelaySpec {
+        RelaySpec {
+            upstream: Upstream {
+                host: c.server.clone(),
+                port: c.port,
+                mount: c.mount.clone(),
+            },
+            local_mount: c.local().to_owned(),
+            credentials: c.username.clone().zip(c.password.clone()),
+            metadata: c.relay_metadata,
+            on_demand: c.on_demand,
+        }
+    }
+}
+
+/// A running relay task; dropping the handle stops the relay too.
+#[derive(Debug)]
+pub struct RelayHandle {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl RelayHandle {
+    /// A handle from a stop sender and the task it stops.
+    pub(crate) fn from_parts(stop: watch::Sender<bool>, task: JoinHandle<()>) -> RelayHandle {
+        RelayHandle { stop, task }
+    }
+
+    /// Stops the relay (disconnects upstream, ends the local mount) and waits for its task.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
+/// Starts the relay `spec` on its own task.
+pub fn spawn(ctx: Arc<ServerCtx>, spec: RelaySpec) -> RelayHandle {
+    let (stop, cancel) = watch::channel(false);
+    let signal = StopSignal::new(&ctx, cancel);
+    let task = tokio::spawn(async move {
+        if spec.on_demand {
+            run_on_demand(ctx, spec, signal).await;
+        } else {
+            run_always(ctx, spec, signal).await;
+        }
+    });
+    RelayHandle { stop, task }
+}
+
+/// Server shutdown or this task's own stop request (either sender gone counts as a request).
+#[derive(Debug)]
+pub(crate) struct StopSignal {
+    pub(crate) shutdown: watch::Receiver<bool>,
+    pub(crate) cancel: watch::Receiver<bool>,
+}
+
+impl StopSignal {
+    /// A signal for a task stopped by `cancel` or by server shutdown.
+    pub(crate) fn new(ctx: &ServerCtx, cancel: watch::Receiver<bool>) -> StopSignal {
+        StopSignal {
+            shutdown: ctx.shutdown.clone(),
+            cancel,
+        }
+    }
+
+    /// Whether a stop was asked.
+    pub(crate) fn is_set(&self) -> bool {
+        *self.shutdown.borrow()
+            || *self.cancel.borrow()
+            || self.cancel.has_changed().is_err()
+            || self.shutdown.has_changed().is_err()
+    }
+
+    /// Completes when a stop is asked.
+    pub(crate) async fn wait(&mut self) {
+        tokio::select! {
+            _ = self.shutdown.wait_for(|v| *v) => {}
+            _ = self.cancel.wait_for(|v| *v) => {}
+        }
+    }
+
+    /// Sleeps `d`; false if a stop was asked meanwhile.
+    pub(crate) async fn sleep(&mut self, d: Duration) -> bool {
+        tokio::select! {
+            _ = tokio::time::sleep(d) => !self.is_set(),
+            _ = self.wait() => false,
+        }
+    }
+}
+
+/// Why a connected relay session ended.
+#[derive(Debug)]
+enum Ended {
+    /// Server shutdown or relay stopped.
+    Stop,
+    /// On-demand relay without listeners for [`ON_DEMAND_LINGER`].
+    Idle,
+    /// The local mount was stopped (admin `killsource`); the relay connects again later.
+    Killed,
+    /// The upstream stream ended or failed.
+    Upstream(String),
+}
+
+impl std::fmt::Display for Ended {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ended::Stop => f.write_str("stopped"),
+            Ended::Idle => f.write_str("no listeners"),
+            Ended::Killed => f.write_str("mount stopped by admin"),
+            Ended::Upstream(why) => f.write_str(why),
+        }
+    }
+}
+
+/// An always-on relay: connect, feed, and after any end or failure retry with backoff.
+async fn run_always(ctx: Arc<ServerCtx>, spec: RelaySpec, mut stop: StopSignal) {
+    let mut backoff = Backoff::new();
+    while !stop.is_set() {
+        let outcome = session(&ctx, &spec, &mut stop, None).await;
+        let why = match outcome {
+            Ok((Ended::Stop, _)) => break,
+            Ok((ended, connected)) => {
+                backoff.connected_for(connected);
+                format!("{ended} after {} s", connected.as_secs())
+            }
+            Err(e) => e.to_string(),
+        };
+        let delay = backoff.next_delay();
+        tracing::warn!(
+            mount = %spec.local_mount,
+            upstream = %spec.upstream,
+            "relay down ({why}); reconnecting in {} s",
+            delay.as_secs()
+        );
+        if !stop.sleep(delay).await {
+            break;
+        }
+    }
+    tracing::info!(mount = %spec.local_mount, "relay stopped");
+}
+
+/// An on-demand relay: wait for a listener, feed while the mount has listeners, repeat.
+async fn run_on_demand(ctx: Arc<ServerCtx>, spec: RelaySpec, mut stop: StopSignal) {
+    let notify = ctx.registry.register_on_demand(&spec.local_mount);
+    while !stop.is_set() {
+        tokio::select! {
+            _ = notify.notified() => {}
+            _ = stop.wait() => break,
+        }
+        tracing::info!(mount = %spec.local_mount, upstream = %spec.upstream, "on-demand relay: a listener asked, connecting");
+        match session(&ctx, &spec, &mut stop, Some(&notify)).await {
+            Ok((Ended::Stop, _)) => break,
+            Ok((Ended::Idle, connected)) => tracing::info!(
+                mount = %spec.local_mount,
+                "on-demand relay: no listener for {} s, disconnected after {} s",
+                ON_DEMAND_LINGER.as_secs(),
+                connected.as_secs()
+            ),
+            Ok((ended, connected)) => {
+                tracing::warn!(
+                    mount = %spec.local_mount,
+                    upstream = %spec.upstream,
+                    "on-demand relay ended ({ended} after {} s); waiting for listeners",
+                    connected.as_secs()
+                );
+                // An upstream that accepts and drops at once is not retried in a tight loop.
+                if connected < ON_DEMAND_RETRY && !stop.sleep(ON_DEMAND_RETRY).await {
+                    break;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(mount = %spec.local_mount, upstream = %spec.upstream, "on-demand relay failed: {e}");
+                if !stop.sleep(ON_DEMAND_RETRY).await {
+                    break;
+                }
+            }
+        }
+    }
+    ctx.registry.unregister_on_demand(&spec.local_mount);
+    tracing::info!(mount = %spec.local_mount, "on-demand relay stopped");
+}
+
+/// The upstream's answer, ready to stream.
+struct Opened {
+    stream: TcpStream,
+    head: ResponseHead,
+    /// Body bytes that came with the head.
+    rest: Vec<u8>,
+    peer: SocketAddr,
+    upstream: Upstream,
+}
+
+/// Connects to `at` within [`CONNECT_TIMEOUT`].
+///
+/// Errors: [`RelayError::Connect`].
+pub(crate) async fn connect(at: &Upstream) -> Result<TcpStream, RelayError> {
+    let addr = (at.host.as_str(), at.port);
+    match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(source)) => Err(RelayError::Connect {
+            upstream: at.authority(),
+            source,
+        }),
+        Err(_) => Err(RelayError::Connect {
+            upstream: at.authority(),
+            source: std::io::ErrorKind::TimedOut.into(),
+        }),
+    }
+}
+
+/// Reads a response head within `timeout`; returns it and the body bytes read with it.
+///
+/// Errors: [`RelayError::HeadTimeout`], [`RelayError::Closed`], [`RelayError::Head`],
+/// [`RelayError::Io`].
+pub(crate) async fn read_response_head(
+    stream: &mut TcpStream,
+    timeout: Duration,
+) -> Result<(ResponseHead, Vec<u8>), RelayError> {
+    let read = async {
+        let mut buf = Vec::with_capacity(2048);
+        loop {
+            buf.reserve(2048);
+            if stream.read_buf(&mut buf).await? == 0 {
+                return Err(RelayError::Closed);
+            }
+            if let Some((head, len)) = parse_response_head(&buf)? {
+                return Ok((head, buf.split_off(len)));
+            }
+        }
+    };
+    tokio::time::timeout(timeout, read)
+        .await
+        .unwrap_or(Err(RelayError::HeadTimeout(timeout.as_secs())))
+}
+
+/// Sends the relay request, following up to [`MAX_REDIRECTS`] `302`s to `http://` locations,
+/// until an upstream answers `200` (as Icecast 2.4.4 `open_relay_connection`).
+async fn open(ctx: &ServerCtx, spec: &RelaySpec) -> Result<Opened, RelayError> {
+    let mut at = spec.upstream.clone();
+    let credentials = spec
+        .credentials
+        .as_ref()
+        .map(|(u, p)| (u.as_str(), p.as_str()));
+    for _ in 0..=MAX_REDIRECTS {
+        let mut stream = connect(&at).await?;
+        let peer = stream.peer_addr()?;
+        let request = relay_request(&at, &ctx.config.server_id, spec.metadata, credentials);
+        stream.write_all(request.as_bytes()).await?;
+        let (head, rest) = read_response_head(&mut stream, ctx.config.header_timeout()).await?;
+        match classify(&head) {
+            Answer::Stream => {
+                return Ok(Opened {
+                    stream,
+                    head,
+                    rest,
+                    peer,
+                    upstream: at,
+                })
+            }
+            Answer::Redirect(next) => {
+                tracing::info!(mount = %spec.local_mount, from = %at, to = %next, "relay redirected");
+                at = next;
+            }
+            Answer::Refused { status, reason } => {
+                return Err(RelayError::Refused {
+                    upstream: at.to_string(),
+                    status,
+                    reason,
+                })
+            }
+        }
+    }
+    Err(RelayError::TooManyRedirects)
+}
+
+/// The local mount for an upstream answer: its `Content-Type` (none means MP3, as Icecast
+/// 2.4.4 `connection_complete_source`) and its `icy-*`/`ice-*` headers read as a source
+/// client's (`source.c:source_apply_mount`), then the `[[mount]]` overrides.
+fn relay_mount(
+    ctx: &ServerCtx,
+    local: &str,
+    head: &ResponseHead,
+    peer: SocketAddr,
+) -> (Arc<Mount>, QueueWriter) {
+    let content_type = head
+        .header("content-type")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .unwrap_or("audio/mpeg")
+        .to_owned();
+    let format = Format::from_content_type(&content_type);
+    let cfg = ctx.config.mount_for(local);
+    let mut info = SourceInfo::from_headers(&head.headers);
+    info.user_agent = head.header("server").map(str::to_owned);
+    crate::ingest::source::apply_overrides(&mut info, cfg);
+    let credentials = ctx.config.source_credentials(local).unwrap_or_default();
+    Mount::configured(
+        &ctx.config,
+        local,
+        Announcement {
+            format,
+            content_type,
+            info,
+            credentials,
+            // As Icecast's `source_ip` stat of a relay: the upstream's address.
+            source_ip: Some(peer.ip()),
+            kind: SourceKind::Relay,
+            force_hidden: false,
+        },
+    )
+}
+
+/// One connection: open upstream, register the local mount, feed it until the stream ends or
+/// a stop; returns why it ended and how long the mount was fed.
+async fn session(
+    ctx: &Arc<ServerCtx>,
+    spec: &RelaySpec,
+    stop: &mut StopSignal,
+    on_demand: Option<&Notify>,
+) -> Result<(Ended, Duration), RelayError> {
+    let opened = tokio::select! {
+        r = open(ctx, spec) => r?,
+        _ = stop.wait() => return Ok((Ended::Stop, Duration::ZERO)),
+    };
+    let Opened {
+        mut stream,
+        head,
+        rest,
+        peer,
+        upstream,
+    } = opened;
+    let (mount, writer) = relay_mount(ctx, &spec.local_mount, &head, peer);
+    if ctx.registry.get(&spec.local_mount).is_some() {
+        return Err(ReserveError::InUse.into());
+    }
+    let icy_metaint = head
+        .header("icy-metaint")
+        .and_then(|v| v.trim().parse::<usize>().ok());
+    let mut feeder = Feeder::new(mount.clone(), writer, icy_metaint, ctx.metrics.clone());
+    tracing::info!(
+        mount = %spec.local_mount,
+        %upstream,
+        format = ?mount.settings.format,
+        metaint = ?icy_metaint,
+        "relay connected"
+    );
+    let started = Instant::now();
+    let mut live = None;
+    let ended = pump(
+        ctx,
+        &mut stream,
+        &mount,
+        &mut feeder,
+        &rest,
+        stop,
+        on_demand,
+        &mut live,
+    )
+    .await;
+    if let Some(n) = on_demand {
+        // Listeners that asked while this session ran were served by it: forget their request,
+        // so only a listener arriving from now on starts the relay again.
+        tokio::select! {
+            biased;
+            _ = n.notified() => {}
+            _ = std::future::ready(()) => {}
+        }
+    }
+    feeder.finish();
+    drop(live);
+    let ended = ended?;
+    tracing::info!(
+        mount = %spec.local_mount,
+        received = mount.source_bytes.load(Ordering::Relaxed),
+        "relay session ended: {ended}"
+    );
+    Ok((ended, started.elapsed()))
+}
+
+/// Feeds the upstream body into the mount until it ends, goes silent for `source-timeout`,
+/// the mount is stopped, a stop is asked, or (on demand) no listener stayed for
+/// [`ON_DEMAND_LINGER`]. The mount is registered (`live`) once its queue holds audio, or after
+/// [`PRIME_LIMIT`] without any: a listener who joins then (the one who started an on-demand
+/// relay) gets a burst at once instead of waiting on an empty queue.
+///
+/// Errors: the mount name was taken meanwhile ([`ReserveError`]).
+#[allow(clippy::too_many_arguments)]
+async fn pump(
+    ctx: &Arc<ServerCtx>,
+    stream: &mut TcpStream,
+    mount: &Arc<Mount>,
+    feeder: &mut Feeder,
+    first: &[u8],
+    stop: &mut StopSignal,
+    on_demand: Option<&Notify>,
+    live: &mut Option<LiveMount>,
+) -> Result<Ended, ReserveError> {
+    let started = Instant::now();
+    let register = |live: &mut Option<LiveMount>| -> Result<(), ReserveError> {
+        if live.is_none() && (mount.queue.load().head > 0 || started.elapsed() >= PRIME_LIMIT) {
+            *live = Some(LiveMount::reserve(ctx.clone(), mount.clone(), usize::MAX)?);
+        }
+        Ok(())
+    };
+    if !first.is_empty() {
+        if let Err(e) = feeder.push(first) {
+            return Ok(Ended::Upstream(e.to_string()));
+        }
+    }
+    register(live)?;
+    let mut buf = vec![0u8; SOURCE_READ_BYTES];
+    let timeout = ctx.config.source_timeout();
+    let mut last_data = Instant::now();
+    let mut last_listener = Instant::now();
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            r = stream.read(&mut buf) => match r {
+                Ok(0) => return Ok(Ended::Upstream("upstream closed the stream".into())),
+                Ok(n) => {
+                    last_data = Instant::now();
+                    if let Err(e) = feeder.push(&buf[..n]) {
+                        return Ok(Ended::Upstream(e.to_string()));
+                    }
+                    register(live)?;
+                }
+                Err(e) => return Ok(Ended::Upstream(format!("read error: {e}"))),
+            },
+            _ = tick.tick() => {
+                register(live)?;
+                if stop.is_set() {
+                    return Ok(Ended::Stop);
+                }
+                if mount.stop.load(Ordering::Relaxed) {
+                    return Ok(Ended::Killed);
+                }
+                if last_data.elapsed() >= timeout {
+                    return Ok(Ended::Upstream(format!(
+                        "no data for {} s (source-timeout)",
+                        timeout.as_secs()
+                    )));
+                }
+                if on_demand.is_some() {
+                    if mount.listeners.load(Ordering::Relaxed) > 0 {
+                        last_listener = Instant::now();
+                    } else if last_listener.elapsed() >= ON_DEMAND_LINGER {
+                        return Ok(Ended::Idle);
+                    }
+                }
+            }
+            _ = stop.wait() => return Ok(Ended::Stop),
+        }
+    }
+}

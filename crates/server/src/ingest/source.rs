@@ -1,0 +1,338 @@
+//! Source clients: `SOURCE` (libshout, legacy) and `PUT` (ffmpeg's `icecast://`), as Icecast
+//! 2.4.4 `connection.c:connection_complete_source` and `source.c` handle them.
+//!
+//! Checks in order: Basic auth (user `source`, or the mount's user, or the mount's URL
+//! `stream-auth` callback instead when configured; a request without
+//! credentials, such as libshout's first "poke", gets a clean 401 with `Allow`), Content-Type
+//! (required for PUT), mount in use and the `sources` limit (both 403). Then
+//! `HTTP/1.0 200 OK\r\n\r\n` exactly (after `100 Continue` when asked), and the body is the stream
+//! until the client closes or stays silent for source-timeout.
+//!
+//! Everything after authentication ([`run`]) is shared with SHOUTcast v1 sources
+//! (`shoutcast.rs`), whose login is answered before their headers arrive.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use throng_proto::auth::{parse_basic, secrets_equal};
+use throng_proto::format::Format;
+use throng_proto::http::RequestHead;
+use throng_proto::source_info::SourceInfo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::auth::SourceAuth;
+use crate::ctx::ServerCtx;
+use crate::ingest::live_mount::LiveMount;
+use crate::mount::feeder::Feeder;
+use crate::mount::live::{Announcement, Mount, SourceKind};
+use crate::mount::registry::ReserveError;
+use crate::observe::access_log::AccessEntry;
+use crate::respond::reply;
+use crate::respond::{ALLOW, REALM};
+
+/// Read buffer for a source's stream, in bytes.
+pub const SOURCE_READ_BYTES: usize = 16 * 1024;
+
+/// How often a source waiting for data checks whether it was asked to stop (admin
+/// `killsource`) or has been silent for source-timeout.
+pub const STOP_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// The 401 a source gets without valid credentials (Icecast 2.4.4's realm), clean enough for
+/// libshout's unauthenticated poke to read `Allow` and retry with credentials.
+const AUTH_HEADERS: &[(&str, &str)] = &[
+    ("WWW-Authenticate", REALM),
+    ("Allow", ALLOW),
+    ("Content-Type", "text/plain"),
+];
+
+/// Whether a source may use `name`: it starts with `/` (and not `//`), has no control
+/// characters, and is not a path served by the admin/status routes (listeners could never
+/// reach such a mount).
+pub fn valid_mount_name(name: &str) -> bool {
+    name.len() >= 2
+        && name.starts_with('/')
+        && !name.starts_with("//")
+        && !name.chars().any(char::is_control)
+        && !crate::respond::is_admin_path(name)
+}
+
+/// Applies `[[mount]]` overrides to what the source announced.
+pub(crate) fn apply_overrides(info: &mut SourceInfo, m: Option<&crate::config::MountConfig>) {
+    let Some(m) = m else { return };
+    if let Some(v) = &m.stream_name {
+        info.name = v.clone();
+    }
+    if let Some(v) = &m.stream_description {
+        info.description = v.clone();
+    }
+    if let Some(v) = &m.stream_url {
+        info.url = Some(v.clone());
+    }
+    if let Some(v) = &m.genre {
+        info.genre = v.clone();
+    }
+    if let Some(v) = &m.bitrate {
+        info.bitrate = Some(v.clone());
+    }
+    if let Some(v) = m.public {
+        info.public = v;
+    }
+}
+
+/// The source user and password of `name` if the request's Basic credentials match them
+/// (`None`, logged, otherwise).
+fn check_password(
+    ctx: &ServerCtx,
+    head: &RequestHead,
+    peer: SocketAddr,
+    name: &str,
+) -> Option<(String, String)> {
+    let Some((user, pass)) = ctx.config.source_credentials(name) else {
+        tracing::warn!(%peer, mount = %name, "source rejected: no source password configured");
+        return None;
+    };
+    let credentials = head.header("authorization").and_then(parse_basic);
+    let accepted = credentials
+        .as_ref()
+        .is_some_and(|c| c.user == user && secrets_equal(&c.password, &pass));
+    if accepted {
+        return Some((user, pass));
+    }
+    if credentials.is_some() {
+        tracing::warn!(%peer, mount = %name, "source rejected: wrong credentials");
+    } else {
+        tracing::info!(%peer, mount = %name, "source without credentials (probe?): 401");
+    }
+    None
+}
+
+/// How a source client logged in, which decides how it is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceProtocol {
+    /// `SOURCE` or `PUT`: refusals are HTTP statuses, success is `HTTP/1.0 200 OK\r\n\r\n`.
+    Http,
+    /// SHOUTcast v1: the login was already answered `OK2`; a later refusal just closes the
+    /// connection (logged), as Icecast 2.4.4 does.
+    Shoutcast,
+}
+
+/// Serves a source client; returns when its stream ends.
+pub async fn handle(
+    ctx: Arc<ServerCtx>,
+    mut stream: TcpStream,
+    head: RequestHead,
+    body: Vec<u8>,
+    peer: SocketAddr,
+) {
+    let line = head.request_line();
+    let name = head.path.clone();
+    if !valid_mount_name(&name) {
+        let _ = reply(
+            &ctx,
+            &mut stream,
+            peer,
+            &line,
+            400,
+            &[],
+            "Invalid mountpoint\n",
+        )
+        .await;
+        return;
+    }
+    let checked = match ctx.auth.authorize_source(&head, peer, &name, false).await {
+        SourceAuth::Unconfigured => check_password(&ctx, &head, peer, &name),
+        SourceAuth::Accepted { user, pass } => Some((user, pass)),
+        SourceAuth::Refused => None,
+    };
+    let Some((user, pass)) = checked else {
+        let body = "Authentication required\n";
+        let _ = reply(&ctx, &mut stream, peer, &line, 401, AUTH_HEADERS, body).await;
+        return;
+    };
+    run(
+        ctx,
+        stream,
+        head,
+        body,
+        peer,
+        (user, pass),
+        SourceProtocol::Http,
+    )
+    .await;
+}
+
+/// Refuses an authenticated source with `status` and `message`: an HTTP reply, or for a
+/// SHOUTcast source (already answered `OK2`) an access-log line and a close.
+async fn refuse(
+    ctx: &ServerCtx,
+    stream: &mut TcpStream,
+    peer: SocketAddr,
+    line: &str,
+    protocol: SourceProtocol,
+    status: u16,
+    message: &str,
+) {
+    match protocol {
+        SourceProtocol::Http => {
+            let _ = reply(ctx, stream, peer, line, status, &[], message).await;
+        }
+        SourceProtocol::Shoutcast => {
+            ctx.metrics.rejected.inc();
+            ctx.access_log.log(&AccessEntry {
+                ip: peer.ip(),
+                user: Some("source"),
+                request_line: line,
+                status,
+                bytes: 0,
+                referer: None,
+                agent: None,
+                duration_secs: 0,
+            });
+            let _ = stream.shutdown().await;
+        }
+    }
+}
+
+/// Runs an authenticated source client: checks its Content-Type, reserves mount `head.path`
+/// (refused with 403 when in use or at the `sources` limit), answers it as `protocol` wants,
+/// then feeds the mount from `body` (bytes read with the head) and the rest of the stream until
+/// it ends. `credentials` are the source user and password that metadata updates will accept.
+pub async fn run(
+    ctx: Arc<ServerCtx>,
+    mut stream: TcpStream,
+    head: RequestHead,
+    body: Vec<u8>,
+    peer: SocketAddr,
+    credentials: (String, String),
+    protocol: SourceProtocol,
+) {
+    let line = head.request_line();
+    let name = head.path.clone();
+    let (user, pass) = credentials;
+    let content_type = match head.header("content-type") {
+        Some(ct) => ct.to_owned(),
+        None if head.method == "PUT" => {
+            let msg = "No Content-type given\n";
+            refuse(&ctx, &mut stream, peer, &line, protocol, 403, msg).await;
+            return;
+        }
+        // Icecast 2.4.4 accepts a SOURCE without Content-Type as MP3 (deprecated).
+        None => "audio/mpeg".to_owned(),
+    };
+    let format = Format::from_content_type(&content_type);
+    let mount_cfg = ctx.config.mount_for(&name);
+    let mut info = SourceInfo::from_headers(&head.headers);
+    apply_overrides(&mut info, mount_cfg);
+    let limits = &ctx.config.limits;
+    let (mount, writer) = Mount::configured(
+        &ctx.config,
+        &name,
+        Announcement {
+            format,
+            content_type,
+            info,
+            credentials: (user, pass),
+            source_ip: Some(peer.ip()),
+            kind: SourceKind::Client,
+            force_hidden: false,
+        },
+    );
+    let live = match LiveMount::reserve(ctx.clone(), mount.clone(), limits.sources) {
+        Ok(live) => live,
+        Err(e @ ReserveError::InUse) | Err(e @ ReserveError::TooManySources) => {
+            tracing::warn!(%peer, mount = %name, "source rejected: {e}");
+            let msg = match e {
+                ReserveError::InUse => "Mountpoint in use\n",
+                ReserveError::TooManySources => "too many sources connected\n",
+            };
+            refuse(&ctx, &mut stream, peer, &line, protocol, 403, msg).await;
+            return;
+        }
+    };
+    // Liquidsoap depends on exactly this reply (savonet/liquidsoap#792).
+    let mut answer: Vec<u8> = Vec::new();
+    if protocol == SourceProtocol::Http
+        && head
+            .header("expect")
+            .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))
+    {
+        answer.extend_from_slice(b"HTTP/1.1 100 Continue\r\nContent-Length: 0\r\n\r\n");
+    }
+    if protocol == SourceProtocol::Http {
+        answer.extend_from_slice(b"HTTP/1.0 200 OK\r\n\r\n");
+    }
+    if !answer.is_empty() && stream.write_all(&answer).await.is_err() {
+        return;
+    }
+    ctx.metrics.source_connects.inc();
+    tracing::info!(%peer, mount = %name, format = ?format, ?protocol, "source connected");
+    let started = Instant::now();
+    let icy_metaint = head
+        .header("icy-metaint")
+        .and_then(|v| v.trim().parse::<usize>().ok());
+    let mut feeder = Feeder::new(mount.clone(), writer, icy_metaint, ctx.metrics.clone());
+    let why = ingest(&ctx, &mut stream, &mount, &mut feeder, &body).await;
+    feeder.finish(); // publishes the last frames and marks the feed ended
+    drop(live);
+    let received = mount.source_bytes.load(Ordering::Relaxed);
+    tracing::info!(%peer, mount = %name, received, "source ended: {why}");
+    ctx.access_log.log(&AccessEntry {
+        ip: peer.ip(),
+        user: Some("source"),
+        request_line: &line,
+        status: 200,
+        bytes: received,
+        referer: None,
+        agent: head.header("user-agent"),
+        duration_secs: started.elapsed().as_secs(),
+    });
+}
+
+/// Reads the stream until it ends; returns why it ended.
+async fn ingest(
+    ctx: &ServerCtx,
+    stream: &mut TcpStream,
+    mount: &Mount,
+    feeder: &mut Feeder,
+    first: &[u8],
+) -> String {
+    if !first.is_empty() {
+        if let Err(e) = feeder.push(first) {
+            return e.to_string();
+        }
+    }
+    let mut buf = vec![0u8; SOURCE_READ_BYTES];
+    let mut shutdown = ctx.shutdown.clone();
+    let timeout = ctx.config.source_timeout();
+    let mut last_data = Instant::now();
+    loop {
+        if mount.stop.load(Ordering::Relaxed) {
+            return "stopped (admin killsource)".into();
+        }
+        // Reading is cancel-safe: waking every STOP_POLL to look at `mount.stop` loses nothing,
+        // and a silent source is stopped as promptly as a busy one.
+        let read = tokio::select! {
+            r = stream.read(&mut buf) => r,
+            _ = tokio::time::sleep(STOP_POLL) => {
+                if last_data.elapsed() >= timeout {
+                    return format!("no data for {} s (source-timeout)", timeout.as_secs());
+                }
+                continue;
+            }
+            _ = shutdown.changed() => return "server shutting down".into(),
+        };
+        match read {
+            Ok(0) => return "source disconnected".into(),
+            Ok(n) => {
+                last_data = Instant::now();
+                if let Err(e) = feeder.push(&buf[..n]) {
+                    return e.to_string();
+                }
+            }
+            Err(e) => return format!("read error: {e}"),
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! Feeds a mount from raw bytes, whatever their origin (a source client's body, a file, a
+//! relay): strips inline ICY metadata (taking its titles), frames the audio, and chunks it into
+//! the mount's queue. Detects garbage where audio was announced.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use thiserror::Error;
+use throng_proto::format::Format;
+use throng_proto::framer::{FrameError, Framer, Unit};
+use throng_proto::icy::{stream_title, stream_url, IcyDemuxer, IcyError, IcyPiece};
+
+use crate::mount::chunker::Chunker;
+use crate::mount::live::Mount;
+use crate::mount::ogg_retag::OggRetagger;
+use crate::mount::queue::QueueWriter;
+use crate::observe::metrics::{Metrics, MountLabel};
+
+/// Consecutive bytes that are not frames of the announced format after which the source is
+/// closed.
+pub const GARBAGE_LIMIT: usize = 64 * 1024;
+
+/// A pending chunk older than this is published even if shorter than a chunk's worth of audio.
+pub const MAX_CHUNK_AGE: Duration = Duration::from_millis(200);
+
+/// Why a feed must end.
+#[derive(Debug, Error)]
+pub enum FeederError {
+    /// Too many consecutive bytes were not audio of the announced format.
+    #[error("{bytes} consecutive bytes are not {format:?} audio{hint}")]
+    Garbage {
+        /// Bytes of garbage in a row.
+        bytes: usize,
+        /// The announced format.
+        format: Format,
+        /// What the bytes look like instead, e.g. " (they look like Ogg: announce
+        /// Content-Type audio/ogg)", or empty.
+        hint: String,
+    },
+    /// The source's inline ICY metadata was malformed.
+    #[error("bad inline ICY metadata: {0}")]
+    Metadata(#[from] IcyError),
+}
+
+/// The feeding side of one mount.
+#[derive(Debug)]
+pub struct Feeder {
+    mount: Arc<Mount>,
+    framer: Framer,
+    chunker: Chunker,
+    demux: Option<IcyDemuxer>,
+    garbage_run: usize,
+    last_publish: Instant,
+    published_head: u64,
+    metrics: Arc<Metrics>,
+    label: MountLabel,
+    last_input_hint: String,
+    /// Ogg mounts: puts admin title updates into the stream.
+    retag: Option<OggRetagger>,
+}
+
+/// Names the format `data` looks like, for a source that announced the wrong Content-Type
+/// (ffmpeg announces `audio/mpeg` for Ogg unless told `-content_type audio/ogg`).
+fn sniff_hint(data: &[u8]) -> String {
+    let ogg = data.windows(4).any(|w| w == b"OggS");
+    let adts = data
+        .windows(7)
+        .any(|w| throng_proto::adts::parse_header(w).is_some());
+    let mp3 = data
+        .windows(4)
+        .any(|w| throng_proto::mp3::parse_header(w).is_some());
+    let name = if ogg {
+        "Ogg: announce Content-Type audio/ogg"
+    } else if adts {
+        "AAC (ADTS): announce Content-Type audio/aac"
+    } else if mp3 {
+        "MP3: announce Content-Type audio/mpeg"
+    } else {
+        return String::new();
+    };
+    format!(" (they look like {name})")
+}
+
+impl Feeder {
+    /// A feeder for `mount` writing through `writer`; `icy_metaint` when the bytes carry inline
+    /// ICY metadata (a source that sent `icy-metaint`).
+    pub fn new(
+        mount: Arc<Mount>,
+        writer: QueueWriter,
+        icy_metaint: Option<usize>,
+        metrics: Arc<Metrics>,
+    ) -> Feeder {
+        Feeder {
+            framer: Framer::new(mount.settings.format),
+            chunker: Chunker::new(writer),
+            demux: icy_metaint.filter(|&m| m > 0).map(IcyDemuxer::new),
+            garbage_run: 0,
+            last_publish: Instant::now(),
+            published_head: 0,
+            label: MountLabel::new(&mount.name),
+            retag: (mount.settings.format == Format::Ogg).then(OggRetagger::new),
+            mount,
+            metrics,
+            last_input_hint: String::new(),
+        }
+    }
+
+    /// Feeds received bytes.
+    ///
+    /// Errors: [`FeederError::Garbage`] after [`GARBAGE_LIMIT`] bytes without a frame,
+    /// [`FeederError::Metadata`] for malformed inline metadata.
+    pub fn push(&mut self, data: &[u8]) -> Result<(), FeederError> {
+        if self.garbage_run > 0 {
+            self.last_input_hint = sniff_hint(data);
+        }
+        match &mut self.demux {
+            Some(d) => {
+                let mut blocks = Vec::new();
+                let framer = &mut self.framer;
+                let mut audio = 0usize;
+                d.feed(data, |p| match p {
+                    IcyPiece::Audio(a) => {
+                        audio += a.len();
+                        framer.push(a);
+                    }
+                    IcyPiece::Metadata(m) if !m.is_empty() => blocks.push(m),
+                    IcyPiece::Metadata(_) => {}
+                })?;
+                self.count_received(audio);
+                for m in blocks {
+                    if let Some(t) = stream_title(&m) {
+                        // Sources repeat their block; only a change goes out to listeners.
+                        if t != self.mount.title() {
+                            self.mount.set_title(&t, stream_url(&m).as_deref());
+                        }
+                    }
+                }
+            }
+            None => {
+                self.count_received(data.len());
+                self.framer.push(data);
+            }
+        }
+        self.drain()
+    }
+
+    fn count_received(&self, n: usize) {
+        self.mount
+            .source_bytes
+            .fetch_add(n as u64, Ordering::Relaxed);
+        self.metrics
+            .source_bytes
+            .get_or_create(&self.label)
+            .inc_by(n as u64);
+    }
+
+    fn drain(&mut self) -> Result<(), FeederError> {
+        while let Some(r) = self.framer.next_unit() {
+            match r {
+                Ok(unit) => {
+                    self.garbage_run = 0;
+                    self.forward(unit);
+                }
+                Err(FrameError::Garbage { skipped, format }) => {
+                    self.garbage_run += skipped;
+                    tracing::debug!(mount = %self.mount.name, skipped, "skipped non-audio bytes");
+                    if self.garbage_run >= GARBAGE_LIMIT {
+                        return Err(FeederError::Garbage {
+                            bytes: self.garbage_run,
+                            format,
+                            hint: self.last_input_hint.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        self.mount.set_params(self.framer.params());
+        self.maybe_flush();
+        Ok(())
+    }
+
+    /// Feeds one unit that is already framed (a file source).
+    pub fn push_unit(&mut self, unit: &Unit) {
+        self.count_received(unit.data.len());
+        self.forward(unit.clone());
+        self.maybe_flush();
+    }
+
+    /// Hands a unit to the chunker, through the Ogg retagger on Ogg mounts.
+    fn forward(&mut self, unit: Unit) {
+        match &mut self.retag {
+            Some(r) => {
+                let chunker = &mut self.chunker;
+                r.push(&self.mount, unit, &mut |u| chunker.push(&u));
+            }
+            None => self.chunker.push(&unit),
+        }
+    }
+
+    fn maybe_flush(&mut self) {
+        let head = self.chunker.head();
+        if head != self.published_head {
+            self.published_head = head;
+            self.last_publish = Instant::now();
+        } else if self.last_publish.elapsed() >= MAX_CHUNK_AGE {
+            self.chunker.flush();
+            self.published_head = self.chunker.head();
+            self.last_publish = Instant::now();
+        }
+    }
+
+    /// Publishes whatever is pending.
+    pub fn flush(&mut self) {
+        self.chunker.flush();
+    }
+
+    /// Ends the feed: the framer gives up its last frame (which no following header can confirm
+    /// any more) and everything is published. Garbage at the very end is ignored.
+    pub fn finish(mut self) {
+        self.framer.finish();
+        let _ = self.drain();
+        self.chunker.flush();
+    }
+}

@@ -1,0 +1,303 @@
+//! A live mount: its fixed settings, its queue, ICY metadata and counters. A [`Mount`] does
+//! not know where its bytes come from (a source client, a relay, a file): the feeder owns the
+//! chunker; listeners see only the [`Queue`] snapshots and the ICY block.
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+use throng_proto::format::Format;
+use throng_proto::framer::StreamParams;
+use throng_proto::icy::metadata_block;
+use throng_proto::source_info::SourceInfo;
+
+use crate::mount::icy_meta::IcyMeta;
+use crate::mount::ogg_tags::OggTagSlot;
+use crate::mount::queue::{Queue, QueueWriter};
+
+/// Where a mount's bytes come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceKind {
+    /// A source client (`SOURCE` or `PUT`).
+    Client,
+    /// A file looped in real time (the demo, `[[mount]] file`, a webroot fallback file).
+    File,
+    /// A relay pulling the mount from another server.
+    Relay,
+}
+
+/// Settings fixed when the mount starts.
+#[derive(Debug, Clone)]
+pub struct MountSettings {
+    /// Framing of the stream.
+    pub format: Format,
+    /// Content-Type sent to listeners.
+    pub content_type: String,
+    /// Stream description, after `[[mount]]` overrides.
+    pub info: SourceInfo,
+    /// Left out of public status pages.
+    pub hidden: bool,
+    /// Most listeners, if limited.
+    pub max_listeners: Option<u32>,
+    /// Burst-on-connect size in bytes.
+    pub burst_size: u64,
+    /// Source user and password accepted for this mount's metadata updates.
+    pub source_user: String,
+    /// See `source_user`.
+    pub source_password: String,
+    /// Address of the source client, if any.
+    pub source_ip: Option<IpAddr>,
+    /// What feeds the mount.
+    pub kind: SourceKind,
+    /// `icy-*` headers sent to listeners, from [`stream_headers`].
+    pub stream_headers: Vec<(String, String)>,
+}
+
+/// The `icy-*` headers a listener gets for a stream described by `info`, as Icecast 2.4.4
+/// `format.c:format_prepare_headers` derives them from the source's `ice-*`/`icy-*` headers:
+/// `icy-br`, `ice-audio-info`, `icy-description`, `icy-genre`, `icy-name`, `icy-pub`, `icy-url`.
+/// Fields still at Icecast's placeholder defaults are left out.
+pub fn stream_headers(info: &SourceInfo) -> Vec<(String, String)> {
+    let mut h = Vec::new();
+    let mut add = |k: &str, v: &str| h.push((k.to_owned(), v.to_owned()));
+    if let Some(b) = &info.bitrate {
+        add("icy-br", b);
+    }
+    if let Some(a) = &info.audio_info_raw {
+        add("ice-audio-info", a);
+    }
+    if info.description != "Unspecified description" {
+        add("icy-description", &info.description);
+    }
+    if info.genre != "various" {
+        add("icy-genre", &info.genre);
+    }
+    if info.name != "Unspecified name" {
+        add("icy-name", &info.name);
+    }
+    add("icy-pub", if info.public { "1" } else { "0" });
+    if let Some(u) = &info.url {
+        add("icy-url", u);
+    }
+    h
+}
+
+/// What the origin of a mount (source client, relay, file) knows about it; the rest comes
+/// from the configuration (see [`Mount::configured`]).
+#[derive(Debug, Clone)]
+pub struct Announcement {
+    /// Framing of the stream.
+    pub format: Format,
+    /// Content-Type sent to listeners.
+    pub content_type: String,
+    /// Stream description, `[[mount]]` overrides already applied.
+    pub info: SourceInfo,
+    /// Source user and password accepted for metadata updates of this mount.
+    pub credentials: (String, String),
+    /// Address of the source client (or a relay's upstream), if any.
+    pub source_ip: Option<IpAddr>,
+    /// What feeds the mount.
+    pub kind: SourceKind,
+    /// Hidden whatever the configuration says (webroot fallback files).
+    pub force_hidden: bool,
+}
+
+/// A live mount.
+#[derive(Debug)]
+pub struct Mount {
+    /// Mount name, e.g. `/live.mp3`.
+    pub name: String,
+    /// Unique id of this incarnation (a mount re-created by a reconnecting source gets a new one).
+    pub id: u64,
+    /// Fixed settings.
+    pub settings: MountSettings,
+    /// The queue listeners read.
+    pub queue: Arc<Queue>,
+    /// Current ICY metadata block.
+    pub icy: ArcSwap<IcyMeta>,
+    title: Mutex<String>,
+    params: Mutex<StreamParams>,
+    /// Current listeners.
+    pub listeners: AtomicU32,
+    /// Most listeners seen at once.
+    pub listener_peak: AtomicU32,
+    /// Listeners dropped for lagging more than queue-size.
+    pub slow_listeners: AtomicU64,
+    /// Bytes received from the source (after ICY metadata was stripped).
+    pub source_bytes: AtomicU64,
+    /// Bytes sent to listeners (flushed by shards once per tick).
+    pub bytes_sent: AtomicU64,
+    /// When the mount started.
+    pub started: chrono::DateTime<chrono::Local>,
+    /// Set to ask the feeder to stop (shutdown, admin kill).
+    pub stop: AtomicBool,
+    /// Ogg only: comment updates for the feeder and the `artist` stat (`ogg_retag.rs`).
+    pub ogg_tags: OggTagSlot,
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+impl Mount {
+    /// A new mount reading `queue`.
+    pub fn new(name: &str, settings: MountSettings, queue: Arc<Queue>) -> Mount {
+        Mount {
+            name: name.to_owned(),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            settings,
+            queue,
+            icy: ArcSwap::from_pointee(IcyMeta {
+                generation: 0,
+                block: metadata_block("", None),
+            }),
+            title: Mutex::new(String::new()),
+            params: Mutex::new(StreamParams::default()),
+            listeners: AtomicU32::new(0),
+            listener_peak: AtomicU32::new(0),
+            slow_listeners: AtomicU64::new(0),
+            source_bytes: AtomicU64::new(0),
+            bytes_sent: AtomicU64::new(0),
+            started: chrono::Local::now(),
+            stop: AtomicBool::new(false),
+            ogg_tags: Default::default(),
+        }
+    }
+
+    /// A new mount `name` fed by `origin`, with its `[[mount]]` settings (hidden,
+    /// max-listeners) and its queue sized by [`crate::config::Config::burst_and_queue`]
+    /// (retaining `max(queue-size, burst-size)` bytes); returns it and the writer of its queue.
+    pub fn configured(
+        config: &crate::config::Config,
+        name: &str,
+        origin: Announcement,
+    ) -> (Arc<Mount>, QueueWriter) {
+        let cfg = config.mount_for(name);
+        let (burst, queue) = config.burst_and_queue(name);
+        let writer = QueueWriter::new(queue.max(burst) as u64);
+        let settings = MountSettings {
+            format: origin.format,
+            content_type: origin.content_type,
+            stream_headers: stream_headers(&origin.info),
+            info: origin.info,
+            hidden: origin.force_hidden || cfg.is_some_and(|m| m.hidden),
+            max_listeners: cfg.and_then(|m| m.max_listeners),
+            burst_size: burst as u64,
+            source_user: origin.credentials.0,
+            source_password: origin.credentials.1,
+            source_ip: origin.source_ip,
+            kind: origin.kind,
+        };
+        (Arc::new(Mount::new(name, settings, writer.queue())), writer)
+    }
+
+    /// Sets the stream title (and optional URL) sent in ICY metadata and shown in status.
+    pub fn set_title(&self, title: &str, url: Option<&str>) {
+        let mut t = self.title.lock();
+        *t = title.to_owned();
+        let generation = self.icy.load().generation + 1;
+        self.icy.store(Arc::new(IcyMeta {
+            generation,
+            block: metadata_block(title, url),
+        }));
+    }
+
+    /// The current stream title ("" before any update).
+    pub fn title(&self) -> String {
+        self.title.lock().clone()
+    }
+
+    /// Records audio parameters seen by the framer.
+    pub fn set_params(&self, p: StreamParams) {
+        *self.params.lock() = p;
+    }
+
+    /// Audio parameters seen by the framer.
+    pub fn params(&self) -> StreamParams {
+        *self.params.lock()
+    }
+
+    /// Takes a listener slot, failing when max-listeners is reached.
+    pub fn try_add_listener(&self) -> bool {
+        let max = self.settings.max_listeners.unwrap_or(u32::MAX);
+        let prev = self
+            .listeners
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            });
+        match prev {
+            Ok(n) => {
+                self.listener_peak.fetch_max(n + 1, Ordering::Relaxed);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Takes a listener slot even past max-listeners (a listener moved here by a fallback or an
+    /// admin move is never dropped for it).
+    pub fn force_add_listener(&self) {
+        let n = self.listeners.fetch_add(1, Ordering::AcqRel);
+        self.listener_peak.fetch_max(n + 1, Ordering::Relaxed);
+    }
+
+    /// Releases a listener slot.
+    pub fn remove_listener(&self) {
+        self.listeners.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// The listener URL, `http://host:port/mount`, as Icecast's `listenurl`.
+    pub fn listen_url(&self, host: &str, port: u16) -> String {
+        format!("http://{host}:{port}{}", self.name)
+    }
+}
+
+/// Test support shared by the mount folder's unit tests.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::*;
+    use crate::mount::queue::QueueWriter;
+
+    /// A client-fed mount `name` of `format` with default settings, and its queue's writer.
+    pub(crate) fn test_mount(name: &str, format: Format) -> (Arc<Mount>, QueueWriter) {
+        let w = QueueWriter::new(1 << 20);
+        let settings = MountSettings {
+            format,
+            content_type: "audio/mpeg".into(),
+            info: SourceInfo::default(),
+            hidden: false,
+            max_listeners: None,
+            burst_size: 0,
+            source_user: String::new(),
+            source_password: String::new(),
+            source_ip: None,
+            kind: SourceKind::Client,
+            stream_headers: Vec::new(),
+        };
+        (Arc::new(Mount::new(name, settings, w.queue())), w)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::test_mount as mount;
+    use super::*;
+
+    #[test]
+    fn forced_listeners_pass_max_listeners() {
+        let (m, _w) = mount("/m", Format::Mp3);
+        let m = Arc::new(Mount::new(
+            "/m",
+            MountSettings {
+                max_listeners: Some(1),
+                ..m.settings.clone()
+            },
+            m.queue.clone(),
+        ));
+        assert!(m.try_add_listener());
+        assert!(!m.try_add_listener());
+        m.force_add_listener();
+        assert_eq!(m.listeners.load(Ordering::Relaxed), 2);
+        assert_eq!(m.listener_peak.load(Ordering::Relaxed), 2);
+    }
+}

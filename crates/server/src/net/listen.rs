@@ -1,0 +1,90 @@
+//! Listen sockets: binding with a large backlog (dual-stack on `[::]`), the HTTP + SHOUTcast
+//! port pair, and the process's open-file limit that sizes the `clients` limit.
+
+use std::net::SocketAddr;
+
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::net::TcpListener;
+
+/// Listen backlog of every listen socket (the kernel caps it at `net.core.somaxconn`).
+pub const LISTEN_BACKLOG: i32 = 4096;
+
+/// Binds a listen socket on `addr` (backlog [`LISTEN_BACKLOG`], dual-stack on `[::]`).
+pub fn bind(addr: SocketAddr) -> Result<TcpListener, BindError> {
+    bind_io(addr).map_err(|source| BindError { addr, source })
+}
+
+/// A listen address that could not be bound.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot listen on {addr}: {source}")]
+pub struct BindError {
+    /// The address.
+    pub addr: SocketAddr,
+    /// The error.
+    #[source]
+    pub source: std::io::Error,
+}
+
+fn bind_io(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        // Dual-stack on `[::]`, as Icecast 2.4 sets IPV6_V6ONLY=0.
+        let _ = socket.set_only_v6(false);
+    }
+    socket.bind(&addr.into())?;
+    socket.listen(LISTEN_BACKLOG)?;
+    socket.set_nonblocking(true)?;
+    TcpListener::from_std(socket.into())
+}
+
+/// The process's open-file limit (RLIMIT_NOFILE soft limit).
+pub fn open_file_limit() -> u64 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0 {
+        r.rlim_cur
+    } else {
+        1024
+    }
+}
+
+/// Most attempts at finding two free consecutive ports when the first listen port is 0.
+pub const PORT_PAIR_ATTEMPTS: usize = 64;
+
+/// Binds the HTTP listen socket `addr` and the SHOUTcast socket on the next port (as Icecast
+/// 2.4.4 opens port + 1 for `<shoutcast-mount>`). With port 0, ephemeral ports are tried until
+/// the one after is free too (at most [`PORT_PAIR_ATTEMPTS`] times).
+///
+/// Errors: [`BindError`] naming the address that could not be bound.
+pub fn bind_pair(addr: SocketAddr) -> Result<(TcpListener, TcpListener), BindError> {
+    let next = |a: SocketAddr| -> Result<SocketAddr, BindError> {
+        let port = a.port().checked_add(1).ok_or_else(|| BindError {
+            addr: a,
+            source: std::io::Error::other("no port after 65535 for SHOUTcast sources"),
+        })?;
+        Ok(SocketAddr::new(a.ip(), port))
+    };
+    if addr.port() != 0 {
+        let http = bind(addr)?;
+        return Ok((http, bind(next(addr)?)?));
+    }
+    let mut last = None;
+    for _ in 0..PORT_PAIR_ATTEMPTS {
+        let http = bind(addr)?;
+        let bound = http
+            .local_addr()
+            .map_err(|source| BindError { addr, source })?;
+        match next(bound).and_then(bind) {
+            Ok(sc) => return Ok((http, sc)),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| BindError {
+        addr,
+        source: std::io::Error::other("no free port pair"),
+    }))
+}

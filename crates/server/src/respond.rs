@@ -1,0 +1,60 @@
+//! The HTTP vocabulary shared by every handler: small complete replies (logged and counted),
+//! the `Allow` and `WWW-Authenticate` values Icecast 2.4.4 sends, and which paths belong to
+//! the admin/status stack rather than to a mount.
+
+use std::net::SocketAddr;
+
+use throng_proto::http::simple_response;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+use crate::ctx::ServerCtx;
+use crate::observe::access_log::AccessEntry;
+
+/// Methods advertised in `Allow`. PUT is accepted but not listed: libshout ≥ 2.4 switches from
+/// `SOURCE` to `PUT` when `Allow` lists it, and Icecast 2.4.4 sends no `Allow`, so leaving it out
+/// keeps libshout on exactly the path it takes with Icecast 2.4.4.
+pub const ALLOW: &str = "GET, HEAD, OPTIONS, SOURCE";
+
+/// `WWW-Authenticate` value of every 401, as Icecast 2.4.4 sends it.
+pub const REALM: &str = "Basic realm=\"Icecast2 Server\"";
+
+/// Whether `path` is served by the admin/status HTTP stack rather than a mount.
+pub fn is_admin_path(path: &str) -> bool {
+    path == "/"
+        || path == "/status-json.xsl"
+        || path == "/metrics"
+        || path == "/admin.cgi"
+        || path.starts_with("/admin/")
+        || path.starts_with("/api/")
+}
+
+/// Writes a small complete response, logs it, and shuts the connection down.
+///
+/// Errors: the I/O error of writing the response or shutting the socket down (the client left).
+pub async fn reply(
+    ctx: &ServerCtx,
+    stream: &mut TcpStream,
+    peer: SocketAddr,
+    request_line: &str,
+    status: u16,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> std::io::Result<()> {
+    let bytes = simple_response(status, headers, body);
+    if status >= 400 {
+        ctx.metrics.rejected.inc();
+    }
+    ctx.access_log.log(&AccessEntry {
+        ip: peer.ip(),
+        user: None,
+        request_line,
+        status,
+        bytes: bytes.len() as u64,
+        referer: None,
+        agent: None,
+        duration_secs: 0,
+    });
+    stream.write_all(&bytes).await?;
+    stream.shutdown().await
+}
