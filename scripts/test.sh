@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of the project: installs the third-party peers the interoperability tests
 # use (ffmpeg, libshout-tools, icecast2, curl; via apt-get, skipped when already installed),
-# then checks formatting, runs clippy with warnings as errors, and runs the whole test suite.
+# checks the module layers (no upward import, no import cycle), then checks formatting, runs
+# clippy with warnings as errors, and runs the whole test suite.
 #
 #   scripts/test.sh                 # everything
 #   scripts/test.sh -- --nocapture  # extra arguments are passed to `cargo test --workspace`
@@ -22,6 +23,10 @@ step() {
 
 step "install test dependencies (scripts/install-deps.sh)"
 scripts/install-deps.sh </dev/null
+
+step "module layers (scripts/check-layers.py: crates/*/layers.txt)"
+scripts/check-layers.py --self-test
+scripts/check-layers.py crates/server crates/bench
 
 step "cargo fmt --all -- --check"
 cargo fmt --all -- --check --color "$color"

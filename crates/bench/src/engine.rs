@@ -8,6 +8,7 @@
 
 use crate::connect::{is_loopback_v4, parse_bind_range, start_connect};
 use crate::listener::{Meter, Thresholds};
+use crate::listener_counts::ListenerCounts;
 use crate::profile::{is_sampled, is_stalled, Profile};
 use crate::rusage;
 use crate::stats::{bucket_of, FailReason, LogHist, Phase, WorkerTick, HIST_BUCKETS};
@@ -582,7 +583,10 @@ impl Engine {
             worker: self.spec.worker,
             second,
             phase,
-            started,
+            counts: ListenerCounts {
+                started,
+                ..ListenerCounts::default()
+            },
             ..WorkerTick::default()
         };
         let mut max_gap = std::mem::take(&mut self.c.max_gap_ms);
@@ -593,12 +597,12 @@ impl Engine {
                     let waited = now_ms.saturating_sub(ms(s.conn_start_us));
                     if judge && waited > timeout_ms {
                         self.fail(i, FailReason::Timeout, now);
-                        t.failed += 1;
+                        t.counts.failed += 1;
                     } else {
-                        t.connecting += 1;
+                        t.counts.connecting += 1;
                         // Waiting for audio longer than a player's buffer is starving too.
                         if judge && waited > self.th.max_gap_ms && !s.stalled {
-                            t.starved += 1;
+                            t.counts.starved += 1;
                             if !s.ever_starved {
                                 s.ever_starved = true;
                                 self.c.starved_total += 1;
@@ -606,45 +610,45 @@ impl Engine {
                         }
                     }
                 }
-                State::Streaming if !judge => t.streaming += 1,
+                State::Streaming if !judge => t.counts.streaming += 1,
                 State::Streaming => {
-                    t.streaming += 1;
+                    t.counts.streaming += 1;
                     let v = s.meter.tick(now_ms, &self.th);
-                    t.expected_bytes += s.meter.expected_bps as u64;
+                    t.counts.expected_bytes += s.meter.expected_bps as u64;
                     max_gap = max_gap.max(v.ongoing_gap_ms);
                     if v.starved {
-                        t.starved += 1;
+                        t.counts.starved += 1;
                         if !s.ever_starved {
                             s.ever_starved = true;
                             self.c.starved_total += 1;
                         }
                     }
                 }
-                State::Stalled => t.stalled += 1,
+                State::Stalled => t.counts.stalled += 1,
                 State::Failed => {
                     if judge
                         && self.spec.profile.reconnect_after.is_some()
                         && now_ms >= s.retry_at_ms
                     {
                         self.connect(i, now);
-                        t.connecting += 1;
+                        t.counts.connecting += 1;
                     } else {
-                        t.failed += 1;
+                        t.counts.failed += 1;
                     }
                 }
                 State::Idle => {}
             }
         }
-        t.connects = std::mem::take(&mut self.c.connects);
-        t.bytes = std::mem::take(&mut self.c.bytes);
+        t.counts.connects = std::mem::take(&mut self.c.connects);
+        t.counts.bytes = std::mem::take(&mut self.c.bytes);
         t.max_gap_ms = max_gap;
         let mut dense = vec![0u64; HIST_BUCKETS];
         for us in self.c.ttfb.drain(..) {
             dense[bucket_of(us) as usize] += 1;
         }
         t.ttfb = LogHist::from_dense(&dense);
-        t.failures_total = self.c.failures.clone();
-        t.starved_total = self.c.starved_total;
+        t.counts.failures_total = self.c.failures.clone();
+        t.counts.starved_total = self.c.starved_total;
         t.icy_blocks_total = self.c.icy_blocks;
         t.frames_total = self.c.frames;
         t.garbage_bytes_total = self.c.garbage;

@@ -11,11 +11,11 @@
 //! servers, each started from a scenario file, and writes one side-by-side report.
 //!
 //! Modules: [`profile`] (what to run), [`url`], [`connect`], [`listener`] (per-listener
-//! accounting), [`engine`] (the event loop), [`stats`] (per-second messages, histograms),
-//! [`worker`] (threads and processes), [`sampler`], [`source`], [`run`] (one bench run),
-//! [`summary`], [`report`], [`plots`], [`report_html`], [`progress`], [`compare`], [`testserver`].
-
-#![deny(missing_docs)]
+//! accounting), [`listener_counts`] (the counters shared by ticks and timeline rows), [`engine`]
+//! (the event loop), [`stats`] (per-second messages, histograms), [`worker`] (threads and
+//! processes), [`sampler`], [`source`], [`run`](mod@run) (one bench run), [`summary`],
+//! [`summary_metrics`] (the rows of the summary table), [`report`], [`plots`], [`report_html`],
+//! [`progress`], [`compare`], [`testserver`].
 
 use clap::{Args, Subcommand};
 
@@ -23,6 +23,7 @@ pub mod compare;
 pub mod connect;
 pub mod engine;
 pub mod listener;
+pub mod listener_counts;
 pub mod plots;
 pub mod profile;
 pub mod progress;
@@ -34,6 +35,7 @@ pub mod sampler;
 pub mod source;
 pub mod stats;
 pub mod summary;
+pub mod summary_metrics;
 pub mod testserver;
 pub mod url;
 pub mod worker;

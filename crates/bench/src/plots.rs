@@ -183,7 +183,7 @@ pub fn listeners_over_time(runs: &[&RunReport]) -> String {
             markers: false,
             thin: false,
             points: rows(r)
-                .map(|x| (x.second as f64, x.streaming as f64))
+                .map(|x| (x.second as f64, x.counts.streaming as f64))
                 .collect(),
         });
         s.push(Series {
@@ -192,17 +192,17 @@ pub fn listeners_over_time(runs: &[&RunReport]) -> String {
             markers: true,
             thin: true,
             points: rows(r)
-                .map(|x| (x.second as f64, x.starved as f64))
+                .map(|x| (x.second as f64, x.counts.starved as f64))
                 .collect(),
         });
-        if rows(r).any(|x| x.failed > 0) {
+        if rows(r).any(|x| x.counts.failed > 0) {
             s.push(Series {
                 name: label(runs, i, "failed"),
                 color: kind_color(runs, i, 3),
                 markers: true,
                 thin: true,
                 points: rows(r)
-                    .map(|x| (x.second as f64, x.failed as f64))
+                    .map(|x| (x.second as f64, x.counts.failed as f64))
                     .collect(),
             });
         }
@@ -218,7 +218,7 @@ pub fn cpu_vs_listeners(runs: &[&RunReport]) -> Option<String> {
             .filter_map(|x| {
                 x.server
                     .as_ref()
-                    .map(|v| (x.connected() as f64, v.cpu_user_pct, v.cpu_sys_pct))
+                    .map(|v| (x.counts.connected() as f64, v.cpu_user_pct, v.cpu_sys_pct))
             })
             .collect();
         if pts.is_empty() {
@@ -291,7 +291,12 @@ pub fn bandwidth_vs_listeners(runs: &[&RunReport]) -> String {
             markers: false,
             thin: false,
             points: rows(r)
-                .map(|x| (x.connected() as f64, x.bytes as f64 * 8.0 / 1e6))
+                .map(|x| {
+                    (
+                        x.counts.connected() as f64,
+                        x.counts.bytes as f64 * 8.0 / 1e6,
+                    )
+                })
                 .collect(),
         });
         s.push(Series {
@@ -300,7 +305,12 @@ pub fn bandwidth_vs_listeners(runs: &[&RunReport]) -> String {
             markers: true,
             thin: true,
             points: rows(r)
-                .map(|x| (x.connected() as f64, x.expected_bytes as f64 * 8.0 / 1e6))
+                .map(|x| {
+                    (
+                        x.counts.connected() as f64,
+                        x.counts.expected_bytes as f64 * 8.0 / 1e6,
+                    )
+                })
                 .collect(),
         });
     }
@@ -324,7 +334,7 @@ pub fn starved_vs_listeners(runs: &[&RunReport]) -> String {
             markers: true,
             thin: false,
             points: rows(r)
-                .map(|x| (x.connected() as f64, x.starved as f64))
+                .map(|x| (x.counts.connected() as f64, x.counts.starved as f64))
                 .collect(),
         })
         .collect();

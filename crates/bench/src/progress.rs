@@ -27,7 +27,8 @@ impl Progress {
 
     /// Shows the latest totals.
     pub fn update(&self, r: &Row) {
-        self.bar.set_position(r.started as u64);
+        let c = &r.counts;
+        self.bar.set_position(c.started as u64);
         let server = match &r.server {
             Some(s) => format!(
                 " | server cpu {:.0}%us {:.0}%sy rss {} MB",
@@ -39,7 +40,7 @@ impl Progress {
         };
         self.bar.set_message(format!(
             "streaming {} | stalled {} | connecting {} | starved {} (ever {}) | failed {}{server}",
-            r.streaming, r.stalled, r.connecting, r.starved, r.starved_total, r.failed
+            c.streaming, c.stalled, c.connecting, c.starved, c.starved_total, c.failed
         ));
     }
 

@@ -2,8 +2,8 @@
 //! errors, the profile, and the SVG plots inline (no external files or scripts).
 
 use crate::plots;
-use crate::report::{metric_cells, metrics};
 use crate::summary::RunReport;
+use crate::summary_metrics::{metric_cells, metrics};
 
 /// Escapes text for HTML.
 pub fn esc(s: &str) -> String {

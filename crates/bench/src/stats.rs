@@ -4,8 +4,8 @@
 //! an in-process worker thread). Counters named `*_total` are cumulative since the worker
 //! started; the others cover the one-second interval that ended at `second + 1`.
 
+use crate::listener_counts::ListenerCounts;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::io;
 
 /// Buckets per decade of a [`LogHist`].
@@ -175,28 +175,10 @@ pub struct WorkerTick {
     pub second: u32,
     /// Phase at the end of the second.
     pub phase: Phase,
-    /// Listeners started so far (listeners; counts a listener once even if it reconnected).
-    pub started: u32,
-    /// Listeners connecting or waiting for the response head (listeners).
-    pub connecting: u32,
-    /// Listeners receiving the stream, stalled ones excluded (listeners).
-    pub streaming: u32,
-    /// Stalled listeners (connected, never reading) (listeners).
-    pub stalled: u32,
-    /// Listeners starved at the end of this second (listeners).
-    pub starved: u32,
-    /// Listeners starved at least once so far (listeners).
-    pub starved_total: u32,
-    /// Listeners currently down after a failure (listeners).
-    pub failed: u32,
-    /// Connection attempts started this second (connections).
-    pub connects: u32,
-    /// Body bytes received this second, all listeners (bytes).
-    pub bytes: u64,
-    /// Bytes the streaming listeners should have received this second at their bitrate (bytes).
-    pub expected_bytes: u64,
-    /// Failures by reason, cumulative (connections).
-    pub failures_total: BTreeMap<String, u64>,
+    /// Listener states at the end of the second, traffic during it and failures so far (in JSON,
+    /// inline: its fields are top-level fields of the tick).
+    #[serde(flatten)]
+    pub counts: ListenerCounts,
     /// Time to first audio byte of the connections whose first byte came this second.
     pub ttfb: LogHist,
     /// Longest gap between reads seen this second, ongoing gaps included (ms).
@@ -235,6 +217,24 @@ mod tests {
         let mut h2 = h.clone();
         h2.merge(&h);
         assert_eq!(h2.count(), 10);
+    }
+
+    #[test]
+    fn tick_json_keeps_the_counters_inline() {
+        let json = serde_json::to_string(&WorkerTick::default()).unwrap();
+        assert_eq!(
+            json,
+            r#"{"worker":0,"second":0,"phase":"ramp","started":0,"connecting":0,"streaming":0,"#
+                .to_owned()
+                + r#""stalled":0,"starved":0,"starved_total":0,"failed":0,"connects":0,"bytes":0,"#
+                + r#""expected_bytes":0,"failures_total":{},"ttfb":{"buckets":[]},"max_gap_ms":0,"#
+                + r#""icy_blocks_total":0,"frames_total":0,"garbage_bytes_total":0,"#
+                + r#""cpu_user_us":0,"cpu_sys_us":0}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<WorkerTick>(&json).unwrap(),
+            WorkerTick::default()
+        );
     }
 
     #[test]

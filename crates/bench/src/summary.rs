@@ -4,6 +4,7 @@
 //! ticks per second (carrying a worker's last cumulative counters forward if one second is
 //! missing), attaches the server sample of that second, and derives the run's verdict.
 
+use crate::listener_counts::ListenerCounts;
 use crate::profile::Profile;
 use crate::sampler::ServerSample;
 use crate::stats::{LogHist, Phase, WorkerTick};
@@ -17,28 +18,10 @@ pub struct Row {
     pub second: u32,
     /// `hold` when every worker was holding.
     pub phase: Phase,
-    /// Listeners started so far (listeners).
-    pub started: u32,
-    /// Listeners connecting or awaiting the response head (listeners).
-    pub connecting: u32,
-    /// Listeners receiving the stream, stalled excluded (listeners).
-    pub streaming: u32,
-    /// Stalled listeners (listeners).
-    pub stalled: u32,
-    /// Listeners starved at the end of this second (listeners).
-    pub starved: u32,
-    /// Listeners starved at least once so far (listeners).
-    pub starved_total: u32,
-    /// Listeners down after a failure (listeners).
-    pub failed: u32,
-    /// Connection attempts started this second (connections).
-    pub connects: u32,
-    /// Body bytes received this second (bytes).
-    pub bytes: u64,
-    /// Bytes expected this second at the stream bitrate (bytes).
-    pub expected_bytes: u64,
-    /// Failures by reason so far (connections).
-    pub failures_total: BTreeMap<String, u64>,
+    /// Listener states at the end of the second summed over the workers, their traffic during
+    /// it and failures so far (in JSON, inline: its fields are top-level fields of the row).
+    #[serde(flatten)]
+    pub counts: ListenerCounts,
     /// Longest gap between reads seen this second (ms).
     pub max_gap_ms: u32,
     /// TTFB 50th percentile of connections that got their first byte this second (ms).
@@ -47,13 +30,6 @@ pub struct Row {
     pub bench_cpu_pct: f64,
     /// Server resource use this second, when sampled.
     pub server: Option<ServerSample>,
-}
-
-impl Row {
-    /// Listeners holding a connection (streaming + stalled) (listeners).
-    pub fn connected(&self) -> u32 {
-        self.streaming + self.stalled
-    }
 }
 
 /// The outcome of a run.
@@ -182,13 +158,7 @@ impl Aggregator {
     pub fn live(&self) -> Row {
         let mut r = Row::default();
         for t in self.latest.values() {
-            r.started += t.started;
-            r.streaming += t.streaming;
-            r.stalled += t.stalled;
-            r.starved += t.starved;
-            r.starved_total += t.starved_total;
-            r.failed += t.failed;
-            r.connecting += t.connecting;
+            r.counts.add_states(&t.counts);
         }
         r.server = self.samples.values().next_back().cloned();
         r
@@ -211,9 +181,7 @@ impl Aggregator {
                 if t.phase == Phase::Done {
                     continue;
                 }
-                r.connects += t.connects;
-                r.bytes += t.bytes;
-                r.expected_bytes += t.expected_bytes;
+                r.counts.add_traffic(&t.counts);
                 r.max_gap_ms = r.max_gap_ms.max(t.max_gap_ms);
                 ttfb.merge(&t.ttfb);
                 if t.phase == Phase::Ramp {
@@ -231,16 +199,8 @@ impl Aggregator {
                 r.phase = Phase::Ramp;
             }
             for t in last.values() {
-                r.started += t.started;
-                r.connecting += t.connecting;
-                r.streaming += t.streaming;
-                r.stalled += t.stalled;
-                r.starved += t.starved;
-                r.starved_total += t.starved_total;
-                r.failed += t.failed;
-                for (k, v) in &t.failures_total {
-                    *r.failures_total.entry(k.clone()).or_insert(0) += v;
-                }
+                r.counts.add_states(&t.counts);
+                r.counts.add_failures(&t.counts);
             }
             r.ttfb_p50_ms = ttfb.quantile_ms(0.5);
             r.server = self.samples.get(&second).cloned();
@@ -256,8 +216,8 @@ impl Aggregator {
             ..Summary::default()
         };
         for t in self.latest.values() {
-            s.starved += t.starved_total;
-            for (k, v) in &t.failures_total {
+            s.starved += t.counts.starved_total;
+            for (k, v) in &t.counts.failures_total {
                 *s.failures.entry(k.clone()).or_insert(0) += v;
             }
             s.icy_blocks += t.icy_blocks_total;
@@ -270,12 +230,12 @@ impl Aggregator {
             .ticks
             .values()
             .flatten()
-            .map(|t| t.connects as u64)
+            .map(|t| t.counts.connects as u64)
             .sum();
         s.stalled = (0..profile.listeners)
             .filter(|&i| crate::profile::is_stalled(i, profile.effective_stalled_fraction()))
             .count() as u32;
-        s.peak_streaming = rows.iter().map(|r| r.streaming).max().unwrap_or(0);
+        s.peak_streaming = rows.iter().map(|r| r.counts.streaming).max().unwrap_or(0);
         s.ttfb_p50_ms = self.ttfb.quantile_ms(0.5);
         s.ttfb_p90_ms = self.ttfb.quantile_ms(0.9);
         s.ttfb_p99_ms = self.ttfb.quantile_ms(0.99);
@@ -289,18 +249,22 @@ impl Aggregator {
             .skip(2)
             .collect();
         if let Some(last) = rows.iter().rev().find(|r| r.phase == Phase::Hold) {
-            s.final_streaming = last.streaming;
-            s.final_connecting = last.connecting;
+            s.final_streaming = last.counts.streaming;
+            s.final_connecting = last.counts.connecting;
         }
         s.hold_seconds = hold.len() as u32;
         if !hold.is_empty() {
             let n = hold.len() as f64;
-            let bytes: u64 = hold.iter().map(|r| r.bytes).sum();
-            let expected: u64 = hold.iter().map(|r| r.expected_bytes).sum();
+            let bytes: u64 = hold.iter().map(|r| r.counts.bytes).sum();
+            let expected: u64 = hold.iter().map(|r| r.counts.expected_bytes).sum();
             s.delivered_ratio = (expected > 0).then(|| bytes as f64 / expected as f64);
             s.delivered_mbps = bytes as f64 * 8.0 / n / 1e6;
             s.bench_cpu_pct = hold.iter().map(|r| r.bench_cpu_pct).sum::<f64>() / n;
-            let conn = hold.iter().map(|r| r.connected() as f64).sum::<f64>() / n;
+            let conn = hold
+                .iter()
+                .map(|r| r.counts.connected() as f64)
+                .sum::<f64>()
+                / n;
             if conn > 0.0 {
                 s.bench_cpu_pct_per_1000 = Some(s.bench_cpu_pct / (conn / 1000.0));
             }
@@ -320,7 +284,7 @@ impl Aggregator {
         if !all.is_empty() {
             s.server_rss_max = all.iter().map(|x| x.rss_bytes).max();
             let baseline = all.iter().map(|x| x.rss_baseline_bytes).find(|&b| b > 0);
-            let peak = rows.iter().map(|r| r.connected()).max().unwrap_or(0);
+            let peak = rows.iter().map(|r| r.counts.connected()).max().unwrap_or(0);
             if let (Some(max), Some(base)) = (s.server_rss_max, baseline) {
                 s.server_rss_per_listener =
                     (peak > 0).then(|| max.saturating_sub(base) as f64 / peak as f64);
@@ -344,13 +308,30 @@ mod tests {
             worker,
             second,
             phase,
-            streaming,
-            started: streaming,
-            bytes: streaming as u64 * 8000,
-            expected_bytes: streaming as u64 * 8000,
+            counts: ListenerCounts {
+                streaming,
+                started: streaming,
+                bytes: streaming as u64 * 8000,
+                expected_bytes: streaming as u64 * 8000,
+                ..ListenerCounts::default()
+            },
             cpu_user_us: cpu_ms * 1000,
             ..WorkerTick::default()
         }
+    }
+
+    #[test]
+    fn row_json_keeps_the_counters_inline() {
+        let json = serde_json::to_string(&Row::default()).unwrap();
+        assert_eq!(
+            json,
+            r#"{"second":0,"phase":"ramp","started":0,"connecting":0,"streaming":0,"stalled":0,"#
+                .to_owned()
+                + r#""starved":0,"starved_total":0,"failed":0,"connects":0,"bytes":0,"#
+                + r#""expected_bytes":0,"failures_total":{},"max_gap_ms":0,"ttfb_p50_ms":null,"#
+                + r#""bench_cpu_pct":0.0,"server":null}"#
+        );
+        assert_eq!(serde_json::from_str::<Row>(&json).unwrap(), Row::default());
     }
 
     #[test]
@@ -367,7 +348,7 @@ mod tests {
         }
         let (rows, sum, _, _) = a.finish(&p, 2);
         assert_eq!(rows.len(), 8);
-        assert_eq!(rows[5].streaming, 2000);
+        assert_eq!(rows[5].counts.streaming, 2000);
         assert!((rows[5].bench_cpu_pct - 2.0).abs() < 1e-9);
         assert_eq!(sum.delivered_ratio, Some(1.0));
         assert!((sum.bench_cpu_pct_per_1000.unwrap() - 1.0).abs() < 1e-9);
@@ -375,7 +356,7 @@ mod tests {
 
         let mut a = Aggregator::default();
         let mut t = tick(0, 3, Phase::Hold, 1000, 0);
-        t.starved_total = 3;
+        t.counts.starved_total = 3;
         a.add_tick(t);
         let (_, sum, _, _) = a.finish(&p, 1);
         assert_eq!(sum.starved, 3);

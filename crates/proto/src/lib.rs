@@ -21,8 +21,6 @@
 //! - [`shoutcast`]: SHOUTcast v1 (ICY) source login: password line, `OK2`, `icy-*` headers.
 //! - [`forwarded`]: the client address behind trusted proxies (`X-Forwarded-For`).
 
-#![deny(missing_docs)]
-
 pub mod adts;
 pub mod auth;
 pub mod burst;

@@ -17,10 +17,10 @@ mod common;
 use std::io::sink;
 use std::time::Instant;
 
-use throng_server::fanout::cursor::{Cursor, SegKind};
-use throng_server::fanout::write_path::{write_due, Written};
-use throng_server::mount::icy_meta::IcyMeta;
-use throng_server::mount::queue::QueueSnapshot;
+use throng_server::bench_api::IcyMeta;
+use throng_server::bench_api::QueueSnapshot;
+use throng_server::bench_api::{write_due, Written};
+use throng_server::bench_api::{Cursor, SegKind};
 
 /// Listeners in one tick.
 const LISTENERS: usize = 10_000;

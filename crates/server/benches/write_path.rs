@@ -4,12 +4,15 @@
 //! second at the default write interval; the kernel's cost of the real `writev` comes on top.
 //! Run: `cargo bench -p throng-server --bench write_path`.
 
+// `criterion_group!` expands to an undocumented `pub fn benches`.
+#![allow(missing_docs)]
+
 mod common;
 
 use std::io::sink;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use throng_server::fanout::write_path::{write_due, Written};
+use throng_server::bench_api::{write_due, Written};
 
 fn bench(c: &mut Criterion) {
     let ring = common::ring(64);

@@ -15,21 +15,32 @@
 //! | L5 | `ingest`, `listener`, `admin` | source clients, SHOUTcast, files, relays; listeners; admin, status and APIs |
 //! | L6 | `connection`, `server` | one connection's dispatch, and the server's sockets and lifecycle |
 
-#![deny(missing_docs)]
-
-pub mod admin;
-pub mod auth;
+mod admin;
+mod auth;
 pub mod config;
-pub mod connection;
-pub mod ctx;
-pub mod fanout;
-pub mod ingest;
-pub mod listener;
-pub mod mount;
-pub mod net;
-pub mod observe;
-pub mod respond;
-pub mod server;
+mod connection;
+mod ctx;
+mod fanout;
+mod ingest;
+mod listener;
+mod mount;
+mod net;
+mod observe;
+mod respond;
+mod server;
 
 pub use config::Config;
+pub use ctx::ServerCtx;
+pub use fanout::shard::{ListenerRow, ENDED_GRACE};
+pub use mount::live::{Mount, SourceKind};
 pub use server::{Server, ServerError};
+
+/// The fan-out write path's building blocks, public only for the benchmarks in
+/// `crates/server/benches` (criterion and callgrind measure them without a server).
+#[doc(hidden)]
+pub mod bench_api {
+    pub use crate::fanout::cursor::{Cursor, SegKind};
+    pub use crate::fanout::write_path::{write_due, Written};
+    pub use crate::mount::icy_meta::IcyMeta;
+    pub use crate::mount::queue::{QueueSnapshot, QueueWriter};
+}

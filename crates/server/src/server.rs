@@ -360,8 +360,8 @@ mod tests {
         });
     }
 
-    fn test_config() -> crate::Config {
-        let mut c = crate::Config::from_toml(
+    fn test_config() -> crate::config::Config {
+        let mut c = crate::config::Config::from_toml(
             "listen = [\"127.0.0.1:0\"]\nworkers = 1\n[logging]\naccess-log = \"\"",
         )
         .unwrap();

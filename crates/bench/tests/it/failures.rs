@@ -45,5 +45,5 @@ fn failures_are_split_by_reason() {
     let s = &r.summary;
     assert_eq!(s.failures.get("refused"), Some(&50), "{:?}", s.failures);
     assert_eq!(s.failures.get("http-404"), Some(&50), "{:?}", s.failures);
-    assert_eq!(r.timeline.last().unwrap().failed, 100);
+    assert_eq!(r.timeline.last().unwrap().counts.failed, 100);
 }

@@ -23,7 +23,7 @@ fn storm_with_stalled_readers() {
     assert_eq!(s.starved, 0);
     assert_eq!(s.final_streaming, 150);
     let last = r.timeline.last().unwrap();
-    assert_eq!((last.streaming, last.stalled), (150, 50));
+    assert_eq!((last.counts.streaming, last.counts.stalled), (150, 50));
     // The server saw both connections of every listener.
     assert_eq!(
         srv.stats()

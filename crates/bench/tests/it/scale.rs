@@ -80,6 +80,6 @@ fn over_20000_listeners_on_two_workers() {
     assert_eq!(s.peak_streaming, 21_000);
     assert_eq!(s.starved, 0);
     // Every worker reported every second.
-    assert!(r.timeline.iter().all(|row| row.started <= 21_000));
+    assert!(r.timeline.iter().all(|row| row.counts.started <= 21_000));
     assert!(s.bench_cpu_pct_per_1000.is_some());
 }

@@ -49,7 +49,7 @@ fn silent_server_starves_every_listener() {
     assert_eq!(s.starved, 200, "every listener must be reported starved");
     assert!(!s.pass);
     // Before the server went silent nobody was starved.
-    assert_eq!(r.timeline[1].starved, 0);
+    assert_eq!(r.timeline[1].counts.starved, 0);
     assert!(s.longest_gap_max_ms.unwrap() > 4000.0);
 }
 

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use throng_server::fanout::cursor::Cursor;
-use throng_server::mount::icy_meta::IcyMeta;
-use throng_server::mount::queue::{QueueSnapshot, QueueWriter};
+use throng_server::bench_api::Cursor;
+use throng_server::bench_api::IcyMeta;
+use throng_server::bench_api::{QueueSnapshot, QueueWriter};
 
 /// Bytes per second of a 64 kbit/s stream.
 pub const BYTES_PER_SEC: u64 = 8000;

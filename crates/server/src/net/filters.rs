@@ -129,11 +129,6 @@ impl IpList {
     pub fn len(&self) -> usize {
         self.entries.len()
     }
-
-    /// Whether the list has no entry.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
 }
 
 /// The parsed contents of a `deny-agents` file.
@@ -172,11 +167,6 @@ impl AgentList {
     /// Number of patterns.
     pub fn len(&self) -> usize {
         self.patterns.len()
-    }
-
-    /// Whether the list has no pattern.
-    pub fn is_empty(&self) -> bool {
-        self.patterns.is_empty()
     }
 }
 

@@ -380,11 +380,7 @@ fn htpasswd_accepts_refuses_reloads_and_blocks_duplicates() {
 }
 
 /// Waits until mount `m` has at least `n` listeners in the fan-out, and returns them.
-fn wait_rows(
-    srv: &TestServer,
-    m: &str,
-    n: usize,
-) -> Vec<throng_server::fanout::shard::ListenerRow> {
+fn wait_rows(srv: &TestServer, m: &str, n: usize) -> Vec<throng_server::ListenerRow> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -117,7 +117,7 @@ fn a_listener_that_stopped_reading_is_closed_after_its_source_ends() {
     src.stop();
     // It cannot drain what is left, so it is closed after the grace period instead of holding
     // its slot and the ended mount's queue forever.
-    let grace = throng_server::fanout::shard::ENDED_GRACE;
+    let grace = throng_server::ENDED_GRACE;
     wait_until(grace + Duration::from_secs(5), || {
         mount.listeners.load(Ordering::Relaxed) == 0
     })

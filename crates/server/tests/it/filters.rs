@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use throng_proto::auth::basic_authorization;
 use throng_proto::http::parse_response_head;
-use throng_server::fanout::shard::ListenerRow;
+use throng_server::ListenerRow;
 
 use crate::support::*;
 

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use throng_proto::auth::basic_authorization;
 use throng_proto::icy::{metadata_block, stream_title, IcyDemuxer, IcyPiece};
-use throng_server::mount::live::SourceKind;
+use throng_server::SourceKind;
 
 use crate::support::*;
 
@@ -254,7 +254,7 @@ fn assert_audio(addr: SocketAddr, path: &str, frames: usize) {
 }
 
 /// The Throng mount `name` once it is live and fed by a relay.
-fn wait_relay(srv: &TestServer, name: &str) -> Arc<throng_server::mount::live::Mount> {
+fn wait_relay(srv: &TestServer, name: &str) -> Arc<throng_server::Mount> {
     srv.wait_mount(name);
     let m = srv.ctx.registry.get(name).unwrap();
     assert_eq!(m.settings.kind, SourceKind::Relay);

@@ -12,7 +12,7 @@ use throng_proto::auth::basic_authorization;
 use throng_proto::format::Format;
 use throng_proto::framer::{Framer, Unit};
 use throng_proto::http::{parse_response_head, ResponseHead};
-use throng_server::ctx::ServerCtx;
+use throng_server::ServerCtx;
 use throng_server::{Config, Server};
 
 /// Source password used by every test server.
