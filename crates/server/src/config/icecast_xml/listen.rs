@@ -1,29 +1,16 @@
 //! `<listen-socket>`s of an `icecast.xml` (`cfgfile.c:_parse_listen_socket`) and the legacy
 //! top-level `<port>`/`<bind-address>`, turned into Throng's `listen` addresses, SHOUTcast
 //! source mount and listener send-buffer size. Icecast binds every address when
-//! `bind-address` is absent; the import writes `0.0.0.0`.
+//! `bind-address` is absent; the import writes `0.0.0.0`. The socket itself (`Socket`) is in
+//! `socket.rs`; this file extends the [`Importer`] with the methods that read and finish them.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
+use super::error::IcecastXmlError;
+use super::importer::Importer;
+use super::report::UnsupportedKind;
+use super::socket::{ip, legacy};
 use super::tree::Element;
-use super::{IcecastXmlError, Importer, UnsupportedKind};
-
-/// A `<listen-socket>` (or the implicit one of a top-level `<port>`/`<bind-address>`).
-#[derive(Debug, Clone)]
-pub(super) struct Socket {
-    /// Element path of the socket, e.g. `icecast/listen-socket`, for reports.
-    pub path: String,
-    /// `<port>` (TCP; Icecast's default 8000).
-    pub port: u16,
-    /// `<bind-address>`; `None` binds every address.
-    pub bind: Option<IpAddr>,
-    /// `<shoutcast-mount>`: this port takes HTTP, the next one SHOUTcast sources for that mount.
-    pub shoutcast_mount: Option<String>,
-    /// `<shoutcast-compat>`: this port itself is the SHOUTcast source port.
-    pub shoutcast_compat: bool,
-    /// `<so-sndbuf>`: kernel send buffer per listener socket, in bytes.
-    pub sndbuf: Option<usize>,
-}
 
 impl Importer<'_> {
     /// `<listen-socket>`, as `_parse_listen_socket`.
@@ -160,27 +147,4 @@ impl Importer<'_> {
         }
         Ok(())
     }
-}
-
-/// A socket with Icecast's defaults (port 8000 on every address); also the implicit socket of a
-/// top-level `<port>`/`<bind-address>` (Icecast's first `listen_sock`).
-pub(super) fn legacy(path: &str) -> Socket {
-    Socket {
-        path: path.to_owned(),
-        port: 8000,
-        bind: None,
-        shoutcast_mount: None,
-        shoutcast_compat: false,
-        sndbuf: None,
-    }
-}
-
-/// A numeric bind address (Icecast resolves it with `AI_NUMERICHOST`).
-pub(super) fn ip(path: &str, el: &Element) -> Result<IpAddr, IcecastXmlError> {
-    let text = el.text().unwrap_or_default();
-    text.trim().parse().map_err(|_| IcecastXmlError::BadValue {
-        path: path.to_owned(),
-        value: text.to_owned(),
-        expected: "a numeric IPv4 or IPv6 address",
-    })
 }

@@ -3,8 +3,10 @@
 //! `<master-update-interval>`, `<relays-on-demand>`, used by `slave.c`), turned into
 //! `[[relay]]` and `[master]`.
 
+use super::error::IcecastXmlError;
+use super::importer::Importer;
+use super::report::UnsupportedKind;
 use super::tree::Element;
-use super::{IcecastXmlError, Importer, UnsupportedKind};
 use crate::config::{MasterConfig, RelayConfig};
 
 impl Importer<'_> {

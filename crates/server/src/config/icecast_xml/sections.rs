@@ -6,8 +6,10 @@
 
 use std::net::Ipv4Addr;
 
+use super::error::IcecastXmlError;
+use super::importer::Importer;
+use super::report::UnsupportedKind;
 use super::tree::Element;
-use super::{IcecastXmlError, Importer, UnsupportedKind};
 use crate::config::{parse_cidr, HttpHeader};
 
 impl Importer<'_> {

@@ -2,9 +2,11 @@
 //! a file with every supported element (`tests/data/icecast-full.xml`) and small documents for
 //! each Icecast rule.
 
+use std::path::Path;
+
 use super::sections::forwarder_cidr;
 use super::*;
-use crate::config::{AuthConfig, HttpHeader, LagPolicy};
+use crate::config::{AuthConfig, Config, HttpHeader, LagPolicy};
 use UnsupportedKind::{IgnoredByIcecast, NotSupported, Unknown};
 
 fn data(name: &str) -> String {
@@ -52,7 +54,7 @@ fn debian_sample_imports_with_its_values() {
     assert_eq!(a.admin_user.as_deref(), Some("admin"));
     assert_eq!(a.admin_password.as_deref(), Some("hackme"));
     assert_eq!(c.http_headers.len(), 1);
-    assert_eq!(c.http_headers[0].name, "Access-Control-Allow-Announcement");
+    assert_eq!(c.http_headers[0].name, "Access-Control-Allow-Origin");
     assert_eq!(c.http_headers[0].value, "*");
     assert_eq!(
         c.paths.webroot.as_deref(),
@@ -112,7 +114,7 @@ fn every_supported_element_is_carried_over() {
     assert_eq!(c.shoutcast_mount.as_deref(), Some("/sc.mp3"));
     assert_eq!(
         c.http_headers,
-        vec![header("Access-Control-Allow-Announcement", "*")]
+        vec![header("Access-Control-Allow-Origin", "*")]
     );
 
     let m = c.master.as_ref().unwrap();

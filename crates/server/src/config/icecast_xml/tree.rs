@@ -7,7 +7,7 @@
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::{Reader, XmlVersion};
 
-use super::IcecastXmlError;
+use super::error::IcecastXmlError;
 
 /// One element.
 #[derive(Debug, Clone, PartialEq, Eq)]
