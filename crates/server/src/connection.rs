@@ -1,5 +1,5 @@
 //! One accepted connection: read its request head (bounded in size and time), apply the access
-//! filters (`filters.rs`: the client address behind trusted proxies, deny/allow files, denied
+//! filters (`net/filters.rs`: the client address behind trusted proxies, deny/allow files, denied
 //! agents), then hand it to the source, listener, SHOUTcast metadata (`/admin.cgi`) or
 //! admin/status handler, passing the client address on. Errors end here with a clear HTTP
 //! status, an access-log line and a tracing line; nothing a client sends can affect another

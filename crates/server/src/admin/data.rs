@@ -1,6 +1,6 @@
 //! The facts the admin commands report, gathered from the live server in Icecast 2.4.4's terms
-//! and independent of how they are rendered (XML in `admin_xml.rs`, HTML in `admin_html.rs`,
-//! JSON in `admin_api.rs`):
+//! and independent of how they are rendered (XML in `xml.rs`, HTML in `html.rs`,
+//! JSON in `api.rs`):
 //! - [`stats`]: the stats tree of `stats.c:stats_get_xml` with hidden entries shown (global
 //!   stats, then one list per mount, each sorted by name as Icecast's AVL trees are).
 //! - [`mount_list`]: the entries of `admin.c:admin_build_sourcelist` (`listmounts`).

@@ -10,10 +10,10 @@
 //! `mount` is `400 Unknown admin request`.
 //!
 //! Replies: raw commands send the XML document (`text/xml; charset=utf-8`); `*.xsl` commands
-//! the same document as a simple HTML page (no XSLT engine: see `admin_html.rs`); errors are
+//! the same document as a simple HTML page (no XSLT engine: see `html.rs`); errors are
 //! Icecast's HTML error page (`text/html; charset=utf-8`), 401s its plain-text one with
 //! `WWW-Authenticate: Basic realm="Icecast2 Server"`. The SHOUTcast `/admin.cgi` is
-//! `admin_cgi.rs`.
+//! `cgi.rs`.
 //!
 //! `manageauth` lists, adds and deletes the users of a mount's htpasswd file (see
 //! [`manage_auth`]).

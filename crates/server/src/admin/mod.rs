@@ -3,9 +3,9 @@
 //!
 //! Routes: `/` (a small page listing mounts), `/status-json.xsl` and `/api/v1/status`
 //! (`status.rs`), `/metrics` (Prometheus), Icecast 2.4.4's admin commands under `/admin/`
-//! (`admin_icecast.rs`), and the admin JSON API under `/api/v1/` (`admin_api.rs`). What the
-//! commands report and do lives in `admin_data.rs` and `admin_ops.rs`, who may call them in
-//! `admin_auth.rs`.
+//! (`icecast.rs`), and the admin JSON API under `/api/v1/` (`api.rs`). What the
+//! commands report and do lives in `data.rs` and `ops.rs`, who may call them in
+//! `auth.rs`.
 
 pub mod api;
 pub mod auth;

@@ -173,7 +173,7 @@ pub enum MetadataOutcome {
 }
 
 /// Applies `u` to `mount`: `song` wins, else `artist - title` (or either alone). On Ogg
-/// Vorbis and Opus mounts the tags go into a new chained stream (`ogg_retag.rs`); other Ogg
+/// Vorbis and Opus mounts the tags go into a new chained stream (`mount/ogg_retag.rs`); other Ogg
 /// codecs and EBML are [`MetadataOutcome::NotAccepted`], as Icecast 2.4.4 refuses them.
 pub fn update_metadata(mount: &Mount, u: &MetadataUpdate) -> MetadataOutcome {
     if mount.settings.format == throng_proto::format::Format::Ogg {

@@ -1,5 +1,5 @@
 //! The XML documents of `/admin/*`, shaped exactly as Icecast 2.4.4 `admin.c` and `stats.c`
-//! build them (element names, their case and order), from the facts in `admin_data.rs`.
+//! build them (element names, their case and order), from the facts in `data.rs`.
 //! Serialization is `throng_proto::xml`.
 
 use throng_proto::xml::Element;

@@ -4,7 +4,7 @@
 //! `mount_remove`).
 //!
 //! A mount without an authenticator lets every listener in. Authenticators: `htpasswd`
-//! (`auth_htpasswd.rs`) and `url` callbacks (`auth_url.rs`). Listener credentials are HTTP Basic
+//! (`htpasswd.rs`) and `url` callbacks (`url.rs`). Listener credentials are HTTP Basic
 //! only, as Icecast 2.4.4 (`auth_client_setup`); players given `http://user:pass@host/mount`
 //! send them that way, and a URL authenticator also sees the query string in `mount=`. Bad or
 //! missing credentials, a refusing or unreachable callback, and a second login of the same

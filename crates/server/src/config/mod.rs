@@ -365,7 +365,7 @@ pub struct MountConfig {
     pub intro: Option<PathBuf>,
     /// Seconds after which a listener is disconnected (Icecast `max-listener-duration`).
     pub max_listener_duration: Option<u64>,
-    /// Queue this mount by looping the file in real time (MP3, AAC or Ogg), with no source
+    /// Feed this mount by looping the file in real time (MP3, AAC or Ogg), with no source
     /// client: an always-on mount, e.g. a fallback.
     pub file: Option<PathBuf>,
     /// Listener (and, for `url`, source) authentication.

@@ -24,7 +24,7 @@ fn listener_head_is_icecast_shaped() {
     assert_eq!(h.header("Cache-Control"), Some("no-cache, no-store"));
     assert_eq!(h.header("Pragma"), Some("no-cache"));
     assert_eq!(h.header("Expires"), Some("Mon, 26 Jul 1997 05:00:00 GMT"));
-    assert_eq!(h.header("Access-Control-Allow-Announcement"), Some("*"));
+    assert_eq!(h.header("Access-Control-Allow-Origin"), Some("*"));
     assert!(h
         .header("Access-Control-Expose-Headers")
         .unwrap()

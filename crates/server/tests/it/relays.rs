@@ -214,7 +214,7 @@ fn ffmpeg_source(addr: SocketAddr, mount: &str) -> Proc {
         .args(["-c", "copy", "-content_type", "audio/mpeg"])
         .args([
             "-ice_name",
-            "Announcement Radio",
+            "Origin Radio",
             "-ice_genre",
             "Test",
             "-f",
@@ -277,7 +277,7 @@ fn throng_relays_icecast2_with_decodable_audio_and_its_title() {
     let mount = wait_relay(&srv, "/relay.mp3");
     // Icecast's stream headers became the local mount's description.
     assert_eq!(mount.settings.content_type, "audio/mpeg");
-    assert_eq!(mount.settings.info.name, "Announcement Radio");
+    assert_eq!(mount.settings.info.name, "Origin Radio");
     assert_eq!(mount.settings.info.genre, "Test");
     assert_eq!(srv.mount_status("/relay.mp3").unwrap()["source"], "relay");
     wait_until(Duration::from_secs(10), || {
@@ -286,7 +286,7 @@ fn throng_relays_icecast2_with_decodable_audio_and_its_title() {
     .unwrap_or_else(|_| panic!("title never arrived: {:?}", mount.title()));
     // An ICY listener of the relay gets the upstream title and clean MP3 between blocks.
     let mut l = Listener::open(srv.addr, "/relay.mp3", true);
-    assert_eq!(l.head.header("icy-name"), Some("Announcement Radio"));
+    assert_eq!(l.head.header("icy-name"), Some("Origin Radio"));
     let metaint: usize = l.head.header("icy-metaint").unwrap().parse().unwrap();
     let body = l.read_for(Duration::from_millis(1500));
     let (titles, audio) = demux(&body, metaint);
@@ -548,7 +548,7 @@ fn throng_relays_throng_and_listeners_ride_out_an_upstream_drop_on_the_fallback(
     let auth = format!("Authorization: {}", basic_authorization("admin", ADMIN_PW));
     let (head, _) = http_get(
         origin.addr,
-        "/admin/metadata?mount=/live.mp3&mode=updinfo&song=Announcement%20Song",
+        "/admin/metadata?mount=/live.mp3&mode=updinfo&song=Origin%20Song",
         &[&auth],
     );
     assert_eq!(head.status, 200);
@@ -565,7 +565,7 @@ fn throng_relays_throng_and_listeners_ride_out_an_upstream_drop_on_the_fallback(
         .stream_headers
         .contains(&("icy-br".to_owned(), "64".to_owned())));
     wait_until(Duration::from_secs(5), || {
-        copy.title() == "Announcement Song"
+        copy.title() == "Origin Song"
     })
     .unwrap_or_else(|_| panic!("title: {:?}", copy.title()));
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -612,7 +612,7 @@ fn throng_relays_throng_and_listeners_ride_out_an_upstream_drop_on_the_fallback(
     let (titles, audio) = demux(&body, metaint);
     assert_eq!(
         titles.first().map(String::as_str),
-        Some("Announcement Song")
+        Some("Origin Song")
     );
     assert!(titles.iter().any(|t| t == "demo"), "{titles:?}");
     assert!(mp3_chain(&audio).1 > 100);
