@@ -16,7 +16,7 @@
 //! `cgi.rs`.
 //!
 //! `manageauth` lists, adds and deletes the users of a mount's htpasswd file (see
-//! [`manage_auth`]).
+//! `manage_auth`).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

@@ -21,7 +21,7 @@ pub struct LiveMount {
 }
 
 impl LiveMount {
-    /// Registers `mount` (see [`Registry::reserve`]) and raises the `throng_sources` gauge.
+    /// Registers `mount` (see [`crate::mount::registry::Registry::reserve`]) and raises the `throng_sources` gauge.
     ///
     /// Errors: [`ReserveError`] when the name is taken or too many sources are live.
     pub fn reserve(
