@@ -13,6 +13,11 @@
 //! on a chunk boundary, so on an MP3/ADTS frame or Ogg page boundary, and it joins the new mount
 //! at its burst point (with its Ogg header pages, and a fresh ICY title). Moves and the admin
 //! listener queries live in `shard/moves.rs`.
+//!
+//! What to do with a listener at each visit (write, switch to the fallback, skip ahead, close)
+//! and when the next tick is due are pure functions in `shard/decide.rs`: the loop reads the
+//! clock once per pass and passes `now` down, so those decisions are unit-tested without
+//! sockets or sleeps.
 
 use std::io::Read;
 use std::net::IpAddr;
@@ -27,6 +32,7 @@ use slab::Slab;
 
 use crate::config::LagPolicy;
 use crate::fanout::cursor::{Cursor, SegKind};
+use crate::fanout::shard::decide::{Close, ListenerView, MountView, Ticker, Verdict};
 use crate::fanout::write_path::{write_due, Written};
 use crate::mount::icy_meta::IcyMeta;
 use crate::mount::live::Mount;
@@ -36,14 +42,7 @@ use crate::net::clients::ClientSlot;
 use crate::observe::access_log::{AccessEntry, AccessLog};
 use crate::observe::metrics::{Metrics, MountLabel};
 
-/// Buckets per write interval: a listener is visited once per interval, in the bucket
-/// `key % BUCKETS`, so the shard's work is spread evenly over time.
-pub const BUCKETS: usize = 10;
-
-/// How long listeners of an ended mount may take to drain what is left; a listener that has
-/// stopped reading (a paused player) is closed after it, so it does not hold its slot and the
-/// mount's queue forever.
-pub const ENDED_GRACE: Duration = Duration::from_secs(10);
+pub use self::decide::{BUCKETS, ENDED_GRACE};
 
 /// Most `writev` calls for one listener in one visit, when each one is taken whole and more is
 /// due (a large burst, or a listener catching up).
@@ -56,6 +55,7 @@ pub const SWITCH_BURST: u64 = 16 * 1024;
 
 const WAKER: Token = Token(usize::MAX);
 
+mod decide;
 mod moves;
 
 /// Called once when a listener is gone (e.g. URL auth `listener_remove`), with what it did.
@@ -240,6 +240,7 @@ impl ShardHandle {
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let (tx, rx) = mpsc::channel();
         let load = Arc::new(AtomicUsize::new(0));
+        let epoch = Instant::now();
         let mut shard = Shard {
             poll,
             rx,
@@ -250,7 +251,8 @@ impl ShardHandle {
             load: load.clone(),
             scratch: Vec::new(),
             moves: std::collections::HashMap::new(),
-            epoch: Instant::now(),
+            epoch,
+            now: epoch,
             now_s: 0,
         };
         let thread = std::thread::Builder::new()
@@ -349,14 +351,19 @@ struct ShardMount {
 }
 
 impl ShardMount {
-    /// Loads the mount's current queue and metadata; for an ended feed, finds its live
-    /// fallback. True when a fallback was newly found (its listeners should move now).
-    fn refresh(&mut self, fallback: &(dyn Fn(&Mount) -> Fallback + Send + Sync)) -> bool {
+    /// Loads the mount's current queue and metadata; for an ended feed, notes when it was first
+    /// seen ended (`now`) and finds its live fallback. True when a fallback was newly found (its
+    /// listeners should move now).
+    fn refresh(
+        &mut self,
+        fallback: &(dyn Fn(&Mount) -> Fallback + Send + Sync),
+        now: Instant,
+    ) -> bool {
         self.ring = self.mount.queue.load();
         self.icy = self.mount.icy.load_full();
         if self.ring.ended {
             if self.ended_at.is_none() {
-                self.ended_at = Some(Instant::now());
+                self.ended_at = Some(now);
             }
             if self.successor.as_ref().is_none_or(|s| s.queue.load().ended) {
                 let next = fallback(&self.mount);
@@ -369,11 +376,6 @@ impl ShardMount {
             }
         }
         false
-    }
-
-    /// The feed ended more than [`ENDED_GRACE`] ago.
-    fn grace_over(&self) -> bool {
-        self.ended_at.is_some_and(|t| t.elapsed() > ENDED_GRACE)
     }
 
     /// Adds the bytes sent since the last flush to the mount's counter and the metric.
@@ -391,32 +393,6 @@ impl ShardMount {
     }
 }
 
-/// Why a listener is closed.
-#[derive(Debug, Clone, Copy)]
-enum Close {
-    HungUp,
-    WriteError,
-    TooSlow,
-    SourceEnded,
-    Duration,
-    Killed,
-    Shutdown,
-}
-
-impl Close {
-    fn as_str(self) -> &'static str {
-        match self {
-            Close::HungUp => "listener hung up",
-            Close::WriteError => "write error",
-            Close::TooSlow => "fell too far behind (lag over queue-size)",
-            Close::SourceEnded => "source ended",
-            Close::Duration => "max listening time reached",
-            Close::Killed => "killed by admin",
-            Close::Shutdown => "server shutting down",
-        }
-    }
-}
-
 struct Shard {
     poll: Poll,
     rx: mpsc::Receiver<Command>,
@@ -429,18 +405,19 @@ struct Shard {
     /// Listeners to move to another mount at their next frame boundary, by slab key.
     moves: std::collections::HashMap<usize, Arc<Mount>>,
     epoch: Instant,
-    /// Whole seconds since `epoch`, updated every tick.
+    /// The clock, read once per pass of the loop (right after the poll returns); every
+    /// decision of that pass uses it.
+    now: Instant,
+    /// `now` in whole seconds since `epoch`.
     now_s: u32,
 }
 
 impl Shard {
     fn run(&mut self) {
         let mut events = Events::with_capacity(1024);
-        let tick = self.cfg.write_interval / BUCKETS as u32;
-        let mut next_tick = Instant::now() + tick;
-        let mut bucket = 0usize;
+        let mut ticker = Ticker::new(Instant::now(), self.cfg.write_interval);
         loop {
-            let timeout = next_tick.saturating_duration_since(Instant::now());
+            let timeout = ticker.timeout(Instant::now());
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() != std::io::ErrorKind::Interrupted {
                     // Never give up the shard: its listeners and counts live here.
@@ -449,6 +426,8 @@ impl Shard {
                     continue;
                 }
             }
+            self.now = Instant::now();
+            self.now_s = decide::secs_since(self.epoch, self.now);
             let mut woken = false;
             for ev in events.iter() {
                 if ev.token() == WAKER {
@@ -463,7 +442,7 @@ impl Shard {
                     self.close(key, Close::HungUp);
                     continue;
                 }
-                if ev.is_writable() && self.slots[key].backlogged {
+                if decide::write_on_event(ev.is_writable(), self.slots[key].backlogged) {
                     self.write(key);
                 }
             }
@@ -471,16 +450,9 @@ impl Shard {
                 self.close_all();
                 return;
             }
-            let now = Instant::now();
-            if now >= next_tick {
-                self.now_s = now.duration_since(self.epoch).as_secs() as u32;
+            if let Some(bucket) = ticker.due(self.now) {
                 self.refresh_mounts();
                 self.walk_bucket(bucket);
-                bucket = (bucket + 1) % BUCKETS;
-                next_tick += tick;
-                if next_tick < now {
-                    next_tick = now + tick;
-                }
             }
         }
     }
@@ -560,7 +532,7 @@ impl Shard {
         let mi = self.mount_index(&mount);
         let fallback = self.ctx.fallback.clone();
         let sm = self.mounts[mi].as_mut().expect("just inserted");
-        sm.refresh(fallback.as_ref());
+        sm.refresh(fallback.as_ref(), self.now);
         sm.listeners += 1;
         let (pos, ogg_headers) = sm.ring.join_point(mount.settings.burst_size);
         let is_ogg = mount.settings.format == throng_proto::format::Format::Ogg;
@@ -592,9 +564,7 @@ impl Shard {
             self.finish(mount.as_ref(), info, 0, Close::WriteError);
             return;
         }
-        let deadline_s = info.deadline.map_or(0, |d| {
-            (d.saturating_duration_since(self.epoch).as_secs() as u32).max(1)
-        });
+        let deadline_s = decide::deadline_secs(info.deadline, self.epoch);
         self.slots.insert(Slot {
             stream,
             mount: mi,
@@ -614,7 +584,7 @@ impl Shard {
         let mut ended = Vec::new();
         for (i, sm) in self.mounts.iter_mut().enumerate() {
             if let Some(sm) = sm {
-                if sm.refresh(fallback.as_ref()) {
+                if sm.refresh(fallback.as_ref(), self.now) {
                     ended.push(i);
                 }
                 sm.flush_bytes(&self.ctx.metrics);
@@ -673,53 +643,58 @@ impl Shard {
         }
     }
 
-    /// One `writev`; true when it was taken whole and the listener may have more due.
+    /// One `writev`; true when it was taken whole and the listener may have more due. What to
+    /// do is [`decide::visit`]'s verdict; this only carries it out.
     fn write_once(&mut self, key: usize) -> bool {
         if !self.moves.is_empty() && self.moves.contains_key(&key) {
             self.apply_move(key);
         }
         let slot = &mut self.slots[key];
-        if slot.deadline_s != 0 && self.now_s >= slot.deadline_s {
-            self.close(key, Close::Duration);
-            return false;
-        }
         let sm = self.mounts[slot.mount]
             .as_mut()
             .expect("mount of a live slot");
-        if let Some(next) = &sm.successor {
-            // The source ended and a fallback is live: move once everything left was sent (or,
-            // for a listener that stopped reading, when the grace period is over).
-            if (slot.cursor.pos >= sm.ring.head && !slot.cursor.has_pending()) || sm.grace_over() {
-                // A pending move (fallback-override, admin) wins over the configured fallback.
-                let next = self
-                    .moves
-                    .remove(&key)
-                    .filter(|m| !m.queue.load().ended)
-                    .unwrap_or_else(|| next.clone());
-                self.switch(key, next);
-                return true;
-            }
-        }
-        if sm.grace_over() {
-            self.close(key, Close::SourceEnded);
-            return false;
-        }
-        if slot.cursor.pos < sm.ring.tail() && !slot.cursor.has_pending() {
+        let verdict = decide::visit(
+            ListenerView {
+                pos: slot.cursor.pos,
+                pending: slot.cursor.has_pending(),
+                deadline_s: slot.deadline_s,
+            },
+            MountView {
+                tail: sm.ring.tail(),
+                head: sm.ring.head,
+                ended_at: sm.ended_at,
+                successor: sm.successor.is_some(),
+            },
+            self.now,
+            self.now_s,
+            self.cfg.lag_policy,
+        );
+        if verdict.lagging() {
             sm.mount.slow_listeners.fetch_add(1, Ordering::Relaxed);
             self.ctx
                 .metrics
                 .slow_listeners
                 .get_or_create(&sm.label)
                 .inc();
-            match self.cfg.lag_policy {
-                LagPolicy::Drop => {
-                    self.close(key, Close::TooSlow);
-                    return false;
-                }
-                LagPolicy::Skip => {
-                    let (pos, headers) = sm.ring.join_point(sm.mount.settings.burst_size);
-                    slot.cursor.skip_to(pos, headers.map(|h| (*h).clone()));
-                }
+        }
+        match verdict {
+            Verdict::Write => {}
+            Verdict::Close(why) => {
+                self.close(key, why);
+                return false;
+            }
+            Verdict::Switch => {
+                // A pending move (fallback-override, admin) wins over the configured fallback.
+                let next = match self.moves.remove(&key).filter(|m| !m.queue.load().ended) {
+                    Some(m) => m,
+                    None => sm.successor.clone().expect("a switch has a successor"),
+                };
+                self.switch(key, next);
+                return true;
+            }
+            Verdict::SkipAhead => {
+                let (pos, headers) = sm.ring.join_point(sm.mount.settings.burst_size);
+                slot.cursor.skip_to(pos, headers.map(|h| (*h).clone()));
             }
         }
         match write_due(
@@ -731,8 +706,10 @@ impl Shard {
         ) {
             Written::Nothing => {
                 slot.backlogged = false;
-                if sm.ring.ended && sm.successor.is_none() && !sm.awaiting_fallback {
-                    self.close(key, Close::SourceEnded);
+                if let Some(why) =
+                    decide::idle(sm.ring.ended, sm.successor.is_some(), sm.awaiting_fallback)
+                {
+                    self.close(key, why);
                 }
                 false
             }
@@ -740,7 +717,7 @@ impl Shard {
                 slot.sent += bytes as u64;
                 sm.unflushed_bytes += bytes as u64;
                 slot.backlogged = !whole;
-                whole && slot.cursor.pos < sm.ring.head
+                decide::more_due(whole, slot.cursor.pos, sm.ring.head)
             }
             Written::WouldBlock => {
                 slot.backlogged = true;

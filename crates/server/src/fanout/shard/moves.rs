@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::mount::live::Mount;
 use crate::observe::metrics::MountLabel;
 
-use super::{ListenerRow, MoveFilter, Shard, SWITCH_BURST};
+use super::{decide, ListenerRow, MoveFilter, Shard, SWITCH_BURST};
 
 impl Shard {
     pub(super) fn schedule_moves(&mut self, filter: &MoveFilter, to: &Arc<Mount>) -> usize {
@@ -87,7 +87,7 @@ impl Shard {
         let mi = self.mount_index(&to);
         let fallback = self.ctx.fallback.clone();
         let sm = self.mounts[mi].as_mut().expect("just inserted");
-        sm.refresh(fallback.as_ref());
+        sm.refresh(fallback.as_ref(), self.now);
         sm.listeners += 1;
         let (pos, headers) = sm.ring.join_point(to.settings.burst_size.min(SWITCH_BURST));
         let slot = &mut self.slots[key];
@@ -104,11 +104,11 @@ impl Shard {
         let sm = self.mounts[slot.mount]
             .as_ref()
             .expect("mount of a live slot");
-        let on_boundary = match sm.ring.chunk_index(slot.cursor.pos) {
-            Some(i) => sm.ring.chunks[i].start == slot.cursor.pos,
-            None => true,
-        };
-        if !on_boundary || slot.cursor.has_pending() {
+        let chunk_start = sm
+            .ring
+            .chunk_index(slot.cursor.pos)
+            .map(|i| sm.ring.chunks[i].start);
+        if !decide::move_ready(chunk_start, slot.cursor.pos, slot.cursor.has_pending()) {
             return false;
         }
         let Some(to) = self.moves.remove(&key) else {
