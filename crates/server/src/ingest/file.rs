@@ -16,6 +16,7 @@ use crate::ingest::live_mount::LiveMount;
 use crate::mount::feeder::Feeder;
 use crate::mount::live::{Announcement, Mount, SourceKind};
 use crate::mount::registry::ReserveError;
+use crate::mount::stream_end::StreamEnd;
 
 /// The demo audio: 64 kbit/s CBR MP3, 44.1 kHz, no ID3 tag (`assets/demo.mp3`).
 pub static DEMO_MP3: &[u8] = include_bytes!("../../../../assets/demo.mp3");
@@ -174,17 +175,17 @@ fn start_loop(ctx: Arc<ServerCtx>, spec: LoopSpec<'_>) -> Result<(), FileSourceE
     Ok(())
 }
 
-/// Feeds `units` forever at real-time pace until the mount is stopped; the mount stays
-/// registered while `_live` is held.
+/// Feeds `units` forever at real-time pace until the mount is stopped (admin `killsource`), then
+/// logs why it ended; the mount stays registered while `_live` is held.
 async fn loop_file(_live: LiveMount, mount: Arc<Mount>, mut feeder: Feeder, units: Vec<Unit>) {
     let start = tokio::time::Instant::now();
     let mut media_us: u64 = 0;
     // Pre-roll one burst's worth so the first listener gets a full burst at once.
     let mut preroll_bytes = 0usize;
-    'outer: loop {
+    let end = 'outer: loop {
         for u in &units {
             if mount.stop.load(Ordering::Relaxed) {
-                break 'outer;
+                break 'outer StreamEnd::Killed;
             }
             feeder.push_unit(u);
             if preroll_bytes < mount.settings.burst_size as usize {
@@ -198,6 +199,7 @@ async fn loop_file(_live: LiveMount, mount: Arc<Mount>, mut feeder: Feeder, unit
                 tokio::time::sleep_until(due).await;
             }
         }
-    }
+    };
     feeder.finish();
+    tracing::info!(mount = %mount.name, by = ?end.by(), "file mount ended: {end}");
 }

@@ -6,7 +6,8 @@
 //! credentials, such as libshout's first "poke", gets a clean 401 with `Allow`), Content-Type
 //! (required for PUT), mount in use and the `sources` limit (both 403). Then
 //! `HTTP/1.0 200 OK\r\n\r\n` exactly (after `100 Continue` when asked), and the body is the stream
-//! until the client closes or stays silent for source-timeout.
+//! until the client closes or stays silent for source-timeout; why it ended is logged as a
+//! [`StreamEnd`] (whose doing it was, and whether it is retryable).
 //!
 //! Everything after authentication ([`run`]) is shared with SHOUTcast v1 sources
 //! (`shoutcast.rs`), whose login is answered before their headers arrive.
@@ -29,6 +30,7 @@ use crate::ingest::live_mount::LiveMount;
 use crate::mount::feeder::Feeder;
 use crate::mount::live::{Announcement, Mount, SourceKind};
 use crate::mount::registry::ReserveError;
+use crate::mount::stream_end::{Peer, StreamEnd};
 use crate::observe::access_log::AccessEntry;
 use crate::respond::reply;
 use crate::respond::{ALLOW, REALM};
@@ -274,11 +276,18 @@ pub async fn run(
         .header("icy-metaint")
         .and_then(|v| v.trim().parse::<usize>().ok());
     let mut feeder = Feeder::new(mount.clone(), writer, icy_metaint, ctx.metrics.clone());
-    let why = ingest(&ctx, &mut stream, &mount, &mut feeder, &body).await;
+    let end = ingest(&ctx, &mut stream, &mount, &mut feeder, &body).await;
     feeder.finish(); // publishes the last frames and marks the feed ended
     drop(live);
     let received = mount.source_bytes.load(Ordering::Relaxed);
-    tracing::info!(%peer, mount = %name, received, "source ended: {why}");
+    tracing::info!(
+        %peer,
+        mount = %name,
+        received,
+        by = ?end.by(),
+        retryable = end.retryable(),
+        "source ended: {end}"
+    );
     ctx.access_log.log(&AccessEntry {
         ip: peer.ip(),
         user: Some("source"),
@@ -298,10 +307,10 @@ async fn ingest(
     mount: &Mount,
     feeder: &mut Feeder,
     first: &[u8],
-) -> String {
+) -> StreamEnd {
     if !first.is_empty() {
         if let Err(e) = feeder.push(first) {
-            return e.to_string();
+            return StreamEnd::BadStream(Peer::Client, e);
         }
     }
     let mut buf = vec![0u8; SOURCE_READ_BYTES];
@@ -310,7 +319,7 @@ async fn ingest(
     let mut last_data = Instant::now();
     loop {
         if mount.stop.load(Ordering::Relaxed) {
-            return "stopped (admin killsource)".into();
+            return StreamEnd::Killed;
         }
         // Reading is cancel-safe: waking every STOP_POLL to look at `mount.stop` loses nothing,
         // and a silent source is stopped as promptly as a busy one.
@@ -318,21 +327,21 @@ async fn ingest(
             r = stream.read(&mut buf) => r,
             _ = tokio::time::sleep(STOP_POLL) => {
                 if last_data.elapsed() >= timeout {
-                    return format!("no data for {} s (source-timeout)", timeout.as_secs());
+                    return StreamEnd::Silent { peer: Peer::Client, timeout };
                 }
                 continue;
             }
-            _ = shutdown.changed() => return "server shutting down".into(),
+            _ = shutdown.changed() => return StreamEnd::Shutdown,
         };
         match read {
-            Ok(0) => return "source disconnected".into(),
+            Ok(0) => return StreamEnd::Closed(Peer::Client),
             Ok(n) => {
                 last_data = Instant::now();
                 if let Err(e) = feeder.push(&buf[..n]) {
-                    return e.to_string();
+                    return StreamEnd::BadStream(Peer::Client, e);
                 }
             }
-            Err(e) => return format!("read error: {e}"),
+            Err(e) => return StreamEnd::ReadFailed(Peer::Client, e),
         }
     }
 }

@@ -15,3 +15,4 @@ pub mod ogg_retag;
 pub mod ogg_tags;
 pub mod queue;
 pub mod registry;
+pub mod stream_end;

@@ -134,6 +134,7 @@ async fn run(
             }
             Err(e) => tracing::warn!(
                 master = %master.authority(),
+                by = ?e.by(),
                 "cannot fetch the master's stream list: {e}; keeping {} relays",
                 running.len()
             ),

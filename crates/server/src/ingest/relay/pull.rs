@@ -6,10 +6,12 @@
 //! kind [`SourceKind::Relay`].
 //!
 //! An always-on relay reconnects after a failure or an upstream drop with a [`Backoff`] (1 s
-//! doubling to 60 s). An on-demand relay waits until a listener asks for its mount
-//! (`Registry::register_on_demand`), and disconnects once the mount has had no listener for
-//! [`ON_DEMAND_LINGER`]. When a relay's feed ends, listeners move to the mount's fallback if one
-//! is live, else they are closed once they have drained the queue (as Icecast 2.4.4).
+//! doubling to 60 s): after every [`RelayError`] and every session end that is
+//! [`StreamEnd::retryable`] (all but a stop or shutdown). An on-demand relay waits until a
+//! listener asks for its mount (`Registry::register_on_demand`), and disconnects once the mount
+//! has had no listener for [`ON_DEMAND_LINGER`]. When a relay's feed ends, listeners move to the
+//! mount's fallback if one is live, else they are closed once they have drained the queue (as
+//! Icecast 2.4.4).
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -36,6 +38,7 @@ use crate::mount::feeder::Feeder;
 use crate::mount::live::{Announcement, Mount, SourceKind};
 use crate::mount::queue::QueueWriter;
 use crate::mount::registry::ReserveError;
+use crate::mount::stream_end::{EndedBy, Peer, StreamEnd};
 
 /// How long a connection to an upstream may take (Icecast 2.4.4 `sock_connect_wto_bind`, 10 s).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -98,6 +101,25 @@ pub enum RelayError {
     /// A response body did not arrive completely in time, in seconds.
     #[error("response body not complete within {0} s")]
     BodyTimeout(u64),
+}
+
+impl RelayError {
+    /// Whose doing the failure was: the upstream's, except a local mount held by another
+    /// feeder (this server's). Every one is retried, as the end of a session is.
+    pub fn by(&self) -> EndedBy {
+        match self {
+            RelayError::Mount(_) => EndedBy::Server,
+            RelayError::Connect { .. }
+            | RelayError::Io(_)
+            | RelayError::HeadTimeout(_)
+            | RelayError::Closed
+            | RelayError::Head(_)
+            | RelayError::Refused { .. }
+            | RelayError::TooManyRedirects
+            | RelayError::BodyTooLarge(_)
+            | RelayError::BodyTimeout(_) => EndedBy::Upstream,
+        }
+    }
 }
 
 /// What one relay pulls and where it puts it.
@@ -198,6 +220,16 @@ impl StopSignal {
         }
     }
 
+    /// Why a relay stopped once a stop was asked: [`StreamEnd::Shutdown`] for a server shutdown,
+    /// else [`StreamEnd::Stopped`] (its owner stopped it).
+    pub(crate) fn end(&self) -> StreamEnd {
+        if *self.shutdown.borrow() || self.shutdown.has_changed().is_err() {
+            StreamEnd::Shutdown
+        } else {
+            StreamEnd::Stopped
+        }
+    }
+
     /// Sleeps `d`; false if a stop was asked meanwhile.
     pub(crate) async fn sleep(&mut self, d: Duration) -> bool {
         tokio::select! {
@@ -207,47 +239,24 @@ impl StopSignal {
     }
 }
 
-/// Why a connected relay session ended.
-#[derive(Debug)]
-enum Ended {
-    /// Server shutdown or relay stopped.
-    Stop,
-    /// On-demand relay without listeners for [`ON_DEMAND_LINGER`].
-    Idle,
-    /// The local mount was stopped (admin `killsource`); the relay connects again later.
-    Killed,
-    /// The upstream stream ended or failed.
-    Upstream(String),
-}
-
-impl std::fmt::Display for Ended {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Ended::Stop => f.write_str("stopped"),
-            Ended::Idle => f.write_str("no listeners"),
-            Ended::Killed => f.write_str("mount stopped by admin"),
-            Ended::Upstream(why) => f.write_str(why),
-        }
-    }
-}
-
 /// An always-on relay: connect, feed, and after any end or failure retry with backoff.
 async fn run_always(ctx: Arc<ServerCtx>, spec: RelaySpec, mut stop: StopSignal) {
     let mut backoff = Backoff::new();
     while !stop.is_set() {
         let outcome = session(&ctx, &spec, &mut stop, None).await;
-        let why = match outcome {
-            Ok((Ended::Stop, _)) => break,
-            Ok((ended, connected)) => {
+        let (why, by) = match outcome {
+            Ok((end, _)) if !end.retryable() => break,
+            Ok((end, connected)) => {
                 backoff.connected_for(connected);
-                format!("{ended} after {} s", connected.as_secs())
+                (format!("{end} after {} s", connected.as_secs()), end.by())
             }
-            Err(e) => e.to_string(),
+            Err(e) => (e.to_string(), e.by()),
         };
         let delay = backoff.next_delay();
         tracing::warn!(
             mount = %spec.local_mount,
             upstream = %spec.upstream,
+            ?by,
             "relay down ({why}); reconnecting in {} s",
             delay.as_secs()
         );
@@ -268,18 +277,19 @@ async fn run_on_demand(ctx: Arc<ServerCtx>, spec: RelaySpec, mut stop: StopSigna
         }
         tracing::info!(mount = %spec.local_mount, upstream = %spec.upstream, "on-demand relay: a listener asked, connecting");
         match session(&ctx, &spec, &mut stop, Some(&notify)).await {
-            Ok((Ended::Stop, _)) => break,
-            Ok((Ended::Idle, connected)) => tracing::info!(
+            Ok((end, _)) if !end.retryable() => break,
+            Ok((StreamEnd::Idle, connected)) => tracing::info!(
                 mount = %spec.local_mount,
                 "on-demand relay: no listener for {} s, disconnected after {} s",
                 ON_DEMAND_LINGER.as_secs(),
                 connected.as_secs()
             ),
-            Ok((ended, connected)) => {
+            Ok((end, connected)) => {
                 tracing::warn!(
                     mount = %spec.local_mount,
                     upstream = %spec.upstream,
-                    "on-demand relay ended ({ended} after {} s); waiting for listeners",
+                    by = ?end.by(),
+                    "on-demand relay ended ({end} after {} s); waiting for listeners",
                     connected.as_secs()
                 );
                 // An upstream that accepts and drops at once is not retried in a tight loop.
@@ -288,7 +298,12 @@ async fn run_on_demand(ctx: Arc<ServerCtx>, spec: RelaySpec, mut stop: StopSigna
                 }
             }
             Err(e) => {
-                tracing::warn!(mount = %spec.local_mount, upstream = %spec.upstream, "on-demand relay failed: {e}");
+                tracing::warn!(
+                    mount = %spec.local_mount,
+                    upstream = %spec.upstream,
+                    by = ?e.by(),
+                    "on-demand relay failed: {e}"
+                );
                 if !stop.sleep(ON_DEMAND_RETRY).await {
                     break;
                 }
@@ -436,10 +451,10 @@ async fn session(
     spec: &RelaySpec,
     stop: &mut StopSignal,
     on_demand: Option<&Notify>,
-) -> Result<(Ended, Duration), RelayError> {
+) -> Result<(StreamEnd, Duration), RelayError> {
     let opened = tokio::select! {
         r = open(ctx, spec) => r?,
-        _ = stop.wait() => return Ok((Ended::Stop, Duration::ZERO)),
+        _ = stop.wait() => return Ok((stop.end(), Duration::ZERO)),
     };
     let Opened {
         mut stream,
@@ -487,13 +502,14 @@ async fn session(
     }
     feeder.finish();
     drop(live);
-    let ended = ended?;
+    let end = ended?;
     tracing::info!(
         mount = %spec.local_mount,
         received = mount.source_bytes.load(Ordering::Relaxed),
-        "relay session ended: {ended}"
+        by = ?end.by(),
+        "relay session ended: {end}"
     );
-    Ok((ended, started.elapsed()))
+    Ok((end, started.elapsed()))
 }
 
 /// Feeds the upstream body into the mount until it ends, goes silent for `source-timeout`,
@@ -513,7 +529,7 @@ async fn pump(
     stop: &mut StopSignal,
     on_demand: Option<&Notify>,
     live: &mut Option<LiveMount>,
-) -> Result<Ended, ReserveError> {
+) -> Result<StreamEnd, ReserveError> {
     let started = Instant::now();
     let register = |live: &mut Option<LiveMount>| -> Result<(), ReserveError> {
         if live.is_none() && (mount.queue.load().head > 0 || started.elapsed() >= PRIME_LIMIT) {
@@ -523,7 +539,7 @@ async fn pump(
     };
     if !first.is_empty() {
         if let Err(e) = feeder.push(first) {
-            return Ok(Ended::Upstream(e.to_string()));
+            return Ok(StreamEnd::BadStream(Peer::Upstream, e));
         }
     }
     register(live)?;
@@ -536,39 +552,73 @@ async fn pump(
     loop {
         tokio::select! {
             r = stream.read(&mut buf) => match r {
-                Ok(0) => return Ok(Ended::Upstream("upstream closed the stream".into())),
+                Ok(0) => return Ok(StreamEnd::Closed(Peer::Upstream)),
                 Ok(n) => {
                     last_data = Instant::now();
                     if let Err(e) = feeder.push(&buf[..n]) {
-                        return Ok(Ended::Upstream(e.to_string()));
+                        return Ok(StreamEnd::BadStream(Peer::Upstream, e));
                     }
                     register(live)?;
                 }
-                Err(e) => return Ok(Ended::Upstream(format!("read error: {e}"))),
+                Err(e) => return Ok(StreamEnd::ReadFailed(Peer::Upstream, e)),
             },
             _ = tick.tick() => {
                 register(live)?;
                 if stop.is_set() {
-                    return Ok(Ended::Stop);
+                    return Ok(stop.end());
                 }
                 if mount.stop.load(Ordering::Relaxed) {
-                    return Ok(Ended::Killed);
+                    return Ok(StreamEnd::Killed);
                 }
                 if last_data.elapsed() >= timeout {
-                    return Ok(Ended::Upstream(format!(
-                        "no data for {} s (source-timeout)",
-                        timeout.as_secs()
-                    )));
+                    return Ok(StreamEnd::Silent { peer: Peer::Upstream, timeout });
                 }
                 if on_demand.is_some() {
                     if mount.listeners.load(Ordering::Relaxed) > 0 {
                         last_listener = Instant::now();
                     } else if last_listener.elapsed() >= ON_DEMAND_LINGER {
-                        return Ok(Ended::Idle);
+                        return Ok(StreamEnd::Idle);
                     }
                 }
             }
-            _ = stop.wait() => return Ok(Ended::Stop),
+            _ = stop.wait() => return Ok(stop.end()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_is_a_shutdown_only_when_the_server_shuts_down() {
+        let (shutdown_tx, shutdown) = watch::channel(false);
+        let (cancel_tx, cancel) = watch::channel(false);
+        let signal = StopSignal { shutdown, cancel };
+        cancel_tx.send(true).unwrap();
+        assert!(matches!(signal.end(), StreamEnd::Stopped));
+        shutdown_tx.send(true).unwrap();
+        assert!(matches!(signal.end(), StreamEnd::Shutdown));
+        let (shutdown_tx, shutdown) = watch::channel(false);
+        let signal = StopSignal {
+            shutdown,
+            cancel: cancel_tx.subscribe(),
+        };
+        drop(shutdown_tx);
+        assert!(matches!(signal.end(), StreamEnd::Shutdown));
+        assert!(!signal.end().retryable());
+    }
+
+    #[test]
+    fn relay_failures_are_the_upstreams_but_a_taken_local_mount() {
+        let refused = RelayError::Refused {
+            upstream: "http://o:8000/a".into(),
+            status: 404,
+            reason: "Not Found".into(),
+        };
+        assert_eq!(refused.by(), EndedBy::Upstream);
+        assert_eq!(RelayError::Closed.by(), EndedBy::Upstream);
+        assert_eq!(RelayError::HeadTimeout(5).by(), EndedBy::Upstream);
+        assert_eq!(RelayError::Mount(ReserveError::InUse).by(), EndedBy::Server);
     }
 }
