@@ -4,7 +4,8 @@
 //! queue of shared chunks and its published snapshots), `chunker.rs` (frames into chunks),
 //! `feeder.rs` (source bytes into the queue: ICY stripping, framing, garbage detection),
 //! `icy_meta.rs` (the current ICY block), `ogg_tags.rs` and `ogg_retag.rs` (Ogg comment
-//! updates), `intro.rs` (the intro file cache).
+//! updates), `intro.rs` (the intro file cache), `stream_end.rs` (why a feed ended, whose doing
+//! it was, and whether it is worth retrying).
 
 pub mod chunker;
 pub mod feeder;
