@@ -232,6 +232,7 @@ impl Cursor {
 
     /// Applies a write of `written` bytes over the planned segments `kinds` (kind and length of
     /// each, in order). `meta` must be the block the plan was made with.
+    #[inline]
     pub fn advance(&mut self, kinds: &[(SegKind, usize)], mut written: usize, meta: &IcyMeta) {
         for &(kind, len) in kinds {
             let k = written.min(len);

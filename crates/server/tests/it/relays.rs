@@ -564,10 +564,8 @@ fn throng_relays_throng_and_listeners_ride_out_an_upstream_drop_on_the_fallback(
         .settings
         .stream_headers
         .contains(&("icy-br".to_owned(), "64".to_owned())));
-    wait_until(Duration::from_secs(5), || {
-        copy.title() == "Origin Song"
-    })
-    .unwrap_or_else(|_| panic!("title: {:?}", copy.title()));
+    wait_until(Duration::from_secs(5), || copy.title() == "Origin Song")
+        .unwrap_or_else(|_| panic!("title: {:?}", copy.title()));
     let rt = tokio::runtime::Runtime::new().unwrap();
     let rows = rt.block_on(origin.ctx.fanout.list(Some("/live.mp3")));
     assert_eq!(rows.len(), 1);
@@ -610,10 +608,7 @@ fn throng_relays_throng_and_listeners_ride_out_an_upstream_drop_on_the_fallback(
     body.extend(l.read_for(Duration::from_millis(500)));
     // One unbroken ICY stream throughout: origin title, then the fallback file's.
     let (titles, audio) = demux(&body, metaint);
-    assert_eq!(
-        titles.first().map(String::as_str),
-        Some("Origin Song")
-    );
+    assert_eq!(titles.first().map(String::as_str), Some("Origin Song"));
     assert!(titles.iter().any(|t| t == "demo"), "{titles:?}");
     assert!(mp3_chain(&audio).1 > 100);
 }
