@@ -31,13 +31,13 @@ const LISTENERS: usize = 10_000;
 #[inline(never)]
 pub fn throng_fanout_tick(
     cursors: &mut [Cursor],
-    ring: &QueueSnapshot,
+    snapshot: &QueueSnapshot,
     icy: &IcyMeta,
     kinds: &mut Vec<(SegKind, usize)>,
 ) -> usize {
     let mut bytes = 0;
     for c in cursors.iter_mut() {
-        if let Written::Bytes { bytes: n, .. } = write_due(sink(), c, ring, icy, kinds) {
+        if let Written::Bytes { bytes: n, .. } = write_due(sink(), c, snapshot, icy, kinds) {
             bytes += n;
         }
     }
@@ -45,12 +45,12 @@ pub fn throng_fanout_tick(
 }
 
 fn main() {
-    let ring = common::ring(64);
+    let snapshot = common::snapshot(64);
     let icy = common::icy();
     let mut kinds = Vec::with_capacity(64);
     if std::env::args().any(|a| a == "--tick") {
-        let mut cursors = common::listeners(LISTENERS, &ring, 10);
-        let bytes = throng_fanout_tick(&mut cursors, &ring, &icy, &mut kinds);
+        let mut cursors = common::listeners(LISTENERS, &snapshot, 10);
+        let bytes = throng_fanout_tick(&mut cursors, &snapshot, &icy, &mut kinds);
         // Every listener gets one second of audio; ICY listeners get two metadata blocks on top.
         assert!(bytes as u64 > LISTENERS as u64 * common::BYTES_PER_SEC);
         println!("one tick: {LISTENERS} listeners, {bytes} bytes");
@@ -58,9 +58,14 @@ fn main() {
     }
     let mut best = f64::MAX;
     for _ in 0..20 {
-        let mut cursors = common::listeners(LISTENERS, &ring, 10);
+        let mut cursors = common::listeners(LISTENERS, &snapshot, 10);
         let t = Instant::now();
-        std::hint::black_box(throng_fanout_tick(&mut cursors, &ring, &icy, &mut kinds));
+        std::hint::black_box(throng_fanout_tick(
+            &mut cursors,
+            &snapshot,
+            &icy,
+            &mut kinds,
+        ));
         best = best.min(t.elapsed().as_nanos() as f64 / LISTENERS as f64);
     }
     println!("fanout_tick: {best:.0} ns per listener (best of 20 ticks over {LISTENERS})");

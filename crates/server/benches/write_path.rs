@@ -15,15 +15,15 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use throng_server::bench_api::{write_due, Written};
 
 fn bench(c: &mut Criterion) {
-    let ring = common::ring(64);
+    let snapshot = common::snapshot(64);
     let icy = common::icy();
     let mut kinds = Vec::new();
     for (name, icy_every) in [("plain", 0), ("icy", 1)] {
         c.bench_function(&format!("write_due/1s@64kbps/{name}"), |b| {
             b.iter_batched_ref(
-                || common::listeners(1, &ring, icy_every).pop().unwrap(),
+                || common::listeners(1, &snapshot, icy_every).pop().unwrap(),
                 |cursor| {
-                    let w = write_due(sink(), cursor, &ring, &icy, &mut kinds);
+                    let w = write_due(sink(), cursor, &snapshot, &icy, &mut kinds);
                     assert!(matches!(w, Written::Bytes { whole: true, .. }));
                 },
                 BatchSize::SmallInput,

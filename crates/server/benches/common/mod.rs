@@ -13,7 +13,7 @@ pub const BYTES_PER_SEC: u64 = 8000;
 
 /// A queue holding `seconds` of a 64 kbit/s stream in 100 ms chunks (800 bytes each), as the
 /// chunker makes them.
-pub fn ring(seconds: u64) -> Arc<QueueSnapshot> {
+pub fn snapshot(seconds: u64) -> Arc<QueueSnapshot> {
     let mut w = QueueWriter::new(512_000);
     for i in 0..seconds * 10 {
         w.push(Bytes::from(vec![(i % 251) as u8; 800]), false, None);
@@ -37,11 +37,11 @@ pub const METAINT: u32 = 4000;
 
 /// `n` listeners each one second behind the head; every `icy_every`-th asks for ICY metadata
 /// every [`METAINT`] bytes (0: none).
-pub fn listeners(n: usize, ring: &QueueSnapshot, icy_every: usize) -> Vec<Cursor> {
+pub fn listeners(n: usize, snapshot: &QueueSnapshot, icy_every: usize) -> Vec<Cursor> {
     (0..n)
         .map(|i| {
             let metaint = (icy_every > 0 && i % icy_every == 0).then_some(METAINT);
-            Cursor::new(ring.head - BYTES_PER_SEC, Bytes::new(), metaint)
+            Cursor::new(snapshot.head - BYTES_PER_SEC, Bytes::new(), metaint)
         })
         .collect()
 }

@@ -34,7 +34,7 @@ pub enum SegKind {
 /// the common case stays on the stack.
 pub type Plan<'a> = SmallVec<[Seg<'a>; 16]>;
 
-/// One planned write segment, borrowed from the ring, the prefix or the metadata block.
+/// One planned write segment, borrowed from the queue snapshot, the prefix or the metadata block.
 #[derive(Debug, Clone, Copy)]
 pub struct Seg<'a> {
     /// The bytes.
@@ -82,7 +82,7 @@ impl Cursor {
         }
     }
 
-    /// Whether bytes outside the ring (prefix or a cut metadata block) remain to be sent.
+    /// Whether bytes outside the queue snapshot (prefix or a cut metadata block) remain to be sent.
     pub fn has_pending(&self) -> bool {
         self.prefix.is_some() || self.icy.as_ref().is_some_and(|i| i.pending.is_some())
     }
@@ -151,11 +151,11 @@ impl Cursor {
     }
 
     /// Plans one write of at most `max_segs` segments and about `max_bytes` bytes into `out`:
-    /// pending bytes first, then stream bytes from the cursor to the ring's head with metadata
-    /// blocks interleaved. Plans nothing from the ring if the position is outside it.
+    /// pending bytes first, then stream bytes from the cursor to the snapshot's head with metadata
+    /// blocks interleaved. Plans nothing from the snapshot if the position is outside it.
     pub fn plan<'a>(
         &'a self,
-        ring: &'a QueueSnapshot,
+        snapshot: &'a QueueSnapshot,
         meta: &'a IcyMeta,
         max_segs: usize,
         max_bytes: usize,
@@ -179,7 +179,7 @@ impl Cursor {
             });
             bytes += p.len();
         }
-        let Some(mut idx) = ring.chunk_index(self.pos) else {
+        let Some(mut idx) = snapshot.chunk_index(self.pos) else {
             return;
         };
         let mut pos = self.pos;
@@ -187,8 +187,8 @@ impl Cursor {
             .icy
             .as_ref()
             .map_or((u32::MAX, 0), |i| (i.until_meta, i.sent_generation));
-        'chunks: while idx < ring.chunks.len() {
-            let c = &ring.chunks[idx];
+        'chunks: while idx < snapshot.chunks.len() {
+            let c = &snapshot.chunks[idx];
             let mut data = &c.data[(pos - c.start) as usize..];
             while !data.is_empty() {
                 if out.len() >= max_segs || bytes >= max_bytes {
@@ -302,11 +302,11 @@ mod tests {
     }
 
     /// Writes everything available with writes capped at `cap` bytes; returns the bytes sent.
-    fn drain(cur: &mut Cursor, ring: &QueueSnapshot, m: &IcyMeta, cap: usize) -> Vec<u8> {
+    fn drain(cur: &mut Cursor, snapshot: &QueueSnapshot, m: &IcyMeta, cap: usize) -> Vec<u8> {
         let mut sent = Vec::new();
         loop {
             let mut segs = Plan::new();
-            cur.plan(ring, m, 8, 1 << 20, &mut segs);
+            cur.plan(snapshot, m, 8, 1 << 20, &mut segs);
             if segs.is_empty() {
                 return sent;
             }
@@ -354,13 +354,13 @@ mod tests {
     #[test]
     fn an_intro_counts_in_the_icy_interval_and_the_stream_continues_it() {
         let (w, all) = ring_of(&[500, 500]);
-        let ring = w.queue().load();
+        let snapshot = w.queue().load();
         let intro: Vec<u8> = (0..750u32).map(|i| (i % 251) as u8).collect();
         for cap in [1, 7, 300, usize::MAX] {
             let m = meta(4, "Now");
             let mut cur = Cursor::new(0, Bytes::from_static(b"H\r\n\r\n"), Some(200));
             cur.add_intro(&Bytes::from(intro.clone()), &m);
-            let sent = drain(&mut cur, &ring, &m, cap);
+            let sent = drain(&mut cur, &snapshot, &m, cap);
             assert_eq!(&sent[..5], b"H\r\n\r\n");
             let (audio, titles) = demux(&sent[5..], 200);
             let mut expect = intro.clone();
@@ -375,7 +375,7 @@ mod tests {
         // Without ICY the intro is plain bytes after the prefix.
         let mut cur = Cursor::new(0, Bytes::from_static(b"H"), None);
         cur.add_intro(&Bytes::from(intro.clone()), &meta(0, ""));
-        let sent = drain(&mut cur, &ring, &meta(0, ""), usize::MAX);
+        let sent = drain(&mut cur, &snapshot, &meta(0, ""), usize::MAX);
         assert_eq!(&sent[1..751], &intro[..]);
     }
 
@@ -383,7 +383,7 @@ mod tests {
     fn an_intro_is_shared_not_copied_per_listener() {
         // A listener that does not read must not hold a copy of a large intro.
         let (w, _) = ring_of(&[500]);
-        let ring = w.queue().load();
+        let snapshot = w.queue().load();
         let intro = Bytes::from(vec![7u8; 100_000]);
         let range = intro.as_ptr() as usize..intro.as_ptr() as usize + intro.len();
         for metaint in [None, Some(16_000)] {
@@ -391,7 +391,7 @@ mod tests {
             let mut cur = Cursor::new(0, Bytes::from_static(b"HEAD"), metaint);
             cur.add_intro(&intro, &m);
             let mut segs = Plan::new();
-            cur.plan(&ring, &m, 512, usize::MAX, &mut segs);
+            cur.plan(&snapshot, &m, 512, usize::MAX, &mut segs);
             let intro_bytes: usize = segs
                 .iter()
                 .filter(|s| s.kind == SegKind::Prefix && s.bytes.len() > 1000)
@@ -405,15 +405,20 @@ mod tests {
     #[test]
     fn a_switch_resends_the_title_of_the_new_mount_and_keeps_the_interval() {
         let (w, all) = ring_of(&[300, 300]);
-        let ring = w.queue().load();
+        let snapshot = w.queue().load();
         let mut cur = Cursor::new(0, Bytes::new(), Some(250));
         let m = meta(1, "Live");
-        let mut sent = drain(&mut cur, &ring, &m, usize::MAX);
+        let mut sent = drain(&mut cur, &snapshot, &m, usize::MAX);
         // The fallback mount has its own generations: the same number must not hide its title.
         let (w2, all2) = ring_of(&[400]);
-        let ring2 = w2.queue().load();
+        let snapshot2 = w2.queue().load();
         cur.switch_to(0, None);
-        sent.extend(drain(&mut cur, &ring2, &meta(1, "Fallback"), usize::MAX));
+        sent.extend(drain(
+            &mut cur,
+            &snapshot2,
+            &meta(1, "Fallback"),
+            usize::MAX,
+        ));
         let (audio, titles) = demux(&sent, 250);
         let mut expect = all.clone();
         expect.extend_from_slice(&all2);
@@ -424,13 +429,13 @@ mod tests {
     #[test]
     fn plain_listener_gets_prefix_then_stream_under_any_partial_writes() {
         let (w, all) = ring_of(&[100, 333, 1, 4000, 77]);
-        let ring = w.queue().load();
+        let snapshot = w.queue().load();
         for cap in [1, 5, 99, 1000, usize::MAX] {
             let mut cur = Cursor::new(433, Bytes::from_static(b"HEAD\r\n\r\n"), None);
-            let sent = drain(&mut cur, &ring, &meta(0, ""), cap);
+            let sent = drain(&mut cur, &snapshot, &meta(0, ""), cap);
             assert_eq!(&sent[..8], b"HEAD\r\n\r\n");
             assert_eq!(&sent[8..], &all[433..], "cap {cap}");
-            assert_eq!(cur.pos, ring.head);
+            assert_eq!(cur.pos, snapshot.head);
             assert!(!cur.has_pending());
         }
     }
@@ -438,18 +443,18 @@ mod tests {
     #[test]
     fn icy_blocks_every_metaint_bytes_and_only_on_change() {
         let (w, all) = ring_of(&[1000; 10]);
-        let ring = w.queue().load();
+        let snapshot = w.queue().load();
         for cap in [1, 3, 250, 777, usize::MAX] {
             let mut cur = Cursor::new(0, Bytes::new(), Some(300));
             let m1 = meta(1, "First");
-            let mut sent = drain(&mut cur, &ring, &m1, cap);
+            let mut sent = drain(&mut cur, &snapshot, &m1, cap);
             // A metadata change, then more stream.
             let mut w2 = QueueWriter::new(1 << 30);
             w2.push(Bytes::from(all.clone()), false, None);
             w2.push(Bytes::from(vec![9u8; 1000]), false, None);
-            let ring2 = w2.queue().load();
+            let snapshot2 = w2.queue().load();
             let m2 = meta(2, "Second");
-            sent.extend(drain(&mut cur, &ring2, &m2, cap));
+            sent.extend(drain(&mut cur, &snapshot2, &m2, cap));
             let mut audio = Vec::new();
             let mut titles = Vec::new();
             let mut d = IcyDemuxer::new(300);
@@ -478,15 +483,15 @@ mod tests {
     #[test]
     fn plan_respects_segment_limit_and_stops_outside_ring() {
         let (w, _) = ring_of(&[10; 20]);
-        let ring = w.queue().load();
+        let snapshot = w.queue().load();
         let m = meta(0, "");
         let cur = Cursor::new(0, Bytes::new(), None);
         let mut segs = Plan::new();
-        cur.plan(&ring, &m, 4, usize::MAX, &mut segs);
+        cur.plan(&snapshot, &m, 4, usize::MAX, &mut segs);
         assert_eq!(segs.len(), 4);
-        let cur = Cursor::new(ring.head, Bytes::new(), None);
+        let cur = Cursor::new(snapshot.head, Bytes::new(), None);
         let mut segs = Plan::new();
-        cur.plan(&ring, &m, 4, usize::MAX, &mut segs);
+        cur.plan(&snapshot, &m, 4, usize::MAX, &mut segs);
         assert!(segs.is_empty());
     }
 }

@@ -336,7 +336,7 @@ struct Slot {
 struct ShardMount {
     mount: Arc<Mount>,
     label: MountLabel,
-    ring: Arc<QueueSnapshot>,
+    snapshot: Arc<QueueSnapshot>,
     icy: Arc<IcyMeta>,
     listeners: usize,
     unflushed_bytes: u64,
@@ -359,9 +359,9 @@ impl ShardMount {
         fallback: &(dyn Fn(&Mount) -> Fallback + Send + Sync),
         now: Instant,
     ) -> bool {
-        self.ring = self.mount.queue.load();
+        self.snapshot = self.mount.queue.load();
         self.icy = self.mount.icy.load_full();
-        if self.ring.ended {
+        if self.snapshot.ended {
             if self.ended_at.is_none() {
                 self.ended_at = Some(now);
             }
@@ -499,7 +499,7 @@ impl Shard {
         let sm = ShardMount {
             mount: mount.clone(),
             label: MountLabel::new(&mount.name),
-            ring: mount.queue.load(),
+            snapshot: mount.queue.load(),
             icy: mount.icy.load_full(),
             listeners: 0,
             unflushed_bytes: 0,
@@ -534,7 +534,7 @@ impl Shard {
         let sm = self.mounts[mi].as_mut().expect("just inserted");
         sm.refresh(fallback.as_ref(), self.now);
         sm.listeners += 1;
-        let (pos, ogg_headers) = sm.ring.join_point(mount.settings.burst_size);
+        let (pos, ogg_headers) = sm.snapshot.join_point(mount.settings.burst_size);
         let is_ogg = mount.settings.format == throng_proto::format::Format::Ogg;
         // Head, intro and header pages are queued as shared pieces, never copied per listener.
         let mut cursor = Cursor::new(pos, head, metaint);
@@ -660,8 +660,8 @@ impl Shard {
                 deadline_s: slot.deadline_s,
             },
             MountView {
-                tail: sm.ring.tail(),
-                head: sm.ring.head,
+                tail: sm.snapshot.tail(),
+                head: sm.snapshot.head,
                 ended_at: sm.ended_at,
                 successor: sm.successor.is_some(),
             },
@@ -693,22 +693,24 @@ impl Shard {
                 return true;
             }
             Verdict::SkipAhead => {
-                let (pos, headers) = sm.ring.join_point(sm.mount.settings.burst_size);
+                let (pos, headers) = sm.snapshot.join_point(sm.mount.settings.burst_size);
                 slot.cursor.skip_to(pos, headers.map(|h| (*h).clone()));
             }
         }
         match write_due(
             &slot.stream,
             &mut slot.cursor,
-            &sm.ring,
+            &sm.snapshot,
             &sm.icy,
             &mut self.scratch,
         ) {
             Written::Nothing => {
                 slot.backlogged = false;
-                if let Some(why) =
-                    decide::idle(sm.ring.ended, sm.successor.is_some(), sm.awaiting_fallback)
-                {
+                if let Some(why) = decide::idle(
+                    sm.snapshot.ended,
+                    sm.successor.is_some(),
+                    sm.awaiting_fallback,
+                ) {
                     self.close(key, why);
                 }
                 false
@@ -717,7 +719,7 @@ impl Shard {
                 slot.sent += bytes as u64;
                 sm.unflushed_bytes += bytes as u64;
                 slot.backlogged = !whole;
-                decide::more_due(whole, slot.cursor.pos, sm.ring.head)
+                decide::more_due(whole, slot.cursor.pos, sm.snapshot.head)
             }
             Written::WouldBlock => {
                 slot.backlogged = true;

@@ -36,19 +36,19 @@ pub enum Written {
     Failed(std::io::Error),
 }
 
-/// Writes what `cursor` is due from `ring` (with ICY blocks from `icy`) in one vectored write.
+/// Writes what `cursor` is due from `snapshot` (with ICY blocks from `icy`) in one vectored write.
 /// `kinds` is caller-owned scratch space, reused across listeners.
 pub fn write_due<W: Write>(
     mut w: W,
     cursor: &mut Cursor,
-    ring: &QueueSnapshot,
+    snapshot: &QueueSnapshot,
     icy: &IcyMeta,
     kinds: &mut Vec<(SegKind, usize)>,
 ) -> Written {
     kinds.clear();
     let result = {
         let mut segs = Plan::new();
-        cursor.plan(ring, icy, MAX_SEGS, MAX_WRITE_BYTES, &mut segs);
+        cursor.plan(snapshot, icy, MAX_SEGS, MAX_WRITE_BYTES, &mut segs);
         if segs.is_empty() {
             return Written::Nothing;
         }
@@ -104,7 +104,7 @@ mod tests {
         for i in 0..10u8 {
             fw.push(Bytes::from(vec![i; 1000]), false, None);
         }
-        let ring = fw.queue().load();
+        let snapshot = fw.queue().load();
         let icy = IcyMeta {
             generation: 0,
             block: throng_proto::icy::metadata_block("", None),
@@ -117,7 +117,7 @@ mod tests {
         let mut kinds = Vec::new();
         let mut writes = 0;
         loop {
-            match write_due(&mut sink, &mut cur, &ring, &icy, &mut kinds) {
+            match write_due(&mut sink, &mut cur, &snapshot, &icy, &mut kinds) {
                 Written::Nothing => break,
                 Written::Bytes { .. } => writes += 1,
                 other => panic!("{other:?}"),
@@ -133,9 +133,9 @@ mod tests {
             .all(|(i, c)| c.iter().all(|&b| b == i as u8)));
         sink.cap = 0;
         fw.push(Bytes::from_static(b"more"), false, None);
-        let ring = fw.queue().load();
+        let snapshot = fw.queue().load();
         assert!(matches!(
-            write_due(&mut sink, &mut cur, &ring, &icy, &mut kinds),
+            write_due(&mut sink, &mut cur, &snapshot, &icy, &mut kinds),
             Written::WouldBlock
         ));
     }

@@ -64,8 +64,8 @@ fn bring_back_listeners(ctx: Arc<ServerCtx>, mount: Arc<Mount>) {
             }
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
-        let ring = mount.queue.load();
-        if ring.ended || ring.head == 0 {
+        let snapshot = mount.queue.load();
+        if snapshot.ended || snapshot.head == 0 {
             return;
         }
         let n = ctx

@@ -1,4 +1,4 @@
-//! A mount's queue: a ring of shared, immutable chunks (`bytes::Bytes`) published as snapshots.
+//! A mount's queue: a window of shared, immutable chunks (`bytes::Bytes`) published as snapshots.
 //!
 //! The writer (whatever feeds the mount: a source client, a relay, a file) appends chunks that
 //! each start on a sync point (an MP3/ADTS frame or an Ogg page) and publishes a new immutable
@@ -80,13 +80,13 @@ impl QueueSnapshot {
 /// The published side of a mount's queue, read by fan-out shards.
 #[derive(Debug, Default)]
 pub struct Queue {
-    ring: ArcSwap<QueueSnapshot>,
+    snapshot: ArcSwap<QueueSnapshot>,
 }
 
 impl Queue {
     /// The current snapshot.
     pub fn load(&self) -> Arc<QueueSnapshot> {
-        self.ring.load_full()
+        self.snapshot.load_full()
     }
 }
 
@@ -159,7 +159,7 @@ impl QueueWriter {
     }
 
     fn publish(&self, ended: bool) {
-        self.queue.ring.store(Arc::new(QueueSnapshot {
+        self.queue.snapshot.store(Arc::new(QueueSnapshot {
             chunks: self.chunks.iter().cloned().collect(),
             head: self.head,
             ogg_headers: self.ogg_headers.clone(),

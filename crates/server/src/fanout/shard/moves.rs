@@ -54,7 +54,7 @@ impl Shard {
                     connected_secs: info.started.elapsed().as_secs(),
                     mount: sm.mount.name.clone(),
                     requested_mount: info.requested_mount.clone(),
-                    lag_bytes: sm.ring.head.saturating_sub(slot.cursor.pos),
+                    lag_bytes: sm.snapshot.head.saturating_sub(slot.cursor.pos),
                     sent: slot.sent,
                 })
             })
@@ -89,7 +89,9 @@ impl Shard {
         let sm = self.mounts[mi].as_mut().expect("just inserted");
         sm.refresh(fallback.as_ref(), self.now);
         sm.listeners += 1;
-        let (pos, headers) = sm.ring.join_point(to.settings.burst_size.min(SWITCH_BURST));
+        let (pos, headers) = sm
+            .snapshot
+            .join_point(to.settings.burst_size.min(SWITCH_BURST));
         let slot = &mut self.slots[key];
         slot.mount = mi;
         slot.cursor.switch_to(pos, headers.map(|h| (*h).clone()));
@@ -105,9 +107,9 @@ impl Shard {
             .as_ref()
             .expect("mount of a live slot");
         let chunk_start = sm
-            .ring
+            .snapshot
             .chunk_index(slot.cursor.pos)
-            .map(|i| sm.ring.chunks[i].start);
+            .map(|i| sm.snapshot.chunks[i].start);
         if !decide::move_ready(chunk_start, slot.cursor.pos, slot.cursor.has_pending()) {
             return false;
         }
