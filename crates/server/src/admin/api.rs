@@ -46,7 +46,8 @@ use crate::admin::ops::{self, AdminError, MetadataOutcome, MetadataUpdate};
 use crate::auth::htpasswd::{AddOutcome, HtpasswdAuth, UserFileError};
 use crate::ctx::ServerCtx;
 
-fn json_reply(status: StatusCode, v: Value) -> Response {
+/// A JSON reply of the admin API: `status`, `v` as the body, not cached.
+pub(crate) fn json_reply(status: StatusCode, v: Value) -> Response {
     (
         status,
         [

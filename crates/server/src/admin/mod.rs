@@ -112,24 +112,28 @@ async fn log_request(
     resp
 }
 
-fn json_response(v: serde_json::Value) -> Response {
-    (
-        [
-            (header::CONTENT_TYPE, "application/json; charset=UTF-8"),
-            (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        v.to_string(),
-    )
-        .into_response()
+/// A status document (`/status-json.xsl`, `/api/v1/status`): the admin API's JSON reply with
+/// the Content-Type Icecast 2.4.4's `status-json.xsl` sends, readable by any web page (CORS).
+fn status_document(v: serde_json::Value) -> Response {
+    let mut r = crate::admin::api::json_reply(StatusCode::OK, v);
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json; charset=UTF-8"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        header::HeaderValue::from_static("*"),
+    );
+    r
 }
 
 async fn status_json(State(ctx): State<Arc<ServerCtx>>) -> Response {
-    json_response(crate::admin::status::icecast_status(&ctx))
+    status_document(crate::admin::status::icecast_status(&ctx))
 }
 
 async fn status_v1(State(ctx): State<Arc<ServerCtx>>) -> Response {
-    json_response(crate::admin::status::v1_status(&ctx))
+    status_document(crate::admin::status::v1_status(&ctx))
 }
 
 async fn metrics(State(ctx): State<Arc<ServerCtx>>) -> Response {
@@ -151,28 +155,21 @@ async fn not_found() -> Response {
         .into_response()
 }
 
-fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 async fn index(State(ctx): State<Arc<ServerCtx>>) -> Html<String> {
     let mut rows = String::new();
     for m in ctx.registry.list().iter().filter(|m| !m.settings.hidden) {
-        let name = html_escape(&m.name);
+        let name = crate::admin::html::escape(&m.name);
         rows.push_str(&format!(
             "<li><a href=\"{name}\">{name}</a> — {} — {} listeners — <em>{}</em><br><audio controls preload=\"none\" src=\"{name}\"></audio></li>\n",
-            html_escape(&m.settings.info.name),
+            crate::admin::html::escape(&m.settings.info.name),
             m.listeners.load(std::sync::atomic::Ordering::Relaxed),
-            html_escape(&m.title()),
+            crate::admin::html::escape(&m.title()),
         ));
     }
     Html(format!(
         "<!doctype html><meta charset=\"utf-8\"><title>{id}</title><h1>{id}</h1>\
          <p>Mounts live now:</p><ul>\n{rows}</ul>\
          <p><a href=\"/status-json.xsl\">status-json.xsl</a> · <a href=\"/api/v1/status\">/api/v1/status</a> · <a href=\"/metrics\">/metrics</a></p>",
-        id = html_escape(&ctx.config.server_id)
+        id = crate::admin::html::escape(&ctx.config.server_id)
     ))
 }

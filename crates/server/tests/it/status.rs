@@ -34,6 +34,27 @@ fn status_json_source_is_absent_object_then_array() {
 }
 
 #[test]
+fn status_documents_are_icecast_typed_and_readable_by_any_page() {
+    let srv = TestServer::start("");
+    for path in ["/status-json.xsl", "/api/v1/status"] {
+        let (head, _) = http_get(srv.addr, path, &[]);
+        assert_eq!(head.status, 200, "{path}");
+        // As Icecast 2.4.4 sends status-json.xsl; web players read it cross-origin.
+        assert_eq!(
+            head.header("content-type"),
+            Some("application/json; charset=UTF-8"),
+            "{path}"
+        );
+        assert_eq!(
+            head.header("access-control-allow-origin"),
+            Some("*"),
+            "{path}"
+        );
+        assert_eq!(head.header("cache-control"), Some("no-cache"), "{path}");
+    }
+}
+
+#[test]
 fn api_v1_mounts_is_always_an_array() {
     let srv = TestServer::start("");
     assert_eq!(srv.json("/api/v1/status")["mounts"], serde_json::json!([]));
