@@ -10,6 +10,7 @@ use tokio::sync::watch;
 
 use crate::auth::Authenticators;
 use crate::config::Config;
+use crate::control::ControlHandle;
 use crate::fanout::FanOut;
 use crate::mount::intro::IntroCache;
 use crate::mount::registry::Registry;
@@ -21,6 +22,8 @@ use crate::observe::metrics::Metrics;
 /// State shared by every task of a running server: handles only.
 #[derive(Debug)]
 pub struct ServerCtx {
+    /// Operator commands to the run loop (admin `reloadconfig` sends a reload here).
+    pub control: ControlHandle,
     /// The configuration, passwords filled in.
     pub config: Arc<Config>,
     /// Live mounts and fallback rules.

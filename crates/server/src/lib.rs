@@ -11,14 +11,15 @@
 //! | L1 | `mount` | a stream: mount, registry and fallbacks, queue, chunker, feeder, ICY block, Ogg retagging, intros |
 //! | L2 | `fanout` | the fan-out engine: cursor, write path, shards and their listener records |
 //! | L3 | `auth` | listener and source authentication (static, htpasswd, URL callbacks) |
-//! | L4 | `ctx`, `respond` | the shared handles, and the HTTP reply vocabulary |
+//! | L4 | `ctx`, `respond`, `control` | the shared handles, the HTTP reply vocabulary, operator commands |
 //! | L5 | `ingest`, `listener`, `admin` | source clients, SHOUTcast, files, relays; listeners; admin, status and APIs |
-//! | L6 | `connection`, `server` | one connection's dispatch, and the server's sockets and lifecycle |
+//! | L6 | `connection`, `server`, `signals`, `reload` | one connection's dispatch; the server's sockets and lifecycle; signals; reload, log reopening and upgrade |
 
 mod admin;
 mod auth;
 pub mod config;
 mod connection;
+mod control;
 mod ctx;
 mod fanout;
 mod ingest;
@@ -26,10 +27,13 @@ mod listener;
 mod mount;
 mod net;
 mod observe;
+mod reload;
 mod respond;
 mod server;
+mod signals;
 
 pub use config::Config;
+pub use control::{Control, ControlHandle};
 pub use ctx::ServerCtx;
 pub use fanout::shard::{ListenerRow, ENDED_GRACE};
 pub use mount::live::{Mount, SourceKind};

@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use thiserror::Error;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use crate::config::Config;
+use crate::control::{Control, ControlHandle};
 use crate::ctx::ServerCtx;
 use crate::fanout::shard::{ShardConfig, ShardContext};
 use crate::fanout::FanOut;
@@ -56,6 +57,8 @@ pub struct Server {
     /// The SHOUTcast source port, when `shoutcast-mount` is set.
     shoutcast: Option<TcpListener>,
     shutdown_tx: watch::Sender<bool>,
+    /// Operator commands (signals, admin `reloadconfig`).
+    commands: mpsc::UnboundedReceiver<Control>,
 }
 
 impl std::fmt::Debug for Server {
@@ -152,7 +155,9 @@ impl Server {
         };
         let clients = Clients::new(max_clients, metrics.clients.clone());
         let (shutdown_tx, shutdown) = watch::channel(false);
+        let (control, commands) = ControlHandle::channel();
         let ctx = Arc::new(ServerCtx {
+            control,
             config,
             registry,
             metrics,
@@ -177,6 +182,7 @@ impl Server {
             listen_sockets,
             shoutcast,
             shutdown_tx,
+            commands,
         })
     }
 
@@ -199,13 +205,30 @@ impl Server {
         self.ctx.clone()
     }
 
-    /// Serves until `shutdown` completes, then stops sources and closes every listener.
+    /// The handle that sends operator commands to this server's run loop.
+    pub fn control(&self) -> ControlHandle {
+        self.ctx.control.clone()
+    }
+
+    /// Serves with the Unix signals as commands (`signals.rs`: TERM/INT stop, HUP reloads,
+    /// USR1 reopens logs, USR2 upgrades) until stopped.
+    ///
+    /// Errors: the signal handlers cannot be installed.
+    pub async fn run_with_signals(self) -> std::io::Result<()> {
+        crate::signals::forward(self.control())?;
+        self.run(std::future::pending()).await;
+        Ok(())
+    }
+
+    /// Serves until `shutdown` completes or a [`Control::Shutdown`] arrives, carrying out
+    /// operator commands meanwhile; then stops sources and closes every listener.
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
         let Server {
             ctx,
             listen_sockets,
             shoutcast,
             shutdown_tx,
+            mut commands,
         } = self;
         let mut accept_tasks = Vec::new();
         for l in listen_sockets {
@@ -224,7 +247,24 @@ impl Server {
         for a in ctx.config.listen.iter() {
             tracing::info!("listening on {a}");
         }
-        shutdown.await;
+        tokio::pin!(shutdown);
+        loop {
+            let command = tokio::select! {
+                _ = &mut shutdown => break,
+                c = commands.recv() => c,
+            };
+            match command {
+                None | Some(Control::Shutdown) => break,
+                Some(Control::Reload(reply)) => {
+                    let outcome = crate::reload::reload(&ctx).await;
+                    if let Some(reply) = reply {
+                        let _ = reply.send(outcome);
+                    }
+                }
+                Some(Control::ReopenLogs) => crate::reload::reopen_logs(&ctx),
+                Some(Control::Upgrade) => crate::reload::upgrade(&ctx).await,
+            }
+        }
         tracing::info!("shutting down");
         for t in &accept_tasks {
             t.abort();

@@ -4,64 +4,16 @@
 //! `throng serve --icecast-config icecast.xml` runs on an Icecast configuration as it is, and
 //! `throng import-icecast icecast.xml` prints the equivalent TOML.
 
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand};
+use clap::Parser;
 use throng_server::config::icecast_xml::{self, Unsupported};
 use throng_server::config::Logging;
 use throng_server::{Config, Server};
 
-/// Throng: one live stream to a very large crowd of listeners.
-#[derive(Debug, Parser)]
-#[command(name = "throng", version, about)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Run the streaming server (Icecast-compatible).
-    Serve(ServeArgs),
-    /// Run the load generator against any Icecast-compatible server.
-    Bench(throng_bench::BenchArgs),
-    /// Print the Throng TOML configuration equivalent to an Icecast icecast.xml (what is not
-    /// carried over is listed in comments at the top, and on stderr).
-    ImportIcecast(ImportArgs),
-}
-
-#[derive(Debug, clap::Args)]
-struct ImportArgs {
-    /// The Icecast configuration file; relative paths in it resolve against its directory.
-    file: PathBuf,
-}
-
-#[derive(Debug, clap::Args)]
-struct ServeArgs {
-    /// TOML configuration file (see throng.example.toml); without it, embedded defaults with the
-    /// demo mount.
-    #[arg(long, short = 'c', conflicts_with = "icecast_config")]
-    config: Option<PathBuf>,
-    /// Icecast 2.4 configuration file (icecast.xml) to run on instead of a TOML file; what
-    /// Throng does not support is printed as warnings at start-up.
-    #[arg(long)]
-    icecast_config: Option<PathBuf>,
-    /// Listen address (replaces every `listen` of the file), e.g. 0.0.0.0:8000.
-    #[arg(long)]
-    listen: Vec<SocketAddr>,
-    /// Source password (user `source`), overriding the file.
-    #[arg(long)]
-    source_password: Option<String>,
-    /// Admin password (user `admin`), overriding the file.
-    #[arg(long)]
-    admin_password: Option<String>,
-    /// Log filter (tracing's EnvFilter syntax), e.g. `debug` or `throng_server=debug`;
-    /// overrides `[logging] level` (default `info`).
-    #[arg(long, env = "THRONG_LOG")]
-    log: Option<String>,
-}
+mod cli;
+use cli::{Cli, Command, ServeArgs};
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -181,18 +133,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 server.ctx().config.demo_mount
             );
         }
-        server.run(shutdown_signal()).await;
+        server
+            .run_with_signals()
+            .await
+            .context("cannot install the signal handlers")?;
         anyhow::Ok(())
     })?;
     Ok(())
-}
-
-/// Completes on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
 }

@@ -1,0 +1,58 @@
+//! The command line of `throng` (clap definitions): `serve`, `bench` and `import-icecast`, with
+//! their flags. Kept apart from `main.rs` so the man page and shell completions are generated
+//! from the same definitions.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// Throng: one live stream to a very large crowd of listeners.
+#[derive(Debug, Parser)]
+#[command(name = "throng", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the streaming server (Icecast-compatible).
+    Serve(ServeArgs),
+    /// Run the load generator against any Icecast-compatible server.
+    Bench(throng_bench::BenchArgs),
+    /// Print the Throng TOML configuration equivalent to an Icecast icecast.xml (what is not
+    /// carried over is listed in comments at the top, and on stderr).
+    ImportIcecast(ImportArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ImportArgs {
+    /// The Icecast configuration file; relative paths in it resolve against its directory.
+    pub file: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// TOML configuration file (see throng.example.toml); without it, embedded defaults with the
+    /// demo mount.
+    #[arg(long, short = 'c', conflicts_with = "icecast_config")]
+    pub config: Option<PathBuf>,
+    /// Icecast 2.4 configuration file (icecast.xml) to run on instead of a TOML file; what
+    /// Throng does not support is printed as warnings at start-up.
+    #[arg(long)]
+    pub icecast_config: Option<PathBuf>,
+    /// Listen address (replaces every `listen` of the file), e.g. 0.0.0.0:8000.
+    #[arg(long)]
+    pub listen: Vec<SocketAddr>,
+    /// Source password (user `source`), overriding the file.
+    #[arg(long)]
+    pub source_password: Option<String>,
+    /// Admin password (user `admin`), overriding the file.
+    #[arg(long)]
+    pub admin_password: Option<String>,
+    /// Log filter (tracing's EnvFilter syntax), e.g. `debug` or `throng_server=debug`;
+    /// overrides `[logging] level` (default `info`).
+    #[arg(long, env = "THRONG_LOG")]
+    pub log: Option<String>,
+}
