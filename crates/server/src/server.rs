@@ -261,8 +261,8 @@ impl Server {
                         let _ = reply.send(outcome);
                     }
                 }
-                Some(Control::ReopenLogs) => crate::reload::reopen_logs(&ctx),
-                Some(Control::Upgrade) => crate::reload::upgrade(&ctx).await,
+                Some(Control::ReopenLogs) => crate::logs::reopen(&ctx),
+                Some(Control::Upgrade) => crate::upgrade::upgrade(&ctx).await,
             }
         }
         tracing::info!("shutting down");
