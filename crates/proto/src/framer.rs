@@ -214,6 +214,19 @@ impl Framer {
         self.finished = true;
     }
 
+    /// The bytes pushed but not yet returned as units, in stream order: a unit held back for
+    /// a garbage report, then the unconsumed buffer (a partial frame or page, or a last frame
+    /// not yet confirmed by the next header). A binary upgrade hands them to a fresh framer in
+    /// the new process, so no received byte is lost or framed twice.
+    pub fn into_unconsumed(self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.buf.len());
+        if let Some(u) = self.pending {
+            out.extend_from_slice(&u.data);
+        }
+        out.extend_from_slice(&self.buf);
+        out
+    }
+
     /// Audio parameters of the most recent unit.
     pub fn params(&self) -> StreamParams {
         self.params
@@ -460,6 +473,23 @@ mod tests {
             }
         }
         (units, garbage)
+    }
+
+    #[test]
+    fn unconsumed_bytes_reframed_by_a_fresh_framer_lose_and_repeat_nothing() {
+        let stream: Vec<u8> = (0..12).flat_map(|i| mp3_frame(i as u8)).collect();
+        for cut in [1, 100, 208, 416, 1000, 2000] {
+            let mut a = Framer::new(Format::Mp3);
+            a.push(&stream[..cut]);
+            let mut units = collect(&mut a).0;
+            let mut b = Framer::new(Format::Mp3);
+            b.push(&a.into_unconsumed());
+            b.push(&stream[cut..]);
+            b.finish();
+            units.extend(collect(&mut b).0);
+            let fills: Vec<u8> = units.iter().map(|u| u.data[4]).collect();
+            assert_eq!(fills, (0..12).collect::<Vec<u8>>(), "cut at {cut}");
+        }
     }
 
     #[test]

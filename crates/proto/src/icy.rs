@@ -95,6 +95,20 @@ pub struct IcyDemuxer {
     meta: Vec<u8>,
 }
 
+/// Where an [`IcyDemuxer`] is in its stream, as plain values (to carry it across a binary
+/// upgrade).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IcyDemuxState {
+    /// The stream's `icy-metaint`, in bytes.
+    pub metaint: usize,
+    /// Audio bytes left before the next length byte.
+    pub audio_left: usize,
+    /// Metadata bytes still expected for the block being read (`None` while reading audio).
+    pub meta_left: Option<usize>,
+    /// The part of that block read so far.
+    pub meta: Vec<u8>,
+}
+
 impl IcyDemuxer {
     /// A demuxer for a stream whose `icy-metaint` is `metaint` bytes (must be > 0).
     pub fn new(metaint: usize) -> IcyDemuxer {
@@ -103,6 +117,26 @@ impl IcyDemuxer {
             audio_left: metaint.max(1),
             meta_left: None,
             meta: Vec::new(),
+        }
+    }
+
+    /// Its position in the stream.
+    pub fn state(&self) -> IcyDemuxState {
+        IcyDemuxState {
+            metaint: self.metaint,
+            audio_left: self.audio_left,
+            meta_left: self.meta_left,
+            meta: self.meta.clone(),
+        }
+    }
+
+    /// A demuxer continuing at `state` (from [`IcyDemuxer::state`]).
+    pub fn from_state(state: IcyDemuxState) -> IcyDemuxer {
+        IcyDemuxer {
+            metaint: state.metaint.max(1),
+            audio_left: state.audio_left,
+            meta_left: state.meta_left,
+            meta: state.meta,
         }
     }
 
@@ -165,6 +199,30 @@ impl IcyDemuxer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_demuxer_resumed_from_its_state_continues_the_stream() {
+        let block = metadata_block("A - B", None);
+        let mut stream = vec![7u8; 10];
+        stream.extend_from_slice(&block);
+        stream.extend(vec![8u8; 10]);
+        stream.push(0);
+        stream.extend(vec![9u8; 3]);
+        for cut in 0..stream.len() {
+            let mut a = IcyDemuxer::new(10);
+            let mut audio = Vec::new();
+            let mut titles = Vec::new();
+            let mut take = |p: IcyPiece<'_>| match p {
+                IcyPiece::Audio(x) => audio.extend_from_slice(x),
+                IcyPiece::Metadata(m) => titles.extend(stream_title(&m)),
+            };
+            a.feed(&stream[..cut], &mut take).unwrap();
+            let mut b = IcyDemuxer::from_state(a.state());
+            b.feed(&stream[cut..], &mut take).unwrap();
+            assert_eq!(audio.len(), 23, "cut at {cut}");
+            assert_eq!(titles, vec!["A - B".to_string()], "cut at {cut}");
+        }
+    }
 
     #[test]
     fn block_layout() {

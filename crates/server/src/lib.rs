@@ -40,6 +40,8 @@ pub use ctx::ServerCtx;
 pub use fanout::shard::{ListenerRow, ENDED_GRACE};
 pub use mount::live::{Mount, SourceKind};
 pub use server::{Server, ServerError};
+pub use upgrade::adopt::Handover;
+pub use upgrade::UpgradeError;
 
 /// The fan-out write path's building blocks, public only for the benchmarks in
 /// `crates/server/benches` (criterion and callgrind measure them without a server).

@@ -48,7 +48,14 @@ pub enum ServerError {
     /// A mount's authenticator is misconfigured.
     #[error("{0}")]
     Auth(#[from] crate::auth::AuthError),
+    /// Taking over from the old process of a binary upgrade failed.
+    #[error("upgrade: {0}")]
+    Upgrade(#[from] crate::upgrade::UpgradeError),
 }
+
+/// File mounts carried across a binary upgrade, by mount name (see
+/// [`crate::ingest::file::Resumed`]).
+pub type Resumed = std::collections::HashMap<String, crate::ingest::file::Resumed>;
 
 /// A bound, not yet running server.
 pub struct Server {
@@ -71,11 +78,11 @@ impl std::fmt::Debug for Server {
 
 /// Starts every `[[mount]] file` mount, and every webroot file named as a `fallback-mount`
 /// that is not otherwise a mount.
-fn start_file_mounts(ctx: &Arc<ServerCtx>) -> Result<(), ServerError> {
+fn start_file_mounts(ctx: &Arc<ServerCtx>, resumed: &mut Resumed) -> Result<(), ServerError> {
     use crate::ingest::file::start_file_mount;
     for m in &ctx.config.mount {
         if let Some(path) = &m.file {
-            start_file_mount(ctx.clone(), &m.name, path, false)?;
+            start_file_mount(ctx.clone(), &m.name, path, false, resumed.remove(&m.name))?;
         }
     }
     let Some(webroot) = &ctx.config.paths.webroot else {
@@ -94,7 +101,7 @@ fn start_file_mounts(ctx: &Arc<ServerCtx>) -> Result<(), ServerError> {
                 .any(|o| &o.name == target && o.file.is_some())
             && path.is_file()
         {
-            start_file_mount(ctx.clone(), target, &path, true)?;
+            start_file_mount(ctx.clone(), target, &path, true, resumed.remove(target))?;
             tracing::info!("fallback file {} plays on {target}", path.display());
         }
     }
@@ -119,6 +126,39 @@ impl Server {
                 listen_sockets.push(bind(addr)?);
             }
         }
+        let server = Server::build(config, listen_sockets, shoutcast, chrono::Local::now())?;
+        server.start_mounts(&mut Resumed::new())?;
+        Ok(server)
+    }
+
+    /// Takes over from the old process of a binary upgrade (SIGUSR2) over `handover`: its
+    /// listen sockets, mounts with their sources, and listeners at their stream positions
+    /// (`upgrade/adopt.rs`); then starts what the configuration adds (demo, files, relays) as
+    /// [`Server::bind`] does. Must be called inside a multi-threaded tokio runtime.
+    ///
+    /// Errors: see [`ServerError`]; the old process keeps serving when this fails before the
+    /// listen sockets were received.
+    pub async fn adopt(
+        config: Config,
+        mut handover: crate::upgrade::adopt::Handover,
+    ) -> Result<Server, ServerError> {
+        let taken = handover.take_sockets().map_err(ServerError::Upgrade)?;
+        let server = Server::build(config, taken.http, taken.shoutcast, taken.started)?;
+        let mut resumed = handover
+            .adopt(&server.ctx)
+            .await
+            .map_err(ServerError::Upgrade)?;
+        server.start_mounts(&mut resumed)?;
+        Ok(server)
+    }
+
+    /// Builds the shared state around bound sockets and starts the fan-out shards.
+    fn build(
+        config: Config,
+        listen_sockets: Vec<TcpListener>,
+        shoutcast: Option<TcpListener>,
+        started: chrono::DateTime<chrono::Local>,
+    ) -> Result<Server, ServerError> {
         let access_log = AccessLog::open(&config.logging.access_log).map_err(|source| {
             ServerError::AccessLog {
                 path: config.logging.access_log.clone(),
@@ -164,7 +204,7 @@ impl Server {
             access_log,
             fanout,
             clients,
-            started: chrono::Local::now(),
+            started,
             port,
             shutdown,
             auth,
@@ -172,11 +212,6 @@ impl Server {
             intros: Default::default(),
             next_id: AtomicU64::new(1),
         });
-        if ctx.config.demo {
-            crate::ingest::file::start_demo(ctx.clone())?;
-        }
-        start_file_mounts(&ctx)?;
-        crate::ingest::relay::start_all(&ctx);
         Ok(Server {
             ctx,
             listen_sockets,
@@ -184,6 +219,19 @@ impl Server {
             shutdown_tx,
             commands,
         })
+    }
+
+    /// Starts the demo mount, file mounts (continuing `resumed` ones), relays and the master
+    /// poller.
+    fn start_mounts(&self, resumed: &mut Resumed) -> Result<(), ServerError> {
+        let ctx = &self.ctx;
+        if ctx.config.demo {
+            let demo = resumed.remove(&ctx.config.demo_mount);
+            crate::ingest::file::start_demo(ctx.clone(), demo)?;
+        }
+        start_file_mounts(ctx, resumed)?;
+        crate::ingest::relay::start_all(ctx);
+        Ok(())
     }
 
     /// The bound addresses (useful with port 0).
@@ -230,24 +278,30 @@ impl Server {
             shutdown_tx,
             mut commands,
         } = self;
-        let mut accept_tasks = Vec::new();
-        for l in listen_sockets {
-            accept_tasks.push(tokio::spawn(accept_loop(ctx.clone(), l, Port::Http)));
+        if let Some(a) = shoutcast.as_ref().and_then(|l| l.local_addr().ok()) {
+            tracing::info!(
+                "SHOUTcast v1 sources on {a} feed {}",
+                ctx.config.shoutcast_default_mount()
+            );
         }
-        if let Some(l) = shoutcast {
-            if let Ok(a) = l.local_addr() {
-                tracing::info!(
-                    "SHOUTcast v1 sources on {a} feed {}",
-                    ctx.config.shoutcast_default_mount()
-                );
+        let mut sockets = Vec::new();
+        for (l, port) in listen_sockets
+            .into_iter()
+            .map(|l| (l, Port::Http))
+            .chain(shoutcast.map(|l| (l, Port::Shoutcast)))
+        {
+            match ListenSocket::new(l, port) {
+                Ok(s) => sockets.push(s),
+                Err(e) => tracing::error!("cannot keep a listen socket: {e}"),
             }
-            accept_tasks.push(tokio::spawn(accept_loop(ctx.clone(), l, Port::Shoutcast)));
         }
-        accept_tasks.push(tokio::spawn(housekeeping()));
-        for a in ctx.config.listen.iter() {
-            tracing::info!("listening on {a}");
+        let mut accept_tasks = start_accepting(&ctx, &sockets);
+        let _housekeeping = AbortOnDrop(tokio::spawn(housekeeping()));
+        for a in sockets.iter().filter(|s| s.port == Port::Http) {
+            tracing::info!("listening on {}", a.addr);
         }
         tokio::pin!(shutdown);
+        let mut handed_over = false;
         loop {
             let command = tokio::select! {
                 _ = &mut shutdown => break,
@@ -262,13 +316,35 @@ impl Server {
                     }
                 }
                 Some(Control::ReopenLogs) => crate::logs::reopen(&ctx),
-                Some(Control::Upgrade) => crate::upgrade::upgrade(&ctx).await,
+                Some(Control::Upgrade) => {
+                    let stop_accepting = || {
+                        for t in accept_tasks.drain(..) {
+                            t.abort();
+                        }
+                    };
+                    match crate::upgrade::upgrade(&ctx, &sockets, stop_accepting).await {
+                        crate::upgrade::Outcome::HandedOver => {
+                            handed_over = true;
+                            break;
+                        }
+                        crate::upgrade::Outcome::StillServing => {
+                            if accept_tasks.is_empty() {
+                                accept_tasks = start_accepting(&ctx, &sockets);
+                            }
+                        }
+                    }
+                }
             }
         }
-        tracing::info!("shutting down");
+        if handed_over {
+            tracing::info!("exiting: the upgraded server took over");
+        } else {
+            tracing::info!("shutting down");
+        }
         for t in &accept_tasks {
             t.abort();
         }
+        drop(sockets);
         let _ = shutdown_tx.send(true);
         for m in ctx.registry.list() {
             m.stop.store(true, Ordering::Relaxed);
@@ -289,6 +365,62 @@ impl Server {
         })
         .await;
     }
+}
+
+/// A listen socket the run loop keeps: a descriptor of its own (the accept task holds another),
+/// so accepting can stop and restart, and a binary upgrade can hand it over.
+#[derive(Debug)]
+pub struct ListenSocket {
+    /// The socket.
+    pub fd: std::os::fd::OwnedFd,
+    /// Its bound address.
+    pub addr: SocketAddr,
+    /// What it speaks.
+    pub port: Port,
+}
+
+impl ListenSocket {
+    fn new(l: TcpListener, port: Port) -> std::io::Result<ListenSocket> {
+        let addr = l.local_addr()?;
+        let std = l.into_std()?;
+        Ok(ListenSocket {
+            fd: std.into(),
+            addr,
+            port,
+        })
+    }
+
+    fn listener(&self) -> std::io::Result<TcpListener> {
+        let std = std::net::TcpListener::from(self.fd.try_clone()?);
+        std.set_nonblocking(true)?;
+        TcpListener::from_std(std)
+    }
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// One accept task per socket.
+fn start_accepting(
+    ctx: &Arc<ServerCtx>,
+    sockets: &[ListenSocket],
+) -> Vec<tokio::task::JoinHandle<()>> {
+    sockets
+        .iter()
+        .filter_map(|s| match s.listener() {
+            Ok(l) => Some(tokio::spawn(accept_loop(ctx.clone(), l, s.port))),
+            Err(e) => {
+                tracing::error!("cannot accept on {}: {e}", s.addr);
+                None
+            }
+        })
+        .collect()
 }
 
 /// Interval between returns of freed heap memory to the system.
@@ -342,7 +474,7 @@ async fn admission(ctx: &ServerCtx, overloaded: &mut bool) {
 
 /// What a listen socket speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Port {
+pub enum Port {
     /// HTTP: sources, listeners, admin.
     Http,
     /// SHOUTcast v1 source logins (`shoutcast.rs`).

@@ -86,6 +86,9 @@ fn init_logging(filter: Option<&str>, logging: &Logging) -> anyhow::Result<bool>
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    // Started by a binary upgrade (SIGUSR2) of a running server: take over its sockets. Read
+    // while the process has one thread (it edits the environment).
+    let handover = throng_server::Handover::from_env();
     let mut config = match (&args.config, &args.icecast_config) {
         (Some(path), _) => Config::from_file(path)?,
         (None, Some(path)) => {
@@ -122,7 +125,13 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
-        let server = Server::bind(config).await?;
+        let server = match handover {
+            Some(mut handover) => {
+                handover.hello().context("upgrade: the old process is gone")?;
+                Server::adopt(config, handover).await?
+            }
+            None => Server::bind(config).await?,
+        };
         for addr in server.local_addrs() {
             eprintln!("throng: serving on http://{addr}/");
         }

@@ -2,6 +2,7 @@
 //! new listener (the least loaded). Independent of where a mount's bytes come from.
 
 pub mod cursor;
+pub mod handover;
 pub mod shard;
 pub mod write_path;
 
@@ -10,6 +11,7 @@ use std::sync::Arc;
 use crate::fanout::shard::{
     ListenerRow, MoveFilter, NewListener, ShardConfig, ShardContext, ShardHandle,
 };
+use crate::fanout::handover::{AdoptedListener, ExportedListener};
 use crate::mount::live::Mount;
 
 /// The shards.
@@ -101,6 +103,33 @@ impl FanOut {
             found |= r.await.unwrap_or(false);
         }
         found
+    }
+
+    /// Takes every listener out of every shard (for a binary upgrade): each is deregistered
+    /// and returned with its state; nothing is closed, logged or counted as a disconnect.
+    pub async fn export_all(&self) -> Vec<ExportedListener> {
+        let mut replies = Vec::new();
+        for s in &self.shards {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            s.export(tx);
+            replies.push(rx);
+        }
+        let mut all = Vec::new();
+        for r in replies {
+            all.extend(r.await.unwrap_or_default());
+        }
+        all
+    }
+
+    /// Hands a listener carried across an upgrade to the least-loaded shard, which continues
+    /// it at its cursor.
+    pub fn adopt(&self, l: AdoptedListener) {
+        let shard = self
+            .shards
+            .iter()
+            .min_by_key(|s| s.load())
+            .expect("at least one shard");
+        shard.adopt(Box::new(l));
     }
 
     /// Closes every listener and stops the shards.

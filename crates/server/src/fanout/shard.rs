@@ -32,6 +32,7 @@ use slab::Slab;
 
 use crate::config::LagPolicy;
 use crate::fanout::cursor::{Cursor, SegKind};
+use crate::fanout::handover::{AdoptedListener, ExportedListener, ListenerState};
 use crate::fanout::shard::decide::{Close, ListenerView, MountView, Ticker, Verdict};
 use crate::fanout::write_path::{write_due, Written};
 use crate::mount::icy_meta::IcyMeta;
@@ -203,6 +204,8 @@ enum Command {
         id: u64,
         reply: tokio::sync::oneshot::Sender<bool>,
     },
+    Export(tokio::sync::oneshot::Sender<Vec<ExportedListener>>),
+    Adopt(Box<AdoptedListener>),
     Shutdown,
 }
 
@@ -222,6 +225,8 @@ impl std::fmt::Debug for Command {
             Command::Move { .. } => "Move",
             Command::List { .. } => "List",
             Command::Kill { .. } => "Kill",
+            Command::Export(_) => "Export",
+            Command::Adopt(_) => "Adopt",
             Command::Shutdown => "Shutdown",
         })
     }
@@ -308,6 +313,17 @@ impl ShardHandle {
     /// Closes listener `id` if this shard holds it; `reply` says whether it did.
     pub fn kill(&self, id: u64, reply: tokio::sync::oneshot::Sender<bool>) {
         self.send(Command::Kill { id, reply });
+    }
+
+    /// Gives up every listener (binary upgrade); `reply` gets them with their state.
+    pub fn export(&self, reply: tokio::sync::oneshot::Sender<Vec<ExportedListener>>) {
+        self.send(Command::Export(reply));
+    }
+
+    /// Takes a listener carried across a binary upgrade, continuing at its cursor.
+    pub fn adopt(&self, l: Box<AdoptedListener>) {
+        self.load.fetch_add(1, Ordering::Relaxed);
+        self.send(Command::Adopt(l));
     }
 
     /// Closes every listener and stops the thread.
@@ -482,6 +498,10 @@ impl Shard {
                     }
                     let _ = reply.send(key.is_some());
                 }
+                Command::Export(reply) => {
+                    let _ = reply.send(self.export_all());
+                }
+                Command::Adopt(l) => self.adopt(*l),
                 Command::Shutdown => return false,
             }
         }
@@ -577,6 +597,105 @@ impl Shard {
         });
         // Head and burst go out at once: time to first byte is one writev after the request.
         self.write(key);
+    }
+
+    /// Inserts a listener carried across an upgrade at its cursor and writes what it is due.
+    fn adopt(&mut self, l: AdoptedListener) {
+        let AdoptedListener {
+            stream,
+            mount,
+            state,
+            client_slot,
+        } = l;
+        mount.force_add_listener();
+        self.ctx
+            .metrics
+            .listeners
+            .get_or_create(&MountLabel::new(&mount.name))
+            .inc();
+        let mi = self.mount_index(&mount);
+        let fallback = self.ctx.fallback.clone();
+        let sm = self.mounts[mi].as_mut().expect("just inserted");
+        sm.refresh(fallback.as_ref(), self.now);
+        sm.listeners += 1;
+        let info = state.info();
+        let mut stream = TcpStream::from_std(stream);
+        let key = self.slots.vacant_key();
+        if let Err(e) = self.poll.registry().register(
+            &mut stream,
+            Token(key),
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
+            tracing::warn!("cannot register an adopted listener: {e}");
+            sm.listeners -= 1;
+            if sm.listeners == 0 {
+                self.mounts[mi] = None;
+            }
+            self.finish(mount.as_ref(), info, state.sent, Close::WriteError);
+            return;
+        }
+        let deadline_s = decide::deadline_secs(info.deadline, self.epoch);
+        self.slots.insert(Slot {
+            stream,
+            mount: mi,
+            cursor: Cursor::import(state.cursor),
+            sent: state.sent,
+            backlogged: false,
+            deadline_s,
+            info: Box::new(info),
+            _client_slot: client_slot,
+        });
+        self.write(key);
+    }
+
+    /// Takes every listener out of the shard, without closing, logging or counting it.
+    fn export_all(&mut self) -> Vec<ExportedListener> {
+        self.moves.clear();
+        let now = Instant::now();
+        let keys: Vec<usize> = self.slots.iter().map(|(k, _)| k).collect();
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            let mut slot = self.slots.remove(key);
+            let _ = self.poll.registry().deregister(&mut slot.stream);
+            let sm = self.mounts[slot.mount]
+                .as_mut()
+                .expect("mount of a live slot");
+            sm.listeners -= 1;
+            sm.mount.remove_listener();
+            let mount = sm.mount.clone();
+            let mount_id = mount.id;
+            if sm.listeners == 0 {
+                sm.flush_bytes(&self.ctx.metrics);
+                self.mounts[slot.mount] = None;
+            }
+            self.load.fetch_sub(1, Ordering::Relaxed);
+            let info = &slot.info;
+            let deadline_ms = info
+                .deadline
+                .map(|d| d.saturating_duration_since(now).as_millis() as u64);
+            let state = ListenerState {
+                id: info.id,
+                ip: info.ip,
+                request_line: info.request_line.clone(),
+                agent: info.agent.clone(),
+                referer: info.referer.clone(),
+                user: info.user.clone(),
+                connected_ms: now.duration_since(info.started).as_millis() as u64,
+                deadline_ms,
+                requested_mount: info.requested_mount.clone(),
+                mount_id,
+                sent: slot.sent,
+                cursor: slot.cursor.export(),
+            };
+            // mio's stream owns the descriptor; it moves to a std stream, still open.
+            let stream = std::net::TcpStream::from(std::os::fd::OwnedFd::from(slot.stream));
+            out.push(ExportedListener {
+                stream,
+                mount,
+                state,
+            });
+        }
+        out
     }
 
     fn refresh_mounts(&mut self) {

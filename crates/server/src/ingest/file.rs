@@ -14,7 +14,9 @@ use throng_proto::source_info::SourceInfo;
 use crate::ctx::ServerCtx;
 use crate::ingest::live_mount::LiveMount;
 use crate::mount::feeder::Feeder;
+use crate::mount::handover::FrozenFeed;
 use crate::mount::live::{Announcement, Mount, SourceKind};
+use crate::mount::queue::QueueWriter;
 use crate::mount::registry::ReserveError;
 use crate::mount::stream_end::StreamEnd;
 
@@ -64,6 +66,7 @@ pub fn start_file_mount(
     name: &str,
     path: &std::path::Path,
     hidden: bool,
+    resume: Option<Resumed>,
 ) -> Result<(), FileSourceError> {
     let (format, content_type) =
         format_of_path(path).ok_or_else(|| FileSourceError::UnknownFormat(path.to_owned()))?;
@@ -94,6 +97,7 @@ pub fn start_file_mount(
             title: &title,
             hidden,
         },
+        resume,
     )
 }
 
@@ -129,7 +133,7 @@ pub fn frame_file(
 /// Starts the demo mount from the embedded file.
 ///
 /// Errors: see [`FileSourceError`].
-pub fn start_demo(ctx: Arc<ServerCtx>) -> Result<(), FileSourceError> {
+pub fn start_demo(ctx: Arc<ServerCtx>, resume: Option<Resumed>) -> Result<(), FileSourceError> {
     let info = SourceInfo {
         name: "Throng demo".into(),
         description: "A synthetic arpeggio looped in real time".into(),
@@ -149,11 +153,29 @@ pub fn start_demo(ctx: Arc<ServerCtx>) -> Result<(), FileSourceError> {
             title: "Throng demo",
             hidden: false,
         },
+        resume,
     )
 }
 
-fn start_loop(ctx: Arc<ServerCtx>, spec: LoopSpec<'_>) -> Result<(), FileSourceError> {
+/// A file mount's rebuilt mount and queue writer after a binary upgrade
+/// (`mount/handover.rs`): the loop continues them instead of starting afresh.
+pub type Resumed = (Arc<Mount>, QueueWriter);
+
+fn start_loop(
+    ctx: Arc<ServerCtx>,
+    spec: LoopSpec<'_>,
+    resume: Option<Resumed>,
+) -> Result<(), FileSourceError> {
     let (units, params) = frame_file(spec.data, spec.format)?;
+    if let Some((mount, writer)) = resume {
+        // The loop goes on where the old process stopped it, already a burst ahead.
+        let first = resume_index(&units, writer.head());
+        mount.set_params(params);
+        let live = LiveMount::reserve(ctx.clone(), mount.clone(), usize::MAX)?;
+        let feeder = Feeder::new(mount.clone(), writer, None, ctx.metrics.clone());
+        tokio::spawn(loop_file(live, mount, feeder, units, first, false));
+        return Ok(());
+    }
     let (mount, writer) = Mount::configured(
         &ctx.config,
         spec.name,
@@ -171,35 +193,101 @@ fn start_loop(ctx: Arc<ServerCtx>, spec: LoopSpec<'_>) -> Result<(), FileSourceE
     mount.set_params(params);
     let live = LiveMount::reserve(ctx.clone(), mount.clone(), usize::MAX)?;
     let feeder = Feeder::new(mount.clone(), writer, None, ctx.metrics.clone());
-    tokio::spawn(loop_file(live, mount, feeder, units));
+    tokio::spawn(loop_file(live, mount, feeder, units, 0, true));
     Ok(())
 }
 
-/// Feeds `units` forever at real-time pace until the mount is stopped (admin `killsource`), then
-/// logs why it ended; the mount stays registered while `_live` is held.
-async fn loop_file(_live: LiveMount, mount: Arc<Mount>, mut feeder: Feeder, units: Vec<Unit>) {
+/// Feeds `units` forever at real-time pace, from unit `first` on, until the mount is stopped
+/// (admin `killsource`), then logs why it ended; the mount stays registered while `_live` is
+/// held. With `preroll`, one burst's worth goes out at once first, so the first listener gets
+/// a full burst (a loop resumed after an upgrade is already that far ahead). A binary upgrade
+/// stops it between two units: everything is published and the new process continues at the
+/// queue's head.
+async fn loop_file(
+    _live: LiveMount,
+    mount: Arc<Mount>,
+    mut feeder: Feeder,
+    units: Vec<Unit>,
+    first: usize,
+    preroll: bool,
+) {
     let start = tokio::time::Instant::now();
     let mut media_us: u64 = 0;
-    // Pre-roll one burst's worth so the first listener gets a full burst at once.
-    let mut preroll_bytes = 0usize;
-    let end = 'outer: loop {
-        for u in &units {
-            if mount.stop.load(Ordering::Relaxed) {
-                break 'outer StreamEnd::Killed;
-            }
-            feeder.push_unit(u);
-            if preroll_bytes < mount.settings.burst_size as usize {
-                preroll_bytes += u.data.len();
-                continue;
-            }
-            media_us += u.duration_us;
-            let due = start + Duration::from_micros(media_us);
-            if due > tokio::time::Instant::now() + Duration::from_millis(50) {
-                feeder.flush();
-                tokio::time::sleep_until(due).await;
+    let mut preroll_bytes = if preroll { 0 } else { usize::MAX };
+    let mut index = first % units.len().max(1);
+    let end = loop {
+        if mount.stop.load(Ordering::Relaxed) {
+            break StreamEnd::Killed;
+        }
+        if mount.handover.is_requested() {
+            break StreamEnd::HandedOver;
+        }
+        let u = &units[index];
+        index = (index + 1) % units.len();
+        feeder.push_unit(u);
+        if preroll_bytes < mount.settings.burst_size as usize {
+            preroll_bytes += u.data.len();
+            continue;
+        }
+        media_us += u.duration_us;
+        let due = start + Duration::from_micros(media_us);
+        if due > tokio::time::Instant::now() + Duration::from_millis(50) {
+            feeder.flush();
+            tokio::select! {
+                _ = tokio::time::sleep_until(due) => {}
+                _ = mount.handover.requested() => {}
             }
         }
     };
+    if matches!(end, StreamEnd::HandedOver) {
+        let (leftover, _) = feeder.freeze();
+        debug_assert!(leftover.is_empty(), "a file feeds whole units");
+        mount.handover.answer(FrozenFeed {
+            socket: None,
+            leftover: Vec::new(),
+            demux: None,
+            client: None,
+        });
+        tracing::info!(mount = %mount.name, "file mount handed over to the upgraded server");
+        return;
+    }
     feeder.finish();
     tracing::info!(mount = %mount.name, by = ?end.by(), "file mount ended: {end}");
+}
+
+/// The unit of a looped file at which a feed that has produced `head` bytes continues: the
+/// loop restarts after `sum(unit sizes)` bytes, so `head` modulo that is the offset into the
+/// file; a file changed since (no unit starts there) continues at the next unit.
+pub fn resume_index(units: &[Unit], head: u64) -> usize {
+    let total: u64 = units.iter().map(|u| u.data.len() as u64).sum();
+    if total == 0 {
+        return 0;
+    }
+    let mut at = head % total;
+    for (i, u) in units.iter().enumerate() {
+        if at == 0 {
+            return i;
+        }
+        at = at.saturating_sub(u.data.len() as u64);
+    }
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_resumed_loop_continues_at_the_unit_after_the_head() {
+        let (units, _) = frame_file(DEMO_MP3, Format::Mp3).unwrap();
+        let sizes: Vec<u64> = units.iter().map(|u| u.data.len() as u64).collect();
+        let total: u64 = sizes.iter().sum();
+        assert_eq!(resume_index(&units, 0), 0);
+        assert_eq!(resume_index(&units, sizes[0]), 1);
+        assert_eq!(resume_index(&units, sizes[0] + sizes[1]), 2);
+        assert_eq!(resume_index(&units, 3 * total + sizes[0]), 1);
+        assert_eq!(resume_index(&units, total - sizes[sizes.len() - 1]), units.len() - 1);
+        // Inside a unit (the file changed): the next one.
+        assert_eq!(resume_index(&units, 1), 1);
+    }
 }

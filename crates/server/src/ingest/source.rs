@@ -28,6 +28,7 @@ use crate::auth::SourceAuth;
 use crate::ctx::ServerCtx;
 use crate::ingest::live_mount::LiveMount;
 use crate::mount::feeder::Feeder;
+use crate::mount::handover::{FrozenFeed, SourceClientState};
 use crate::mount::live::{Announcement, Mount, SourceKind};
 use crate::mount::registry::ReserveError;
 use crate::mount::stream_end::{Peer, StreamEnd};
@@ -271,12 +272,79 @@ pub async fn run(
     }
     ctx.metrics.source_connects.inc();
     tracing::info!(%peer, mount = %name, format = ?format, ?protocol, "source connected");
-    let started = Instant::now();
     let icy_metaint = head
         .header("icy-metaint")
         .and_then(|v| v.trim().parse::<usize>().ok());
-    let mut feeder = Feeder::new(mount.clone(), writer, icy_metaint, ctx.metrics.clone());
-    let end = ingest(&ctx, &mut stream, &mount, &mut feeder, &body).await;
+    let feeder = Feeder::new(mount.clone(), writer, icy_metaint, ctx.metrics.clone());
+    let session = SourceClientState {
+        peer,
+        request_line: line,
+        agent: head.header("user-agent").map(str::to_owned),
+        connected_ms: 0,
+    };
+    feed(ctx, stream, mount, feeder, live, &body, session).await;
+}
+
+/// Goes on feeding a mount from a source client's connection carried across a binary upgrade
+/// (`upgrade/`): `feeder` already holds the bytes the old process had not framed.
+pub async fn resume(
+    ctx: Arc<ServerCtx>,
+    stream: std::net::TcpStream,
+    mount: Arc<Mount>,
+    feeder: Feeder,
+    live: LiveMount,
+    session: SourceClientState,
+) {
+    let stream = match stream
+        .set_nonblocking(true)
+        .and_then(|()| TcpStream::from_std(stream))
+    {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(mount = %mount.name, "cannot resume the source: {e}");
+            return;
+        }
+    };
+    feed(ctx, stream, mount, feeder, live, &[], session).await;
+}
+
+/// Feeds the mount until the source ends, then logs why and writes its access-log line; or,
+/// when a binary upgrade asks for it, hands the connection and the unframed bytes over.
+async fn feed(
+    ctx: Arc<ServerCtx>,
+    mut stream: TcpStream,
+    mount: Arc<Mount>,
+    mut feeder: Feeder,
+    live: LiveMount,
+    first: &[u8],
+    session: SourceClientState,
+) {
+    let started = Instant::now() - std::time::Duration::from_millis(session.connected_ms);
+    let peer = session.peer;
+    let name = mount.name.clone();
+    let end = ingest(&ctx, &mut stream, &mount, &mut feeder, first).await;
+    if matches!(end, StreamEnd::HandedOver) {
+        let (leftover, demux) = feeder.freeze();
+        let socket = stream
+            .into_std()
+            .map(std::os::fd::OwnedFd::from)
+            .map_err(|e| tracing::warn!(%peer, mount = %name, "cannot hand the source over: {e}"))
+            .ok();
+        let handed = mount.handover.answer(FrozenFeed {
+            socket,
+            leftover,
+            demux,
+            client: Some(SourceClientState {
+                connected_ms: started.elapsed().as_millis() as u64,
+                ..session
+            }),
+        });
+        drop(live);
+        if handed {
+            tracing::info!(%peer, mount = %name, "source handed over to the upgraded server");
+        }
+        return;
+    }
     feeder.finish(); // publishes the last frames and marks the feed ended
     drop(live);
     let received = mount.source_bytes.load(Ordering::Relaxed);
@@ -291,11 +359,11 @@ pub async fn run(
     ctx.access_log.log(&AccessEntry {
         ip: peer.ip(),
         user: Some("source"),
-        request_line: &line,
+        request_line: &session.request_line,
         status: 200,
         bytes: received,
         referer: None,
-        agent: head.header("user-agent"),
+        agent: session.agent.as_deref(),
         duration_secs: started.elapsed().as_secs(),
     });
 }
@@ -321,6 +389,9 @@ async fn ingest(
         if mount.stop.load(Ordering::Relaxed) {
             return StreamEnd::Killed;
         }
+        if mount.handover.is_requested() {
+            return StreamEnd::HandedOver;
+        }
         // Reading is cancel-safe: waking every STOP_POLL to look at `mount.stop` loses nothing,
         // and a silent source is stopped as promptly as a busy one.
         let read = tokio::select! {
@@ -332,6 +403,7 @@ async fn ingest(
                 continue;
             }
             _ = shutdown.changed() => return StreamEnd::Shutdown,
+            _ = mount.handover.requested() => return StreamEnd::HandedOver,
         };
         match read {
             Ok(0) => return StreamEnd::Closed(Peer::Client),

@@ -41,6 +41,13 @@ impl Chunker {
         }
     }
 
+    /// Continues an Ogg stream whose current header set is `headers` (already in the queue,
+    /// e.g. after a binary upgrade): following pages are tagged with it, as if this chunker had
+    /// collected it.
+    pub fn continue_after(&mut self, headers: Arc<Bytes>) {
+        self.headers = Some(headers);
+    }
+
     /// Adds one unit; may publish a chunk.
     pub fn push(&mut self, unit: &Unit) {
         match unit.kind {

@@ -106,6 +106,43 @@ impl Feeder {
         }
     }
 
+    /// A feeder continuing a feed carried across a binary upgrade: `writer` continues the
+    /// rebuilt queue, `demux` is the source's inline ICY position, `leftover` the bytes it had
+    /// received but not framed. An Ogg framer is first shown the current header pages (already
+    /// in the queue, not published again) so it knows the logical streams that follow.
+    ///
+    /// Errors: as [`Feeder::push`], for the leftover bytes.
+    pub fn resume(
+        mount: Arc<Mount>,
+        writer: QueueWriter,
+        demux: Option<throng_proto::icy::IcyDemuxState>,
+        leftover: &[u8],
+        metrics: Arc<Metrics>,
+    ) -> Result<Feeder, FeederError> {
+        let headers = writer.queue().load().ogg_headers.clone();
+        let mut f = Feeder::new(mount, writer, None, metrics);
+        f.demux = demux.map(IcyDemuxer::from_state);
+        if let Some(h) = &headers {
+            f.framer.push(h);
+            while let Some(Ok(_)) = f.framer.next_unit() {}
+            f.chunker.continue_after(h.clone());
+        }
+        if !leftover.is_empty() {
+            f.framer.push(leftover);
+            f.drain()?;
+        }
+        Ok(f)
+    }
+
+    /// Stops the feed for a binary upgrade: publishes every framed unit, and returns the bytes
+    /// received but not framed yet and the inline ICY position.
+    pub fn freeze(mut self) -> (Vec<u8>, Option<throng_proto::icy::IcyDemuxState>) {
+        self.chunker.flush();
+        let demux = self.demux.as_ref().map(IcyDemuxer::state);
+        let framer = std::mem::replace(&mut self.framer, Framer::new(Format::Other));
+        (framer.into_unconsumed(), demux)
+    }
+
     /// Feeds received bytes.
     ///
     /// Errors: [`FeederError::Garbage`] after [`GARBAGE_LIMIT`] bytes without a frame,

@@ -13,6 +13,7 @@ use throng_proto::framer::StreamParams;
 use throng_proto::icy::metadata_block;
 use throng_proto::source_info::SourceInfo;
 
+use crate::mount::handover::HandoverSlot;
 use crate::mount::icy_meta::IcyMeta;
 use crate::mount::ogg_tags::OggTagSlot;
 use crate::mount::queue::{Queue, QueueWriter};
@@ -135,6 +136,8 @@ pub struct Mount {
     pub stop: AtomicBool,
     /// Ogg only: comment updates for the feeder and the `artist` stat (`ogg_retag.rs`).
     pub ogg_tags: OggTagSlot,
+    /// Where a binary upgrade asks the feeding task to hand its feed over (`handover.rs`).
+    pub handover: HandoverSlot,
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -161,6 +164,7 @@ impl Mount {
             started: chrono::Local::now(),
             stop: AtomicBool::new(false),
             ogg_tags: Default::default(),
+            handover: Default::default(),
         }
     }
 
@@ -200,6 +204,13 @@ impl Mount {
             generation,
             block: metadata_block(title, url),
         }));
+    }
+
+    /// Sets the title and the exact ICY block with its generation (a mount rebuilt after a
+    /// binary upgrade: listeners that already got this block do not get it again).
+    pub fn restore_title(&self, title: &str, icy: IcyMeta) {
+        *self.title.lock() = title.to_owned();
+        self.icy.store(Arc::new(icy));
     }
 
     /// The current stream title ("" before any update).

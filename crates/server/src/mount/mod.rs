@@ -5,10 +5,12 @@
 //! `feeder.rs` (source bytes into the queue: ICY stripping, framing, garbage detection),
 //! `icy_meta.rs` (the current ICY block), `ogg_tags.rs` and `ogg_retag.rs` (Ogg comment
 //! updates), `intro.rs` (the intro file cache), `stream_end.rs` (why a feed ended, whose doing
-//! it was, and whether it is worth retrying).
+//! it was, and whether it is worth retrying), `handover.rs` (a mount carried across a binary
+//! upgrade).
 
 pub mod chunker;
 pub mod feeder;
+pub mod handover;
 pub mod icy_meta;
 pub mod intro;
 pub mod live;

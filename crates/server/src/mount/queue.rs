@@ -114,6 +114,33 @@ impl QueueWriter {
         }
     }
 
+    /// A writer continuing a queue carried across a binary upgrade: `chunks` (contiguous,
+    /// oldest first) end at `head`, `ogg_headers` is the current Ogg header set. Publishes them
+    /// at once, so listeners keep their absolute positions.
+    pub fn resume(
+        retain: u64,
+        chunks: Vec<Chunk>,
+        head: u64,
+        ogg_headers: Option<Arc<Bytes>>,
+    ) -> QueueWriter {
+        let retained = chunks.iter().map(|c| c.data.len() as u64).sum();
+        let w = QueueWriter {
+            queue: Arc::new(Queue::default()),
+            chunks: chunks.into(),
+            head,
+            retained,
+            retain: retain.max(1),
+            ogg_headers,
+        };
+        w.publish(false);
+        w
+    }
+
+    /// Bytes this writer retains (queue-size or burst-size, whichever is larger).
+    pub fn retain(&self) -> u64 {
+        self.retain
+    }
+
     /// The feed this writer publishes to.
     pub fn queue(&self) -> Arc<Queue> {
         self.queue.clone()

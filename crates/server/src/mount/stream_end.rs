@@ -86,6 +86,10 @@ pub enum StreamEnd {
     /// master's stream list).
     #[error("stopped")]
     Stopped,
+    /// The feed was handed to the new process of a binary upgrade (SIGUSR2), which goes on
+    /// reading the same connection.
+    #[error("handed over to the upgraded server")]
+    HandedOver,
 }
 
 impl StreamEnd {
@@ -100,7 +104,7 @@ impl StreamEnd {
             | StreamEnd::Silent { peer, .. }
             | StreamEnd::BadStream(peer, _) => (*peer).into(),
             StreamEnd::Killed | StreamEnd::Idle => EndedBy::Server,
-            StreamEnd::Shutdown | StreamEnd::Stopped => EndedBy::Shutdown,
+            StreamEnd::Shutdown | StreamEnd::Stopped | StreamEnd::HandedOver => EndedBy::Shutdown,
         }
     }
 
@@ -112,7 +116,10 @@ impl StreamEnd {
     pub fn retryable(&self) -> bool {
         !matches!(
             self,
-            StreamEnd::BadStream(Peer::Client, _) | StreamEnd::Shutdown | StreamEnd::Stopped
+            StreamEnd::BadStream(Peer::Client, _)
+                | StreamEnd::Shutdown
+                | StreamEnd::Stopped
+                | StreamEnd::HandedOver
         )
     }
 }

@@ -3,3 +3,4 @@
 mod import;
 mod serve;
 mod support;
+mod upgrade;

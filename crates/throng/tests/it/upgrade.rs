@@ -1,0 +1,397 @@
+//! Binary upgrade in place (SIGUSR2) of a real `throng serve` process: an ffmpeg source and 20
+//! listeners (half with ICY metadata) stay connected while the new process takes over; every
+//! listener's stream goes on frame after frame with none missing or repeated, and decodes with
+//! no ffmpeg error; the new process owns the listen socket and accepts new listeners. A new
+//! binary that cannot start (its configuration broke meanwhile) leaves the old one serving.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+const SOURCE_PW: &str = "upgrade-source-pw";
+
+/// A `throng serve` whose standard error is collected line by line (the old process and the
+/// new one it starts share it).
+struct Serve {
+    child: Child,
+    addr: SocketAddr,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Serve {
+    fn start(config: &std::path::Path) -> Serve {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_throng"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+            .arg(config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn throng");
+        let mut reader = BufReader::new(child.stderr.take().unwrap());
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let addr = loop {
+            let mut line = String::new();
+            assert!(reader.read_line(&mut line).unwrap() > 0, "throng exited");
+            if let Some(rest) = line.trim().strip_prefix("throng: serving on http://") {
+                break rest.trim_end_matches('/').parse().unwrap();
+            }
+        };
+        let collected = lines.clone();
+        std::thread::spawn(move || {
+            for line in reader.lines() {
+                let Ok(line) = line else { break };
+                collected.lock().unwrap().push(line);
+            }
+        });
+        Serve { child, addr, lines }
+    }
+
+    /// Waits until a collected line contains `needle`; returns it.
+    fn wait_line(&self, needle: &str, within: Duration) -> String {
+        let start = Instant::now();
+        while start.elapsed() < within {
+            if let Some(l) = self.lines.lock().unwrap().iter().find(|l| l.contains(needle)) {
+                return l.clone();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("no line with {needle:?}: {:#?}", self.lines.lock().unwrap());
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Kills a process by pid when dropped (the new server, which is not our child).
+struct Pid(i32);
+
+impl Drop for Pid {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on a process this test started (through the upgrade).
+        unsafe { libc::kill(self.0, libc::SIGKILL) };
+    }
+}
+
+struct Ffmpeg(Child);
+
+impl Drop for Ffmpeg {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn demo_path() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../assets/demo.mp3")
+}
+
+fn ffmpeg_source(addr: SocketAddr) -> Ffmpeg {
+    Ffmpeg(
+        Command::new("ffmpeg")
+            .args(["-nostdin", "-loglevel", "error", "-re", "-stream_loop", "-1", "-i"])
+            .arg(demo_path())
+            .args(["-c", "copy", "-content_type", "audio/mpeg", "-f", "mp3"])
+            .arg(format!("icecast://source:{SOURCE_PW}@{addr}/live.mp3"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("ffmpeg is installed by scripts/install-deps.sh"),
+    )
+}
+
+/// A listener reading on a thread until told to stop; returns (bytes after the head, whether
+/// the server closed it).
+struct Reader {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    got: Arc<Mutex<Vec<u8>>>,
+    thread: JoinHandle<bool>,
+    metaint: Option<usize>,
+}
+
+impl Reader {
+    fn open(addr: SocketAddr, icy: bool) -> Reader {
+        let mut s = TcpStream::connect(addr).unwrap();
+        let icy_line = if icy { "Icy-MetaData: 1\r\n" } else { "" };
+        write!(s, "GET /live.mp3 HTTP/1.0\r\nUser-Agent: upgrade-test\r\n{icy_line}\r\n").unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        // The head.
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            s.read_exact(&mut byte).unwrap();
+            head.push(byte[0]);
+        }
+        let head = String::from_utf8_lossy(&head).to_string();
+        assert!(head.starts_with("HTTP/1.0 200"), "{head}");
+        let metaint = head
+            .lines()
+            .find_map(|l| l.to_ascii_lowercase().strip_prefix("icy-metaint:").map(|v| v.trim().parse().unwrap()));
+        assert_eq!(metaint.is_some(), icy);
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let (stop2, got2) = (stop.clone(), got.clone());
+        let thread = std::thread::spawn(move || {
+            let mut buf = [0u8; 16384];
+            while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+                match s.read(&mut buf) {
+                    Ok(0) => return true,
+                    Ok(n) => got2.lock().unwrap().extend_from_slice(&buf[..n]),
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ) => {}
+                    Err(_) => return true,
+                }
+            }
+            false
+        });
+        Reader {
+            stop,
+            got,
+            thread,
+            metaint,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.got.lock().unwrap().len()
+    }
+
+    /// Stops reading; the audio (ICY blocks removed) and whether the server closed it.
+    fn finish(self) -> (Vec<u8>, bool) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let closed = self.thread.join().unwrap();
+        let body = std::mem::take(&mut *self.got.lock().unwrap());
+        let audio = match self.metaint {
+            Some(m) => strip_icy(&body, m),
+            None => body,
+        };
+        (audio, closed)
+    }
+}
+
+fn strip_icy(d: &[u8], metaint: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < d.len() {
+        let n = metaint.min(d.len() - i);
+        out.extend_from_slice(&d[i..i + n]);
+        i += n;
+        if i >= d.len() {
+            break;
+        }
+        i += 1 + d[i] as usize * 16;
+    }
+    out
+}
+
+/// MPEG-1 layer III frames at the start of `d`, whole ones only.
+fn mp3_frames(d: &[u8]) -> Vec<&[u8]> {
+    const BR: [usize; 15] = [0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320];
+    const SR: [usize; 3] = [44100, 48000, 32000];
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + 4 <= d.len() && d[i] == 0xFF && d[i + 1] & 0xE0 == 0xE0 {
+        let (b, s) = (BR[(d[i + 2] >> 4) as usize], SR[((d[i + 2] >> 2) & 3) as usize]);
+        let n = 144_000 * b / s + ((d[i + 2] >> 1) & 1) as usize;
+        if n == 0 || i + n > d.len() {
+            break;
+        }
+        out.push(&d[i..i + n]);
+        i += n;
+    }
+    out
+}
+
+/// Checks that `audio` is the demo file's frames in order, looped, from wherever it starts:
+/// no frame missing, none repeated, none altered. Returns the frame count.
+fn assert_unbroken(audio: &[u8], what: &str) -> usize {
+    let demo = std::fs::read(demo_path()).unwrap();
+    let demo_frames = mp3_frames(&demo);
+    let index: std::collections::HashMap<&[u8], usize> =
+        demo_frames.iter().enumerate().map(|(i, f)| (*f, i)).collect();
+    let frames = mp3_frames(audio);
+    let covered: usize = frames.iter().map(|f| f.len()).sum();
+    assert!(
+        audio.len() - covered < 2000,
+        "{what}: the frame chain breaks at byte {covered} of {}",
+        audio.len()
+    );
+    let ks: Vec<Option<usize>> = frames.iter().map(|f| index.get(f).copied()).collect();
+    for (i, pair) in ks.windows(2).enumerate() {
+        if let [Some(a), Some(b)] = pair {
+            assert_eq!(
+                *b,
+                (a + 1) % demo_frames.len(),
+                "{what}: frame {} is demo frame {b}, after demo frame {a}",
+                i + 1
+            );
+        }
+    }
+    assert!(
+        ks.iter().filter(|k| k.is_none()).count() <= 1,
+        "{what}: frames that are not the source's"
+    );
+    frames.len()
+}
+
+/// Whether process `pid` holds the socket listening on `port` (via /proc).
+fn owns_listen_port(pid: i32, port: u16) -> bool {
+    let tcp = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let inodes: Vec<String> = tcp
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let local_port = u16::from_str_radix(f[1].rsplit(':').next()?, 16).ok()?;
+            (local_port == port && f[3] == "0A").then(|| f[9].to_string())
+        })
+        .collect();
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .any(|t| inodes.iter().any(|i| t.to_string_lossy() == format!("socket:[{i}]")))
+}
+
+fn write_config(dir: &std::path::Path) -> std::path::PathBuf {
+    let cfg = dir.join("throng.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "demo = false\n[authentication]\nsource-password = \"{SOURCE_PW}\"\nadmin-password = \"upgrade-admin-pw\"\n[logging]\naccess-log = {:?}\n",
+            dir.join("access.log").display().to_string()
+        ),
+    )
+    .unwrap();
+    cfg
+}
+
+fn wait_live(addr: SocketAddr) {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(15) {
+        if let Ok(mut s) = TcpStream::connect(addr) {
+            let _ = s.write_all(b"GET /status-json.xsl HTTP/1.0\r\n\r\n");
+            let mut body = String::new();
+            let _ = s.read_to_string(&mut body);
+            if body.contains("/live.mp3") {
+                // A second of audio in the queue, so listeners start with a burst.
+                std::thread::sleep(Duration::from_secs(1));
+                return;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("the ffmpeg source never went live");
+}
+
+#[test]
+fn sigusr2_upgrade_keeps_listeners_and_the_source_without_a_gap() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(dir.path());
+    let mut old = Serve::start(&cfg);
+    let addr = old.addr;
+    let mut source = ffmpeg_source(addr);
+    wait_live(addr);
+    let readers: Vec<Reader> = (0..20).map(|i| Reader::open(addr, i % 2 == 0)).collect();
+    std::thread::sleep(Duration::from_secs(2));
+
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(old.child.id() as i32, libc::SIGUSR2) };
+    let line = old.wait_line("the new process took over", Duration::from_secs(30));
+    let new_pid: i32 = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("pid="))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {line:?}"));
+    let _new = Pid(new_pid);
+    let status = {
+        let start = Instant::now();
+        loop {
+            if let Some(s) = old.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(start.elapsed() < Duration::from_secs(10), "the old process did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    assert!(status.success(), "old process: {status}");
+    assert_ne!(new_pid, old.child.id() as i32);
+    assert!(owns_listen_port(new_pid, addr.port()), "the new process holds the listen socket");
+
+    // The new process accepts, and every listener goes on receiving from the same source.
+    let sizes: Vec<usize> = readers.iter().map(Reader::len).collect();
+    let late = Reader::open(addr, false);
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(source.0.try_wait().unwrap().is_none(), "ffmpeg kept pushing");
+    for (r, before) in readers.iter().zip(&sizes) {
+        assert!(r.len() > before + 8_000, "a listener got {} bytes in 3 s after the upgrade", r.len() - before);
+    }
+    let (late_audio, _) = late.finish();
+    assert!(mp3_frames(&late_audio).len() > 50);
+
+    for (i, r) in readers.into_iter().enumerate() {
+        let (audio, closed) = r.finish();
+        assert!(!closed, "listener {i} was disconnected");
+        let n = assert_unbroken(&audio, &format!("listener {i}"));
+        assert!(n > 200, "listener {i}: {n} frames");
+        if i == 1 {
+            let file = dir.path().join("capture.mp3");
+            std::fs::write(&file, &audio).unwrap();
+            let out = Command::new("ffmpeg")
+                .args(["-nostdin", "-v", "error", "-i"])
+                .arg(&file)
+                .args(["-f", "null", "-"])
+                .output()
+                .unwrap();
+            assert!(out.status.success());
+            assert!(
+                out.stderr.is_empty(),
+                "decode errors across the upgrade: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    // Stats carried over: the listeners are counted by the new process.
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /status-json.xsl HTTP/1.0\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    assert!(body.contains("\"listener_peak\":21") || body.contains("\"listener_peak\":20"), "{body}");
+}
+
+#[test]
+fn an_upgrade_whose_new_process_cannot_start_leaves_the_old_one_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(dir.path());
+    let mut old = Serve::start(&cfg);
+    let addr = old.addr;
+    let _source = ffmpeg_source(addr);
+    wait_live(addr);
+    let reader = Reader::open(addr, true);
+    // The new process reads the configuration again: break it.
+    std::fs::write(&cfg, "listen = [\"127.0.0.1:0\"\n").unwrap();
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(old.child.id() as i32, libc::SIGUSR2) };
+    let line = old.wait_line("upgrade failed", Duration::from_secs(30));
+    assert!(line.contains("still serving"), "{line}");
+    let before = reader.len();
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(reader.len() > before + 8_000, "the listener kept receiving");
+    assert!(old.child.try_wait().unwrap().is_none(), "the old process still runs");
+    // It still accepts.
+    let late = Reader::open(addr, false);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(late.len() > 0);
+    let (audio, closed) = reader.finish();
+    assert!(!closed);
+    assert_unbroken(&audio, "the listener");
+}
