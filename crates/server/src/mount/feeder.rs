@@ -260,3 +260,66 @@ impl Feeder {
         self.chunker.flush();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mount::handover::QueueState;
+    use crate::mount::live::test_support::test_mount;
+
+    /// Everything a queue holds, from offset 0.
+    fn bytes_of(writer_queue: &crate::mount::queue::Queue) -> Vec<u8> {
+        let s = writer_queue.load();
+        assert_eq!(s.tail(), 0, "the test queue retains everything");
+        s.chunks.iter().flat_map(|c| c.data.to_vec()).collect()
+    }
+
+    /// The queue bytes of `data` fed whole, and fed in two processes cut at `cut`.
+    fn whole_and_carried(format: Format, data: &[u8], cut: usize) -> (Vec<u8>, Vec<u8>) {
+        let metrics = Arc::new(Metrics::new());
+        let (m, _) = test_mount("/a", format);
+        let w = QueueWriter::new(1 << 26);
+        let m = Arc::new(Mount::new("/a", m.settings.clone(), w.queue()));
+        let mut f = Feeder::new(m.clone(), w, None, metrics.clone());
+        f.push(data).unwrap();
+        f.finish();
+        let whole = bytes_of(&m.queue);
+
+        let w = QueueWriter::new(1 << 26);
+        let m1 = Arc::new(Mount::new("/b", m.settings.clone(), w.queue()));
+        let mut f = Feeder::new(m1.clone(), w, None, metrics.clone());
+        f.push(&data[..cut]).unwrap();
+        let (leftover, demux) = f.freeze();
+        let (chunks, head, headers) = QueueState::from_snapshot(&m1.queue.load()).into_chunks();
+        let w = QueueWriter::resume(1 << 26, chunks, head, headers);
+        let m2 = Arc::new(Mount::new("/b", m.settings.clone(), w.queue()));
+        let mut f = Feeder::resume(m2.clone(), w, demux, &leftover, metrics).unwrap();
+        f.push(&data[cut..]).unwrap();
+        f.finish();
+        (whole, bytes_of(&m2.queue))
+    }
+
+    fn asset(name: &str) -> Vec<u8> {
+        std::fs::read(format!("{}/../../assets/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+    }
+
+    #[test]
+    fn an_mp3_feed_frozen_anywhere_and_resumed_queues_the_same_bytes() {
+        let data = asset("demo.mp3");
+        for cut in [1, 150, 209, 5_000, 10_001, data.len() / 2] {
+            let (whole, carried) = whole_and_carried(Format::Mp3, &data, cut);
+            assert!(whole.len() > 10_000);
+            assert!(whole == carried, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn an_ogg_opus_feed_frozen_after_its_headers_and_resumed_queues_the_same_bytes() {
+        let data = asset("test-tone.opus");
+        for cut in [data.len() / 3, data.len() / 2 + 7, data.len() - 100] {
+            let (whole, carried) = whole_and_carried(Format::Ogg, &data, cut);
+            assert!(whole.len() > 1_000);
+            assert!(whole == carried, "cut at {cut}");
+        }
+    }
+}
