@@ -127,7 +127,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let server = match handover {
             Some(mut handover) => {
-                handover.hello().context("upgrade: the old process is gone")?;
+                handover
+                    .hello()
+                    .context("upgrade: the old process is gone")?;
                 Server::adopt(config, handover).await?
             }
             None => Server::bind(config).await?,

@@ -98,12 +98,7 @@ impl Cursor {
     pub fn export(&self) -> CursorState {
         CursorState {
             pos: self.pos,
-            prefix: self
-                .prefix
-                .iter()
-                .flatten()
-                .map(|b| b.to_vec())
-                .collect(),
+            prefix: self.prefix.iter().flatten().map(|b| b.to_vec()).collect(),
             icy: self.icy.as_ref().map(|i| {
                 (
                     i.metaint,
@@ -126,14 +121,16 @@ impl Cursor {
         Cursor {
             pos: state.pos,
             prefix: (!prefix.is_empty()).then_some(prefix),
-            icy: state.icy.map(|(metaint, until_meta, sent_generation, pending)| {
-                Box::new(IcyState {
-                    metaint: metaint.max(1),
-                    until_meta,
-                    sent_generation,
-                    pending: pending.map(Bytes::from),
-                })
-            }),
+            icy: state
+                .icy
+                .map(|(metaint, until_meta, sent_generation, pending)| {
+                    Box::new(IcyState {
+                        metaint: metaint.max(1),
+                        until_meta,
+                        sent_generation,
+                        pending: pending.map(Bytes::from),
+                    })
+                }),
         }
     }
 

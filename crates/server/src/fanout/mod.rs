@@ -8,10 +8,10 @@ pub mod write_path;
 
 use std::sync::Arc;
 
+use crate::fanout::handover::{AdoptedListener, ExportedListener};
 use crate::fanout::shard::{
     ListenerRow, MoveFilter, NewListener, ShardConfig, ShardContext, ShardHandle,
 };
-use crate::fanout::handover::{AdoptedListener, ExportedListener};
 use crate::mount::live::Mount;
 
 /// The shards.

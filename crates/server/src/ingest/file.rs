@@ -286,7 +286,10 @@ mod tests {
         assert_eq!(resume_index(&units, sizes[0]), 1);
         assert_eq!(resume_index(&units, sizes[0] + sizes[1]), 2);
         assert_eq!(resume_index(&units, 3 * total + sizes[0]), 1);
-        assert_eq!(resume_index(&units, total - sizes[sizes.len() - 1]), units.len() - 1);
+        assert_eq!(
+            resume_index(&units, total - sizes[sizes.len() - 1]),
+            units.len() - 1
+        );
         // Inside a unit (the file changed): the next one.
         assert_eq!(resume_index(&units, 1), 1);
     }

@@ -129,10 +129,12 @@ impl QueueState {
         let mut sets: Vec<Arc<Bytes>> = Vec::new();
         let mut index = |h: &Option<Arc<Bytes>>| {
             h.as_ref().map(|h| {
-                sets.iter().position(|s| Arc::ptr_eq(s, h)).unwrap_or_else(|| {
-                    sets.push(h.clone());
-                    sets.len() - 1
-                })
+                sets.iter()
+                    .position(|s| Arc::ptr_eq(s, h))
+                    .unwrap_or_else(|| {
+                        sets.push(h.clone());
+                        sets.len() - 1
+                    })
             })
         };
         let chunks = s
@@ -446,7 +448,10 @@ mod tests {
         assert_eq!(s.head, 114);
         assert_eq!(s.tail(), 0);
         assert_eq!(s.chunks[3].start, 104);
-        assert_eq!(s.join_point(0).1.as_deref().map(|b| &b[..]), Some(&b"HEAD"[..]));
+        assert_eq!(
+            s.join_point(0).1.as_deref().map(|b| &b[..]),
+            Some(&b"HEAD"[..])
+        );
         assert!(Arc::ptr_eq(
             s.chunks[1].ogg_headers.as_ref().unwrap(),
             s.chunks[2].ogg_headers.as_ref().unwrap()

@@ -137,7 +137,10 @@ impl Handover {
                     for (state, fd) in states.into_iter().zip(fds) {
                         let stream = std::net::TcpStream::from(fd);
                         let Some(mount) = mounts.get(&state.mount_id).cloned() else {
-                            tracing::warn!(id = state.id, "upgrade: a listener's mount is unknown; closing it");
+                            tracing::warn!(
+                                id = state.id,
+                                "upgrade: a listener's mount is unknown; closing it"
+                            );
                             continue;
                         };
                         if stream.set_nonblocking(true).is_err() {
@@ -226,7 +229,9 @@ fn install_mount(
                         client,
                     ));
                 }
-                Err(e) => tracing::warn!(mount = %name, "upgrade: the source's last bytes are bad: {e}"),
+                Err(e) => {
+                    tracing::warn!(mount = %name, "upgrade: the source's last bytes are bad: {e}")
+                }
             }
         }
         FeedState::File => {

@@ -101,7 +101,10 @@ pub async fn upgrade(
             Outcome::HandedOver
         }
         Err(e) => {
-            tracing::error!(pid, "upgrade failed during the hand-over: {e}; still serving what is left");
+            tracing::error!(
+                pid,
+                "upgrade failed during the hand-over: {e}; still serving what is left"
+            );
             Outcome::StillServing
         }
     }
@@ -210,7 +213,9 @@ async fn hand_over(
     sockets: &[ListenSocket],
     stop_accepting: impl FnOnce(),
 ) -> Result<(usize, usize), UpgradeError> {
-    let Successor { mut child, sock, .. } = successor;
+    let Successor {
+        mut child, sock, ..
+    } = successor;
     let mut sock = Arc::new(parking_lot::Mutex::new(sock));
     // 1. Listen sockets.
     let fds: Vec<OwnedFd> = sockets
@@ -274,9 +279,19 @@ async fn hand_over(
     // The child is on its own now; it is reaped by init once this process exits.
     std::mem::forget(child);
     match answer {
-        (Message::TookOver { mounts, listeners: adopted }, _) => {
+        (
+            Message::TookOver {
+                mounts,
+                listeners: adopted,
+            },
+            _,
+        ) => {
             if adopted != listeners {
-                tracing::warn!(sent = listeners, adopted, "upgrade: not every listener was adopted");
+                tracing::warn!(
+                    sent = listeners,
+                    adopted,
+                    "upgrade: not every listener was adopted"
+                );
             }
             Ok((mounts, adopted))
         }
@@ -348,19 +363,20 @@ async fn freeze(ctx: &ServerCtx, mount: &Arc<Mount>) -> (MountState, Option<Owne
         .get(&mount.name)
         .is_some_and(|m| m.id == mount.id)
         && !mount.queue.load().ended;
-    let frozen: Option<FrozenFeed> =
-        if live && matches!(mount.settings.kind, SourceKind::Client | SourceKind::File) {
-            let rx = mount.handover.request();
-            match tokio::time::timeout(FREEZE_TIMEOUT, rx).await {
-                Ok(Ok(f)) => Some(f),
-                _ => {
-                    tracing::warn!(mount = %mount.name, "upgrade: the feed did not stop in time; its listeners will drain it");
-                    None
-                }
+    let frozen: Option<FrozenFeed> = if live
+        && matches!(mount.settings.kind, SourceKind::Client | SourceKind::File)
+    {
+        let rx = mount.handover.request();
+        match tokio::time::timeout(FREEZE_TIMEOUT, rx).await {
+            Ok(Ok(f)) => Some(f),
+            _ => {
+                tracing::warn!(mount = %mount.name, "upgrade: the feed did not stop in time; its listeners will drain it");
+                None
             }
-        } else {
-            None
-        };
+        }
+    } else {
+        None
+    };
     match frozen {
         Some(FrozenFeed {
             socket: Some(socket),

@@ -53,7 +53,13 @@ impl Serve {
     fn wait_line(&self, needle: &str, within: Duration) -> String {
         let start = Instant::now();
         while start.elapsed() < within {
-            if let Some(l) = self.lines.lock().unwrap().iter().find(|l| l.contains(needle)) {
+            if let Some(l) = self
+                .lines
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|l| l.contains(needle))
+            {
                 return l.clone();
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -95,7 +101,15 @@ fn demo_path() -> std::path::PathBuf {
 fn ffmpeg_source(addr: SocketAddr) -> Ffmpeg {
     Ffmpeg(
         Command::new("ffmpeg")
-            .args(["-nostdin", "-loglevel", "error", "-re", "-stream_loop", "-1", "-i"])
+            .args([
+                "-nostdin",
+                "-loglevel",
+                "error",
+                "-re",
+                "-stream_loop",
+                "-1",
+                "-i",
+            ])
             .arg(demo_path())
             .args(["-c", "copy", "-content_type", "audio/mpeg", "-f", "mp3"])
             .arg(format!("icecast://source:{SOURCE_PW}@{addr}/live.mp3"))
@@ -119,8 +133,13 @@ impl Reader {
     fn open(addr: SocketAddr, icy: bool) -> Reader {
         let mut s = TcpStream::connect(addr).unwrap();
         let icy_line = if icy { "Icy-MetaData: 1\r\n" } else { "" };
-        write!(s, "GET /live.mp3 HTTP/1.0\r\nUser-Agent: upgrade-test\r\n{icy_line}\r\n").unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        write!(
+            s,
+            "GET /live.mp3 HTTP/1.0\r\nUser-Agent: upgrade-test\r\n{icy_line}\r\n"
+        )
+        .unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
         // The head.
         let mut head = Vec::new();
         let mut byte = [0u8; 1];
@@ -130,9 +149,11 @@ impl Reader {
         }
         let head = String::from_utf8_lossy(&head).to_string();
         assert!(head.starts_with("HTTP/1.0 200"), "{head}");
-        let metaint = head
-            .lines()
-            .find_map(|l| l.to_ascii_lowercase().strip_prefix("icy-metaint:").map(|v| v.trim().parse().unwrap()));
+        let metaint = head.lines().find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("icy-metaint:")
+                .map(|v| v.trim().parse().unwrap())
+        });
         assert_eq!(metaint.is_some(), icy);
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let got = Arc::new(Mutex::new(Vec::new()));
@@ -195,12 +216,17 @@ fn strip_icy(d: &[u8], metaint: usize) -> Vec<u8> {
 
 /// MPEG-1 layer III frames at the start of `d`, whole ones only.
 fn mp3_frames(d: &[u8]) -> Vec<&[u8]> {
-    const BR: [usize; 15] = [0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320];
+    const BR: [usize; 15] = [
+        0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320,
+    ];
     const SR: [usize; 3] = [44100, 48000, 32000];
     let mut out = Vec::new();
     let mut i = 0;
     while i + 4 <= d.len() && d[i] == 0xFF && d[i + 1] & 0xE0 == 0xE0 {
-        let (b, s) = (BR[(d[i + 2] >> 4) as usize], SR[((d[i + 2] >> 2) & 3) as usize]);
+        let (b, s) = (
+            BR[(d[i + 2] >> 4) as usize],
+            SR[((d[i + 2] >> 2) & 3) as usize],
+        );
         let n = 144_000 * b / s + ((d[i + 2] >> 1) & 1) as usize;
         if n == 0 || i + n > d.len() {
             break;
@@ -216,8 +242,11 @@ fn mp3_frames(d: &[u8]) -> Vec<&[u8]> {
 fn assert_unbroken(audio: &[u8], what: &str) -> usize {
     let demo = std::fs::read(demo_path()).unwrap();
     let demo_frames = mp3_frames(&demo);
-    let index: std::collections::HashMap<&[u8], usize> =
-        demo_frames.iter().enumerate().map(|(i, f)| (*f, i)).collect();
+    let index: std::collections::HashMap<&[u8], usize> = demo_frames
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (*f, i))
+        .collect();
     let frames = mp3_frames(audio);
     let covered: usize = frames.iter().map(|f| f.len()).sum();
     assert!(
@@ -259,7 +288,11 @@ fn owns_listen_port(pid: i32, port: u16) -> bool {
         return false;
     };
     fds.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-        .any(|t| inodes.iter().any(|i| t.to_string_lossy() == format!("socket:[{i}]")))
+        .any(|t| {
+            inodes
+                .iter()
+                .any(|i| t.to_string_lossy() == format!("socket:[{i}]"))
+        })
 }
 
 fn write_config(dir: &std::path::Path) -> std::path::PathBuf {
@@ -319,21 +352,34 @@ fn sigusr2_upgrade_keeps_listeners_and_the_source_without_a_gap() {
             if let Some(s) = old.child.try_wait().unwrap() {
                 break s;
             }
-            assert!(start.elapsed() < Duration::from_secs(10), "the old process did not exit");
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the old process did not exit"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     };
     assert!(status.success(), "old process: {status}");
     assert_ne!(new_pid, old.child.id() as i32);
-    assert!(owns_listen_port(new_pid, addr.port()), "the new process holds the listen socket");
+    assert!(
+        owns_listen_port(new_pid, addr.port()),
+        "the new process holds the listen socket"
+    );
 
     // The new process accepts, and every listener goes on receiving from the same source.
     let sizes: Vec<usize> = readers.iter().map(Reader::len).collect();
     let late = Reader::open(addr, false);
     std::thread::sleep(Duration::from_secs(3));
-    assert!(source.0.try_wait().unwrap().is_none(), "ffmpeg kept pushing");
+    assert!(
+        source.0.try_wait().unwrap().is_none(),
+        "ffmpeg kept pushing"
+    );
     for (r, before) in readers.iter().zip(&sizes) {
-        assert!(r.len() > before + 8_000, "a listener got {} bytes in 3 s after the upgrade", r.len() - before);
+        assert!(
+            r.len() > before + 8_000,
+            "a listener got {} bytes in 3 s after the upgrade",
+            r.len() - before
+        );
     }
     let (late_audio, _) = late.finish();
     assert!(mp3_frames(&late_audio).len() > 50);
@@ -362,10 +408,14 @@ fn sigusr2_upgrade_keeps_listeners_and_the_source_without_a_gap() {
     }
     // Stats carried over: the listeners are counted by the new process.
     let mut s = TcpStream::connect(addr).unwrap();
-    s.write_all(b"GET /status-json.xsl HTTP/1.0\r\n\r\n").unwrap();
+    s.write_all(b"GET /status-json.xsl HTTP/1.0\r\n\r\n")
+        .unwrap();
     let mut body = String::new();
     s.read_to_string(&mut body).unwrap();
-    assert!(body.contains("\"listener_peak\":21") || body.contains("\"listener_peak\":20"), "{body}");
+    assert!(
+        body.contains("\"listener_peak\":21") || body.contains("\"listener_peak\":20"),
+        "{body}"
+    );
 }
 
 #[test]
@@ -386,7 +436,10 @@ fn an_upgrade_whose_new_process_cannot_start_leaves_the_old_one_serving() {
     let before = reader.len();
     std::thread::sleep(Duration::from_secs(2));
     assert!(reader.len() > before + 8_000, "the listener kept receiving");
-    assert!(old.child.try_wait().unwrap().is_none(), "the old process still runs");
+    assert!(
+        old.child.try_wait().unwrap().is_none(),
+        "the old process still runs"
+    );
     // It still accepts.
     let late = Reader::open(addr, false);
     std::thread::sleep(Duration::from_millis(500));
