@@ -149,6 +149,14 @@ impl Server {
             .await
             .map_err(ServerError::Upgrade)?;
         server.start_mounts(&mut resumed)?;
+        // Relays the new configuration no longer has: nothing claims their connections.
+        let ctx = server.ctx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(UNCLAIMED_RELAY_WAIT).await;
+            for name in ctx.registry.drop_unclaimed_relays() {
+                tracing::warn!(mount = %name, "upgrade: no relay is configured for this mount any more; it ends");
+            }
+        });
         Ok(server)
     }
 
@@ -422,6 +430,9 @@ fn start_accepting(
         })
         .collect()
 }
+
+/// How long relays carried across a binary upgrade wait for their relay task to claim them.
+pub const UNCLAIMED_RELAY_WAIT: Duration = Duration::from_secs(10);
 
 /// Interval between returns of freed heap memory to the system.
 pub const TRIM_INTERVAL: Duration = Duration::from_secs(10);

@@ -97,6 +97,22 @@ impl HandoverSlot {
     }
 }
 
+/// A relay's mount adopted by the new process, waiting for its relay task (`ingest/relay`) to
+/// claim it and go on reading the upstream connection.
+#[derive(Debug)]
+pub struct AdoptedRelay {
+    /// The upstream connection.
+    pub socket: OwnedFd,
+    /// The rebuilt mount.
+    pub mount: Arc<Mount>,
+    /// Its queue's writer, continuing at the old head.
+    pub writer: QueueWriter,
+    /// Bytes received but not framed.
+    pub leftover: Vec<u8>,
+    /// The upstream's inline ICY position.
+    pub demux: Option<IcyDemuxState>,
+}
+
 /// One chunk of a queue, as carried across the upgrade.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ChunkState {
@@ -270,6 +286,14 @@ pub enum FeedState {
     },
     /// A looped file: it continues at the queue's head.
     File,
+    /// A relay: its upstream connection travels with the mount (descriptor attached), with the
+    /// bytes received but not framed; the relay task of the new process goes on reading it.
+    Relay {
+        /// The unframed bytes.
+        leftover: Vec<u8>,
+        /// The upstream's inline ICY position.
+        demux: Option<DemuxState>,
+    },
     /// Nothing that can be handed over (a relay, or a feed that had already ended): the queue
     /// is served until drained, then its listeners go where a listener of an ended mount goes
     /// (the new incarnation of the mount, or its fallback).

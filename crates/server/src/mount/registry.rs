@@ -8,6 +8,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use throng_proto::format::Format;
 
+use crate::mount::handover::AdoptedRelay;
 use crate::mount::live::{Mount, SourceKind};
 
 /// Why a mount could not be registered.
@@ -44,6 +45,8 @@ pub struct Registry {
     fallback_overrides: RwLock<HashMap<String, String>>,
     /// Mounts started on demand (on-demand relays), woken by the first listener.
     on_demand: RwLock<HashMap<String, Arc<tokio::sync::Notify>>>,
+    /// Relays carried across a binary upgrade, until their relay task claims them.
+    adopted_relays: parking_lot::Mutex<HashMap<String, AdoptedRelay>>,
 }
 
 impl Registry {
@@ -53,6 +56,31 @@ impl Registry {
             config,
             ..Registry::default()
         }
+    }
+
+    /// Keeps a relay carried across a binary upgrade until the relay task of its mount claims
+    /// it ([`Registry::claim_adopted_relay`]).
+    pub fn adopt_relay(&self, relay: AdoptedRelay) {
+        self.adopted_relays
+            .lock()
+            .insert(relay.mount.name.clone(), relay);
+    }
+
+    /// The relay carried across an upgrade for mount `name`, if any (taken once).
+    pub fn claim_adopted_relay(&self, name: &str) -> Option<AdoptedRelay> {
+        self.adopted_relays.lock().remove(name)
+    }
+
+    /// Whether a relay carried across an upgrade waits for mount `name`.
+    pub fn has_adopted_relay(&self, name: &str) -> bool {
+        self.adopted_relays.lock().contains_key(name)
+    }
+
+    /// Drops the adopted relays no relay task claimed (the new configuration has no such
+    /// relay): their connections close and their mounts end, so listeners go to a fallback.
+    pub fn drop_unclaimed_relays(&self) -> Vec<String> {
+        let unclaimed: Vec<AdoptedRelay> = self.adopted_relays.lock().drain().map(|(_, r)| r).collect();
+        unclaimed.into_iter().map(|r| r.mount.name.clone()).collect()
     }
 
     /// Declares `name` an on-demand mount; the returned `Notify` is signalled each time a

@@ -17,7 +17,7 @@ use crate::ctx::ServerCtx;
 use crate::fanout::handover::AdoptedListener;
 use crate::ingest::live_mount::LiveMount;
 use crate::mount::feeder::Feeder;
-use crate::mount::handover::{FeedState, MountState};
+use crate::mount::handover::{AdoptedRelay, FeedState, MountState};
 use crate::mount::live::Mount;
 use crate::server::Resumed;
 use crate::upgrade::wire::{recv, send, Message, UPGRADE_FD_ENV};
@@ -237,6 +237,16 @@ fn install_mount(
         FeedState::File => {
             resumed.insert(name, (mount.clone(), writer));
         }
+        FeedState::Relay { leftover, demux } => match socket {
+            Some(socket) => ctx.registry.adopt_relay(AdoptedRelay {
+                socket,
+                mount: mount.clone(),
+                writer,
+                leftover,
+                demux: demux.map(Into::into),
+            }),
+            None => tracing::warn!(mount = %name, "upgrade: a relay arrived without its connection"),
+        },
         FeedState::Ended => {}
     }
     (old_id, mount)

@@ -7,9 +7,10 @@
 //! 2. every listener, taken out of the fan-out shards with its stream position and ICY state;
 //! 3. every mount: its queue at the same absolute offsets (so step 2's positions stay valid),
 //!    title and counters, and for a source client its connection with the bytes received but
-//!    not yet framed (the source task stops between two reads, `mount/handover.rs`); a looped
-//!    file continues at its queue's head; a relay's mount is served until drained, then its
-//!    listeners join the relay the new process starts;
+//!    not yet framed (the source task stops between two reads, `mount/handover.rs`); a relay
+//!    likewise hands over its upstream connection; a looped file continues at its queue's
+//!    head; a mount whose feed had already ended (listeners in its grace period) is served
+//!    until drained;
 //! 4. a second pass after the requests in flight finished (a listener or source that completed
 //!    its request during the hand-over), then `End`; the new process answers `TookOver` and
 //!    this one exits.
@@ -353,8 +354,8 @@ async fn pass(
     Ok(n)
 }
 
-/// Stops the feed of `mount` (a source client or a looped file) and captures it; a relay's or
-/// an ended mount's queue is captured as it is, to be drained.
+/// Stops the feed of `mount` (a source client, a relay or a looped file) and captures it; an
+/// ended mount's queue is captured as it is, to be drained.
 async fn freeze(ctx: &ServerCtx, mount: &Arc<Mount>) -> (MountState, Option<OwnedFd>) {
     let retain = ctx.config.burst_and_queue(&mount.name);
     let retain = retain.0.max(retain.1) as u64;
@@ -363,9 +364,7 @@ async fn freeze(ctx: &ServerCtx, mount: &Arc<Mount>) -> (MountState, Option<Owne
         .get(&mount.name)
         .is_some_and(|m| m.id == mount.id)
         && !mount.queue.load().ended;
-    let frozen: Option<FrozenFeed> = if live
-        && matches!(mount.settings.kind, SourceKind::Client | SourceKind::File)
-    {
+    let frozen: Option<FrozenFeed> = if live {
         let rx = mount.handover.request();
         match tokio::time::timeout(FREEZE_TIMEOUT, rx).await {
             Ok(Ok(f)) => Some(f),
@@ -395,9 +394,30 @@ async fn freeze(ctx: &ServerCtx, mount: &Arc<Mount>) -> (MountState, Option<Owne
             ),
             Some(socket),
         ),
+        Some(FrozenFeed {
+            socket: Some(socket),
+            leftover,
+            demux,
+            client: None,
+        }) if mount.settings.kind == SourceKind::Relay => (
+            MountState::capture(
+                mount,
+                retain,
+                FeedState::Relay {
+                    leftover,
+                    demux: demux.map(Into::into),
+                },
+            ),
+            Some(socket),
+        ),
         Some(_) if mount.settings.kind == SourceKind::File => {
             (MountState::capture(mount, retain, FeedState::File), None)
         }
-        _ => (MountState::capture(mount, retain, FeedState::Ended), None),
+        other => {
+            if live {
+                tracing::warn!(mount = %mount.name, kind = ?mount.settings.kind, handed = other.is_some(), "upgrade: the feed could not be handed over; its listeners will drain its queue");
+            }
+            (MountState::capture(mount, retain, FeedState::Ended), None)
+        }
     }
 }

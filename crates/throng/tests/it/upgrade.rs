@@ -296,12 +296,16 @@ fn owns_listen_port(pid: i32, port: u16) -> bool {
 }
 
 fn write_config(dir: &std::path::Path) -> std::path::PathBuf {
-    let cfg = dir.join("throng.toml");
+    write_config_with(dir, "throng.toml", "")
+}
+
+fn write_config_with(dir: &std::path::Path, name: &str, extra: &str) -> std::path::PathBuf {
+    let cfg = dir.join(name);
     std::fs::write(
         &cfg,
         format!(
-            "demo = false\n[authentication]\nsource-password = \"{SOURCE_PW}\"\nadmin-password = \"upgrade-admin-pw\"\n[logging]\naccess-log = {:?}\n",
-            dir.join("access.log").display().to_string()
+            "demo = false\n[authentication]\nsource-password = \"{SOURCE_PW}\"\nadmin-password = \"upgrade-admin-pw\"\n[logging]\naccess-log = {:?}\n{extra}",
+            dir.join(format!("{name}.access.log")).display().to_string()
         ),
     )
     .unwrap();
@@ -447,4 +451,45 @@ fn an_upgrade_whose_new_process_cannot_start_leaves_the_old_one_serving() {
     let (audio, closed) = reader.finish();
     assert!(!closed);
     assert_unbroken(&audio, "the listener");
+}
+
+#[test]
+fn an_upgraded_edge_keeps_its_relay_connection_and_listeners() {
+    let dir = tempfile::tempdir().unwrap();
+    let origin = Serve::start(&write_config_with(dir.path(), "origin.toml", ""));
+    let _source = ffmpeg_source(origin.addr);
+    wait_live(origin.addr);
+    let relay = format!(
+        "[[relay]]\nserver = \"127.0.0.1\"\nport = {}\nmount = \"/live.mp3\"\n",
+        origin.addr.port()
+    );
+    let mut edge = Serve::start(&write_config_with(dir.path(), "edge.toml", &relay));
+    wait_live(edge.addr);
+    let readers: Vec<Reader> = (0..4).map(|i| Reader::open(edge.addr, i % 2 == 0)).collect();
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(edge.child.id() as i32, libc::SIGUSR2) };
+    let line = edge.wait_line("the new process took over", Duration::from_secs(30));
+    let new_pid: i32 = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("pid="))
+        .and_then(|p| p.parse().ok())
+        .unwrap();
+    let _new = Pid(new_pid);
+    edge.wait_line("relay adopted from the old process", Duration::from_secs(10));
+    std::thread::sleep(Duration::from_secs(3));
+    // One connection to the origin throughout: the relay did not reconnect (the origin logs
+    // a listener's access-log line when its connection closes).
+    let origin_log =
+        std::fs::read_to_string(dir.path().join("origin.toml.access.log")).unwrap_or_default();
+    assert!(
+        !origin_log.contains("GET /live.mp3"),
+        "the relay's first connection to the origin closed: {origin_log}"
+    );
+    for (i, r) in readers.into_iter().enumerate() {
+        let (audio, closed) = r.finish();
+        assert!(!closed, "edge listener {i} was disconnected");
+        let n = assert_unbroken(&audio, &format!("edge listener {i}"));
+        assert!(n > 150, "edge listener {i}: {n} frames");
+    }
 }

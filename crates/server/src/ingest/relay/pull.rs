@@ -35,6 +35,7 @@ use crate::ingest::relay::client::{
 };
 use crate::ingest::source::SOURCE_READ_BYTES;
 use crate::mount::feeder::Feeder;
+use crate::mount::handover::FrozenFeed;
 use crate::mount::live::{Announcement, Mount, SourceKind};
 use crate::mount::queue::QueueWriter;
 use crate::mount::registry::ReserveError;
@@ -271,9 +272,12 @@ async fn run_always(ctx: Arc<ServerCtx>, spec: RelaySpec, mut stop: StopSignal) 
 async fn run_on_demand(ctx: Arc<ServerCtx>, spec: RelaySpec, mut stop: StopSignal) {
     let notify = ctx.registry.register_on_demand(&spec.local_mount);
     while !stop.is_set() {
-        tokio::select! {
-            _ = notify.notified() => {}
-            _ = stop.wait() => break,
+        // A relay carried across a binary upgrade has listeners now: no wait.
+        if !ctx.registry.has_adopted_relay(&spec.local_mount) {
+            tokio::select! {
+                _ = notify.notified() => {}
+                _ = stop.wait() => break,
+            }
         }
         tracing::info!(mount = %spec.local_mount, upstream = %spec.upstream, "on-demand relay: a listener asked, connecting");
         match session(&ctx, &spec, &mut stop, Some(&notify)).await {
@@ -452,32 +456,63 @@ async fn session(
     stop: &mut StopSignal,
     on_demand: Option<&Notify>,
 ) -> Result<(StreamEnd, Duration), RelayError> {
-    let opened = tokio::select! {
-        r = open(ctx, spec) => r?,
-        _ = stop.wait() => return Ok((stop.end(), Duration::ZERO)),
-    };
-    let Opened {
-        mut stream,
-        head,
-        rest,
-        peer,
-        upstream,
-    } = opened;
-    let (mount, writer) = relay_mount(ctx, &spec.local_mount, &head, peer);
-    if ctx.registry.get(&spec.local_mount).is_some() {
-        return Err(ReserveError::InUse.into());
-    }
-    let icy_metaint = head
-        .header("icy-metaint")
-        .and_then(|v| v.trim().parse::<usize>().ok());
-    let mut feeder = Feeder::new(mount.clone(), writer, icy_metaint, ctx.metrics.clone());
-    tracing::info!(
-        mount = %spec.local_mount,
-        %upstream,
-        format = ?mount.settings.format,
-        metaint = ?icy_metaint,
-        "relay connected"
-    );
+    let (mut stream, rest, mount, mut feeder) =
+        match ctx.registry.claim_adopted_relay(&spec.local_mount) {
+            // Carried across a binary upgrade: go on reading the same upstream connection.
+            Some(a) => {
+                let std = std::net::TcpStream::from(a.socket);
+                let stream = match std
+                    .set_nonblocking(true)
+                    .and_then(|()| TcpStream::from_std(std))
+                {
+                    Ok(s) => s,
+                    Err(e) => {
+                        return Ok((StreamEnd::ReadFailed(Peer::Upstream, e), Duration::ZERO))
+                    }
+                };
+                let feeder = match Feeder::resume(
+                    a.mount.clone(),
+                    a.writer,
+                    a.demux,
+                    &a.leftover,
+                    ctx.metrics.clone(),
+                ) {
+                    Ok(f) => f,
+                    Err(e) => return Ok((StreamEnd::BadStream(Peer::Upstream, e), Duration::ZERO)),
+                };
+                tracing::info!(mount = %spec.local_mount, upstream = %spec.upstream, "relay adopted from the old process");
+                (stream, Vec::new(), a.mount, feeder)
+            }
+            None => {
+                let opened = tokio::select! {
+                    r = open(ctx, spec) => r?,
+                    _ = stop.wait() => return Ok((stop.end(), Duration::ZERO)),
+                };
+                let Opened {
+                    stream,
+                    head,
+                    rest,
+                    peer,
+                    upstream,
+                } = opened;
+                let (mount, writer) = relay_mount(ctx, &spec.local_mount, &head, peer);
+                if ctx.registry.get(&spec.local_mount).is_some() {
+                    return Err(ReserveError::InUse.into());
+                }
+                let icy_metaint = head
+                    .header("icy-metaint")
+                    .and_then(|v| v.trim().parse::<usize>().ok());
+                let feeder = Feeder::new(mount.clone(), writer, icy_metaint, ctx.metrics.clone());
+                tracing::info!(
+                    mount = %spec.local_mount,
+                    %upstream,
+                    format = ?mount.settings.format,
+                    metaint = ?icy_metaint,
+                    "relay connected"
+                );
+                (stream, rest, mount, feeder)
+            }
+        };
     let started = Instant::now();
     let mut live = None;
     let ended = pump(
@@ -499,6 +534,19 @@ async fn session(
             _ = n.notified() => {}
             _ = std::future::ready(()) => {}
         }
+    }
+    if matches!(ended, Ok(StreamEnd::HandedOver)) {
+        let (leftover, demux) = feeder.freeze();
+        let socket = stream.into_std().map(std::os::fd::OwnedFd::from).ok();
+        mount.handover.answer(FrozenFeed {
+            socket,
+            leftover,
+            demux,
+            client: None,
+        });
+        drop(live);
+        tracing::info!(mount = %spec.local_mount, "relay handed over to the upgraded server");
+        return Ok((StreamEnd::HandedOver, started.elapsed()));
     }
     feeder.finish();
     drop(live);
@@ -582,6 +630,7 @@ async fn pump(
                 }
             }
             _ = stop.wait() => return Ok(stop.end()),
+            _ = mount.handover.requested() => return Ok(StreamEnd::HandedOver),
         }
     }
 }
