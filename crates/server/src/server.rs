@@ -21,7 +21,7 @@ use crate::fanout::shard::{ShardConfig, ShardContext};
 use crate::fanout::FanOut;
 use crate::mount::registry::Registry;
 use crate::net::clients::Clients;
-use crate::net::listen::{bind, bind_pair, open_file_limit, BindError};
+use crate::net::listen::{bind, bind_pair, open_file_limit, BindError, ListenSocket, Port};
 use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::Metrics;
 
@@ -53,9 +53,8 @@ pub enum ServerError {
     Upgrade(#[from] crate::upgrade::UpgradeError),
 }
 
-/// File mounts carried across a binary upgrade, by mount name (see
-/// [`crate::ingest::file::Resumed`]).
-pub type Resumed = std::collections::HashMap<String, crate::ingest::file::Resumed>;
+/// File mounts carried across a binary upgrade, by mount name.
+pub use crate::ingest::file::ResumedFiles as Resumed;
 
 /// A bound, not yet running server.
 pub struct Server {
@@ -375,36 +374,6 @@ impl Server {
     }
 }
 
-/// A listen socket the run loop keeps: a descriptor of its own (the accept task holds another),
-/// so accepting can stop and restart, and a binary upgrade can hand it over.
-#[derive(Debug)]
-pub struct ListenSocket {
-    /// The socket.
-    pub fd: std::os::fd::OwnedFd,
-    /// Its bound address.
-    pub addr: SocketAddr,
-    /// What it speaks.
-    pub port: Port,
-}
-
-impl ListenSocket {
-    fn new(l: TcpListener, port: Port) -> std::io::Result<ListenSocket> {
-        let addr = l.local_addr()?;
-        let std = l.into_std()?;
-        Ok(ListenSocket {
-            fd: std.into(),
-            addr,
-            port,
-        })
-    }
-
-    fn listener(&self) -> std::io::Result<TcpListener> {
-        let std = std::net::TcpListener::from(self.fd.try_clone()?);
-        std.set_nonblocking(true)?;
-        TcpListener::from_std(std)
-    }
-}
-
 /// Aborts a task when dropped.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
@@ -481,15 +450,6 @@ async fn admission(ctx: &ServerCtx, overloaded: &mut bool) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     *overloaded = full();
-}
-
-/// What a listen socket speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Port {
-    /// HTTP: sources, listeners, admin.
-    Http,
-    /// SHOUTcast v1 source logins (`shoutcast.rs`).
-    Shoutcast,
 }
 
 async fn accept_loop(ctx: Arc<ServerCtx>, listener: TcpListener, port: Port) {

@@ -6,12 +6,10 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use crate::fanout::cursor::CursorState;
-use crate::fanout::shard::ListenerInfo;
 use crate::mount::live::Mount;
 use crate::net::clients::ClientSlot;
 
@@ -42,28 +40,6 @@ pub struct ListenerState {
     pub sent: u64,
     /// Its place in the stream.
     pub cursor: CursorState,
-}
-
-impl ListenerState {
-    /// The request facts for a shard of the new process (the close hook of URL
-    /// authentication does not travel: see docs/operators.md).
-    pub fn info(&self) -> ListenerInfo {
-        let now = Instant::now();
-        ListenerInfo {
-            id: self.id,
-            ip: self.ip,
-            request_line: self.request_line.clone(),
-            agent: self.agent.clone(),
-            referer: self.referer.clone(),
-            started: now
-                .checked_sub(Duration::from_millis(self.connected_ms))
-                .unwrap_or(now),
-            requested_mount: self.requested_mount.clone(),
-            user: self.user.clone(),
-            deadline: self.deadline_ms.map(|ms| now + Duration::from_millis(ms)),
-            on_close: None,
-        }
-    }
 }
 
 /// A listener a shard gave up: its socket (blocking mode unspecified) and its state.

@@ -336,6 +336,26 @@ impl ShardHandle {
     }
 }
 
+/// The request facts of a listener carried across an upgrade, for this process's clock (the
+/// close hook of URL authentication does not travel: see docs/operators.md).
+fn adopted_info(state: &ListenerState) -> ListenerInfo {
+    let now = Instant::now();
+    ListenerInfo {
+        id: state.id,
+        ip: state.ip,
+        request_line: state.request_line.clone(),
+        agent: state.agent.clone(),
+        referer: state.referer.clone(),
+        started: now
+            .checked_sub(Duration::from_millis(state.connected_ms))
+            .unwrap_or(now),
+        requested_mount: state.requested_mount.clone(),
+        user: state.user.clone(),
+        deadline: state.deadline_ms.map(|ms| now + Duration::from_millis(ms)),
+        on_close: None,
+    }
+}
+
 struct Slot {
     stream: TcpStream,
     mount: usize,
@@ -618,7 +638,7 @@ impl Shard {
         let sm = self.mounts[mi].as_mut().expect("just inserted");
         sm.refresh(fallback.as_ref(), self.now);
         sm.listeners += 1;
-        let info = state.info();
+        let info = adopted_info(&state);
         let mut stream = TcpStream::from_std(stream);
         let key = self.slots.vacant_key();
         if let Err(e) = self.poll.registry().register(

@@ -14,7 +14,7 @@ use throng_proto::source_info::SourceInfo;
 use crate::ctx::ServerCtx;
 use crate::ingest::live_mount::LiveMount;
 use crate::mount::feeder::Feeder;
-use crate::mount::handover::FrozenFeed;
+use crate::mount::freeze::FrozenFeed;
 use crate::mount::live::{Announcement, Mount, SourceKind};
 use crate::mount::queue::QueueWriter;
 use crate::mount::registry::ReserveError;
@@ -160,6 +160,9 @@ pub fn start_demo(ctx: Arc<ServerCtx>, resume: Option<Resumed>) -> Result<(), Fi
 /// A file mount's rebuilt mount and queue writer after a binary upgrade
 /// (`mount/handover.rs`): the loop continues them instead of starting afresh.
 pub type Resumed = (Arc<Mount>, QueueWriter);
+
+/// File mounts carried across a binary upgrade, by mount name.
+pub type ResumedFiles = std::collections::HashMap<String, Resumed>;
 
 fn start_loop(
     ctx: Arc<ServerCtx>,

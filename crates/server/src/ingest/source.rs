@@ -28,7 +28,7 @@ use crate::auth::SourceAuth;
 use crate::ctx::ServerCtx;
 use crate::ingest::live_mount::LiveMount;
 use crate::mount::feeder::Feeder;
-use crate::mount::handover::{FrozenFeed, SourceClientState};
+use crate::mount::freeze::{FrozenFeed, SourceClientState};
 use crate::mount::live::{Announcement, Mount, SourceKind};
 use crate::mount::registry::ReserveError;
 use crate::mount::stream_end::{Peer, StreamEnd};

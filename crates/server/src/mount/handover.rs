@@ -5,97 +5,23 @@
 //! (`upgrade/`) moves them between processes, this file only takes them from a live mount and
 //! rebuilds one from them.
 //!
-//! The feed is handed over through the mount's [`HandoverSlot`]: the upgrade asks, the task
-//! feeding the mount stops between two reads, flushes what it has framed into the queue, and
-//! answers with a [`FrozenFeed`]: the bytes it received but has not framed yet and its inline
-//! ICY position. The new process's feeder starts with those bytes, so no frame is lost or
-//! repeated.
+//! The feed itself is handed over through the mount's [`HandoverSlot`] (`freeze.rs`).
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use throng_proto::format::Format;
 use throng_proto::icy::IcyDemuxState;
 use throng_proto::source_info::SourceInfo;
-use tokio::sync::{oneshot, Notify};
 
+use crate::mount::freeze::SourceClientState;
 use crate::mount::icy_meta::IcyMeta;
 use crate::mount::live::{stream_headers, Mount, MountSettings, SourceKind};
 use crate::mount::queue::{Chunk, QueueSnapshot, QueueWriter};
-
-/// A feed stopped for a hand-over: what the feeder had received but not yet framed.
-#[derive(Debug)]
-pub struct FrozenFeed {
-    /// The source client's connection (`None` for a file, whose feed is its queue's head).
-    pub socket: Option<OwnedFd>,
-    /// Bytes received after the last framed unit (a partial frame or page), in order.
-    pub leftover: Vec<u8>,
-    /// Inline ICY position of a source that sends `icy-metaint`.
-    pub demux: Option<IcyDemuxState>,
-    /// What the new process needs to log and account for the source client.
-    pub client: Option<SourceClientState>,
-}
-
-/// A source client's connection facts, for the access log line at its end.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SourceClientState {
-    /// The client's address.
-    pub peer: SocketAddr,
-    /// Its request line, as logged.
-    pub request_line: String,
-    /// Its `User-Agent`.
-    pub agent: Option<String>,
-    /// Milliseconds it has been connected.
-    pub connected_ms: u64,
-}
-
-/// Where the upgrade asks a feeding task to stop and hand its feed over.
-#[derive(Debug, Default)]
-pub struct HandoverSlot {
-    wake: Notify,
-    reply: Mutex<Option<oneshot::Sender<FrozenFeed>>>,
-}
-
-impl HandoverSlot {
-    /// Asks the task feeding the mount to stop and hand over; the answer comes on the returned
-    /// channel (dropped unanswered when the feed ends first, or when nothing feeds it in a way
-    /// that can be handed over, such as a relay).
-    pub fn request(&self) -> oneshot::Receiver<FrozenFeed> {
-        let (tx, rx) = oneshot::channel();
-        *self.reply.lock() = Some(tx);
-        self.wake.notify_one();
-        rx
-    }
-
-    /// Completes when a hand-over is requested (cancel-safe: a request made before the wait
-    /// is not missed).
-    pub async fn requested(&self) {
-        loop {
-            if self.reply.lock().is_some() {
-                return;
-            }
-            self.wake.notified().await;
-        }
-    }
-
-    /// Whether a hand-over is waiting to be answered.
-    pub fn is_requested(&self) -> bool {
-        self.reply.lock().is_some()
-    }
-
-    /// Answers the pending request with `feed`; false (and `feed` dropped) when none is pending.
-    pub fn answer(&self, feed: FrozenFeed) -> bool {
-        match self.reply.lock().take() {
-            Some(tx) => tx.send(feed).is_ok(),
-            None => false,
-        }
-    }
-}
 
 /// A relay's mount adopted by the new process, waiting for its relay task (`ingest/relay`) to
 /// claim it and go on reading the upstream connection.

@@ -13,7 +13,7 @@ use throng_proto::framer::StreamParams;
 use throng_proto::icy::metadata_block;
 use throng_proto::source_info::SourceInfo;
 
-use crate::mount::handover::HandoverSlot;
+use crate::mount::freeze::HandoverSlot;
 use crate::mount::icy_meta::IcyMeta;
 use crate::mount::ogg_tags::OggTagSlot;
 use crate::mount::queue::{Queue, QueueWriter};

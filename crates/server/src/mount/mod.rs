@@ -6,10 +6,11 @@
 //! `icy_meta.rs` (the current ICY block), `ogg_tags.rs` and `ogg_retag.rs` (Ogg comment
 //! updates), `intro.rs` (the intro file cache), `stream_end.rs` (why a feed ended, whose doing
 //! it was, and whether it is worth retrying), `handover.rs` (a mount carried across a binary
-//! upgrade).
+//! upgrade) and `freeze.rs` (how its feeding task is asked to stop for it).
 
 pub mod chunker;
 pub mod feeder;
+pub mod freeze;
 pub mod handover;
 pub mod icy_meta;
 pub mod intro;

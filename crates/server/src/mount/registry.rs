@@ -79,8 +79,12 @@ impl Registry {
     /// Drops the adopted relays no relay task claimed (the new configuration has no such
     /// relay): their connections close and their mounts end, so listeners go to a fallback.
     pub fn drop_unclaimed_relays(&self) -> Vec<String> {
-        let unclaimed: Vec<AdoptedRelay> = self.adopted_relays.lock().drain().map(|(_, r)| r).collect();
-        unclaimed.into_iter().map(|r| r.mount.name.clone()).collect()
+        let unclaimed: Vec<AdoptedRelay> =
+            self.adopted_relays.lock().drain().map(|(_, r)| r).collect();
+        unclaimed
+            .into_iter()
+            .map(|r| r.mount.name.clone())
+            .collect()
     }
 
     /// Declares `name` an on-demand mount; the returned `Notify` is signalled each time a

@@ -88,3 +88,48 @@ pub fn bind_pair(addr: SocketAddr) -> Result<(TcpListener, TcpListener), BindErr
         source: std::io::Error::other("no free port pair"),
     }))
 }
+
+/// What a listen socket speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Port {
+    /// HTTP: sources, listeners, admin.
+    Http,
+    /// SHOUTcast v1 source logins (`shoutcast.rs`).
+    Shoutcast,
+}
+
+/// A listen socket the run loop keeps: a descriptor of its own (the accept task holds another),
+/// so accepting can stop and restart, and a binary upgrade can hand it over.
+#[derive(Debug)]
+pub struct ListenSocket {
+    /// The socket.
+    pub fd: std::os::fd::OwnedFd,
+    /// Its bound address.
+    pub addr: SocketAddr,
+    /// What it speaks.
+    pub port: Port,
+}
+
+impl ListenSocket {
+    /// Keeps `l` (a descriptor of its own) with what it speaks.
+    ///
+    /// Errors: the socket's address or descriptor cannot be read.
+    pub fn new(l: TcpListener, port: Port) -> std::io::Result<ListenSocket> {
+        let addr = l.local_addr()?;
+        let std = l.into_std()?;
+        Ok(ListenSocket {
+            fd: std.into(),
+            addr,
+            port,
+        })
+    }
+
+    /// A new listener on the socket, for an accept task.
+    ///
+    /// Errors: the descriptor cannot be duplicated.
+    pub fn listener(&self) -> std::io::Result<TcpListener> {
+        let std = std::net::TcpListener::from(self.fd.try_clone()?);
+        std.set_nonblocking(true)?;
+        TcpListener::from_std(std)
+    }
+}

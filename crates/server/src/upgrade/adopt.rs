@@ -15,11 +15,11 @@ use tokio::net::TcpListener;
 
 use crate::ctx::ServerCtx;
 use crate::fanout::handover::AdoptedListener;
+use crate::ingest::file::ResumedFiles as Resumed;
 use crate::ingest::live_mount::LiveMount;
 use crate::mount::feeder::Feeder;
 use crate::mount::handover::{AdoptedRelay, FeedState, MountState};
 use crate::mount::live::Mount;
-use crate::server::Resumed;
 use crate::upgrade::wire::{recv, send, Message, UPGRADE_FD_ENV};
 use crate::upgrade::UpgradeError;
 
@@ -245,7 +245,9 @@ fn install_mount(
                 leftover,
                 demux: demux.map(Into::into),
             }),
-            None => tracing::warn!(mount = %name, "upgrade: a relay arrived without its connection"),
+            None => {
+                tracing::warn!(mount = %name, "upgrade: a relay arrived without its connection")
+            }
         },
         FeedState::Ended => {}
     }

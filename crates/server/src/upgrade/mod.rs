@@ -33,9 +33,10 @@ use thiserror::Error;
 
 use crate::ctx::ServerCtx;
 use crate::fanout::handover::{ExportedListener, ListenerState};
-use crate::mount::handover::{FeedState, FrozenFeed, MountState};
+use crate::mount::freeze::FrozenFeed;
+use crate::mount::handover::{FeedState, MountState};
 use crate::mount::live::{Mount, SourceKind};
-use crate::server::{ListenSocket, Port};
+use crate::net::listen::{ListenSocket, Port};
 use crate::upgrade::wire::{recv, send, Message, WireError, MAX_FDS, UPGRADE_FD_ENV};
 
 /// How long the new binary may take to start and load its configuration.

@@ -131,11 +131,15 @@ struct Reader {
 
 impl Reader {
     fn open(addr: SocketAddr, icy: bool) -> Reader {
+        Reader::open_path(addr, "/live.mp3", icy)
+    }
+
+    fn open_path(addr: SocketAddr, path: &str, icy: bool) -> Reader {
         let mut s = TcpStream::connect(addr).unwrap();
         let icy_line = if icy { "Icy-MetaData: 1\r\n" } else { "" };
         write!(
             s,
-            "GET /live.mp3 HTTP/1.0\r\nUser-Agent: upgrade-test\r\n{icy_line}\r\n"
+            "GET {path} HTTP/1.0\r\nUser-Agent: upgrade-test\r\n{icy_line}\r\n"
         )
         .unwrap();
         s.set_read_timeout(Some(Duration::from_millis(200)))
@@ -296,15 +300,25 @@ fn owns_listen_port(pid: i32, port: u16) -> bool {
 }
 
 fn write_config(dir: &std::path::Path) -> std::path::PathBuf {
-    write_config_with(dir, "throng.toml", "")
+    write_config_with(dir, "throng.toml", false, "")
 }
 
-fn write_config_with(dir: &std::path::Path, name: &str, extra: &str) -> std::path::PathBuf {
+/// As [`write_config`], with the demo mount (a looped file) on.
+fn write_demo_config(dir: &std::path::Path) -> std::path::PathBuf {
+    write_config_with(dir, "throng.toml", true, "")
+}
+
+fn write_config_with(
+    dir: &std::path::Path,
+    name: &str,
+    demo: bool,
+    extra: &str,
+) -> std::path::PathBuf {
     let cfg = dir.join(name);
     std::fs::write(
         &cfg,
         format!(
-            "demo = false\n[authentication]\nsource-password = \"{SOURCE_PW}\"\nadmin-password = \"upgrade-admin-pw\"\n[logging]\naccess-log = {:?}\n{extra}",
+            "demo = {demo}\n[authentication]\nsource-password = \"{SOURCE_PW}\"\nadmin-password = \"upgrade-admin-pw\"\n[logging]\naccess-log = {:?}\n{extra}",
             dir.join(format!("{name}.access.log")).display().to_string()
         ),
     )
@@ -333,12 +347,16 @@ fn wait_live(addr: SocketAddr) {
 #[test]
 fn sigusr2_upgrade_keeps_listeners_and_the_source_without_a_gap() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = write_config(dir.path());
+    let cfg = write_demo_config(dir.path());
     let mut old = Serve::start(&cfg);
     let addr = old.addr;
     let mut source = ffmpeg_source(addr);
     wait_live(addr);
     let readers: Vec<Reader> = (0..20).map(|i| Reader::open(addr, i % 2 == 0)).collect();
+    // The demo mount, a looped file, continues too.
+    let demo: Vec<Reader> = (0..2)
+        .map(|i| Reader::open_path(addr, "/demo.mp3", i == 0))
+        .collect();
     std::thread::sleep(Duration::from_secs(2));
 
     // SAFETY: kill(2) on our own child.
@@ -410,6 +428,12 @@ fn sigusr2_upgrade_keeps_listeners_and_the_source_without_a_gap() {
             );
         }
     }
+    for (i, r) in demo.into_iter().enumerate() {
+        let (audio, closed) = r.finish();
+        assert!(!closed, "demo listener {i} was disconnected");
+        let n = assert_unbroken(&audio, &format!("demo listener {i}"));
+        assert!(n > 200, "demo listener {i}: {n} frames");
+    }
     // Stats carried over: the listeners are counted by the new process.
     let mut s = TcpStream::connect(addr).unwrap();
     s.write_all(b"GET /status-json.xsl HTTP/1.0\r\n\r\n")
@@ -456,16 +480,18 @@ fn an_upgrade_whose_new_process_cannot_start_leaves_the_old_one_serving() {
 #[test]
 fn an_upgraded_edge_keeps_its_relay_connection_and_listeners() {
     let dir = tempfile::tempdir().unwrap();
-    let origin = Serve::start(&write_config_with(dir.path(), "origin.toml", ""));
+    let origin = Serve::start(&write_config_with(dir.path(), "origin.toml", false, ""));
     let _source = ffmpeg_source(origin.addr);
     wait_live(origin.addr);
     let relay = format!(
         "[[relay]]\nserver = \"127.0.0.1\"\nport = {}\nmount = \"/live.mp3\"\n",
         origin.addr.port()
     );
-    let mut edge = Serve::start(&write_config_with(dir.path(), "edge.toml", &relay));
+    let edge = Serve::start(&write_config_with(dir.path(), "edge.toml", false, &relay));
     wait_live(edge.addr);
-    let readers: Vec<Reader> = (0..4).map(|i| Reader::open(edge.addr, i % 2 == 0)).collect();
+    let readers: Vec<Reader> = (0..4)
+        .map(|i| Reader::open(edge.addr, i % 2 == 0))
+        .collect();
     std::thread::sleep(Duration::from_secs(2));
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(edge.child.id() as i32, libc::SIGUSR2) };
@@ -476,7 +502,10 @@ fn an_upgraded_edge_keeps_its_relay_connection_and_listeners() {
         .and_then(|p| p.parse().ok())
         .unwrap();
     let _new = Pid(new_pid);
-    edge.wait_line("relay adopted from the old process", Duration::from_secs(10));
+    edge.wait_line(
+        "relay adopted from the old process",
+        Duration::from_secs(10),
+    );
     std::thread::sleep(Duration::from_secs(3));
     // One connection to the origin throughout: the relay did not reconnect (the origin logs
     // a listener's access-log line when its connection closes).

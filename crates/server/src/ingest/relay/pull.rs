@@ -35,7 +35,7 @@ use crate::ingest::relay::client::{
 };
 use crate::ingest::source::SOURCE_READ_BYTES;
 use crate::mount::feeder::Feeder;
-use crate::mount::handover::FrozenFeed;
+use crate::mount::freeze::FrozenFeed;
 use crate::mount::live::{Announcement, Mount, SourceKind};
 use crate::mount::queue::QueueWriter;
 use crate::mount::registry::ReserveError;
@@ -456,63 +456,63 @@ async fn session(
     stop: &mut StopSignal,
     on_demand: Option<&Notify>,
 ) -> Result<(StreamEnd, Duration), RelayError> {
-    let (mut stream, rest, mount, mut feeder) =
-        match ctx.registry.claim_adopted_relay(&spec.local_mount) {
-            // Carried across a binary upgrade: go on reading the same upstream connection.
-            Some(a) => {
-                let std = std::net::TcpStream::from(a.socket);
-                let stream = match std
-                    .set_nonblocking(true)
-                    .and_then(|()| TcpStream::from_std(std))
-                {
-                    Ok(s) => s,
-                    Err(e) => {
-                        return Ok((StreamEnd::ReadFailed(Peer::Upstream, e), Duration::ZERO))
-                    }
-                };
-                let feeder = match Feeder::resume(
-                    a.mount.clone(),
-                    a.writer,
-                    a.demux,
-                    &a.leftover,
-                    ctx.metrics.clone(),
-                ) {
-                    Ok(f) => f,
-                    Err(e) => return Ok((StreamEnd::BadStream(Peer::Upstream, e), Duration::ZERO)),
-                };
-                tracing::info!(mount = %spec.local_mount, upstream = %spec.upstream, "relay adopted from the old process");
-                (stream, Vec::new(), a.mount, feeder)
+    let (mut stream, rest, mount, mut feeder) = match ctx
+        .registry
+        .claim_adopted_relay(&spec.local_mount)
+    {
+        // Carried across a binary upgrade: go on reading the same upstream connection.
+        Some(a) => {
+            let std = std::net::TcpStream::from(a.socket);
+            let stream = match std
+                .set_nonblocking(true)
+                .and_then(|()| TcpStream::from_std(std))
+            {
+                Ok(s) => s,
+                Err(e) => return Ok((StreamEnd::ReadFailed(Peer::Upstream, e), Duration::ZERO)),
+            };
+            let feeder = match Feeder::resume(
+                a.mount.clone(),
+                a.writer,
+                a.demux,
+                &a.leftover,
+                ctx.metrics.clone(),
+            ) {
+                Ok(f) => f,
+                Err(e) => return Ok((StreamEnd::BadStream(Peer::Upstream, e), Duration::ZERO)),
+            };
+            tracing::info!(mount = %spec.local_mount, upstream = %spec.upstream, "relay adopted from the old process");
+            (stream, Vec::new(), a.mount, feeder)
+        }
+        None => {
+            let opened = tokio::select! {
+                r = open(ctx, spec) => r?,
+                _ = stop.wait() => return Ok((stop.end(), Duration::ZERO)),
+            };
+            let Opened {
+                stream,
+                head,
+                rest,
+                peer,
+                upstream,
+            } = opened;
+            let (mount, writer) = relay_mount(ctx, &spec.local_mount, &head, peer);
+            if ctx.registry.get(&spec.local_mount).is_some() {
+                return Err(ReserveError::InUse.into());
             }
-            None => {
-                let opened = tokio::select! {
-                    r = open(ctx, spec) => r?,
-                    _ = stop.wait() => return Ok((stop.end(), Duration::ZERO)),
-                };
-                let Opened {
-                    stream,
-                    head,
-                    rest,
-                    peer,
-                    upstream,
-                } = opened;
-                let (mount, writer) = relay_mount(ctx, &spec.local_mount, &head, peer);
-                if ctx.registry.get(&spec.local_mount).is_some() {
-                    return Err(ReserveError::InUse.into());
-                }
-                let icy_metaint = head
-                    .header("icy-metaint")
-                    .and_then(|v| v.trim().parse::<usize>().ok());
-                let feeder = Feeder::new(mount.clone(), writer, icy_metaint, ctx.metrics.clone());
-                tracing::info!(
-                    mount = %spec.local_mount,
-                    %upstream,
-                    format = ?mount.settings.format,
-                    metaint = ?icy_metaint,
-                    "relay connected"
-                );
-                (stream, rest, mount, feeder)
-            }
-        };
+            let icy_metaint = head
+                .header("icy-metaint")
+                .and_then(|v| v.trim().parse::<usize>().ok());
+            let feeder = Feeder::new(mount.clone(), writer, icy_metaint, ctx.metrics.clone());
+            tracing::info!(
+                mount = %spec.local_mount,
+                %upstream,
+                format = ?mount.settings.format,
+                metaint = ?icy_metaint,
+                "relay connected"
+            );
+            (stream, rest, mount, feeder)
+        }
+    };
     let started = Instant::now();
     let mut live = None;
     let ended = pump(
