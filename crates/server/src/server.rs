@@ -143,6 +143,9 @@ impl Server {
     ) -> Result<Server, ServerError> {
         let taken = handover.take_sockets().map_err(ServerError::Upgrade)?;
         let server = Server::build(config, taken.http, taken.shoutcast, taken.started)?;
+        let metrics = &server.ctx.metrics;
+        metrics.source_connects.inc_by(taken.counters.0);
+        metrics.rejected.inc_by(taken.counters.1);
         let mut resumed = handover
             .adopt(&server.ctx)
             .await

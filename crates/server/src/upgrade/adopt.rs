@@ -38,6 +38,8 @@ pub struct TakenSockets {
     pub shoutcast: Option<TcpListener>,
     /// When the first process of this server started.
     pub started: chrono::DateTime<chrono::Local>,
+    /// Source client connections and refused connections so far.
+    pub counters: (u64, u64),
 }
 
 impl Handover {
@@ -79,13 +81,19 @@ impl Handover {
     /// Errors: the channel failed, or the old process sent something else.
     pub fn take_sockets(&mut self) -> Result<TakenSockets, UpgradeError> {
         let (msg, fds) = recv(&mut self.sock)?;
-        let Message::ListenSockets { sockets, started } = msg else {
+        let Message::ListenSockets {
+            sockets,
+            started,
+            counters,
+        } = msg
+        else {
             return Err(UpgradeError::Protocol(format!("{msg:?}")));
         };
         let mut taken = TakenSockets {
             http: Vec::new(),
             shoutcast: None,
             started,
+            counters,
         };
         for ((addr, shoutcast), fd) in sockets.into_iter().zip(fds) {
             let std = std::net::TcpListener::from(fd);

@@ -231,6 +231,10 @@ async fn hand_over(
             .map(|s| (s.addr, s.port == Port::Shoutcast))
             .collect(),
         started: ctx.started,
+        counters: (
+            ctx.metrics.source_connects.get(),
+            ctx.metrics.rejected.get(),
+        ),
     };
     {
         let sock = sock.clone();

@@ -62,6 +62,9 @@ pub enum Message {
         sockets: Vec<(SocketAddr, bool)>,
         /// When the first process of this server started.
         started: chrono::DateTime<chrono::Local>,
+        /// Server-wide counters that carry over: source client connections (status
+        /// `source_client_connections`) and refused connections.
+        counters: (u64, u64),
     },
     /// New → old: the server is built around the listen sockets; the old process may stop
     /// accepting and hand everything else over.
@@ -179,6 +182,7 @@ mod tests {
             &Message::ListenSockets {
                 sockets: vec![(addr, false)],
                 started: chrono::Local::now(),
+                counters: (0, 0),
             },
             &[l.as_raw_fd()],
         )

@@ -299,6 +299,26 @@ fn owns_listen_port(pid: i32, port: u16) -> bool {
         })
 }
 
+/// `user:password` in Base64, for a Basic `Authorization` header.
+fn base64_basic(user: &str, password: &str) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let input = format!("{user}:{password}").into_bytes();
+    let mut out = String::new();
+    for c in input.chunks(3) {
+        let n = (c[0] as u32) << 16
+            | (*c.get(1).unwrap_or(&0) as u32) << 8
+            | *c.get(2).unwrap_or(&0) as u32;
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
 fn write_config(dir: &std::path::Path) -> std::path::PathBuf {
     write_config_with(dir, "throng.toml", false, "")
 }
