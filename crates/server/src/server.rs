@@ -221,7 +221,8 @@ impl Server {
     }
 
     /// Serves until `shutdown` completes or a [`Control::Shutdown`] arrives, carrying out
-    /// operator commands meanwhile; then stops sources and closes every listener.
+    /// operator commands meanwhile; then stops sources and closes every listener. Tells systemd
+    /// `READY=1` once accepting and `STOPPING=1` at shutdown (no-ops without `NOTIFY_SOCKET`).
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
         let Server {
             ctx,
@@ -247,6 +248,8 @@ impl Server {
         for a in ctx.config.listen.iter() {
             tracing::info!("listening on {a}");
         }
+        // Bound and accepting: a `Type=notify` unit is up from here (`deploy/throng.service`).
+        crate::observe::systemd::ready();
         tokio::pin!(shutdown);
         loop {
             let command = tokio::select! {
@@ -266,6 +269,7 @@ impl Server {
             }
         }
         tracing::info!("shutting down");
+        crate::observe::systemd::stopping();
         for t in &accept_tasks {
             t.abort();
         }

@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use throng_server::config::icecast_xml::{self, Unsupported};
 use throng_server::config::Logging;
-use throng_server::{Config, Server};
+use throng_server::{Config, ErrorLog, Server};
 
 mod cli;
 use cli::{Cli, Command, ServeArgs};
@@ -57,7 +57,8 @@ fn warn_unsupported(file: &Path, unsupported: &[Unsupported]) {
 }
 
 /// Sends diagnostics to `[logging] error-log` (standard error for `-` or empty) at
-/// `--log`/`THRONG_LOG`, else `[logging] level`. Returns whether they go to a file.
+/// `--log`/`THRONG_LOG`, else `[logging] level`. Returns whether they go to a file; a file is
+/// the process's [`ErrorLog`], which SIGUSR1 reopens at its path.
 fn init_logging(filter: Option<&str>, logging: &Logging) -> anyhow::Result<bool> {
     use tracing_subscriber::fmt::writer::BoxMakeWriter;
     let filter = filter.unwrap_or(&logging.level);
@@ -65,12 +66,9 @@ fn init_logging(filter: Option<&str>, logging: &Logging) -> anyhow::Result<bool>
         .with_context(|| format!("invalid log level or filter {filter:?}"))?;
     let to_file = !matches!(logging.error_log.as_str(), "" | "-");
     let (writer, ansi) = if to_file {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&logging.error_log)
-            .with_context(|| format!("cannot open the error log {}", logging.error_log))?;
-        (BoxMakeWriter::new(std::sync::Mutex::new(file)), false)
+        // Reopenable at its path on SIGUSR1 (`throng_server::error_log::reopen`).
+        let log = ErrorLog::install(&logging.error_log)?;
+        (BoxMakeWriter::new(move || log.clone()), false)
     } else {
         (
             BoxMakeWriter::new(std::io::stderr),
