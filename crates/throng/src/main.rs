@@ -2,12 +2,13 @@
 //! defaults with no arguments: `127.0.0.1:8000` and a demo mount `/demo.mp3`); `throng bench`
 //! runs the load generator that checks every simulated listener really receives audio.
 //! `throng serve --icecast-config icecast.xml` runs on an Icecast configuration as it is, and
-//! `throng import-icecast icecast.xml` prints the equivalent TOML.
+//! `throng import-icecast icecast.xml` prints the equivalent TOML. The hidden `throng manpage`
+//! and `throng completions SHELL` generate the man pages and shell completions.
 
 use std::path::Path;
 
 use anyhow::Context as _;
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use throng_server::config::icecast_xml::{self, Unsupported};
 use throng_server::config::Logging;
 use throng_server::{Config, ErrorLog, Server};
@@ -21,7 +22,21 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => serve(args),
         Command::Bench(args) => throng_bench::run(args),
         Command::ImportIcecast(args) => import_icecast(&args.file),
+        Command::Manpage(args) => manpage(&args.out),
+        Command::Completions(args) => {
+            let mut cmd = Cli::command();
+            clap_complete::generate(args.shell, &mut cmd, "throng", &mut std::io::stdout());
+            Ok(())
+        }
     }
+}
+
+/// `throng manpage --out DIR`: throng.1 and one page per visible subcommand, from the clap
+/// definitions in `cli.rs`.
+fn manpage(out: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    clap_mangen::generate_to(Cli::command(), out)
+        .with_context(|| format!("cannot write the man pages to {}", out.display()))
 }
 
 /// `throng import-icecast`: the TOML on stdout, headed by the unsupported list as comments.

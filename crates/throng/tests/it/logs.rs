@@ -15,12 +15,14 @@ const AGENT: &str = "throng-it/1.0 (logs)";
 const REFERER: &str = "http://referer.test/page";
 
 /// A temporary directory with a configuration that logs to files in it.
-struct Dir {
-    path: PathBuf,
+pub struct Dir {
+    pub path: PathBuf,
 }
 
 impl Dir {
-    fn new(name: &str) -> Dir {
+    /// Creates the directory and its `throng.toml` (demo mount, fixed passwords, `access.log`
+    /// and `error.log` in the directory).
+    pub fn new(name: &str) -> Dir {
         let path = std::env::temp_dir().join(format!("throng-it-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path).unwrap();
@@ -39,11 +41,13 @@ impl Dir {
         d
     }
 
-    fn file(&self, name: &str) -> PathBuf {
+    /// The path of `name` in the directory.
+    pub fn file(&self, name: &str) -> PathBuf {
         self.path.join(name)
     }
 
-    fn read(&self, name: &str) -> String {
+    /// The contents of file `name` (empty if missing).
+    pub fn read(&self, name: &str) -> String {
         std::fs::read_to_string(self.file(name)).unwrap_or_default()
     }
 }
@@ -54,7 +58,8 @@ impl Drop for Dir {
     }
 }
 
-fn start(dir: &Dir) -> (std::process::Child, SocketAddr) {
+/// Starts `throng serve` on the directory's configuration, on an ephemeral port.
+pub fn start(dir: &Dir) -> (std::process::Child, SocketAddr) {
     let config = dir.file("throng.toml");
     let (child, addr, _) = spawn_serve([
         "--listen".as_ref(),
@@ -68,7 +73,7 @@ fn start(dir: &Dir) -> (std::process::Child, SocketAddr) {
 /// Sends `head` (request line and extra headers, without the final blank line) with the
 /// test's User-Agent and Referer; returns the status line of the answer. The server closes
 /// these connections after answering (HTTP/1.0).
-fn request(addr: SocketAddr, head: &str) -> String {
+pub fn request(addr: SocketAddr, head: &str) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     write!(

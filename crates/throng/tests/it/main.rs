@@ -1,5 +1,6 @@
 //! Integration tests of the `throng` binary itself.
 
+mod deploy;
 mod import;
 mod logs;
 mod serve;
