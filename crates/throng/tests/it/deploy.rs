@@ -233,3 +233,51 @@ fn logrotate_snippet_rotates_and_the_server_reopens() {
     );
     assert!(dir.read("error.log.1").contains("SIGUSR1 received"));
 }
+
+/// Docker is not available here: check what can be checked without it. Every file the build
+/// stage copies into the image exists, the image runs as a user other than root, and the
+/// default command serves on every address at the exposed port.
+#[test]
+fn dockerfile_copies_existing_files_and_runs_unprivileged() {
+    let docker = std::fs::read_to_string(deploy_dir().join("Dockerfile")).unwrap();
+    let root = deploy_dir().join("..");
+    let mut named = 0;
+    for word in docker.split_whitespace() {
+        let word = word.trim_end_matches(['\\', ';']);
+        if word.starts_with("deploy/") || word == "throng.example.toml" {
+            let pattern = root.join(word);
+            let dir = pattern.parent().unwrap();
+            let name = pattern.file_name().unwrap().to_string_lossy().into_owned();
+            let found = match name.strip_prefix('*') {
+                Some(suffix) => std::fs::read_dir(dir)
+                    .unwrap()
+                    .any(|e| e.unwrap().file_name().to_string_lossy().ends_with(suffix)),
+                None => pattern.is_file(),
+            };
+            assert!(found, "the Dockerfile copies {word}, which does not exist");
+            named += 1;
+        }
+    }
+    assert!(named >= 3, "{named} files named");
+    let user = docker
+        .lines()
+        .filter_map(|l| l.strip_prefix("USER "))
+        .last()
+        .expect("a USER line");
+    assert!(
+        user.trim() != "root" && user.trim() != "0",
+        "runs as {user}"
+    );
+    assert!(docker.lines().any(|l| l == "EXPOSE 8000"));
+    assert!(docker
+        .lines()
+        .any(|l| l == r#"CMD ["serve", "--listen", "0.0.0.0:8000"]"#));
+    // The default command parses as the binary's own command line.
+    let out = run(Command::new(env!("CARGO_BIN_EXE_throng")).args([
+        "serve",
+        "--listen",
+        "0.0.0.0:8000",
+        "--help",
+    ]));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
