@@ -261,8 +261,8 @@ fn dockerfile_copies_existing_files_and_runs_unprivileged() {
     assert!(named >= 3, "{named} files named");
     let user = docker
         .lines()
-        .filter_map(|l| l.strip_prefix("USER "))
-        .last()
+        .rev()
+        .find_map(|l| l.strip_prefix("USER "))
         .expect("a USER line");
     assert!(
         user.trim() != "root" && user.trim() != "0",
