@@ -108,7 +108,7 @@ pub async fn serve(
                 &ctx,
                 &mut stream,
                 peer,
-                "-",
+                None,
                 408,
                 &[],
                 "Request head timed out\n",
@@ -122,7 +122,7 @@ pub async fn serve(
                 &ctx,
                 &mut stream,
                 peer,
-                "-",
+                None,
                 431,
                 &[],
                 "Request head too large\n",
@@ -136,7 +136,7 @@ pub async fn serve(
                 &ctx,
                 &mut stream,
                 peer,
-                "-",
+                None,
                 400,
                 &[],
                 "Malformed request\n",
@@ -192,9 +192,17 @@ async fn dispatch(
             // CORS preflight for browser players (Icecast 2.4.4 cannot answer it; KH can).
             let mut headers: Vec<(&str, &str)> = throng_proto::listener_head::CORS_HEADERS.to_vec();
             headers.push(("Allow", ALLOW));
-            let line = head.request_line();
-            drop((head, buf));
-            let _ = Box::pin(reply(&ctx, &mut stream, peer, &line, 204, &headers, "")).await;
+            drop(buf);
+            let _ = Box::pin(reply(
+                &ctx,
+                &mut stream,
+                peer,
+                Some(&head),
+                204,
+                &headers,
+                "",
+            ))
+            .await;
         }
         "GET" | "HEAD" => {
             drop(buf);
@@ -202,11 +210,11 @@ async fn dispatch(
         }
         _ => {
             tracing::info!(%peer, method = %head.method, "unsupported method");
-            let line = head.request_line();
-            drop((head, buf));
+            drop(buf);
             let allow = [("Allow", ALLOW)];
             let body = "Method not supported\n";
-            let _ = Box::pin(reply(&ctx, &mut stream, peer, &line, 405, &allow, body)).await;
+            let head = Some(&head);
+            let _ = Box::pin(reply(&ctx, &mut stream, peer, head, 405, &allow, body)).await;
         }
     }
 }
@@ -243,7 +251,7 @@ pub async fn refuse_full(
         &ctx,
         &mut stream,
         peer,
-        "-",
+        None,
         503,
         &[],
         "Client limit reached\n",

@@ -7,7 +7,7 @@
 //!
 //! | layer | modules | what |
 //! |---|---|---|
-//! | L0 | `config`, `observe`, `net` | configuration (TOML and `icecast.xml`), metrics and access log, sockets, the `clients` count, filters |
+//! | L0 | `config`, `observe`, `net` | configuration (TOML and `icecast.xml`), metrics, access and error logs, systemd notifications, sockets, the `clients` count, filters |
 //! | L1 | `mount` | a stream: mount, registry and fallbacks, queue, chunker, feeder, ICY block, Ogg retagging, intros |
 //! | L2 | `fanout` | the fan-out engine: cursor, write path, shards and their listener records |
 //! | L3 | `auth` | listener and source authentication (static, htpasswd, URL callbacks) |
@@ -39,6 +39,8 @@ pub use control::{Control, ControlHandle};
 pub use ctx::ServerCtx;
 pub use fanout::shard::{ListenerRow, ENDED_GRACE};
 pub use mount::live::{Mount, SourceKind};
+pub use observe::error_log::{ErrorLog, ErrorLogError};
+pub use observe::{error_log, systemd};
 pub use server::{Server, ServerError};
 pub use upgrade::adopt::Handover;
 pub use upgrade::UpgradeError;

@@ -99,7 +99,7 @@ pub async fn handle(
             &ctx,
             &mut stream,
             peer,
-            &line,
+            Some(&head),
             404,
             &[("Content-Type", "text/plain")],
             "The file you requested could not be found\n",
@@ -125,7 +125,16 @@ pub async fn handle(
             } else {
                 &[]
             };
-            let _ = reply(&ctx, &mut stream, peer, &line, status, headers, &message).await;
+            let _ = reply(
+                &ctx,
+                &mut stream,
+                peer,
+                Some(&head),
+                status,
+                headers,
+                &message,
+            )
+            .await;
             return;
         }
     };
@@ -172,7 +181,7 @@ pub async fn handle(
                     &ctx,
                     &mut stream,
                     peer,
-                    &line,
+                    Some(&head),
                     403,
                     &[],
                     "max listeners reached\n",

@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 
-use throng_proto::http::simple_response;
+use throng_proto::http::{simple_response, RequestHead};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
@@ -29,14 +29,16 @@ pub fn is_admin_path(path: &str) -> bool {
         || path.starts_with("/api/")
 }
 
-/// Writes a small complete response, logs it, and shuts the connection down.
+/// Writes a small complete response, logs it, and shuts the connection down. `request` is the
+/// request answered, when its head was read: the access-log line carries its request line,
+/// `User-Agent` and `Referer` (`-` for each when there is no head, e.g. a head that timed out).
 ///
 /// Errors: the I/O error of writing the response or shutting the socket down (the client left).
 pub async fn reply(
     ctx: &ServerCtx,
     stream: &mut TcpStream,
     peer: SocketAddr,
-    request_line: &str,
+    request: Option<&RequestHead>,
     status: u16,
     headers: &[(&str, &str)],
     body: &str,
@@ -45,14 +47,15 @@ pub async fn reply(
     if status >= 400 {
         ctx.metrics.rejected.inc();
     }
+    let line = request.map(RequestHead::request_line);
     ctx.access_log.log(&AccessEntry {
         ip: peer.ip(),
         user: None,
-        request_line,
+        request_line: line.as_deref().unwrap_or("-"),
         status,
         bytes: bytes.len() as u64,
-        referer: None,
-        agent: None,
+        referer: request.and_then(|h| h.header("referer")),
+        agent: request.and_then(|h| h.header("user-agent")),
         duration_secs: 0,
     });
     stream.write_all(&bytes).await?;

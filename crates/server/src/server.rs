@@ -279,7 +279,8 @@ impl Server {
     }
 
     /// Serves until `shutdown` completes or a [`Control::Shutdown`] arrives, carrying out
-    /// operator commands meanwhile; then stops sources and closes every listener.
+    /// operator commands meanwhile; then stops sources and closes every listener. Tells systemd
+    /// `READY=1` once accepting and `STOPPING=1` at shutdown (no-ops without `NOTIFY_SOCKET`).
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
         let Server {
             ctx,
@@ -310,6 +311,8 @@ impl Server {
         for a in sockets.iter().filter(|s| s.port == Port::Http) {
             tracing::info!("listening on {}", a.addr);
         }
+        // Bound and accepting: a `Type=notify` unit is up from here (`deploy/throng.service`).
+        crate::observe::systemd::ready();
         tokio::pin!(shutdown);
         let mut handed_over = false;
         loop {
@@ -350,6 +353,7 @@ impl Server {
             tracing::info!("exiting: the upgraded server took over");
         } else {
             tracing::info!("shutting down");
+            crate::observe::systemd::stopping();
         }
         for t in &accept_tasks {
             t.abort();

@@ -1,6 +1,6 @@
 //! The command line of `throng` (clap definitions): `serve`, `bench` and `import-icecast`, with
-//! their flags. Kept apart from `main.rs` so the man page and shell completions are generated
-//! from the same definitions.
+//! their flags, and the hidden `manpage` and `completions` that write the man pages and shell
+//! completions from these same definitions (`deploy/generate.sh` commits them under `deploy/`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -24,7 +24,36 @@ pub enum Command {
     /// Print the Throng TOML configuration equivalent to an Icecast icecast.xml (what is not
     /// carried over is listed in comments at the top, and on stderr).
     ImportIcecast(ImportArgs),
+    /// Write the man pages: throng.1 and one page per subcommand (throng-serve.1, ...).
+    #[command(hide = true)]
+    Manpage(ManpageArgs),
+    /// Print the completion script of a shell on standard output.
+    #[command(hide = true)]
+    Completions(CompletionsArgs),
 }
+
+#[derive(Debug, clap::Args)]
+pub struct ManpageArgs {
+    /// Directory to write the pages to (created if missing).
+    #[arg(long, default_value = ".")]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish, elvish or powershell.
+    pub shell: clap_complete::Shell,
+}
+
+/// What `throng serve --help` and the throng-serve(1) page add after the options.
+const SERVE_NOTES: &str = "\
+Signals: SIGTERM and SIGINT stop the server cleanly; SIGHUP reloads the configuration file; \
+SIGUSR1 reopens the access and error logs at their configured paths (send it after renaming \
+them, as logrotate does); SIGUSR2 upgrades the binary in place.
+
+Under systemd (Type=notify) the server sends READY=1 once its sockets accept connections and \
+STOPPING=1 at shutdown. Deploy files (systemd unit, logrotate, Dockerfile) are in deploy/ of \
+the source tree; see docs/operators.md.";
 
 #[derive(Debug, clap::Args)]
 pub struct ImportArgs {
@@ -33,6 +62,7 @@ pub struct ImportArgs {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_long_help = SERVE_NOTES)]
 pub struct ServeArgs {
     /// TOML configuration file (see throng.example.toml); without it, embedded defaults with the
     /// demo mount.

@@ -2,15 +2,16 @@
 //! defaults with no arguments: `127.0.0.1:8000` and a demo mount `/demo.mp3`); `throng bench`
 //! runs the load generator that checks every simulated listener really receives audio.
 //! `throng serve --icecast-config icecast.xml` runs on an Icecast configuration as it is, and
-//! `throng import-icecast icecast.xml` prints the equivalent TOML.
+//! `throng import-icecast icecast.xml` prints the equivalent TOML. The hidden `throng manpage`
+//! and `throng completions SHELL` generate the man pages and shell completions.
 
 use std::path::Path;
 
 use anyhow::Context as _;
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use throng_server::config::icecast_xml::{self, Unsupported};
 use throng_server::config::Logging;
-use throng_server::{Config, Server};
+use throng_server::{Config, ErrorLog, Server};
 
 mod cli;
 use cli::{Cli, Command, ServeArgs};
@@ -21,7 +22,21 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => serve(args),
         Command::Bench(args) => throng_bench::run(args),
         Command::ImportIcecast(args) => import_icecast(&args.file),
+        Command::Manpage(args) => manpage(&args.out),
+        Command::Completions(args) => {
+            let mut cmd = Cli::command();
+            clap_complete::generate(args.shell, &mut cmd, "throng", &mut std::io::stdout());
+            Ok(())
+        }
     }
+}
+
+/// `throng manpage --out DIR`: throng.1 and one page per visible subcommand, from the clap
+/// definitions in `cli.rs`.
+fn manpage(out: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    clap_mangen::generate_to(Cli::command(), out)
+        .with_context(|| format!("cannot write the man pages to {}", out.display()))
 }
 
 /// `throng import-icecast`: the TOML on stdout, headed by the unsupported list as comments.
@@ -57,7 +72,8 @@ fn warn_unsupported(file: &Path, unsupported: &[Unsupported]) {
 }
 
 /// Sends diagnostics to `[logging] error-log` (standard error for `-` or empty) at
-/// `--log`/`THRONG_LOG`, else `[logging] level`. Returns whether they go to a file.
+/// `--log`/`THRONG_LOG`, else `[logging] level`. Returns whether they go to a file; a file is
+/// the process's [`ErrorLog`], which SIGUSR1 reopens at its path.
 fn init_logging(filter: Option<&str>, logging: &Logging) -> anyhow::Result<bool> {
     use tracing_subscriber::fmt::writer::BoxMakeWriter;
     let filter = filter.unwrap_or(&logging.level);
@@ -65,12 +81,9 @@ fn init_logging(filter: Option<&str>, logging: &Logging) -> anyhow::Result<bool>
         .with_context(|| format!("invalid log level or filter {filter:?}"))?;
     let to_file = !matches!(logging.error_log.as_str(), "" | "-");
     let (writer, ansi) = if to_file {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&logging.error_log)
-            .with_context(|| format!("cannot open the error log {}", logging.error_log))?;
-        (BoxMakeWriter::new(std::sync::Mutex::new(file)), false)
+        // Reopenable at its path on SIGUSR1 (`throng_server::error_log::reopen`).
+        let log = ErrorLog::install(&logging.error_log)?;
+        (BoxMakeWriter::new(move || log.clone()), false)
     } else {
         (
             BoxMakeWriter::new(std::io::stderr),

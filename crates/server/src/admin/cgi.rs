@@ -90,12 +90,11 @@ pub async fn handle(
         tokio::time::sleep(Duration::from_millis(20)).await;
         a = update(&ctx, &head, peer);
     }
-    let line = head.request_line();
     let _ = reply(
         &ctx,
         &mut stream,
         peer,
-        &line,
+        Some(&head),
         a.status,
         &a.headers,
         &a.body,

@@ -78,6 +78,16 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
         .with_state(ctx)
 }
 
+/// The value of header `name` as text, if present and visible ASCII.
+fn header_text(headers: &header::HeaderMap, name: header::HeaderName) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+/// Writes the access-log line of an admin, status or API request, with its `User-Agent` and
+/// `Referer` (the request target is redacted by the access log itself).
 async fn log_request(
     State(ctx): State<Arc<ServerCtx>>,
     Extension(peer): Extension<SocketAddr>,
@@ -90,11 +100,8 @@ async fn log_request(
         req.uri().path_and_query().map_or("/", |p| p.as_str()),
         req.version()
     );
-    let agent = req
-        .headers()
-        .get(header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+    let agent = header_text(req.headers(), header::USER_AGENT);
+    let referer = header_text(req.headers(), header::REFERER);
     let resp = next.run(req).await;
     let bytes = axum::body::HttpBody::size_hint(resp.body())
         .exact()
@@ -105,7 +112,7 @@ async fn log_request(
         request_line: &line,
         status: resp.status().as_u16(),
         bytes,
-        referer: None,
+        referer: referer.as_deref(),
         agent: agent.as_deref(),
         duration_secs: 0,
     });

@@ -130,14 +130,13 @@ pub async fn handle(
     body: Vec<u8>,
     peer: SocketAddr,
 ) {
-    let line = head.request_line();
     let name = head.path.clone();
     if !valid_mount_name(&name) {
         let _ = reply(
             &ctx,
             &mut stream,
             peer,
-            &line,
+            Some(&head),
             400,
             &[],
             "Invalid mountpoint\n",
@@ -152,7 +151,16 @@ pub async fn handle(
     };
     let Some((user, pass)) = checked else {
         let body = "Authentication required\n";
-        let _ = reply(&ctx, &mut stream, peer, &line, 401, AUTH_HEADERS, body).await;
+        let _ = reply(
+            &ctx,
+            &mut stream,
+            peer,
+            Some(&head),
+            401,
+            AUTH_HEADERS,
+            body,
+        )
+        .await;
         return;
     };
     run(
@@ -173,25 +181,25 @@ async fn refuse(
     ctx: &ServerCtx,
     stream: &mut TcpStream,
     peer: SocketAddr,
-    line: &str,
+    head: &RequestHead,
     protocol: SourceProtocol,
     status: u16,
     message: &str,
 ) {
     match protocol {
         SourceProtocol::Http => {
-            let _ = reply(ctx, stream, peer, line, status, &[], message).await;
+            let _ = reply(ctx, stream, peer, Some(head), status, &[], message).await;
         }
         SourceProtocol::Shoutcast => {
             ctx.metrics.rejected.inc();
             ctx.access_log.log(&AccessEntry {
                 ip: peer.ip(),
                 user: Some("source"),
-                request_line: line,
+                request_line: &head.request_line(),
                 status,
                 bytes: 0,
-                referer: None,
-                agent: None,
+                referer: head.header("referer"),
+                agent: head.header("user-agent"),
                 duration_secs: 0,
             });
             let _ = stream.shutdown().await;
@@ -219,7 +227,7 @@ pub async fn run(
         Some(ct) => ct.to_owned(),
         None if head.method == "PUT" => {
             let msg = "No Content-type given\n";
-            refuse(&ctx, &mut stream, peer, &line, protocol, 403, msg).await;
+            refuse(&ctx, &mut stream, peer, &head, protocol, 403, msg).await;
             return;
         }
         // Icecast 2.4.4 accepts a SOURCE without Content-Type as MP3 (deprecated).
@@ -251,7 +259,7 @@ pub async fn run(
                 ReserveError::InUse => "Mountpoint in use\n",
                 ReserveError::TooManySources => "too many sources connected\n",
             };
-            refuse(&ctx, &mut stream, peer, &line, protocol, 403, msg).await;
+            refuse(&ctx, &mut stream, peer, &head, protocol, 403, msg).await;
             return;
         }
     };
@@ -280,6 +288,7 @@ pub async fn run(
         peer,
         request_line: line,
         agent: head.header("user-agent").map(str::to_owned),
+        referer: head.header("referer").map(str::to_owned),
         connected_ms: 0,
     };
     feed(ctx, stream, mount, feeder, live, &body, session).await;
@@ -362,7 +371,7 @@ async fn feed(
         request_line: &session.request_line,
         status: 200,
         bytes: received,
-        referer: None,
+        referer: session.referer.as_deref(),
         agent: session.agent.as_deref(),
         duration_secs: started.elapsed().as_secs(),
     });

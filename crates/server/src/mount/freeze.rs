@@ -34,6 +34,8 @@ pub struct SourceClientState {
     pub request_line: String,
     /// Its `User-Agent`.
     pub agent: Option<String>,
+    /// Its `Referer`.
+    pub referer: Option<String>,
     /// Milliseconds it has been connected.
     pub connected_ms: u64,
 }

@@ -1,5 +1,8 @@
-//! What the server reports about itself: Prometheus metrics (`metrics.rs`) and the access log
-//! in Icecast's Combined Log Format (`access_log.rs`).
+//! What the server reports about itself: Prometheus metrics (`metrics.rs`), the access log in
+//! Icecast's Combined Log Format (`access_log.rs`), the reopenable error-log file
+//! (`error_log.rs`) and systemd readiness notifications (`systemd.rs`).
 
 pub mod access_log;
+pub mod error_log;
 pub mod metrics;
+pub mod systemd;

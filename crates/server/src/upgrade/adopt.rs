@@ -170,6 +170,9 @@ impl Handover {
             }
         }
         ctx.next_id.fetch_max(max_id + 1, Ordering::Relaxed);
+        // Under systemd this process is the service's main process from now on (before the old
+        // one exits, so systemd never sees the service without one).
+        crate::observe::systemd::main_pid(std::process::id());
         send(
             &mut self.sock,
             &Message::TookOver {

@@ -23,9 +23,14 @@ struct Serve {
 
 impl Serve {
     fn start(config: &std::path::Path) -> Serve {
+        Serve::start_with_env(config, &[])
+    }
+
+    fn start_with_env(config: &std::path::Path, env: &[(&str, &std::path::Path)]) -> Serve {
         let mut child = Command::new(env!("CARGO_BIN_EXE_throng"))
             .args(["serve", "--listen", "127.0.0.1:0", "--config"])
             .arg(config)
+            .envs(env.iter().map(|(k, v)| (*k, *v)))
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -541,4 +546,40 @@ fn an_upgraded_edge_keeps_its_relay_connection_and_listeners() {
         let n = assert_unbroken(&audio, &format!("edge listener {i}"));
         assert!(n > 150, "edge listener {i}: {n} frames");
     }
+}
+
+#[test]
+fn under_systemd_the_new_process_reports_itself_as_the_main_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket_path = dir.path().join("notify.sock");
+    let notify = std::os::unix::net::UnixDatagram::bind(&socket_path).unwrap();
+    notify
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut old = Serve::start_with_env(
+        &write_config(dir.path()),
+        &[("NOTIFY_SOCKET", socket_path.as_path())],
+    );
+    let mut buf = [0u8; 512];
+    let mut read = || {
+        let n = notify.recv(&mut buf).expect("a notification");
+        String::from_utf8_lossy(&buf[..n]).to_string()
+    };
+    assert!(read().contains("READY=1"));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(old.child.id() as i32, libc::SIGUSR2) };
+    let line = old.wait_line("the new process took over", Duration::from_secs(30));
+    let new_pid: i32 = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("pid="))
+        .and_then(|p| p.parse().ok())
+        .unwrap();
+    let _new = Pid(new_pid);
+    let mut seen = Vec::new();
+    while !seen.iter().any(|m: &String| m.contains("READY=1")) {
+        seen.push(read());
+    }
+    assert!(seen[0].contains(&format!("MAINPID={new_pid}")), "{seen:?}");
+    assert!(!seen.iter().any(|m| m.contains("STOPPING=1")), "{seen:?}");
+    assert!(old.child.wait().unwrap().success());
 }

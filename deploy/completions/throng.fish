@@ -1,0 +1,116 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_throng_global_optspecs
+    string join \n h/help V/version
+end
+
+function __fish_throng_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_throng_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_throng_using_subcommand
+    set -l cmd (__fish_throng_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c throng -n "__fish_throng_needs_command" -s h -l help -d 'Print help'
+complete -c throng -n "__fish_throng_needs_command" -s V -l version -d 'Print version'
+complete -c throng -n "__fish_throng_needs_command" -f -a "serve" -d 'Run the streaming server (Icecast-compatible)'
+complete -c throng -n "__fish_throng_needs_command" -f -a "bench" -d 'Run the load generator against any Icecast-compatible server'
+complete -c throng -n "__fish_throng_needs_command" -f -a "import-icecast" -d 'Print the Throng TOML configuration equivalent to an Icecast icecast.xml (what is not carried over is listed in comments at the top, and on stderr)'
+complete -c throng -n "__fish_throng_needs_command" -f -a "manpage" -d 'Write the man pages: throng.1 and one page per subcommand (throng-serve.1, ...)'
+complete -c throng -n "__fish_throng_needs_command" -f -a "completions" -d 'Print the completion script of a shell on standard output'
+complete -c throng -n "__fish_throng_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c throng -n "__fish_throng_using_subcommand serve" -s c -l config -d 'TOML configuration file (see throng.example.toml); without it, embedded defaults with the demo mount' -r -F
+complete -c throng -n "__fish_throng_using_subcommand serve" -l icecast-config -d 'Icecast 2.4 configuration file (icecast.xml) to run on instead of a TOML file; what Throng does not support is printed as warnings at start-up' -r -F
+complete -c throng -n "__fish_throng_using_subcommand serve" -l listen -d 'Listen address (replaces every `listen` of the file), e.g. 0.0.0.0:8000' -r
+complete -c throng -n "__fish_throng_using_subcommand serve" -l source-password -d 'Source password (user `source`), overriding the file' -r
+complete -c throng -n "__fish_throng_using_subcommand serve" -l admin-password -d 'Admin password (user `admin`), overriding the file' -r
+complete -c throng -n "__fish_throng_using_subcommand serve" -l log -d 'Log filter (tracing\'s EnvFilter syntax), e.g. `debug` or `throng_server=debug`; overrides `[logging] level` (default `info`)' -r
+complete -c throng -n "__fish_throng_using_subcommand serve" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c throng -n "__fish_throng_using_subcommand bench; and not __fish_seen_subcommand_from run compare test-server worker help" -s h -l help -d 'Print help'
+complete -c throng -n "__fish_throng_using_subcommand bench; and not __fish_seen_subcommand_from run compare test-server worker help" -f -a "run" -d 'Load-test one or more listener URLs (listeners are spread round-robin over the URLs)'
+complete -c throng -n "__fish_throng_using_subcommand bench; and not __fish_seen_subcommand_from run compare test-server worker help" -f -a "compare" -d 'Run the same profile against several servers, one after the other, from a scenario file'
+complete -c throng -n "__fish_throng_using_subcommand bench; and not __fish_seen_subcommand_from run compare test-server worker help" -f -a "test-server" -d 'A minimal fixed-rate streaming server (one write per listener per interval), used to calibrate the bench and by its tests'
+complete -c throng -n "__fish_throng_using_subcommand bench; and not __fish_seen_subcommand_from run compare test-server worker help" -f -a "worker" -d 'Internal: one worker process of a run (reads its spec as JSON from stdin, writes one JSON line per second to stdout)'
+complete -c throng -n "__fish_throng_using_subcommand bench; and not __fish_seen_subcommand_from run compare test-server worker help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -s n -l listeners -d 'Number of simulated listeners (listeners, total over all URLs and workers)' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l ramp -d 'New listeners started per second during the ramp (listeners/s, total)' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l hold -d 'How long to hold once every listener was started (e.g. `30s`)' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l profile -d 'Load profile' -r -f -a "ramp-hold\t'Ramp up to the listener count, hold, close'
+churn\t'Ramp-and-hold, while `churn_rate` listeners per second leave and rejoin at once'
+storm\t'Ramp-and-hold; at `storm_at` into the hold every listener drops and reconnects at once'
+stalled\t'Ramp-and-hold where `stalled_fraction` of listeners send their request and never read'"
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l bitrate-kbps -d 'Expected stream bitrate in kbit/s; without it each listener uses the `icy-br` header of its response (and only gaps are judged when that is missing too)' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l min-rate-pct -d 'A listener is starved when it gets less than this share of the bitrate over `window` (percent)' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l window -d 'Sliding window for the bitrate check (whole seconds, 1 to 15)' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l max-gap -d 'A gap between reads longer than this (a player\'s buffer) also makes a listener starved' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l churn-rate -d 'Churn profile: listeners that leave and rejoin per second (listeners/s, total; default 1 % of the listeners)' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l storm-at -d 'Storm profile: when, after the hold starts, every listener reconnects (default: half the hold)' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l stalled-fraction -d 'Stalled profile: share of listeners that never read (0 to 1; default 0.1)' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l decode-sample -d 'Share of listeners (0 to 1) whose audio is decode-checked for MP3/ADTS/Ogg frame sync' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l reconnect-after -d 'Reconnect a listener that failed after this delay (default: a failed listener stays down)' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l connect-timeout -d 'Connect plus response-head timeout' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l workers -d 'Worker processes (0: one in-process event-loop thread; default: one per `max_per_worker` listeners, in-process when one suffices)' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l max-per-worker -d 'Most sockets one worker process opens (sockets; the per-process fd limit is 20,000)' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l bind-range -d 'Local source addresses bound round-robin for loopback targets, `FIRST-LAST` (IPv4), or `none`' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l source -d 'Push this file (MP3, AAC, Ogg) as a live source to `--source-url` (default: the first listener URL) before the listeners start' -r -F
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l source-url -d 'Mount URL for `--source`' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l source-user -d 'Source user' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l source-password -d 'Source password' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l source-method -d 'Source request method' -r -f -a "put\t'`PUT /mount HTTP/1.1` with `Expect: 100-continue` (ffmpeg, libshout ≥ 2.4 HTTP mode)'
+source\t'`SOURCE /mount HTTP/1.0` (legacy libshout)'"
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l pid -d 'Sample this local server process (and its children) every second' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l metrics-url -d 'Sample a Prometheus `/metrics` URL every second (for a remote server)' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l out -d 'Output directory for `report.json` and `report.html`' -r -F
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l name -d 'Name of the run (used in reports)' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l worker-exe -d 'Program to run as a worker process (default: this executable, as `<exe> bench worker`)' -r -F
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l icy -d 'Ask for ICY metadata (`Icy-MetaData: 1`) and check the block framing of every listener'
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l no-progress -d 'No live progress display'
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from compare" -l out -d 'Output directory (default: the scenario\'s `out`, else `bench-results/<scenario name>`)' -r -F
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from compare" -l listeners -d 'Override the scenario\'s listener count (listeners)' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from compare" -l hold -d 'Override the scenario\'s hold' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from compare" -l only -d 'Only run the servers with these names (repeatable)' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from compare" -l worker-exe -d 'Program to run as a worker process (default: this executable)' -r -F
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from compare" -l no-progress -d 'No live progress display'
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from compare" -s h -l help -d 'Print help'
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from test-server" -l listen -d 'Address to listen on (port 0 picks one; the bound address is printed on stdout)' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from test-server" -l bitrate-kbps -d 'Stream bitrate (kbit/s)' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from test-server" -l interval-ms -d 'Time between two writes to a listener (ms)' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from test-server" -l burst-bytes -d 'Bytes sent right after the response head (bytes)' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from test-server" -l stop-after-secs -d 'Stop sending audio this long after start (seconds), keeping connections open' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from test-server" -l metaint -d 'ICY metadata interval offered to listeners asking for it (bytes; 0 = none)' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from test-server" -l icy-status -d 'Answer `ICY 200 OK` instead of `HTTP/1.0 200 OK`'
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from test-server" -s h -l help -d 'Print help'
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from worker" -s h -l help -d 'Print help'
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "run" -d 'Load-test one or more listener URLs (listeners are spread round-robin over the URLs)'
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "compare" -d 'Run the same profile against several servers, one after the other, from a scenario file'
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "test-server" -d 'A minimal fixed-rate streaming server (one write per listener per interval), used to calibrate the bench and by its tests'
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "worker" -d 'Internal: one worker process of a run (reads its spec as JSON from stdin, writes one JSON line per second to stdout)'
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c throng -n "__fish_throng_using_subcommand import-icecast" -s h -l help -d 'Print help'
+complete -c throng -n "__fish_throng_using_subcommand manpage" -l out -d 'Directory to write the pages to (created if missing)' -r -F
+complete -c throng -n "__fish_throng_using_subcommand manpage" -s h -l help -d 'Print help'
+complete -c throng -n "__fish_throng_using_subcommand completions" -s h -l help -d 'Print help'
+complete -c throng -n "__fish_throng_using_subcommand help; and not __fish_seen_subcommand_from serve bench import-icecast manpage completions help" -f -a "serve" -d 'Run the streaming server (Icecast-compatible)'
+complete -c throng -n "__fish_throng_using_subcommand help; and not __fish_seen_subcommand_from serve bench import-icecast manpage completions help" -f -a "bench" -d 'Run the load generator against any Icecast-compatible server'
+complete -c throng -n "__fish_throng_using_subcommand help; and not __fish_seen_subcommand_from serve bench import-icecast manpage completions help" -f -a "import-icecast" -d 'Print the Throng TOML configuration equivalent to an Icecast icecast.xml (what is not carried over is listed in comments at the top, and on stderr)'
+complete -c throng -n "__fish_throng_using_subcommand help; and not __fish_seen_subcommand_from serve bench import-icecast manpage completions help" -f -a "manpage" -d 'Write the man pages: throng.1 and one page per subcommand (throng-serve.1, ...)'
+complete -c throng -n "__fish_throng_using_subcommand help; and not __fish_seen_subcommand_from serve bench import-icecast manpage completions help" -f -a "completions" -d 'Print the completion script of a shell on standard output'
+complete -c throng -n "__fish_throng_using_subcommand help; and not __fish_seen_subcommand_from serve bench import-icecast manpage completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c throng -n "__fish_throng_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "run" -d 'Load-test one or more listener URLs (listeners are spread round-robin over the URLs)'
+complete -c throng -n "__fish_throng_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "compare" -d 'Run the same profile against several servers, one after the other, from a scenario file'
+complete -c throng -n "__fish_throng_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "test-server" -d 'A minimal fixed-rate streaming server (one write per listener per interval), used to calibrate the bench and by its tests'
+complete -c throng -n "__fish_throng_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "worker" -d 'Internal: one worker process of a run (reads its spec as JSON from stdin, writes one JSON line per second to stdout)'
