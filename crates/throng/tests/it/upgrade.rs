@@ -469,6 +469,20 @@ fn sigusr2_upgrade_keeps_listeners_and_the_source_without_a_gap() {
         body.contains("\"listener_peak\":21") || body.contains("\"listener_peak\":20"),
         "{body}"
     );
+    // Server-wide stats too: the source connection count.
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET /admin/stats HTTP/1.0\r\nAuthorization: Basic {}\r\n\r\n",
+        base64_basic("admin", "upgrade-admin-pw")
+    )
+    .unwrap();
+    let mut stats = String::new();
+    s.read_to_string(&mut stats).unwrap();
+    assert!(
+        stats.contains("<source_client_connections>1</source_client_connections>"),
+        "{stats}"
+    );
 }
 
 #[test]
