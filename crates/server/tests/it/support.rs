@@ -101,7 +101,7 @@ impl TestServer {
 
     /// Waits until mount `name` is live.
     pub fn wait_mount(&self, name: &str) {
-        wait_until(Duration::from_secs(10), || {
+        wait_until(Duration::from_secs(30), || {
             self.ctx.registry.get(name).is_some()
         })
         .unwrap_or_else(|_| panic!("mount {name} never came up"));
