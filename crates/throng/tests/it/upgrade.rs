@@ -437,19 +437,10 @@ fn sigusr2_upgrade_keeps_listeners_and_the_source_without_a_gap() {
         let n = assert_unbroken(&audio, &format!("listener {i}"));
         assert!(n > 200, "listener {i}: {n} frames");
         if i == 1 {
-            let file = dir.path().join("capture.mp3");
-            std::fs::write(&file, &audio).unwrap();
-            let out = Command::new("ffmpeg")
-                .args(["-nostdin", "-v", "error", "-i"])
-                .arg(&file)
-                .args(["-f", "null", "-"])
-                .output()
-                .unwrap();
-            assert!(out.status.success());
+            let errors = decode_errors(dir.path(), "capture.mp3", &audio);
             assert!(
-                out.stderr.is_empty(),
-                "decode errors across the upgrade: {}",
-                String::from_utf8_lossy(&out.stderr)
+                errors.is_empty(),
+                "decode errors across the upgrade: {errors}"
             );
         }
     }
@@ -596,4 +587,89 @@ fn under_systemd_the_new_process_reports_itself_as_the_main_process() {
     assert!(seen[0].contains(&format!("MAINPID={new_pid}")), "{seen:?}");
     assert!(!seen.iter().any(|m| m.contains("STOPPING=1")), "{seen:?}");
     assert!(old.child.wait().unwrap().success());
+}
+
+/// Decode errors ffmpeg reports for `audio` (empty: clean).
+fn decode_errors(dir: &std::path::Path, name: &str, audio: &[u8]) -> String {
+    let file = dir.join(name);
+    std::fs::write(&file, audio).unwrap();
+    let out = Command::new("ffmpeg")
+        .args(["-nostdin", "-v", "error", "-i"])
+        .arg(&file)
+        .args(["-f", "null", "-"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "ffmpeg failed on {name}");
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+#[test]
+fn an_ogg_opus_source_and_its_listener_go_on_across_the_upgrade() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut old = Serve::start(&write_config(dir.path()));
+    let addr = old.addr;
+    let tone = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../assets/test-tone.opus");
+    let _source = Ffmpeg(
+        Command::new("ffmpeg")
+            .args([
+                "-nostdin",
+                "-loglevel",
+                "error",
+                "-re",
+                "-stream_loop",
+                "-1",
+                "-i",
+            ])
+            .arg(&tone)
+            .args(["-c", "copy", "-content_type", "audio/ogg", "-f", "ogg"])
+            .arg(format!("icecast://source:{SOURCE_PW}@{addr}/live.opus"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    let reader = loop {
+        std::thread::sleep(Duration::from_millis(200));
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(b"GET /status-json.xsl HTTP/1.0\r\n\r\n")
+            .unwrap();
+        let mut body = String::new();
+        let _ = s.read_to_string(&mut body);
+        if body.contains("/live.opus") {
+            std::thread::sleep(Duration::from_secs(1));
+            break Reader::open_path(addr, "/live.opus", false);
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "the Ogg source never went live"
+        );
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(old.child.id() as i32, libc::SIGUSR2) };
+    let line = old.wait_line("the new process took over", Duration::from_secs(30));
+    let new_pid: i32 = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("pid="))
+        .and_then(|p| p.parse().ok())
+        .unwrap();
+    let _new = Pid(new_pid);
+    // A listener joining the new process gets the header pages first.
+    let late = Reader::open_path(addr, "/live.opus", false);
+    std::thread::sleep(Duration::from_secs(3));
+    let (across, closed) = reader.finish();
+    assert!(!closed);
+    let (after, _) = late.finish();
+    assert!(across.len() > 20_000 && after.len() > 5_000);
+    let errors = decode_errors(dir.path(), "across.ogg", &across);
+    assert!(
+        errors.is_empty(),
+        "decode errors across the upgrade: {errors}"
+    );
+    let errors = decode_errors(dir.path(), "after.ogg", &after);
+    assert!(
+        errors.is_empty(),
+        "decode errors after the upgrade: {errors}"
+    );
 }
