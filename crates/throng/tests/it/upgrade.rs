@@ -606,7 +606,7 @@ fn decode_errors(dir: &std::path::Path, name: &str, audio: &[u8]) -> String {
 #[test]
 fn an_ogg_opus_source_and_its_listener_go_on_across_the_upgrade() {
     let dir = tempfile::tempdir().unwrap();
-    let mut old = Serve::start(&write_config(dir.path()));
+    let old = Serve::start(&write_config(dir.path()));
     let addr = old.addr;
     let tone = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../assets/test-tone.opus");
     let _source = Ffmpeg(
