@@ -384,6 +384,8 @@ struct ShardMount {
     /// An on-demand relay along the fallback chain is starting: drained listeners wait for it
     /// (at most [`ENDED_GRACE`]) instead of being closed.
     awaiting_fallback: bool,
+    /// The queue's head at the previous tick, to see a burst coming ([`decide::runs_ahead`]).
+    last_head: u64,
 }
 
 impl ShardMount {
@@ -546,6 +548,7 @@ impl Shard {
             ended_at: None,
             successor: None,
             awaiting_fallback: false,
+            last_head: mount.queue.load().head,
         };
         match self.mounts.iter().position(Option::is_none) {
             Some(i) => {
@@ -721,12 +724,39 @@ impl Shard {
     fn refresh_mounts(&mut self) {
         let fallback = self.ctx.fallback.clone();
         let mut ended = Vec::new();
+        let mut bursting = Vec::new();
         for (i, sm) in self.mounts.iter_mut().enumerate() {
             if let Some(sm) = sm {
                 if sm.refresh(fallback.as_ref(), self.now) {
                     ended.push(i);
                 }
+                let (head, tail) = (sm.snapshot.head, sm.snapshot.tail());
+                let span = head - tail;
+                // Until the queue is full (tail 0) nobody can fall behind it.
+                if tail > 0 && decide::runs_ahead(head.saturating_sub(sm.last_head), span) {
+                    bursting.push((i, head, span));
+                }
+                sm.last_head = head;
                 sm.flush_bytes(&self.ctx.metrics);
+            }
+        }
+        if !bursting.is_empty() {
+            // The queue runs ahead of the regular visits: listeners that lag are written now
+            // too, so a burst up to queue-size never drops one that keeps up.
+            let keys: Vec<usize> = self
+                .slots
+                .iter()
+                .filter(|(_, s)| {
+                    bursting.iter().any(|&(m, head, span)| {
+                        s.mount == m && decide::needs_extra_visit(s.cursor.pos, head, span)
+                    })
+                })
+                .map(|(k, _)| k)
+                .collect();
+            for k in keys {
+                if self.slots.contains(k) {
+                    self.write(k);
+                }
             }
         }
         if !ended.is_empty() {

@@ -123,3 +123,42 @@ fn a_listener_that_stopped_reading_is_closed_after_its_source_ends() {
     })
     .expect("paused listener of an ended mount must be closed");
 }
+
+#[test]
+fn a_burst_over_queue_size_within_one_write_interval_keeps_every_reading_listener() {
+    // A source pushing 100× real time (800 KB/s: an encoder flushing a backlog, a relay
+    // catching up) for 3 s, against the default queue-size (512 kB) and write interval (1 s):
+    // more than queue-size arrives between two regular visits of a listener.
+    let srv = TestServer::start("");
+    let fast = Source::start(srv.addr, "/burst.mp3", "PUT", 100.0);
+    srv.wait_mount("/burst.mp3");
+    let burst = srv.ctx.registry.get("/burst.mp3").unwrap();
+    let mut readers: Vec<Listener> = (0..10)
+        .map(|i| Listener::open(srv.addr, "/burst.mp3", i % 2 == 0))
+        .collect();
+    // Every reader reads at full speed for 4 s.
+    let start = Instant::now();
+    let mut got = vec![0usize; readers.len()];
+    while start.elapsed() < Duration::from_secs(4) {
+        for (r, n) in readers.iter_mut().zip(got.iter_mut()) {
+            *n += r.read_for(Duration::from_millis(5)).len();
+        }
+    }
+    drop(fast);
+    let produced = burst.queue.load().head;
+    assert!(
+        produced > 2_000_000,
+        "the source pushed {produced} bytes in 4 s: not a burst"
+    );
+    assert_eq!(
+        burst.slow_listeners.load(Ordering::Relaxed),
+        0,
+        "listeners reading at full speed were dropped as too slow"
+    );
+    for (i, n) in got.iter().enumerate() {
+        assert!(
+            *n as u64 > produced * 8 / 10,
+            "reader {i} got {n} of {produced} bytes"
+        );
+    }
+}

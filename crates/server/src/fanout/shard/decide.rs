@@ -5,7 +5,8 @@
 //! whether it lags more than queue-size and what the lag policy does then ([`visit`], giving a
 //! [`Verdict`]); after a write, whether more is due at once ([`more_due`]) and whether a drained
 //! listener is closed or waits for an on-demand fallback ([`idle`]); whether a pending move may
-//! happen ([`move_ready`]). `now` is always passed in: nothing here reads the clock, touches a
+//! happen ([`move_ready`]); whether a burst makes the queue run ahead of the regular visits
+//! and which listeners then get an extra one ([`runs_ahead`], [`needs_extra_visit`]). `now` is always passed in: nothing here reads the clock, touches a
 //! socket or allocates, so `shard.rs` reads the clock once per pass of its loop, does only what
 //! these functions say, and every rule is unit-tested below with made-up instants.
 
@@ -103,6 +104,25 @@ impl Ticker {
         }
         Some(bucket)
     }
+}
+
+/// The queue runs ahead of the regular visits: at `advance` bytes per tick (what the mount
+/// published since the shard's previous tick), one write interval ([`BUCKETS`] ticks) brings
+/// more than half the queue's retained `span` (head − tail, bytes), so a listener visited only
+/// once per interval could fall behind the tail (lag over queue-size) although it reads at full
+/// speed. Its shard then visits the listeners of that mount that lag ([`needs_extra_visit`])
+/// at every tick until the burst passes: a burst up to queue-size per interval never drops a
+/// listener that keeps up (a source flushing a backlog, a relay catching up).
+#[inline]
+pub fn runs_ahead(advance: u64, span: u64) -> bool {
+    advance.saturating_mul(BUCKETS as u64) > span / 2
+}
+
+/// During a burst ([`runs_ahead`]): the listener at `pos` is more than a quarter of the
+/// queue's `span` behind its `head` (bytes), so it is written at this tick too.
+#[inline]
+pub fn needs_extra_visit(pos: u64, head: u64, span: u64) -> bool {
+    head.saturating_sub(pos) > span / 4
 }
 
 /// Whole seconds from `epoch` to `now` (0 if `now` is earlier), as the shard keeps its clock.
@@ -260,6 +280,23 @@ pub fn move_ready(chunk_start: Option<u64>, pos: u64, pending: bool) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_burst_brings_extra_visits_to_the_listeners_that_lag() {
+        // 64 kbit/s: 800 bytes per 100 ms tick against a 512 kB queue: no burst.
+        assert!(!runs_ahead(800, 512_000));
+        // 800 kB/s: 80 kB per tick, 800 kB per interval > half the queue.
+        assert!(runs_ahead(80_000, 512_000));
+        // Exactly half per interval is still fine.
+        assert!(!runs_ahead(25_600, 512_000));
+        assert!(runs_ahead(25_601, 512_000));
+        // A queue just started (empty span) runs ahead at any rate, harmlessly.
+        assert!(runs_ahead(1, 0));
+        assert!(needs_extra_visit(0, 128_001, 512_000));
+        assert!(!needs_extra_visit(0, 128_000, 512_000));
+        assert!(!needs_extra_visit(600_000, 500_000, 512_000));
+    }
+
     use super::*;
 
     const SEC: Duration = Duration::from_secs(1);
