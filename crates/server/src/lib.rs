@@ -37,8 +37,15 @@ mod upgrade;
 pub use config::Config;
 pub use control::{Control, ControlHandle};
 pub use ctx::ServerCtx;
+
+/// Problems of the `[[mount]] authentication` sections of `config` that would stop a start
+/// (`throng check-config`), one `key: problem` line each.
+pub fn auth_problems(config: &Config) -> Vec<String> {
+    auth::Authenticators::problems(config)
+}
 pub use fanout::shard::{ListenerRow, ENDED_GRACE};
 pub use mount::live::{Mount, SourceKind};
+pub use reload::LogHook;
 pub use server::{Server, ServerError};
 
 /// The fan-out write path's building blocks, public only for the benchmarks in

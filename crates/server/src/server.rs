@@ -1,5 +1,6 @@
 //! The server: binds the listen sockets, starts the fan-out shards and the demo mount, accepts
-//! connections until shutdown, then closes everything cleanly.
+//! connections until shutdown, carrying out operator commands (reload, log reopening, upgrade)
+//! one at a time, then closes everything cleanly.
 //!
 //! The accept path is its own task per listen socket with a large backlog (4096), so a burst of
 //! connects never waits on the fan-out; each connection gets a short-lived task that reads its
@@ -14,16 +15,18 @@ use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
+use crate::config::source::ConfigSource;
 use crate::config::Config;
 use crate::control::{Control, ControlHandle};
 use crate::ctx::ServerCtx;
 use crate::fanout::shard::{ShardConfig, ShardContext};
 use crate::fanout::FanOut;
 use crate::mount::registry::Registry;
-use crate::net::clients::Clients;
-use crate::net::listen::{bind, bind_pair, open_file_limit, BindError};
+use crate::net::clients::{limit_for, Clients};
+use crate::net::listen::{bind, bind_pair, BindError};
 use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::Metrics;
+use crate::reload::{LogHook, Reloader};
 
 /// Errors starting the server.
 #[derive(Debug, Error)]
@@ -45,6 +48,9 @@ pub enum ServerError {
     /// The demo mount could not start.
     #[error("cannot start demo mount: {0}")]
     Demo(#[from] crate::ingest::file::FileSourceError),
+    /// A `[[mount]] file` mount or a webroot fallback file could not start.
+    #[error("cannot start a file mount: {0}")]
+    FileMount(crate::ingest::file::FileSourceError),
     /// A mount's authenticator is misconfigured.
     #[error("{0}")]
     Auth(#[from] crate::auth::AuthError),
@@ -59,6 +65,8 @@ pub struct Server {
     shutdown_tx: watch::Sender<bool>,
     /// Operator commands (signals, admin `reloadconfig`).
     commands: mpsc::UnboundedReceiver<Control>,
+    /// What a reload needs: the configuration source and the feeds started from it.
+    reloader: Reloader,
 }
 
 impl std::fmt::Debug for Server {
@@ -69,45 +77,35 @@ impl std::fmt::Debug for Server {
     }
 }
 
-/// Starts every `[[mount]] file` mount, and every webroot file named as a `fallback-mount`
-/// that is not otherwise a mount.
-fn start_file_mounts(ctx: &Arc<ServerCtx>) -> Result<(), ServerError> {
-    use crate::ingest::file::start_file_mount;
-    for m in &ctx.config.mount {
-        if let Some(path) = &m.file {
-            start_file_mount(ctx.clone(), &m.name, path, false)?;
-        }
-    }
-    let Some(webroot) = &ctx.config.paths.webroot else {
-        return Ok(());
-    };
-    for m in &ctx.config.mount {
-        let Some(target) = &m.fallback_mount else {
-            continue;
-        };
-        let path = webroot.join(target.trim_start_matches('/'));
-        if ctx.registry.get(target).is_none()
-            && !ctx
-                .config
-                .mount
-                .iter()
-                .any(|o| &o.name == target && o.file.is_some())
-            && path.is_file()
-        {
-            start_file_mount(ctx.clone(), target, &path, true)?;
-            tracing::info!("fallback file {} plays on {target}", path.display());
-        }
-    }
-    Ok(())
-}
-
 impl Server {
     /// Binds every listen address and starts the fan-out shards, the demo mount, file mounts,
-    /// `[[relay]]` relays and the `[master]` poller (`relay::start_all`). Must be called inside
-    /// a tokio runtime. Passwords must already be filled in.
+    /// `[[relay]]` relays and the `[master]` poller. Must be called inside a tokio runtime.
+    /// Passwords must already be filled in. A server bound this way has no configuration
+    /// source: it refuses reloads (see [`Server::bind_source`]).
     ///
     /// Errors: see [`ServerError`].
     pub async fn bind(config: Config) -> Result<Server, ServerError> {
+        Server::bind_inner(config, None).await
+    }
+
+    /// As [`Server::bind`], for `config` as `source` loaded it
+    /// ([`ConfigSource::load`]); a reload (SIGHUP, admin `reloadconfig`) loads `source` again.
+    ///
+    /// Errors: see [`ServerError`].
+    pub async fn bind_source(config: Config, source: ConfigSource) -> Result<Server, ServerError> {
+        Server::bind_inner(config, Some(source)).await
+    }
+
+    /// Sets how a reload applies a changed `[logging] level` (the binary owns the log
+    /// subscriber).
+    pub fn set_log_hook(&mut self, hook: LogHook) {
+        self.reloader.log_hook = Some(hook);
+    }
+
+    async fn bind_inner(
+        config: Config,
+        source: Option<ConfigSource>,
+    ) -> Result<Server, ServerError> {
         let mut listen_sockets = Vec::new();
         let mut shoutcast = None;
         for (i, &addr) in config.listen.iter().enumerate() {
@@ -126,13 +124,16 @@ impl Server {
             }
         })?;
         let metrics = Arc::new(Metrics::new());
-        let filters = crate::net::filters::Filters::new(&config.paths);
+        let filters = Arc::new(crate::net::filters::Filters::new(&config.paths));
         let config = Arc::new(config);
         let port = listen_sockets[0]
             .local_addr()
             .map(|a| a.port())
             .unwrap_or(8000);
-        let auth = crate::auth::Authenticators::from_config(config.clone(), port)?;
+        let auth = Arc::new(crate::auth::Authenticators::from_config(
+            config.clone(),
+            port,
+        )?);
         let registry = Arc::new(Registry::new(config.clone()));
         let fallback_registry = registry.clone();
         let fanout = FanOut::start(
@@ -148,17 +149,12 @@ impl Server {
             },
         )
         .map_err(ServerError::FanOut)?;
-        let max_clients = if config.limits.clients == 0 {
-            open_file_limit().saturating_sub(64).max(16) as i64
-        } else {
-            config.limits.clients as i64
-        };
-        let clients = Clients::new(max_clients, metrics.clients.clone());
+        let clients = Clients::new(limit_for(config.limits.clients), metrics.clients.clone());
         let (shutdown_tx, shutdown) = watch::channel(false);
         let (control, commands) = ControlHandle::channel();
         let ctx = Arc::new(ServerCtx {
             control,
-            config,
+            config: config.clone().into(),
             registry,
             metrics,
             access_log,
@@ -167,22 +163,33 @@ impl Server {
             started: chrono::Local::now(),
             port,
             shutdown,
-            auth,
-            filters,
+            auth: auth.into(),
+            filters: filters.into(),
             intros: Default::default(),
             next_id: AtomicU64::new(1),
         });
-        if ctx.config.demo {
+        if config.demo {
             crate::ingest::file::start_demo(ctx.clone())?;
         }
-        start_file_mounts(&ctx)?;
-        crate::ingest::relay::start_all(&ctx);
+        let mut reloader = Reloader {
+            source,
+            relays: Default::default(),
+            files: Default::default(),
+            log_hook: None,
+        };
+        reloader
+            .files
+            .apply(&ctx, &config)
+            .await
+            .map_err(|(_, e)| ServerError::FileMount(e))?;
+        reloader.relays.apply(&ctx, &config).await;
         Ok(Server {
             ctx,
             listen_sockets,
             shoutcast,
             shutdown_tx,
             commands,
+            reloader,
         })
     }
 
@@ -229,6 +236,7 @@ impl Server {
             shoutcast,
             shutdown_tx,
             mut commands,
+            mut reloader,
         } = self;
         let mut accept_tasks = Vec::new();
         for l in listen_sockets {
@@ -238,13 +246,13 @@ impl Server {
             if let Ok(a) = l.local_addr() {
                 tracing::info!(
                     "SHOUTcast v1 sources on {a} feed {}",
-                    ctx.config.shoutcast_default_mount()
+                    ctx.config().shoutcast_default_mount()
                 );
             }
             accept_tasks.push(tokio::spawn(accept_loop(ctx.clone(), l, Port::Shoutcast)));
         }
         accept_tasks.push(tokio::spawn(housekeeping()));
-        for a in ctx.config.listen.iter() {
+        for a in ctx.config().listen.iter() {
             tracing::info!("listening on {a}");
         }
         tokio::pin!(shutdown);
@@ -256,7 +264,7 @@ impl Server {
             match command {
                 None | Some(Control::Shutdown) => break,
                 Some(Control::Reload(reply)) => {
-                    let outcome = crate::reload::reload(&ctx).await;
+                    let outcome = crate::reload::reload(&ctx, &mut reloader).await;
                     if let Some(reply) = reply {
                         let _ = reply.send(outcome);
                     }
@@ -270,6 +278,7 @@ impl Server {
             t.abort();
         }
         let _ = shutdown_tx.send(true);
+        crate::reload::stop_feeds(reloader, Duration::from_secs(2)).await;
         for m in ctx.registry.list() {
             m.stop.store(true, Ordering::Relaxed);
         }
