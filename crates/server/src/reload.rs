@@ -77,7 +77,7 @@ pub async fn reload(ctx: &Arc<ServerCtx>, r: &mut Reloader) -> Result<String, St
     let loaded = match source.load() {
         Ok(l) => l,
         Err(e) => {
-            let why = format!("{file}: {e}");
+            let why = format!("{file}: {}", e.one_line());
             tracing::error!(
                 "configuration reload refused, the running configuration is kept: {why}"
             );

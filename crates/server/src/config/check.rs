@@ -70,7 +70,8 @@ pub fn check(config: &Config) -> Vec<Problem> {
             report(key("authentication.filename"), file_problem(filename));
         }
         if let (Some(target), Some(webroot)) = (&m.fallback_mount, &paths.webroot) {
-            if names_webroot_file(config, target) {
+            // A missing webroot is reported once, above, not again for each file in it.
+            if names_webroot_file(config, target) && dir_problem(webroot).is_none() {
                 let path = webroot.join(target.trim_start_matches('/'));
                 report(
                     key("fallback-mount"),

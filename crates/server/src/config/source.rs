@@ -119,6 +119,17 @@ pub struct Loaded {
     pub state_file: Option<PathBuf>,
 }
 
+impl LoadError {
+    /// The error on one line (for a log line or an admin reply): the problems of
+    /// [`LoadError::Problems`] joined by `; `.
+    pub fn one_line(&self) -> String {
+        match self {
+            LoadError::Problems(p) => problem_lines(p).join("; "),
+            other => other.to_string().replace('\n', " "),
+        }
+    }
+}
+
 /// The contents of `passwords.toml`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, rename_all = "kebab-case")]
