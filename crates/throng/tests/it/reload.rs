@@ -245,3 +245,26 @@ fn admin_reloadconfig_needs_admin_credentials_and_reports_the_outcome() {
     );
     assert_eq!(source_login(f.addr(), "/b.mp3", "new-pw"), 200);
 }
+
+#[test]
+fn a_reload_applies_the_log_level() {
+    let quiet = toml("pw", "").replace("[logging]\n", "[logging]\nlevel = \"warn\"\n");
+    let f = Fixture::start(&quiet);
+    // At `warn`, a reload's summary (an info line) is not logged; a refusal (error) is.
+    f.rewrite("listen = [\n");
+    f.hup();
+    let skip = f.serve.stderr().len();
+    f.rewrite(&toml("pw", "").replace("[logging]\n", "[logging]\nlevel = \"info\"\n"));
+    let line = f.hup();
+    assert!(
+        line.contains("configuration reloaded: logging.level"),
+        "{line}"
+    );
+    assert!(
+        f.serve.stderr()[skip..]
+            .iter()
+            .all(|l| !l.contains("not applied")),
+        "{:?}",
+        f.serve.stderr()
+    );
+}

@@ -11,10 +11,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// A fresh, empty state directory for one server (generated passwords never touch the home
-/// directory of whoever runs the tests).
+/// A fresh, empty state directory for one server, under Cargo's temporary directory for
+/// integration tests (generated passwords never touch the home directory of whoever runs the
+/// tests).
 pub fn fresh_state_dir() -> PathBuf {
-    tempfile::tempdir().expect("temp dir").keep()
+    tempfile::Builder::new()
+        .prefix("throng-state-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("temp dir")
+        .keep()
 }
 
 /// Runs `throng serve <args>` with a fresh state directory; returns the child, the address
