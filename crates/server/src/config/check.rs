@@ -185,13 +185,15 @@ mod tests {
                 "paths.webroot",
                 "paths.deny-ip",
                 "mount[/live.mp3].authentication.filename",
-                "mount[/live.mp3].fallback-mount",
             ],
-            "{:?}",
+            "a missing webroot is not reported again for its files: {:?}",
             check(&c)
         );
         assert!(check(&c)[0].to_string().ends_with("www: no such directory"));
         std::fs::create_dir(dir.path().join("www")).unwrap();
+        let last = check(&c).pop().unwrap();
+        assert_eq!(last.key, "mount[/live.mp3].fallback-mount");
+        assert!(last.message.contains("silence.mp3: no such file"), "{last}");
         std::fs::write(dir.path().join("www/silence.mp3"), b"x").unwrap();
         std::fs::write(dir.path().join("deny"), b"").unwrap();
         std::fs::write(dir.path().join("nousers"), b"").unwrap();
