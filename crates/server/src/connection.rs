@@ -93,7 +93,7 @@ pub async fn serve(
     already: Vec<u8>,
     slot: ClientSlot,
 ) {
-    let timeout = ctx.config.header_timeout();
+    let timeout = ctx.config().header_timeout();
     let read = read_head(&mut stream, timeout, already).await;
     let (head, head_len, buf) = match read.unwrap_or(Err(ReadHeadError::Timeout)) {
         Ok(h) => h,
@@ -161,8 +161,8 @@ async fn dispatch(
 ) {
     let _ = stream.set_nodelay(true);
     // From here on `peer` is the client: the X-Forwarded-For address behind a trusted proxy.
-    let peer = ctx.filters.client_addr(peer, &head);
-    if let Err(why) = ctx.filters.admit(peer.ip(), &head) {
+    let peer = ctx.filters().client_addr(peer, &head);
+    if let Err(why) = ctx.filters().admit(peer.ip(), &head) {
         tracing::info!(%peer, "request refused: {why}");
         drop(buf);
         // Boxed, as the branches below: the refusal's state is not part of every request's.

@@ -2,9 +2,16 @@
 //! registry, fan-out shards, metrics, access log, authenticators, filters and the shutdown
 //! signal. It holds handles only; the decisions live in the layers below (config readers on
 //! [`Config`], the intro cache in `mount/intro.rs`, the `clients` count in `net/clients.rs`).
+//!
+//! The configuration, the authenticators and the filters are swapped whole by a reload
+//! (`reload.rs`), so each is read through an accessor ([`ServerCtx::config`],
+//! [`ServerCtx::auth`], [`ServerCtx::filters`]) that returns the version in force: a task that
+//! holds one keeps a consistent view while a reload installs the next.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+use arc_swap::ArcSwap;
 
 use tokio::sync::watch;
 
@@ -24,8 +31,8 @@ use crate::observe::metrics::Metrics;
 pub struct ServerCtx {
     /// Operator commands to the run loop (admin `reloadconfig` sends a reload here).
     pub control: ControlHandle,
-    /// The configuration, passwords filled in.
-    pub config: Arc<Config>,
+    /// The configuration in force, passwords filled in (see [`ServerCtx::config`]).
+    pub(crate) config: ArcSwap<Config>,
     /// Live mounts and fallback rules.
     pub registry: Arc<Registry>,
     /// Metrics.
@@ -42,10 +49,11 @@ pub struct ServerCtx {
     pub port: u16,
     /// Becomes true when the server shuts down.
     pub shutdown: watch::Receiver<bool>,
-    /// Listener and source authenticators of the `[[mount]]` entries.
-    pub auth: Authenticators,
-    /// Trusted proxies and the deny/allow files (`[paths]`).
-    pub filters: Filters,
+    /// Listener and source authenticators of the `[[mount]]` entries (see
+    /// [`ServerCtx::auth`]).
+    pub(crate) auth: ArcSwap<Authenticators>,
+    /// Trusted proxies and the deny/allow files of `[paths]` (see [`ServerCtx::filters`]).
+    pub(crate) filters: ArcSwap<Filters>,
     /// Intro files, read once and shared.
     pub intros: IntroCache,
     /// Source of [`ServerCtx::next_id`].
@@ -56,5 +64,20 @@ impl ServerCtx {
     /// A fresh id for a client.
     pub fn next_id(&self) -> u64 {
         self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The configuration in force (a reload swaps it; hold the `Arc` for a consistent view).
+    pub fn config(&self) -> Arc<Config> {
+        self.config.load_full()
+    }
+
+    /// The authenticators in force, built from [`ServerCtx::config`].
+    pub fn auth(&self) -> Arc<Authenticators> {
+        self.auth.load_full()
+    }
+
+    /// The filters in force, built from [`ServerCtx::config`]'s `[paths]`.
+    pub fn filters(&self) -> Arc<Filters> {
+        self.filters.load_full()
     }
 }

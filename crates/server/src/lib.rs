@@ -37,10 +37,17 @@ mod upgrade;
 pub use config::Config;
 pub use control::{Control, ControlHandle};
 pub use ctx::ServerCtx;
+
+/// Problems of the `[[mount]] authentication` sections of `config` that would stop a start
+/// (`throng check-config`), one `key: problem` line each.
+pub fn auth_problems(config: &Config) -> Vec<String> {
+    auth::Authenticators::problems(config)
+}
 pub use fanout::shard::{ListenerRow, ENDED_GRACE};
 pub use mount::live::{Mount, SourceKind};
 pub use observe::error_log::{ErrorLog, ErrorLogError};
 pub use observe::{error_log, systemd};
+pub use reload::LogHook;
 pub use server::{Server, ServerError};
 pub use upgrade::adopt::Handover;
 pub use upgrade::UpgradeError;

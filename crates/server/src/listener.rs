@@ -31,12 +31,12 @@ pub fn wants_icy(head: &RequestHead) -> bool {
 pub fn response_head(ctx: &ServerCtx, mount: &Mount, metaint: Option<u32>) -> Vec<u8> {
     let date = httpdate::fmt_http_date(std::time::SystemTime::now());
     ListenerHead {
-        server_id: &ctx.config.server_id,
+        server_id: &ctx.config().server_id,
         date: &date,
         content_type: &mount.settings.content_type,
         stream_headers: mount.settings.stream_headers.clone(),
         metaint: metaint.map(|m| m as usize),
-        extra_headers: &ctx.config.http_headers_for(&mount.name),
+        extra_headers: &ctx.config().http_headers_for(&mount.name),
     }
     .to_bytes()
 }
@@ -109,7 +109,7 @@ pub async fn handle(
     };
     let id = ctx.next_id();
     let (user, time_limit, on_close) = match ctx
-        .auth
+        .auth()
         .authorize_listener(&head, peer, &requested, id)
         .await
     {
@@ -139,7 +139,7 @@ pub async fn handle(
         }
     };
     let metaint = (wants_icy(&head) && mount.settings.format.supports_icy_metadata())
-        .then_some(ctx.config.limits.metaint as u32);
+        .then_some(ctx.config().limits.metaint as u32);
     if head.method == "HEAD" {
         let bytes = response_head(&ctx, &mount, metaint);
         ctx.access_log.log(&AccessEntry {
@@ -159,7 +159,7 @@ pub async fn handle(
     if !mount.try_add_listener() {
         let full = mount.clone();
         let next = ctx
-            .config
+            .config()
             .mount_for(&full.name)
             .is_some_and(|m| m.fallback_when_full)
             .then(|| {
@@ -193,10 +193,10 @@ pub async fn handle(
     }
     // The metadata interval follows the mount actually served (a fallback may be Ogg).
     let metaint = (wants_icy(&head) && mount.settings.format.supports_icy_metadata())
-        .then_some(metaint.unwrap_or(ctx.config.limits.metaint as u32));
+        .then_some(metaint.unwrap_or(ctx.config().limits.metaint as u32));
     let bytes = response_head(&ctx, &mount, metaint);
     let intro = match ctx
-        .config
+        .config()
         .mount_for(&requested)
         .and_then(|m| m.intro.clone())
     {
@@ -217,15 +217,15 @@ pub async fn handle(
             return;
         }
     };
-    if ctx.config.limits.listener_sndbuf > 0 {
+    if ctx.config().limits.listener_sndbuf > 0 {
         let _ = socket2::SockRef::from(&std_stream)
-            .set_send_buffer_size(ctx.config.limits.listener_sndbuf);
+            .set_send_buffer_size(ctx.config().limits.listener_sndbuf);
     }
     let label = MountLabel::new(&mount.name);
     ctx.metrics.connects.get_or_create(&label).inc();
     ctx.metrics.listeners.get_or_create(&label).inc();
     let duration = ctx
-        .config
+        .config()
         .mount_for(&requested)
         .and_then(|m| m.max_listener_duration)
         .filter(|&s| s > 0)

@@ -1,5 +1,6 @@
 //! The server: binds the listen sockets, starts the fan-out shards and the demo mount, accepts
-//! connections until shutdown, then closes everything cleanly.
+//! connections until shutdown, carrying out operator commands (reload, log reopening, upgrade)
+//! one at a time, then closes everything cleanly.
 //!
 //! The accept path is its own task per listen socket with a large backlog (4096), so a burst of
 //! connects never waits on the fan-out; each connection gets a short-lived task that reads its
@@ -14,16 +15,18 @@ use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
+use crate::config::source::ConfigSource;
 use crate::config::Config;
 use crate::control::{Control, ControlHandle};
 use crate::ctx::ServerCtx;
 use crate::fanout::shard::{ShardConfig, ShardContext};
 use crate::fanout::FanOut;
 use crate::mount::registry::Registry;
-use crate::net::clients::Clients;
-use crate::net::listen::{bind, bind_pair, open_file_limit, BindError, ListenSocket, Port};
+use crate::net::clients::{limit_for, Clients};
+use crate::net::listen::{bind, bind_pair, BindError, ListenSocket, Port};
 use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::Metrics;
+use crate::reload::{LogHook, Reloader};
 
 /// Errors starting the server.
 #[derive(Debug, Error)]
@@ -45,6 +48,9 @@ pub enum ServerError {
     /// The demo mount could not start.
     #[error("cannot start demo mount: {0}")]
     Demo(#[from] crate::ingest::file::FileSourceError),
+    /// A `[[mount]] file` mount or a webroot fallback file could not start.
+    #[error("cannot start a file mount: {0}")]
+    FileMount(crate::ingest::file::FileSourceError),
     /// A mount's authenticator is misconfigured.
     #[error("{0}")]
     Auth(#[from] crate::auth::AuthError),
@@ -65,6 +71,8 @@ pub struct Server {
     shutdown_tx: watch::Sender<bool>,
     /// Operator commands (signals, admin `reloadconfig`).
     commands: mpsc::UnboundedReceiver<Control>,
+    /// What a reload needs: the configuration source and the feeds started from it.
+    reloader: Reloader,
 }
 
 impl std::fmt::Debug for Server {
@@ -75,45 +83,35 @@ impl std::fmt::Debug for Server {
     }
 }
 
-/// Starts every `[[mount]] file` mount, and every webroot file named as a `fallback-mount`
-/// that is not otherwise a mount.
-fn start_file_mounts(ctx: &Arc<ServerCtx>, resumed: &mut Resumed) -> Result<(), ServerError> {
-    use crate::ingest::file::start_file_mount;
-    for m in &ctx.config.mount {
-        if let Some(path) = &m.file {
-            start_file_mount(ctx.clone(), &m.name, path, false, resumed.remove(&m.name))?;
-        }
-    }
-    let Some(webroot) = &ctx.config.paths.webroot else {
-        return Ok(());
-    };
-    for m in &ctx.config.mount {
-        let Some(target) = &m.fallback_mount else {
-            continue;
-        };
-        let path = webroot.join(target.trim_start_matches('/'));
-        if ctx.registry.get(target).is_none()
-            && !ctx
-                .config
-                .mount
-                .iter()
-                .any(|o| &o.name == target && o.file.is_some())
-            && path.is_file()
-        {
-            start_file_mount(ctx.clone(), target, &path, true, resumed.remove(target))?;
-            tracing::info!("fallback file {} plays on {target}", path.display());
-        }
-    }
-    Ok(())
-}
-
 impl Server {
     /// Binds every listen address and starts the fan-out shards, the demo mount, file mounts,
-    /// `[[relay]]` relays and the `[master]` poller (`relay::start_all`). Must be called inside
-    /// a tokio runtime. Passwords must already be filled in.
+    /// `[[relay]]` relays and the `[master]` poller. Must be called inside a tokio runtime.
+    /// Passwords must already be filled in. A server bound this way has no configuration
+    /// source: it refuses reloads (see [`Server::bind_source`]).
     ///
     /// Errors: see [`ServerError`].
     pub async fn bind(config: Config) -> Result<Server, ServerError> {
+        Server::bind_inner(config, None).await
+    }
+
+    /// As [`Server::bind`], for `config` as `source` loaded it
+    /// ([`ConfigSource::load`]); a reload (SIGHUP, admin `reloadconfig`) loads `source` again.
+    ///
+    /// Errors: see [`ServerError`].
+    pub async fn bind_source(config: Config, source: ConfigSource) -> Result<Server, ServerError> {
+        Server::bind_inner(config, Some(source)).await
+    }
+
+    /// Sets how a reload applies a changed `[logging] level` (the binary owns the log
+    /// subscriber).
+    pub fn set_log_hook(&mut self, hook: LogHook) {
+        self.reloader.log_hook = Some(hook);
+    }
+
+    async fn bind_inner(
+        config: Config,
+        source: Option<ConfigSource>,
+    ) -> Result<Server, ServerError> {
         let mut listen_sockets = Vec::new();
         let mut shoutcast = None;
         for (i, &addr) in config.listen.iter().enumerate() {
@@ -125,32 +123,37 @@ impl Server {
                 listen_sockets.push(bind(addr)?);
             }
         }
-        let server = Server::build(config, listen_sockets, shoutcast, chrono::Local::now())?;
-        server.start_mounts(&mut Resumed::new())?;
+        let mut server = Server::build(
+            config,
+            source,
+            listen_sockets,
+            shoutcast,
+            chrono::Local::now(),
+        )?;
+        server.start_mounts(Resumed::new()).await?;
         Ok(server)
     }
 
     /// Takes over from the old process of a binary upgrade (SIGUSR2) over `handover`: its
-    /// listen sockets, mounts with their sources, and listeners at their stream positions
-    /// (`upgrade/adopt.rs`); then starts what the configuration adds (demo, files, relays) as
-    /// [`Server::bind`] does. Must be called inside a multi-threaded tokio runtime.
+    /// listen sockets, mounts with their sources and relays, and listeners at their stream
+    /// positions (`upgrade/adopt.rs`); then starts what the configuration adds (demo, files,
+    /// relays) as [`Server::bind_source`] does. Must be called inside a multi-threaded tokio
+    /// runtime.
     ///
     /// Errors: see [`ServerError`]; the old process keeps serving when this fails before the
-    /// listen sockets were received.
+    /// new one said it is ready.
     pub async fn adopt(
         config: Config,
+        source: Option<ConfigSource>,
         mut handover: crate::upgrade::adopt::Handover,
     ) -> Result<Server, ServerError> {
-        let taken = handover.take_sockets().map_err(ServerError::Upgrade)?;
-        let server = Server::build(config, taken.http, taken.shoutcast, taken.started)?;
+        let taken = handover.take_sockets()?;
+        let mut server = Server::build(config, source, taken.http, taken.shoutcast, taken.started)?;
         let metrics = &server.ctx.metrics;
         metrics.source_connects.inc_by(taken.counters.0);
         metrics.rejected.inc_by(taken.counters.1);
-        let mut resumed = handover
-            .adopt(&server.ctx)
-            .await
-            .map_err(ServerError::Upgrade)?;
-        server.start_mounts(&mut resumed)?;
+        let resumed = handover.adopt(&server.ctx).await?;
+        server.start_mounts(resumed).await?;
         // Relays the new configuration no longer has: nothing claims their connections.
         let ctx = server.ctx.clone();
         tokio::spawn(async move {
@@ -165,6 +168,7 @@ impl Server {
     /// Builds the shared state around bound sockets and starts the fan-out shards.
     fn build(
         config: Config,
+        source: Option<ConfigSource>,
         listen_sockets: Vec<TcpListener>,
         shoutcast: Option<TcpListener>,
         started: chrono::DateTime<chrono::Local>,
@@ -176,13 +180,16 @@ impl Server {
             }
         })?;
         let metrics = Arc::new(Metrics::new());
-        let filters = crate::net::filters::Filters::new(&config.paths);
+        let filters = Arc::new(crate::net::filters::Filters::new(&config.paths));
         let config = Arc::new(config);
         let port = listen_sockets[0]
             .local_addr()
             .map(|a| a.port())
             .unwrap_or(8000);
-        let auth = crate::auth::Authenticators::from_config(config.clone(), port)?;
+        let auth = Arc::new(crate::auth::Authenticators::from_config(
+            config.clone(),
+            port,
+        )?);
         let registry = Arc::new(Registry::new(config.clone()));
         let fallback_registry = registry.clone();
         let fanout = FanOut::start(
@@ -198,17 +205,12 @@ impl Server {
             },
         )
         .map_err(ServerError::FanOut)?;
-        let max_clients = if config.limits.clients == 0 {
-            open_file_limit().saturating_sub(64).max(16) as i64
-        } else {
-            config.limits.clients as i64
-        };
-        let clients = Clients::new(max_clients, metrics.clients.clone());
+        let clients = Clients::new(limit_for(config.limits.clients), metrics.clients.clone());
         let (shutdown_tx, shutdown) = watch::channel(false);
         let (control, commands) = ControlHandle::channel();
         let ctx = Arc::new(ServerCtx {
             control,
-            config,
+            config: config.clone().into(),
             registry,
             metrics,
             access_log,
@@ -217,30 +219,43 @@ impl Server {
             started,
             port,
             shutdown,
-            auth,
-            filters,
+            auth: auth.into(),
+            filters: filters.into(),
             intros: Default::default(),
             next_id: AtomicU64::new(1),
         });
+        let reloader = Reloader {
+            source,
+            relays: Default::default(),
+            files: Default::default(),
+            log_hook: None,
+        };
         Ok(Server {
             ctx,
             listen_sockets,
             shoutcast,
             shutdown_tx,
             commands,
+            reloader,
         })
     }
 
-    /// Starts the demo mount, file mounts (continuing `resumed` ones), relays and the master
-    /// poller.
-    fn start_mounts(&self, resumed: &mut Resumed) -> Result<(), ServerError> {
+    /// Starts the demo mount, file mounts (continuing `resumed` ones, carried across an
+    /// upgrade), relays and the master poller.
+    async fn start_mounts(&mut self, mut resumed: Resumed) -> Result<(), ServerError> {
         let ctx = &self.ctx;
-        if ctx.config.demo {
-            let demo = resumed.remove(&ctx.config.demo_mount);
+        let config = ctx.config();
+        if config.demo {
+            let demo = resumed.remove(&config.demo_mount);
             crate::ingest::file::start_demo(ctx.clone(), demo)?;
         }
-        start_file_mounts(ctx, resumed)?;
-        crate::ingest::relay::start_all(ctx);
+        self.reloader.files.resume(resumed);
+        self.reloader
+            .files
+            .apply(ctx, &config)
+            .await
+            .map_err(|(_, e)| ServerError::FileMount(e))?;
+        self.reloader.relays.apply(ctx, &config).await;
         Ok(())
     }
 
@@ -279,8 +294,7 @@ impl Server {
     }
 
     /// Serves until `shutdown` completes or a [`Control::Shutdown`] arrives, carrying out
-    /// operator commands meanwhile; then stops sources and closes every listener. Tells systemd
-    /// `READY=1` once accepting and `STOPPING=1` at shutdown (no-ops without `NOTIFY_SOCKET`).
+    /// operator commands meanwhile; then stops sources and closes every listener.
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
         let Server {
             ctx,
@@ -288,11 +302,12 @@ impl Server {
             shoutcast,
             shutdown_tx,
             mut commands,
+            mut reloader,
         } = self;
         if let Some(a) = shoutcast.as_ref().and_then(|l| l.local_addr().ok()) {
             tracing::info!(
                 "SHOUTcast v1 sources on {a} feed {}",
-                ctx.config.shoutcast_default_mount()
+                ctx.config().shoutcast_default_mount()
             );
         }
         let mut sockets = Vec::new();
@@ -323,7 +338,7 @@ impl Server {
             match command {
                 None | Some(Control::Shutdown) => break,
                 Some(Control::Reload(reply)) => {
-                    let outcome = crate::reload::reload(&ctx).await;
+                    let outcome = crate::reload::reload(&ctx, &mut reloader).await;
                     if let Some(reply) = reply {
                         let _ = reply.send(outcome);
                     }
@@ -360,6 +375,7 @@ impl Server {
         }
         drop(sockets);
         let _ = shutdown_tx.send(true);
+        crate::reload::stop_feeds(reloader, Duration::from_secs(2)).await;
         for m in ctx.registry.list() {
             m.stop.store(true, Ordering::Relaxed);
         }

@@ -1,6 +1,7 @@
-//! The command line of `throng` (clap definitions): `serve`, `bench` and `import-icecast`, with
-//! their flags, and the hidden `manpage` and `completions` that write the man pages and shell
-//! completions from these same definitions (`deploy/generate.sh` commits them under `deploy/`).
+//! The command line of `throng` (clap definitions): `serve`, `check-config`, `bench` and
+//! `import-icecast`, with their flags, and the hidden `manpage` and `completions` that write the
+//! man pages and shell completions from these same definitions (`deploy/generate.sh` commits them
+//! under `deploy/`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -19,6 +20,9 @@ pub struct Cli {
 pub enum Command {
     /// Run the streaming server (Icecast-compatible).
     Serve(ServeArgs),
+    /// Check a configuration as `serve` would (parse, validate, every file and directory it
+    /// names); prints each problem with its key, exits 1 on any, 0 with "configuration OK".
+    CheckConfig(CheckArgs),
     /// Run the load generator against any Icecast-compatible server.
     Bench(throng_bench::BenchArgs),
     /// Print the Throng TOML configuration equivalent to an Icecast icecast.xml (what is not
@@ -62,6 +66,17 @@ pub struct ImportArgs {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// TOML configuration file; without it (and without --icecast-config), the embedded
+    /// defaults.
+    #[arg(long, short = 'c', conflicts_with = "icecast_config")]
+    pub config: Option<PathBuf>,
+    /// Icecast 2.4 configuration file (icecast.xml).
+    #[arg(long)]
+    pub icecast_config: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
 #[command(after_long_help = SERVE_NOTES)]
 pub struct ServeArgs {
     /// TOML configuration file (see throng.example.toml); without it, embedded defaults with the
@@ -81,6 +96,10 @@ pub struct ServeArgs {
     /// Admin password (user `admin`), overriding the file.
     #[arg(long)]
     pub admin_password: Option<String>,
+    /// Directory of the state file keeping generated passwords (passwords.toml); overrides
+    /// `[paths] state-dir`; default $XDG_STATE_HOME/throng or ~/.local/state/throng.
+    #[arg(long, env = "THRONG_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
     /// Log filter (tracing's EnvFilter syntax), e.g. `debug` or `throng_server=debug`;
     /// overrides `[logging] level` (default `info`).
     #[arg(long, env = "THRONG_LOG")]

@@ -2,24 +2,29 @@
 //! defaults with no arguments: `127.0.0.1:8000` and a demo mount `/demo.mp3`); `throng bench`
 //! runs the load generator that checks every simulated listener really receives audio.
 //! `throng serve --icecast-config icecast.xml` runs on an Icecast configuration as it is, and
-//! `throng import-icecast icecast.xml` prints the equivalent TOML. The hidden `throng manpage`
-//! and `throng completions SHELL` generate the man pages and shell completions.
+//! `throng import-icecast icecast.xml` prints the equivalent TOML. `throng check-config` checks a
+//! configuration as a start would. The configuration is loaded through a `ConfigSource`, which
+//! the server keeps to load it again on SIGHUP or admin `reloadconfig`. The hidden
+//! `throng manpage` and `throng completions SHELL` generate the man pages and shell completions.
 
 use std::path::Path;
 
 use anyhow::Context as _;
 use clap::{CommandFactory, Parser};
+use throng_server::config::check::check;
 use throng_server::config::icecast_xml::{self, Unsupported};
+use throng_server::config::source::{ConfigFile, ConfigSource, Overrides};
 use throng_server::config::Logging;
-use throng_server::{Config, ErrorLog, Server};
+use throng_server::{ErrorLog, Server};
 
 mod cli;
-use cli::{Cli, Command, ServeArgs};
+use cli::{CheckArgs, Cli, Command, ServeArgs};
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve(args),
+        Command::CheckConfig(args) => check_config(args),
         Command::Bench(args) => throng_bench::run(args),
         Command::ImportIcecast(args) => import_icecast(&args.file),
         Command::Manpage(args) => manpage(&args.out),
@@ -71,11 +76,57 @@ fn warn_unsupported(file: &Path, unsupported: &[Unsupported]) {
     }
 }
 
+/// The configuration file named by `-c` or `--icecast-config`.
+fn config_file(toml: &Option<std::path::PathBuf>, xml: &Option<std::path::PathBuf>) -> ConfigFile {
+    match (toml, xml) {
+        (Some(p), _) => ConfigFile::Toml(p.clone()),
+        (None, Some(p)) => ConfigFile::IcecastXml(p.clone()),
+        (None, None) => ConfigFile::Embedded,
+    }
+}
+
+/// `throng check-config`: every problem on standard output with its key; exit 1 on any.
+fn check_config(args: CheckArgs) -> anyhow::Result<()> {
+    let source = ConfigSource::new(
+        config_file(&args.config, &args.icecast_config),
+        Overrides::default(),
+        None,
+    );
+    let problems = match source.read() {
+        Err(e) => vec![e.to_string()],
+        Ok((config, warnings)) => {
+            for w in warnings {
+                eprintln!("throng: warning: {w}");
+            }
+            let mut p: Vec<String> = check(&config).iter().map(ToString::to_string).collect();
+            p.extend(throng_server::auth_problems(&config));
+            p
+        }
+    };
+    if problems.is_empty() {
+        println!("{}: configuration OK", source.file);
+        return Ok(());
+    }
+    for p in &problems {
+        println!("{}: {p}", source.file);
+    }
+    eprintln!("throng: {} problem(s) in {}", problems.len(), source.file);
+    std::process::exit(1);
+}
+
 /// Sends diagnostics to `[logging] error-log` (standard error for `-` or empty) at
-/// `--log`/`THRONG_LOG`, else `[logging] level`. Returns whether they go to a file; a file is
-/// the process's [`ErrorLog`], which SIGUSR1 reopens at its path.
-fn init_logging(filter: Option<&str>, logging: &Logging) -> anyhow::Result<bool> {
+/// `--log`/`THRONG_LOG`, else `[logging] level`. Returns whether they go to a file (a file is
+/// the process's [`ErrorLog`], which SIGUSR1 reopens at its path), and the
+/// hook through which a reload applies a new `[logging] level` (refused while `--log` or
+/// `THRONG_LOG` sets the level).
+fn init_logging(
+    filter: Option<&str>,
+    logging: &Logging,
+) -> anyhow::Result<(bool, throng_server::LogHook)> {
     use tracing_subscriber::fmt::writer::BoxMakeWriter;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let fixed = filter.is_some();
     let filter = filter.unwrap_or(&logging.level);
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .with_context(|| format!("invalid log level or filter {filter:?}"))?;
@@ -90,71 +141,90 @@ fn init_logging(filter: Option<&str>, logging: &Logging) -> anyhow::Result<bool>
             std::io::IsTerminal::is_terminal(&std::io::stderr()),
         )
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(writer)
-        .with_ansi(ansi)
+    let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(writer)
+                .with_ansi(ansi),
+        )
         .init();
-    Ok(to_file)
+    let hook: throng_server::LogHook = Box::new(move |l: &Logging| {
+        if fixed {
+            return Err("--log or THRONG_LOG sets the level".into());
+        }
+        let f = tracing_subscriber::EnvFilter::try_new(&l.level)
+            .map_err(|e| format!("invalid log level or filter {:?}: {e}", l.level))?;
+        handle.reload(f).map_err(|e| e.to_string())
+    });
+    Ok((to_file, hook))
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // Started by a binary upgrade (SIGUSR2) of a running server: take over its sockets. Read
     // while the process has one thread (it edits the environment).
     let handover = throng_server::Handover::from_env();
-    let mut config = match (&args.config, &args.icecast_config) {
-        (Some(path), _) => Config::from_file(path)?,
-        (None, Some(path)) => {
-            let import = icecast_xml::from_file(path)
-                .with_context(|| format!("cannot import {}", path.display()))?;
-            warn_unsupported(path, &import.unsupported);
-            if init_logging(args.log.as_deref(), &import.config.logging)? {
-                for u in &import.unsupported {
-                    tracing::warn!("{}: {u}", path.display());
-                }
-            }
-            import.config
+    let mut source = ConfigSource::new(
+        config_file(&args.config, &args.icecast_config),
+        Overrides {
+            listen: args.listen.clone(),
+            source_password: args.source_password.clone(),
+            admin_password: args.admin_password.clone(),
+        },
+        args.state_dir.clone(),
+    );
+    let loaded = source
+        .load()
+        .with_context(|| format!("cannot start on {}", source.file))?;
+    for w in &loaded.warnings {
+        eprintln!("throng: warning: {w}");
+    }
+    let (to_file, log_hook) = init_logging(args.log.as_deref(), &loaded.config.logging)?;
+    if to_file {
+        for w in &loaded.warnings {
+            tracing::warn!("{w}");
         }
-        (None, None) => Config::embedded(),
-    };
-    if args.icecast_config.is_none() {
-        init_logging(args.log.as_deref(), &config.logging)?;
     }
-    if !args.listen.is_empty() {
-        config.listen = args.listen.clone();
-    }
-    if let Some(p) = args.source_password {
-        config.authentication.source_password = Some(p);
-    }
-    if let Some(p) = args.admin_password {
-        config.authentication.admin_password = Some(p);
-    }
-    for (what, password) in config.generate_missing_passwords() {
+    for (what, password) in &loaded.generated {
         eprintln!("throng: generated {what}: {password}");
     }
+    if let Some(file) = &loaded.state_file {
+        if loaded.generated.is_empty() {
+            eprintln!(
+                "throng: passwords the configuration leaves out come from {}",
+                file.display()
+            );
+        } else {
+            eprintln!("throng: generated passwords are kept in {}", file.display());
+        }
+    }
+    let config = loaded.config;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("throng-io")
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
-        let server = match handover {
+        let mut server = match handover {
             Some(mut handover) => {
                 handover
                     .hello()
                     .context("upgrade: the old process is gone")?;
-                Server::adopt(config, handover).await?
+                Server::adopt(config, Some(source), handover).await?
             }
-            None => Server::bind(config).await?,
+            None => Server::bind_source(config, source).await?,
         };
+        server.set_log_hook(log_hook);
         for addr in server.local_addrs() {
             eprintln!("throng: serving on http://{addr}/");
         }
-        if server.ctx().config.demo {
+        let config = server.ctx().config();
+        if config.demo {
             let addr = server.local_addrs()[0];
             eprintln!(
                 "throng: demo mount playing at http://{addr}{}",
-                server.ctx().config.demo_mount
+                config.demo_mount
             );
         }
         server

@@ -16,6 +16,7 @@
 //! | `GET /api/v1/mounts/{mount}/users` | `manageauth` | `{"mount":…,"users":["name"…]}` (sorted) |
 //! | `POST /api/v1/mounts/{mount}/users` `{"username":…,"password":…}` | `manageauth?action=add` | reply (409 when the user exists) |
 //! | `DELETE /api/v1/mounts/{mount}/users/{user}` | `manageauth?action=delete` | reply (404 when not listed) |
+//! | `POST /api/v1/reload` | `reloadconfig` (Icecast 2.5) | reply: the summary of what changed, or 422 with why the configuration was refused |
 //!
 //! `{mount}` is the mount name without its leading `/` (`/api/v1/mounts/live.mp3/listeners`;
 //! nested names work: `/api/v1/mounts/radio/hi.mp3`). Parameters come from a JSON object body
@@ -96,6 +97,26 @@ fn stats_object(stats: &[Stat]) -> Map<String, Value> {
         .iter()
         .map(|(k, v)| (k.clone(), Value::String(v.clone())))
         .collect()
+}
+
+/// `POST /api/v1/reload` (admin): reloads the configuration as SIGHUP does. 200 with
+/// `{"ok": true, "message": summary}`, or 422 with `{"ok": false, "message": why}` when the new
+/// configuration is refused (the running one is kept); other methods 405.
+pub async fn reload(
+    State(ctx): State<Arc<ServerCtx>>,
+    method: Method,
+    headers: HeaderMap,
+) -> Response {
+    if !auth::is_admin(&ctx, auth::credentials(&headers).as_ref()) {
+        return unauthorized();
+    }
+    if method != Method::POST {
+        return method_not_allowed("POST");
+    }
+    match ctx.control.reload().await {
+        Ok(summary) => outcome(StatusCode::OK, true, &summary),
+        Err(why) => outcome(StatusCode::UNPROCESSABLE_ENTITY, false, &why),
+    }
 }
 
 /// `GET /api/v1/stats` (admin).
@@ -217,7 +238,7 @@ fn params(body: &[u8], query: Option<&str>) -> Option<HashMap<String, String>> {
 
 /// The htpasswd authenticator of `mount`, if it has one.
 fn htpasswd_of(ctx: &ServerCtx, mount: &str) -> Option<Arc<HtpasswdAuth>> {
-    match &ctx.auth.for_mount(mount)?.method {
+    match &ctx.auth().for_mount(mount)?.method {
         crate::auth::Method::Htpasswd(h) => Some(h.clone()),
         crate::auth::Method::Url(_) => None,
     }

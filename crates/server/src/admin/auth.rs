@@ -31,21 +31,21 @@ fn matches(c: Option<&Credentials>, user: &str, pass: Option<&str>) -> bool {
 
 /// Whether `c` are the admin's credentials.
 pub fn is_admin(ctx: &ServerCtx, c: Option<&Credentials>) -> bool {
-    let auth = &ctx.config.authentication;
-    matches(c, ctx.config.admin_user(), auth.admin_password.as_deref())
+    let auth = &ctx.config().authentication;
+    matches(c, ctx.config().admin_user(), auth.admin_password.as_deref())
 }
 
 /// Whether `c` are the source credentials of mount `mount` (whether or not it is live). On a
 /// mount whose URL authenticator has `stream-auth`, the callback decided on the source: only
 /// the credentials it accepted for the live source count (not the global source password).
 pub fn is_mount_source(ctx: &ServerCtx, c: Option<&Credentials>, mount: &str) -> bool {
-    if ctx.auth.has_stream_auth(mount) {
+    if ctx.auth().has_stream_auth(mount) {
         return ctx.registry.get(mount).is_some_and(|m| {
             let s = &m.settings;
             matches(c, &s.source_user, Some(&s.source_password))
         });
     }
-    match ctx.config.source_credentials(mount) {
+    match ctx.config().source_credentials(mount) {
         Some((user, pass)) => matches(c, &user, Some(&pass)),
         None => false,
     }
@@ -53,8 +53,8 @@ pub fn is_mount_source(ctx: &ServerCtx, c: Option<&Credentials>, mount: &str) ->
 
 /// Whether `c` are the relay user's credentials (slaves reading `streamlist.txt`).
 pub fn is_relay(ctx: &ServerCtx, c: Option<&Credentials>) -> bool {
-    let auth = &ctx.config.authentication;
-    matches(c, ctx.config.relay_user(), auth.relay_password.as_deref())
+    let auth = &ctx.config().authentication;
+    matches(c, ctx.config().relay_user(), auth.relay_password.as_deref())
 }
 
 /// What a request may do.

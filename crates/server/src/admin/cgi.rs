@@ -115,24 +115,24 @@ pub fn update(ctx: &ServerCtx, head: &RequestHead, peer: SocketAddr) -> Answer {
     let name = q
         .get("mount")
         .cloned()
-        .unwrap_or_else(|| ctx.config.shoutcast_default_mount().to_owned());
+        .unwrap_or_else(|| ctx.config().shoutcast_default_mount().to_owned());
     let live = ctx.registry.get(&name);
     let (user, password) = match &live {
         Some(m) => (
             m.settings.source_user.clone(),
             m.settings.source_password.clone(),
         ),
-        None => ctx.config.source_credentials(&name).unwrap_or_default(),
+        None => ctx.config().source_credentials(&name).unwrap_or_default(),
     };
-    let admin_pass = ctx
-        .config
+    let config = ctx.config();
+    let admin_pass = config
         .authentication
         .admin_password
         .as_deref()
         .unwrap_or("");
     let is_admin = basic.as_ref().is_some_and(|c| {
         !admin_pass.is_empty()
-            && c.user == ctx.config.admin_user()
+            && c.user == ctx.config().admin_user()
             && secrets_equal(&c.password, admin_pass)
     });
     let is_source = !password.is_empty()

@@ -39,7 +39,7 @@ pub struct Stats {
 
 /// The `[[mount]] authentication` type of mount `name` as Icecast names it (`htpasswd`, `url`).
 pub fn authenticator(ctx: &ServerCtx, name: &str) -> Option<&'static str> {
-    match ctx.config.mount_for(name)?.authentication.as_ref()? {
+    match ctx.config().mount_for(name)?.authentication.as_ref()? {
         AuthConfig::Htpasswd { .. } => Some("htpasswd"),
         AuthConfig::Url(_) => Some("url"),
     }
@@ -47,7 +47,7 @@ pub fn authenticator(ctx: &ServerCtx, name: &str) -> Option<&'static str> {
 
 /// Whether mount `m` is left out of public lists (`[[mount]] hidden`).
 fn hidden(ctx: &ServerCtx, name: &str) -> bool {
-    ctx.config.mount_for(name).is_some_and(|c| c.hidden)
+    ctx.config().mount_for(name).is_some_and(|c| c.hidden)
 }
 
 fn mount_stats(ctx: &ServerCtx, m: &Mount) -> Vec<Stat> {
@@ -73,11 +73,10 @@ fn mount_stats(ctx: &ServerCtx, m: &Mount) -> Vec<Stat> {
         m.listener_peak.load(Ordering::Relaxed).to_string(),
     );
     add("listeners", m.listeners.load(Ordering::Relaxed).to_string());
-    add("listenurl", m.listen_url(&ctx.config.hostname, ctx.port));
+    add("listenurl", m.listen_url(&ctx.config().hostname, ctx.port));
     add(
         "max_listeners",
-        m.settings
-            .max_listeners
+        m.max_listeners()
             .map_or_else(|| "unlimited".to_owned(), |n| n.to_string()),
     );
     add("public", u8::from(info.public).to_string());
@@ -119,12 +118,12 @@ fn mount_stats(ctx: &ServerCtx, m: &Mount) -> Vec<Stat> {
 /// global stats are always there, as `stats?mount=` in Icecast 2.4.4).
 pub fn stats(ctx: &ServerCtx, only: Option<&str>) -> Stats {
     let mut global: Vec<Stat> = vec![
-        ("admin".into(), ctx.config.admin_email.clone()),
+        ("admin".into(), ctx.config().admin_email.clone()),
         ("clients".into(), ctx.clients.open().to_string()),
-        ("host".into(), ctx.config.hostname.clone()),
+        ("host".into(), ctx.config().hostname.clone()),
         ("listeners".into(), ctx.fanout.listeners().to_string()),
-        ("location".into(), ctx.config.location.clone()),
-        ("server_id".into(), ctx.config.server_id.clone()),
+        ("location".into(), ctx.config().location.clone()),
+        ("server_id".into(), ctx.config().server_id.clone()),
         ("server_start".into(), rfc822(&ctx.started)),
         ("server_start_iso8601".into(), iso8601(&ctx.started)),
         (
@@ -179,7 +178,7 @@ fn entry(ctx: &ServerCtx, m: &Arc<Mount>) -> MountEntry {
         authenticator: authenticator(ctx, &m.name),
         connected_s: connected,
         content_type: Some(m.settings.content_type.clone()),
-        hidden: m.settings.hidden,
+        hidden: m.hidden(),
         live: true,
     }
 }

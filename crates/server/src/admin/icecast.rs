@@ -16,7 +16,9 @@
 //! `cgi.rs`.
 //!
 //! `manageauth` lists, adds and deletes the users of a mount's htpasswd file (see
-//! `manage_auth`).
+//! `manage_auth`). `reloadconfig` (Icecast 2.5) reloads the configuration as SIGHUP does, with
+//! admin credentials only, `mount` or not, and answers an `<iceresponse>` whose `<return>` is
+//! 1 with the summary of what changed, or 0 with why the new configuration was refused.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -77,6 +79,8 @@ pub enum Command {
     ManageAuth(Render),
     /// `buildm3u`: a playlist with credentials in the URL (no authentication).
     BuildM3u,
+    /// `reloadconfig` (Icecast 2.5): reload the configuration (admin only).
+    ReloadConfig(Render),
 }
 
 /// The command named `name` (the path after `/admin/`), if it is one.
@@ -107,6 +111,8 @@ pub fn parse_command(name: &str) -> Option<Command> {
         "manageauth" => ManageAuth(Raw),
         "manageauth.xsl" => ManageAuth(Transformed),
         "buildm3u" => BuildM3u,
+        "reloadconfig" => ReloadConfig(Raw),
+        "reloadconfig.xsl" => ReloadConfig(Transformed),
         _ => return None,
     })
 }
@@ -143,7 +149,7 @@ fn reply(ctx: &ServerCtx, status: StatusCode, content_type: &str, body: String) 
             h.insert(k, v);
         }
     };
-    set(h, header::SERVER, &ctx.config.server_id);
+    set(h, header::SERVER, &ctx.config().server_id);
     set(h, header::CONTENT_TYPE, content_type);
     set(h, header::CACHE_CONTROL, "no-cache, no-store");
     set(h, header::EXPIRES, "Mon, 26 Jul 1997 05:00:00 GMT");
@@ -218,6 +224,22 @@ pub async fn handle(
     };
     let params = Params::parse(query.as_deref());
     let creds = auth::credentials(&headers);
+    if let Command::ReloadConfig(r) = cmd {
+        if !auth::is_admin(&ctx, creds.as_ref()) {
+            tracing::info!(%peer, command = name, "admin: bad or missing credentials");
+            return unauthorized(&ctx);
+        }
+        tracing::info!(%peer, "admin: configuration reload requested");
+        return match ctx.control.reload().await {
+            Ok(summary) => response(&ctx, r, &summary, true),
+            Err(why) => response(
+                &ctx,
+                r,
+                &format!("configuration not reloaded: {why}"),
+                false,
+            ),
+        };
+    }
     match params.get("mount") {
         Some(mount) => {
             if cmd == Command::BuildM3u {
@@ -360,9 +382,10 @@ async fn mount_command(
             &xml::mount_only(&m.name),
         ),
         Command::ManageAuth(r) => manage_auth(ctx, m, params, r, peer).await,
-        Command::ListMounts(_) | Command::StreamList(_) | Command::BuildM3u => {
-            bad_request(ctx, "Mount request unknown")
-        }
+        Command::ListMounts(_)
+        | Command::StreamList(_)
+        | Command::BuildM3u
+        | Command::ReloadConfig(_) => bad_request(ctx, "Mount request unknown"),
     }
 }
 
@@ -424,7 +447,7 @@ async fn manage_auth(
     render: Render,
     peer: SocketAddr,
 ) -> Response {
-    let Some(auth) = ctx.auth.for_mount(&m.name).cloned() else {
+    let Some(auth) = ctx.auth().for_mount(&m.name).cloned() else {
         tracing::warn!(%peer, mount = %m.name, "manageauth on a mount without authentication");
         return bad_request(ctx, MANAGEAUTH_MISSING);
     };
@@ -517,7 +540,7 @@ fn build_m3u(ctx: &ServerCtx, mount: &str, params: &Params) -> Response {
         "http://{}:{}@{}:{}{mount}\r\n",
         enc(&user),
         enc(&pass),
-        ctx.config.hostname,
+        ctx.config().hostname,
         ctx.port
     );
     let mut r = reply(ctx, StatusCode::OK, "audio/x-mpegurl", body);

@@ -3,7 +3,8 @@
 //!
 //! Routes: `/` (a small page listing mounts), `/status-json.xsl` and `/api/v1/status`
 //! (`status.rs`), `/metrics` (Prometheus), Icecast 2.4.4's admin commands under `/admin/`
-//! (`icecast.rs`), and the admin JSON API under `/api/v1/` (`api.rs`). What the
+//! (`icecast.rs`, with Icecast 2.5's `reloadconfig`), and the admin JSON API under `/api/v1/`
+//! (`api.rs`, with `POST /api/v1/reload`). What the
 //! commands report and do lives in `data.rs` and `ops.rs`, who may call them in
 //! `auth.rs`.
 
@@ -44,7 +45,7 @@ pub async fn serve(
     let conn = hyper::server::conn::http1::Builder::new()
         .keep_alive(false)
         .serve_connection(io, svc);
-    if let Err(e) = tokio::time::timeout(ctx.config.header_timeout() * 4, conn).await {
+    if let Err(e) = tokio::time::timeout(ctx.config().header_timeout() * 4, conn).await {
         tracing::debug!(%peer, "admin connection timed out: {e}");
     }
 }
@@ -65,6 +66,7 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
             get(crate::admin::icecast::handle).post(crate::admin::icecast::handle),
         )
         .route("/api/v1/stats", get(crate::admin::api::stats))
+        .route("/api/v1/reload", any(crate::admin::api::reload))
         .route("/api/v1/mounts", get(crate::admin::api::mounts))
         .route(
             "/api/v1/mounts/{*mount}",
@@ -164,7 +166,7 @@ async fn not_found() -> Response {
 
 async fn index(State(ctx): State<Arc<ServerCtx>>) -> Html<String> {
     let mut rows = String::new();
-    for m in ctx.registry.list().iter().filter(|m| !m.settings.hidden) {
+    for m in ctx.registry.list().iter().filter(|m| !m.hidden()) {
         let name = crate::admin::html::escape(&m.name);
         rows.push_str(&format!(
             "<li><a href=\"{name}\">{name}</a> — {} — {} listeners — <em>{}</em><br><audio controls preload=\"none\" src=\"{name}\"></audio></li>\n",
@@ -177,6 +179,6 @@ async fn index(State(ctx): State<Arc<ServerCtx>>) -> Html<String> {
         "<!doctype html><meta charset=\"utf-8\"><title>{id}</title><h1>{id}</h1>\
          <p>Mounts live now:</p><ul>\n{rows}</ul>\
          <p><a href=\"/status-json.xsl\">status-json.xsl</a> · <a href=\"/api/v1/status\">/api/v1/status</a> · <a href=\"/metrics\">/metrics</a></p>",
-        id = crate::admin::html::escape(&ctx.config.server_id)
+        id = crate::admin::html::escape(&ctx.config().server_id)
     ))
 }

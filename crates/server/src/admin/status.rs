@@ -38,7 +38,7 @@ fn public_mounts(ctx: &ServerCtx) -> Vec<std::sync::Arc<Mount>> {
     ctx.registry
         .list()
         .into_iter()
-        .filter(|m| !m.settings.hidden)
+        .filter(|m| !m.hidden())
         .collect()
 }
 
@@ -87,7 +87,7 @@ fn icecast_source(ctx: &ServerCtx, m: &Mount) -> Value {
     );
     o.insert(
         "listenurl".into(),
-        json!(m.listen_url(&ctx.config.hostname, ctx.port)),
+        json!(m.listen_url(&ctx.config().hostname, ctx.port)),
     );
     if let Some(r) = rate {
         o.insert("samplerate".into(), stat(&r));
@@ -112,10 +112,10 @@ fn icecast_source(ctx: &ServerCtx, m: &Mount) -> Value {
 /// `/status-json.xsl`, as Icecast 2.4.4.
 pub fn icecast_status(ctx: &ServerCtx) -> Value {
     let mut s = Map::new();
-    s.insert("admin".into(), json!(ctx.config.admin_email));
-    s.insert("host".into(), json!(ctx.config.hostname));
-    s.insert("location".into(), json!(ctx.config.location));
-    s.insert("server_id".into(), json!(ctx.config.server_id));
+    s.insert("admin".into(), json!(ctx.config().admin_email));
+    s.insert("host".into(), json!(ctx.config().hostname));
+    s.insert("location".into(), json!(ctx.config().location));
+    s.insert("server_id".into(), json!(ctx.config().server_id));
     s.insert("server_start".into(), json!(rfc822(&ctx.started)));
     s.insert("server_start_iso8601".into(), json!(iso8601(&ctx.started)));
     let sources: Vec<Value> = public_mounts(ctx)
@@ -142,11 +142,11 @@ pub fn v1_status(ctx: &ServerCtx) -> Value {
         .collect();
     json!({
         "server": {
-            "id": ctx.config.server_id,
+            "id": ctx.config().server_id,
             "version": env!("CARGO_PKG_VERSION"),
-            "host": ctx.config.hostname,
-            "location": ctx.config.location,
-            "admin": ctx.config.admin_email,
+            "host": ctx.config().hostname,
+            "location": ctx.config().location,
+            "admin": ctx.config().admin_email,
             "started_iso8601": iso8601(&ctx.started),
             "uptime_s": (chrono::Local::now() - ctx.started).num_seconds(),
             "listeners": ctx.fanout.listeners(),
@@ -163,7 +163,7 @@ pub fn v1_mount(ctx: &ServerCtx, m: &Mount) -> Value {
     let (rate, channels) = audio_params(m);
     json!({
         "mount": m.name,
-        "listenurl": m.listen_url(&ctx.config.hostname, ctx.port),
+        "listenurl": m.listen_url(&ctx.config().hostname, ctx.port),
         "content_type": m.settings.content_type,
         "format": format!("{:?}", m.settings.format).to_lowercase(),
         "source": match m.settings.kind {
@@ -184,7 +184,7 @@ pub fn v1_mount(ctx: &ServerCtx, m: &Mount) -> Value {
         "artist": m.ogg_tags.artist(),
         "listeners": m.listeners.load(Ordering::Relaxed),
         "listener_peak": m.listener_peak.load(Ordering::Relaxed),
-        "max_listeners": m.settings.max_listeners,
+        "max_listeners": m.max_listeners(),
         "slow_listeners": m.slow_listeners.load(Ordering::Relaxed),
         "source_bytes_received": m.source_bytes.load(Ordering::Relaxed),
         "bytes_sent": m.bytes_sent.load(Ordering::Relaxed),

@@ -181,6 +181,45 @@ impl Authenticators {
         })
     }
 
+    /// The authenticators of `config` for a reload: like [`Authenticators::from_config`], but
+    /// a `[[mount]]` whose `authentication` is unchanged keeps its authenticator as it is
+    /// (htpasswd cache and `manageauth` changes, logged-in users for the duplicate-login rule,
+    /// listeners waiting on a callback).
+    ///
+    /// Errors: as [`Authenticators::from_config`].
+    pub fn rebuild(&self, config: Arc<Config>, port: u16) -> Result<Authenticators, AuthError> {
+        let mut fresh = Authenticators::from_config(config.clone(), port)?;
+        let first = |c: &Config, name: &str| {
+            c.mount
+                .iter()
+                .find(|m| m.name == name)
+                .and_then(|m| m.authentication.clone())
+        };
+        for (pattern, auth) in fresh.by_pattern.iter_mut() {
+            if let Some(old) = self.by_pattern.get(pattern) {
+                if first(&self.config, pattern) == first(&config, pattern) {
+                    *auth = old.clone();
+                }
+            }
+        }
+        Ok(fresh)
+    }
+
+    /// What [`Authenticators::from_config`] would refuse in `config` (a callback URL that
+    /// cannot be used), one `key: problem` line each, for `throng check-config`.
+    pub fn problems(config: &Config) -> Vec<String> {
+        config
+            .mount
+            .iter()
+            .filter_map(|m| match &m.authentication {
+                Some(AuthConfig::Url(u)) => UrlAuth::new(u)
+                    .err()
+                    .map(|(c, e)| format!("mount[{}].authentication.{}: {e}", m.name, c.as_str())),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The authenticator that applies to mount `name` (that of the first matching
     /// `[[mount]]`), if any.
     pub fn for_mount(&self, name: &str) -> Option<&Arc<Authenticator>> {

@@ -4,9 +4,13 @@
 //! Defaults follow Icecast 2.4.4 `cfgfile.c:_set_defaults` where Icecast has one (queue-size
 //! 512000 bytes, burst-size 65536 bytes, header-timeout 15 s, source-timeout 10 s, sources 16,
 //! metaint 16000 bytes), except that passwords have no well-known default: a missing password is
-//! generated at start-up and printed. See `throng.example.toml` for every key.
+//! generated once, printed and kept in a state file (`source.rs`). See `throng.example.toml` for
+//! every key. `source.rs` loads a configuration as a start or reload does (file, command-line
+//! overrides, passwords); `check.rs` checks the files and directories it names.
 
+pub mod check;
 pub mod icecast_xml;
+pub mod source;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -104,6 +108,10 @@ pub struct Paths {
     /// Proxies trusted to set `X-Forwarded-For`, as CIDR ranges (`10.0.0.0/8`) or addresses.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub x_forwarded_for: Vec<String>,
+    /// Directory of the state file holding generated passwords (`passwords.toml`); default
+    /// `$XDG_STATE_HOME/throng` or `~/.local/state/throng`. `--state-dir` and
+    /// `THRONG_STATE_DIR` override it (see `config/source.rs`).
+    pub state_dir: Option<PathBuf>,
 }
 
 /// One `name: value` response header (Icecast `<header name= value=>`).

@@ -577,7 +577,7 @@ impl Shard {
         let sm = self.mounts[mi].as_mut().expect("just inserted");
         sm.refresh(fallback.as_ref(), self.now);
         sm.listeners += 1;
-        let (pos, ogg_headers) = sm.snapshot.join_point(mount.settings.burst_size);
+        let (pos, ogg_headers) = sm.snapshot.join_point(mount.burst_size());
         let is_ogg = mount.settings.format == throng_proto::format::Format::Ogg;
         // Head, intro and header pages are queued as shared pieces, never copied per listener.
         let mut cursor = Cursor::new(pos, head, metaint);
@@ -862,7 +862,7 @@ impl Shard {
                 return true;
             }
             Verdict::SkipAhead => {
-                let (pos, headers) = sm.snapshot.join_point(sm.mount.settings.burst_size);
+                let (pos, headers) = sm.snapshot.join_point(sm.mount.burst_size());
                 slot.cursor.skip_to(pos, headers.map(|h| (*h).clone()));
             }
         }

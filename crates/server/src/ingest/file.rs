@@ -2,7 +2,11 @@
 //! demo mount (a synthetic MP3 arpeggio embedded in the binary, made by
 //! `scripts/make-demo-audio.sh`), `[[mount]] file = ...` mounts, and webroot files named as a
 //! `fallback-mount` (Icecast 2.4.4 serves those through its fallback file thread).
+//! [`FileMounts`] is the set of configured file mounts, brought in line with the configuration
+//! at start and at each reload.
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,7 +83,8 @@ pub fn start_file_mount(
         .and_then(|s| s.to_str())
         .unwrap_or_default()
         .to_owned();
-    let cfg = ctx.config.mount_for(name);
+    let config = ctx.config();
+    let cfg = config.mount_for(name);
     let info = SourceInfo {
         name: cfg
             .and_then(|m| m.stream_name.clone())
@@ -109,6 +114,127 @@ struct LoopSpec<'a> {
     info: SourceInfo,
     title: &'a str,
     hidden: bool,
+}
+
+/// The file mounts a configuration asks for: each `[[mount]] file`, and each webroot file named
+/// as a `fallback-mount` that no `[[mount]] file` provides, by mount name, with whether it is
+/// a (hidden) webroot fallback file.
+pub fn wanted_file_mounts(config: &crate::config::Config) -> BTreeMap<String, (PathBuf, bool)> {
+    let mut wanted = BTreeMap::new();
+    for m in &config.mount {
+        if let Some(path) = &m.file {
+            wanted
+                .entry(m.name.clone())
+                .or_insert((path.clone(), false));
+        }
+    }
+    let Some(webroot) = &config.paths.webroot else {
+        return wanted;
+    };
+    for m in &config.mount {
+        let Some(target) = &m.fallback_mount else {
+            continue;
+        };
+        let path = webroot.join(target.trim_start_matches('/'));
+        if !wanted.contains_key(target) && path.is_file() {
+            wanted.insert(target.clone(), (path, true));
+        }
+    }
+    wanted
+}
+
+/// The running file mounts started from the configuration (not the demo), by mount name.
+#[derive(Debug, Default)]
+pub struct FileMounts {
+    running: BTreeMap<String, (PathBuf, bool)>,
+    /// File mounts carried across a binary upgrade, continued by the next [`FileMounts::apply`]
+    /// instead of started afresh.
+    resumed: ResumedFiles,
+}
+
+impl FileMounts {
+    /// Hands the file mounts carried across a binary upgrade to the next
+    /// [`FileMounts::apply`]; those it does not start (the new configuration has no such file
+    /// mount) end then, and their listeners go to the mount's fallback.
+    pub fn resume(&mut self, resumed: ResumedFiles) {
+        self.resumed = resumed;
+    }
+
+    /// Makes the running file mounts those of `config` ([`wanted_file_mounts`]): a mount no
+    /// longer wanted, or now on another file, is stopped (its listeners go to its fallback, as
+    /// after `killsource`); a new one starts. A webroot fallback file is not started while
+    /// another feed holds its mount name (a source client takes precedence). Returns one line
+    /// per change, for the reload's summary.
+    ///
+    /// Errors: the first file mount that cannot start (the others were still tried).
+    pub async fn apply(
+        &mut self,
+        ctx: &Arc<ServerCtx>,
+        config: &crate::config::Config,
+    ) -> Result<Vec<String>, (Vec<String>, FileSourceError)> {
+        let wanted = wanted_file_mounts(config);
+        let mut changes = Vec::new();
+        let stale: Vec<String> = self
+            .running
+            .iter()
+            .filter(|(name, spec)| wanted.get(*name) != Some(spec))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in stale {
+            self.running.remove(&name);
+            stop_file_mount(ctx, &name).await;
+            if !wanted.contains_key(&name) {
+                changes.push(format!("file mount {name} stopped"));
+            }
+        }
+        let mut failed = None;
+        for (name, (path, fallback_file)) in wanted {
+            if self.running.contains_key(&name) {
+                continue;
+            }
+            if fallback_file && ctx.registry.get(&name).is_some() {
+                continue;
+            }
+            let resume = self.resumed.remove(&name);
+            match start_file_mount(ctx.clone(), &name, &path, fallback_file, resume) {
+                Ok(()) => {
+                    tracing::info!("{} plays on {name}", path.display());
+                    changes.push(format!("file mount {name} started ({})", path.display()));
+                    self.running.insert(name, (path, fallback_file));
+                }
+                Err(e) => {
+                    tracing::error!(mount = %name, "file mount cannot start: {e}");
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+        // Carried-over file mounts the configuration no longer has end here.
+        self.resumed.clear();
+        match failed {
+            None => Ok(changes),
+            Some(e) => Err((changes, e)),
+        }
+    }
+}
+
+/// Stops the file-fed mount `name`, if one is live, and waits (at most 2 s) until it is
+/// unregistered, so the name can be taken again at once.
+async fn stop_file_mount(ctx: &ServerCtx, name: &str) {
+    let Some(m) = ctx
+        .registry
+        .get(name)
+        .filter(|m| m.settings.kind == SourceKind::File)
+    else {
+        return;
+    };
+    m.stop.store(true, Ordering::Relaxed);
+    for _ in 0..100 {
+        if ctx.registry.get(name).is_none_or(|n| n.id != m.id) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tracing::warn!(mount = %name, "file mount still registered 2 s after its stop");
 }
 
 /// Frames a whole file into units and the audio parameters seen.
@@ -141,7 +267,7 @@ pub fn start_demo(ctx: Arc<ServerCtx>, resume: Option<Resumed>) -> Result<(), Fi
         bitrate: Some("64".into()),
         ..SourceInfo::default()
     };
-    let name = ctx.config.demo_mount.clone();
+    let name = ctx.config().demo_mount.clone();
     start_loop(
         ctx,
         LoopSpec {
@@ -180,13 +306,16 @@ fn start_loop(
         return Ok(());
     }
     let (mount, writer) = Mount::configured(
-        &ctx.config,
+        &ctx.config(),
         spec.name,
         Announcement {
             format: spec.format,
             content_type: spec.content_type.into(),
             info: spec.info,
-            credentials: ctx.config.source_credentials(spec.name).unwrap_or_default(),
+            credentials: ctx
+                .config()
+                .source_credentials(spec.name)
+                .unwrap_or_default(),
             source_ip: None,
             kind: SourceKind::File,
             force_hidden: spec.hidden,
@@ -228,7 +357,7 @@ async fn loop_file(
         let u = &units[index];
         index = (index + 1) % units.len();
         feeder.push_unit(u);
-        if preroll_bytes < mount.settings.burst_size as usize {
+        if preroll_bytes < mount.burst_size() as usize {
             preroll_bytes += u.data.len();
             continue;
         }

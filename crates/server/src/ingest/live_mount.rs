@@ -32,7 +32,7 @@ impl LiveMount {
         ctx.registry.reserve(mount.clone(), max_sources)?;
         ctx.metrics.sources.inc();
         if ctx
-            .config
+            .config()
             .mount_for(&mount.name)
             .is_some_and(|m| m.fallback_override)
         {
@@ -40,7 +40,7 @@ impl LiveMount {
         }
         // Source clients and relays are streams to Icecast (`source_init`); looped files are not.
         let notice = (mount.settings.kind != SourceKind::File)
-            .then(|| ctx.auth.stream_started(&mount.name))
+            .then(|| ctx.auth().stream_started(&mount.name))
             .flatten();
         Ok(LiveMount {
             ctx,

@@ -112,9 +112,9 @@ async fn check_login(
         ice_protocol: false,
         headers: vec![("Authorization".into(), basic_authorization(user, pass))],
     };
-    match ctx.auth.authorize_source(&head, peer, mount, false).await {
+    match ctx.auth().authorize_source(&head, peer, mount, false).await {
         SourceAuth::Unconfigured => ctx
-            .config
+            .config()
             .source_credentials(mount)
             .filter(|(u, p)| login.matches(u, p)),
         SourceAuth::Accepted { user, pass } => Some((user, pass)),
@@ -144,7 +144,7 @@ pub async fn handle(
     peer: SocketAddr,
     slot: ClientSlot,
 ) -> Option<HttpOnShoutcastPort> {
-    let deadline = tokio::time::Instant::now() + ctx.config.header_timeout();
+    let deadline = tokio::time::Instant::now() + ctx.config().header_timeout();
     let mut buf = Vec::with_capacity(1024);
     let first = read_until(&mut stream, &mut buf, deadline, |b| {
         Ok(password_line(b).map(|(line, used)| (looks_like_http(line), used)))
@@ -164,7 +164,7 @@ pub async fn handle(
             slot,
         });
     }
-    if let Err(why) = ctx.filters.check_ip(peer.ip()) {
+    if let Err(why) = ctx.filters().check_ip(peer.ip()) {
         tracing::info!(%peer, "SHOUTcast source refused: {why}");
         ctx.metrics.rejected.inc();
         return None;
@@ -173,7 +173,7 @@ pub async fn handle(
     let mount = login
         .mount
         .clone()
-        .unwrap_or_else(|| ctx.config.shoutcast_default_mount().to_owned());
+        .unwrap_or_else(|| ctx.config().shoutcast_default_mount().to_owned());
     let line = format!("SOURCE {mount} HTTP/1.0");
     let credentials = if valid_mount_name(&mount) && login.secret != POKE {
         check_login(&ctx, &login, &mount, peer).await

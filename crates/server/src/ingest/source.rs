@@ -93,7 +93,7 @@ fn check_password(
     peer: SocketAddr,
     name: &str,
 ) -> Option<(String, String)> {
-    let Some((user, pass)) = ctx.config.source_credentials(name) else {
+    let Some((user, pass)) = ctx.config().source_credentials(name) else {
         tracing::warn!(%peer, mount = %name, "source rejected: no source password configured");
         return None;
     };
@@ -144,7 +144,7 @@ pub async fn handle(
         .await;
         return;
     }
-    let checked = match ctx.auth.authorize_source(&head, peer, &name, false).await {
+    let checked = match ctx.auth().authorize_source(&head, peer, &name, false).await {
         SourceAuth::Unconfigured => check_password(&ctx, &head, peer, &name),
         SourceAuth::Accepted { user, pass } => Some((user, pass)),
         SourceAuth::Refused => None,
@@ -234,12 +234,13 @@ pub async fn run(
         None => "audio/mpeg".to_owned(),
     };
     let format = Format::from_content_type(&content_type);
-    let mount_cfg = ctx.config.mount_for(&name);
+    let config = ctx.config();
+    let mount_cfg = config.mount_for(&name);
     let mut info = SourceInfo::from_headers(&head.headers);
     apply_overrides(&mut info, mount_cfg);
-    let limits = &ctx.config.limits;
+    let limits = &config.limits;
     let (mount, writer) = Mount::configured(
-        &ctx.config,
+        &config,
         &name,
         Announcement {
             format,
@@ -392,7 +393,7 @@ async fn ingest(
     }
     let mut buf = vec![0u8; SOURCE_READ_BYTES];
     let mut shutdown = ctx.shutdown.clone();
-    let timeout = ctx.config.source_timeout();
+    let timeout = ctx.config().source_timeout();
     let mut last_data = Instant::now();
     loop {
         if mount.stop.load(Ordering::Relaxed) {

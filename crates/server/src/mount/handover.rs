@@ -20,7 +20,7 @@ use throng_proto::source_info::SourceInfo;
 
 use crate::mount::freeze::SourceClientState;
 use crate::mount::icy_meta::IcyMeta;
-use crate::mount::live::{stream_headers, Mount, MountSettings, SourceKind};
+use crate::mount::live::{stream_headers, Mount, MountSettings, SourceKind, Tuning};
 use crate::mount::queue::{Chunk, QueueSnapshot, QueueWriter};
 
 /// A relay's mount adopted by the new process, waiting for its relay task (`ingest/relay`) to
@@ -240,6 +240,7 @@ pub struct MountState {
     /// 0 MP3, 1 AAC, 2 Ogg, 3 EBML, 4 other.
     format: u8,
     info: InfoState,
+    force_hidden: bool,
     hidden: bool,
     max_listeners: Option<u32>,
     burst_size: u64,
@@ -310,9 +311,10 @@ impl MountState {
             kind: kind_code(s.kind),
             format: format_code(s.format),
             info: (&s.info).into(),
-            hidden: s.hidden,
-            max_listeners: s.max_listeners,
-            burst_size: s.burst_size,
+            force_hidden: s.force_hidden,
+            hidden: mount.hidden(),
+            max_listeners: mount.max_listeners(),
+            burst_size: mount.burst_size(),
             credentials: (s.source_user.clone(), s.source_password.clone()),
             source_ip: s.source_ip,
             title: mount.title(),
@@ -341,9 +343,7 @@ impl MountState {
             content_type: self.content_type,
             stream_headers: stream_headers(&info),
             info,
-            hidden: self.hidden,
-            max_listeners: self.max_listeners,
-            burst_size: self.burst_size,
+            force_hidden: self.force_hidden,
             source_user: self.credentials.0,
             source_password: self.credentials.1,
             source_ip: self.source_ip,
@@ -353,6 +353,11 @@ impl MountState {
         let (chunks, head, headers) = self.queue.into_chunks();
         let mut writer = QueueWriter::resume(self.retain, chunks, head, headers);
         let mut mount = Mount::new(&self.name, settings, writer.queue());
+        mount.set_tuning(Tuning {
+            hidden: self.hidden,
+            max_listeners: self.max_listeners,
+            burst_size: self.burst_size,
+        });
         mount.started = self.started;
         mount.restore_title(
             &self.title,

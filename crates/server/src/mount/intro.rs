@@ -20,6 +20,11 @@ pub struct IntroCache {
 }
 
 impl IntroCache {
+    /// Forgets every cached intro (a reload): the next listener reads the files again.
+    pub fn clear(&self) {
+        self.intros.lock().clear();
+    }
+
     /// The intro file at `path` (read once, then cached and shared; at most
     /// [`MAX_INTRO_BYTES`]).
     ///

@@ -1,6 +1,7 @@
-//! A live mount: its fixed settings, its queue, ICY metadata and counters. A [`Mount`] does
-//! not know where its bytes come from (a source client, a relay, a file): the feeder owns the
-//! chunker; listeners see only the [`Queue`] snapshots and the ICY block.
+//! A live mount: its fixed settings, the settings a reload may change ([`Tuning`]), its queue,
+//! ICY metadata and counters. A [`Mount`] does not know where its bytes come from (a source
+//! client, a relay, a file): the feeder owns the chunker; listeners see only the [`Queue`]
+//! snapshots and the ICY block.
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -38,12 +39,8 @@ pub struct MountSettings {
     pub content_type: String,
     /// Stream description, after `[[mount]]` overrides.
     pub info: SourceInfo,
-    /// Left out of public status pages.
-    pub hidden: bool,
-    /// Most listeners, if limited.
-    pub max_listeners: Option<u32>,
-    /// Burst-on-connect size in bytes.
-    pub burst_size: u64,
+    /// Hidden whatever the configuration says (webroot fallback files).
+    pub force_hidden: bool,
     /// Source user and password accepted for this mount's metadata updates.
     pub source_user: String,
     /// See `source_user`.
@@ -54,6 +51,31 @@ pub struct MountSettings {
     pub kind: SourceKind,
     /// `icy-*` headers sent to listeners, from [`stream_headers`].
     pub stream_headers: Vec<(String, String)>,
+}
+
+/// The settings of a live mount that follow the configuration: set from its `[[mount]]` entry
+/// and `[limits]` when the mount starts, and again at each reload ([`Mount::retune`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tuning {
+    /// Left out of public status pages.
+    pub hidden: bool,
+    /// Most listeners, if limited (new listeners only: those above a lowered limit stay).
+    pub max_listeners: Option<u32>,
+    /// Burst-on-connect size in bytes, for listeners joining from now on (at most what the
+    /// queue retains).
+    pub burst_size: u64,
+}
+
+impl Tuning {
+    /// The tuning of mount `name` under `config`; hidden anyway when `force_hidden`.
+    pub fn of(config: &crate::config::Config, name: &str, force_hidden: bool) -> Tuning {
+        let cfg = config.mount_for(name);
+        Tuning {
+            hidden: force_hidden || cfg.is_some_and(|m| m.hidden),
+            max_listeners: cfg.and_then(|m| m.max_listeners),
+            burst_size: config.burst_and_queue(name).0 as u64,
+        }
+    }
 }
 
 /// The `icy-*` headers a listener gets for a stream described by `info`, as Icecast 2.4.4
@@ -114,6 +136,8 @@ pub struct Mount {
     pub id: u64,
     /// Fixed settings.
     pub settings: MountSettings,
+    /// Settings that follow the configuration (see [`Mount::tuning`]).
+    tuning: ArcSwap<Tuning>,
     /// The queue listeners read.
     pub queue: Arc<Queue>,
     /// Current ICY metadata block.
@@ -149,6 +173,7 @@ impl Mount {
             name: name.to_owned(),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             settings,
+            tuning: ArcSwap::from_pointee(Tuning::default()),
             queue,
             icy: ArcSwap::from_pointee(IcyMeta {
                 generation: 0,
@@ -176,7 +201,6 @@ impl Mount {
         name: &str,
         origin: Announcement,
     ) -> (Arc<Mount>, QueueWriter) {
-        let cfg = config.mount_for(name);
         let (burst, queue) = config.burst_and_queue(name);
         let writer = QueueWriter::new(queue.max(burst) as u64);
         let settings = MountSettings {
@@ -184,15 +208,47 @@ impl Mount {
             content_type: origin.content_type,
             stream_headers: stream_headers(&origin.info),
             info: origin.info,
-            hidden: origin.force_hidden || cfg.is_some_and(|m| m.hidden),
-            max_listeners: cfg.and_then(|m| m.max_listeners),
-            burst_size: burst as u64,
+            force_hidden: origin.force_hidden,
             source_user: origin.credentials.0,
             source_password: origin.credentials.1,
             source_ip: origin.source_ip,
             kind: origin.kind,
         };
-        (Arc::new(Mount::new(name, settings, writer.queue())), writer)
+        let mount = Mount::new(name, settings, writer.queue());
+        mount.retune(config);
+        (Arc::new(mount), writer)
+    }
+
+    /// The settings that follow the configuration, as in force now.
+    pub fn tuning(&self) -> Arc<Tuning> {
+        self.tuning.load_full()
+    }
+
+    /// Re-reads the [`Tuning`] from `config` (mount start, reload); returns whether it changed.
+    pub fn retune(&self, config: &crate::config::Config) -> bool {
+        self.set_tuning(Tuning::of(config, &self.name, self.settings.force_hidden))
+    }
+
+    /// Sets the [`Tuning`]; returns whether it changed.
+    pub fn set_tuning(&self, tuning: Tuning) -> bool {
+        let changed = *self.tuning.load_full() != tuning;
+        self.tuning.store(Arc::new(tuning));
+        changed
+    }
+
+    /// Left out of public status pages.
+    pub fn hidden(&self) -> bool {
+        self.tuning.load().hidden
+    }
+
+    /// Most listeners, if limited.
+    pub fn max_listeners(&self) -> Option<u32> {
+        self.tuning.load().max_listeners
+    }
+
+    /// Burst-on-connect size in bytes for a listener joining now.
+    pub fn burst_size(&self) -> u64 {
+        self.tuning.load().burst_size
     }
 
     /// Sets the stream title (and optional URL) sent in ICY metadata and shown in status.
@@ -230,7 +286,7 @@ impl Mount {
 
     /// Takes a listener slot, failing when max-listeners is reached.
     pub fn try_add_listener(&self) -> bool {
-        let max = self.settings.max_listeners.unwrap_or(u32::MAX);
+        let max = self.max_listeners().unwrap_or(u32::MAX);
         let prev = self
             .listeners
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
@@ -276,9 +332,7 @@ pub(crate) mod test_support {
             format,
             content_type: "audio/mpeg".into(),
             info: SourceInfo::default(),
-            hidden: false,
-            max_listeners: None,
-            burst_size: 0,
+            force_hidden: false,
             source_user: String::new(),
             source_password: String::new(),
             source_ip: None,
@@ -297,14 +351,10 @@ mod tests {
     #[test]
     fn forced_listeners_pass_max_listeners() {
         let (m, _w) = mount("/m", Format::Mp3);
-        let m = Arc::new(Mount::new(
-            "/m",
-            MountSettings {
-                max_listeners: Some(1),
-                ..m.settings.clone()
-            },
-            m.queue.clone(),
-        ));
+        m.set_tuning(Tuning {
+            max_listeners: Some(1),
+            ..Tuning::default()
+        });
         assert!(m.try_add_listener());
         assert!(!m.try_add_listener());
         m.force_add_listener();

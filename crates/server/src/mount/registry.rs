@@ -40,7 +40,7 @@ pub const MAX_FALLBACK_HOPS: usize = 10;
 #[derive(Debug, Default)]
 pub struct Registry {
     mounts: RwLock<HashMap<String, Arc<Mount>>>,
-    config: Arc<crate::config::Config>,
+    config: arc_swap::ArcSwap<crate::config::Config>,
     /// Fallbacks set at run time (admin `fallbacks`), over the configuration's.
     fallback_overrides: RwLock<HashMap<String, String>>,
     /// Mounts started on demand (on-demand relays), woken by the first listener.
@@ -53,9 +53,14 @@ impl Registry {
     /// An empty registry taking fallback rules from `config`.
     pub fn new(config: Arc<crate::config::Config>) -> Registry {
         Registry {
-            config,
+            config: config.into(),
             ..Registry::default()
         }
+    }
+
+    /// Takes fallback rules from `config` from now on (a reload); run-time overrides stay.
+    pub fn set_config(&self, config: Arc<crate::config::Config>) {
+        self.config.store(config);
     }
 
     /// Keeps a relay carried across a binary upgrade until the relay task of its mount claims
@@ -125,7 +130,7 @@ impl Registry {
         if let Some(f) = self.fallback_overrides.read().get(name) {
             return (!f.is_empty()).then(|| f.clone());
         }
-        self.config.fallback_for(name).map(str::to_owned)
+        self.config.load().fallback_for(name).map(str::to_owned)
     }
 
     /// Sets (or with `""` clears) the fallback of mount `name` at run time (admin `fallbacks`).

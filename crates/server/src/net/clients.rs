@@ -12,8 +12,20 @@ use prometheus_client::metrics::gauge::Gauge;
 #[derive(Debug)]
 pub struct Clients {
     open: AtomicI64,
-    max: i64,
+    max: AtomicI64,
     gauge: Gauge,
+}
+
+/// The connection limit for `clients` as configured (`[limits] clients`): the value itself, or
+/// for 0 the process's open-file limit less a reserve of 64 (at least 16).
+pub fn limit_for(clients: usize) -> i64 {
+    if clients == 0 {
+        crate::net::listen::open_file_limit()
+            .saturating_sub(64)
+            .max(16) as i64
+    } else {
+        clients as i64
+    }
 }
 
 impl Clients {
@@ -21,7 +33,7 @@ impl Clients {
     pub fn new(max: i64, gauge: Gauge) -> Arc<Clients> {
         Arc::new(Clients {
             open: AtomicI64::new(0),
-            max,
+            max: AtomicI64::new(max),
             gauge,
         })
     }
@@ -35,13 +47,13 @@ impl Clients {
             ClientSlot {
                 clients: self.clone(),
             },
-            n > self.max,
+            n > self.max(),
         )
     }
 
     /// Whether the limit is reached (connections open ≥ limit).
     pub fn is_full(&self) -> bool {
-        self.open() >= self.max
+        self.open() >= self.max()
     }
 
     /// Connections open now.
@@ -51,7 +63,12 @@ impl Clients {
 
     /// The limit in force (connections).
     pub fn max(&self) -> i64 {
-        self.max
+        self.max.load(Ordering::Relaxed)
+    }
+
+    /// Changes the limit (a reload); connections already open past it stay.
+    pub fn set_max(&self, max: i64) {
+        self.max.store(max, Ordering::Relaxed);
     }
 
     fn release(&self) {

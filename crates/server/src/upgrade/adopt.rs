@@ -205,6 +205,8 @@ fn install_mount(
     let name = state.name.clone();
     let feed = state.feed.clone();
     let (mount, writer) = state.rebuild();
+    // The new binary read the configuration again: its max-listeners, hidden and burst apply.
+    mount.retune(&ctx.config());
     match feed {
         FeedState::Client {
             leftover,

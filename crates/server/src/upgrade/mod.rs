@@ -362,7 +362,7 @@ async fn pass(
 /// Stops the feed of `mount` (a source client, a relay or a looped file) and captures it; an
 /// ended mount's queue is captured as it is, to be drained.
 async fn freeze(ctx: &ServerCtx, mount: &Arc<Mount>) -> (MountState, Option<OwnedFd>) {
-    let retain = ctx.config.burst_and_queue(&mount.name);
+    let retain = ctx.config().burst_and_queue(&mount.name);
     let retain = retain.0.max(retain.1) as u64;
     let live = ctx
         .registry

@@ -449,7 +449,7 @@ fn stats_and_listmounts_show_real_values_hidden_mounts_included() {
         assert_eq!(x.name, "icestats");
         assert_eq!(
             x.text_of("server_id"),
-            Some(srv.ctx.config.server_id.as_str())
+            Some(srv.ctx.config().server_id.as_str())
         );
         assert_eq!(x.text_of("sources"), Some("2"));
         assert_eq!(x.text_of("listeners"), Some("1"));

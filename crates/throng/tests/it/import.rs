@@ -102,6 +102,8 @@ fn icecast_config_runs_a_source_and_listeners() {
     )
     .unwrap();
     std::fs::create_dir(dir.0.join("logs")).unwrap();
+    // The webroot must exist, as every directory a configuration names (`check-config`).
+    std::fs::create_dir(dir.0.join("web")).unwrap();
     let (mut server, addr, lines) = serve_icecast(&xml);
     let startup = lines.concat();
     assert!(

@@ -1,8 +1,10 @@
 //! Integration tests of the `throng` binary itself.
 
+mod check_config;
 mod deploy;
 mod import;
 mod logs;
+mod reload;
 mod serve;
 mod support;
 mod upgrade;

@@ -89,9 +89,7 @@ impl Shard {
         let sm = self.mounts[mi].as_mut().expect("just inserted");
         sm.refresh(fallback.as_ref(), self.now);
         sm.listeners += 1;
-        let (pos, headers) = sm
-            .snapshot
-            .join_point(to.settings.burst_size.min(SWITCH_BURST));
+        let (pos, headers) = sm.snapshot.join_point(to.burst_size().min(SWITCH_BURST));
         let slot = &mut self.slots[key];
         slot.mount = mi;
         slot.cursor.switch_to(pos, headers.map(|h| (*h).clone()));

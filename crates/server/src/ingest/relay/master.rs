@@ -57,9 +57,14 @@ pub async fn fetch_streamlist(
 ) -> Result<Vec<Upstream>, RelayError> {
     let master = master_of(cfg);
     let mut stream = connect(&master).await?;
-    let req = streamlist_request(&master, &ctx.config.server_id, &cfg.username, &cfg.password);
+    let req = streamlist_request(
+        &master,
+        &ctx.config().server_id,
+        &cfg.username,
+        &cfg.password,
+    );
     stream.write_all(req.as_bytes()).await?;
-    let (head, mut body) = read_response_head(&mut stream, ctx.config.header_timeout()).await?;
+    let (head, mut body) = read_response_head(&mut stream, ctx.config().header_timeout()).await?;
     if head.status != 200 {
         return Err(RelayError::Refused {
             upstream: master.to_string(),

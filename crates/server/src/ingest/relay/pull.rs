@@ -382,9 +382,9 @@ async fn open(ctx: &ServerCtx, spec: &RelaySpec) -> Result<Opened, RelayError> {
     for _ in 0..=MAX_REDIRECTS {
         let mut stream = connect(&at).await?;
         let peer = stream.peer_addr()?;
-        let request = relay_request(&at, &ctx.config.server_id, spec.metadata, credentials);
+        let request = relay_request(&at, &ctx.config().server_id, spec.metadata, credentials);
         stream.write_all(request.as_bytes()).await?;
-        let (head, rest) = read_response_head(&mut stream, ctx.config.header_timeout()).await?;
+        let (head, rest) = read_response_head(&mut stream, ctx.config().header_timeout()).await?;
         match classify(&head) {
             Answer::Stream => {
                 return Ok(Opened {
@@ -427,13 +427,14 @@ fn relay_mount(
         .unwrap_or("audio/mpeg")
         .to_owned();
     let format = Format::from_content_type(&content_type);
-    let cfg = ctx.config.mount_for(local);
+    let config = ctx.config();
+    let cfg = config.mount_for(local);
     let mut info = SourceInfo::from_headers(&head.headers);
     info.user_agent = head.header("server").map(str::to_owned);
     crate::ingest::source::apply_overrides(&mut info, cfg);
-    let credentials = ctx.config.source_credentials(local).unwrap_or_default();
+    let credentials = config.source_credentials(local).unwrap_or_default();
     Mount::configured(
-        &ctx.config,
+        &config,
         local,
         Announcement {
             format,
@@ -592,7 +593,7 @@ async fn pump(
     }
     register(live)?;
     let mut buf = vec![0u8; SOURCE_READ_BYTES];
-    let timeout = ctx.config.source_timeout();
+    let timeout = ctx.config().source_timeout();
     let mut last_data = Instant::now();
     let mut last_listener = Instant::now();
     let mut tick = tokio::time::interval(TICK);
