@@ -19,6 +19,9 @@ _throng() {
             throng,bench)
                 cmd="throng__subcmd__bench"
                 ;;
+            throng,check-config)
+                cmd="throng__subcmd__check__subcmd__config"
+                ;;
             throng,completions)
                 cmd="throng__subcmd__completions"
                 ;;
@@ -67,6 +70,9 @@ _throng() {
             throng__subcmd__help,bench)
                 cmd="throng__subcmd__help__subcmd__bench"
                 ;;
+            throng__subcmd__help,check-config)
+                cmd="throng__subcmd__help__subcmd__check__subcmd__config"
+                ;;
             throng__subcmd__help,completions)
                 cmd="throng__subcmd__help__subcmd__completions"
                 ;;
@@ -101,7 +107,7 @@ _throng() {
 
     case "${cmd}" in
         throng)
-            opts="-h -V --help --version serve bench import-icecast manpage completions help"
+            opts="-h -V --help --version serve check-config bench import-icecast manpage completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -424,6 +430,32 @@ _throng() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        throng__subcmd__check__subcmd__config)
+            opts="-c -h --config --icecast-config --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --icecast-config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         throng__subcmd__completions)
             opts="-h --help bash elvish fish powershell zsh"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -439,7 +471,7 @@ _throng() {
             return 0
             ;;
         throng__subcmd__help)
-            opts="serve bench import-icecast manpage completions help"
+            opts="serve check-config bench import-icecast manpage completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -511,6 +543,20 @@ _throng() {
         throng__subcmd__help__subcmd__bench__subcmd__worker)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        throng__subcmd__help__subcmd__check__subcmd__config)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -625,7 +671,7 @@ _throng() {
             return 0
             ;;
         throng__subcmd__serve)
-            opts="-c -h --config --icecast-config --listen --source-password --admin-password --log --help"
+            opts="-c -h --config --icecast-config --listen --source-password --admin-password --state-dir --log --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -652,6 +698,10 @@ _throng() {
                     return 0
                     ;;
                 --admin-password)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -27,6 +27,7 @@ end
 complete -c throng -n "__fish_throng_needs_command" -s h -l help -d 'Print help'
 complete -c throng -n "__fish_throng_needs_command" -s V -l version -d 'Print version'
 complete -c throng -n "__fish_throng_needs_command" -f -a "serve" -d 'Run the streaming server (Icecast-compatible)'
+complete -c throng -n "__fish_throng_needs_command" -f -a "check-config" -d 'Check a configuration as `serve` would (parse, validate, every file and directory it names); prints each problem with its key, exits 1 on any, 0 with "configuration OK"'
 complete -c throng -n "__fish_throng_needs_command" -f -a "bench" -d 'Run the load generator against any Icecast-compatible server'
 complete -c throng -n "__fish_throng_needs_command" -f -a "import-icecast" -d 'Print the Throng TOML configuration equivalent to an Icecast icecast.xml (what is not carried over is listed in comments at the top, and on stderr)'
 complete -c throng -n "__fish_throng_needs_command" -f -a "manpage" -d 'Write the man pages: throng.1 and one page per subcommand (throng-serve.1, ...)'
@@ -37,8 +38,12 @@ complete -c throng -n "__fish_throng_using_subcommand serve" -l icecast-config -
 complete -c throng -n "__fish_throng_using_subcommand serve" -l listen -d 'Listen address (replaces every `listen` of the file), e.g. 0.0.0.0:8000' -r
 complete -c throng -n "__fish_throng_using_subcommand serve" -l source-password -d 'Source password (user `source`), overriding the file' -r
 complete -c throng -n "__fish_throng_using_subcommand serve" -l admin-password -d 'Admin password (user `admin`), overriding the file' -r
+complete -c throng -n "__fish_throng_using_subcommand serve" -l state-dir -d 'Directory of the state file keeping generated passwords (passwords.toml); overrides `[paths] state-dir`; default $XDG_STATE_HOME/throng or ~/.local/state/throng' -r -F
 complete -c throng -n "__fish_throng_using_subcommand serve" -l log -d 'Log filter (tracing\'s EnvFilter syntax), e.g. `debug` or `throng_server=debug`; overrides `[logging] level` (default `info`)' -r
 complete -c throng -n "__fish_throng_using_subcommand serve" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c throng -n "__fish_throng_using_subcommand check-config" -s c -l config -d 'TOML configuration file; without it (and without --icecast-config), the embedded defaults' -r -F
+complete -c throng -n "__fish_throng_using_subcommand check-config" -l icecast-config -d 'Icecast 2.4 configuration file (icecast.xml)' -r -F
+complete -c throng -n "__fish_throng_using_subcommand check-config" -s h -l help -d 'Print help'
 complete -c throng -n "__fish_throng_using_subcommand bench; and not __fish_seen_subcommand_from run compare test-server worker help" -s h -l help -d 'Print help'
 complete -c throng -n "__fish_throng_using_subcommand bench; and not __fish_seen_subcommand_from run compare test-server worker help" -f -a "run" -d 'Load-test one or more listener URLs (listeners are spread round-robin over the URLs)'
 complete -c throng -n "__fish_throng_using_subcommand bench; and not __fish_seen_subcommand_from run compare test-server worker help" -f -a "compare" -d 'Run the same profile against several servers, one after the other, from a scenario file'
@@ -104,12 +109,13 @@ complete -c throng -n "__fish_throng_using_subcommand import-icecast" -s h -l he
 complete -c throng -n "__fish_throng_using_subcommand manpage" -l out -d 'Directory to write the pages to (created if missing)' -r -F
 complete -c throng -n "__fish_throng_using_subcommand manpage" -s h -l help -d 'Print help'
 complete -c throng -n "__fish_throng_using_subcommand completions" -s h -l help -d 'Print help'
-complete -c throng -n "__fish_throng_using_subcommand help; and not __fish_seen_subcommand_from serve bench import-icecast manpage completions help" -f -a "serve" -d 'Run the streaming server (Icecast-compatible)'
-complete -c throng -n "__fish_throng_using_subcommand help; and not __fish_seen_subcommand_from serve bench import-icecast manpage completions help" -f -a "bench" -d 'Run the load generator against any Icecast-compatible server'
-complete -c throng -n "__fish_throng_using_subcommand help; and not __fish_seen_subcommand_from serve bench import-icecast manpage completions help" -f -a "import-icecast" -d 'Print the Throng TOML configuration equivalent to an Icecast icecast.xml (what is not carried over is listed in comments at the top, and on stderr)'
-complete -c throng -n "__fish_throng_using_subcommand help; and not __fish_seen_subcommand_from serve bench import-icecast manpage completions help" -f -a "manpage" -d 'Write the man pages: throng.1 and one page per subcommand (throng-serve.1, ...)'
-complete -c throng -n "__fish_throng_using_subcommand help; and not __fish_seen_subcommand_from serve bench import-icecast manpage completions help" -f -a "completions" -d 'Print the completion script of a shell on standard output'
-complete -c throng -n "__fish_throng_using_subcommand help; and not __fish_seen_subcommand_from serve bench import-icecast manpage completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c throng -n "__fish_throng_using_subcommand help; and not __fish_seen_subcommand_from serve check-config bench import-icecast manpage completions help" -f -a "serve" -d 'Run the streaming server (Icecast-compatible)'
+complete -c throng -n "__fish_throng_using_subcommand help; and not __fish_seen_subcommand_from serve check-config bench import-icecast manpage completions help" -f -a "check-config" -d 'Check a configuration as `serve` would (parse, validate, every file and directory it names); prints each problem with its key, exits 1 on any, 0 with "configuration OK"'
+complete -c throng -n "__fish_throng_using_subcommand help; and not __fish_seen_subcommand_from serve check-config bench import-icecast manpage completions help" -f -a "bench" -d 'Run the load generator against any Icecast-compatible server'
+complete -c throng -n "__fish_throng_using_subcommand help; and not __fish_seen_subcommand_from serve check-config bench import-icecast manpage completions help" -f -a "import-icecast" -d 'Print the Throng TOML configuration equivalent to an Icecast icecast.xml (what is not carried over is listed in comments at the top, and on stderr)'
+complete -c throng -n "__fish_throng_using_subcommand help; and not __fish_seen_subcommand_from serve check-config bench import-icecast manpage completions help" -f -a "manpage" -d 'Write the man pages: throng.1 and one page per subcommand (throng-serve.1, ...)'
+complete -c throng -n "__fish_throng_using_subcommand help; and not __fish_seen_subcommand_from serve check-config bench import-icecast manpage completions help" -f -a "completions" -d 'Print the completion script of a shell on standard output'
+complete -c throng -n "__fish_throng_using_subcommand help; and not __fish_seen_subcommand_from serve check-config bench import-icecast manpage completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c throng -n "__fish_throng_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "run" -d 'Load-test one or more listener URLs (listeners are spread round-robin over the URLs)'
 complete -c throng -n "__fish_throng_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "compare" -d 'Run the same profile against several servers, one after the other, from a scenario file'
 complete -c throng -n "__fish_throng_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "test-server" -d 'A minimal fixed-rate streaming server (one write per listener per interval), used to calibrate the bench and by its tests'
