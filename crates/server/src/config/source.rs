@@ -168,12 +168,27 @@ impl ConfigSource {
                     path: path.clone(),
                     message: e.to_string(),
                 })?;
-                let warnings = import
+                let mut warnings: Vec<String> = import
                     .unsupported
                     .iter()
                     .map(|u| format!("{}: {u}", path.display()))
                     .collect();
-                (import.config, warnings)
+                let mut config = import.config;
+                // Icecast starts without its webroot (it answers 404 from it), and Throng only
+                // looks fallback files and intros up there: a webroot that is not there is
+                // left out with a warning (an intro named in it is still reported missing).
+                if let Some(w) = config.paths.webroot.take() {
+                    if w.is_dir() {
+                        config.paths.webroot = Some(w);
+                    } else {
+                        warnings.push(format!(
+                            "{}: <webroot> {} is not a directory: no fallback file can play from it",
+                            path.display(),
+                            w.display()
+                        ));
+                    }
+                }
+                (config, warnings)
             }
         };
         let o = &self.overrides;
