@@ -1,7 +1,9 @@
-//! One accepted connection: read its request head (bounded in size and time), apply the access
-//! filters (`net/filters.rs`: the client address behind trusted proxies, deny/allow files, denied
-//! agents), then hand it to the source, listener, SHOUTcast metadata (`/admin.cgi`) or
-//! admin/status handler, passing the client address on. Errors end here with a clear HTTP
+//! One accepted connection: read its request head (bounded in size and time, holding a unit of
+//! the head budget, not of `clients`), apply the access filters (`net/filters.rs`: the client
+//! address behind trusted proxies, deny/allow files, denied agents), take its `clients` slot
+//! (a listener within `clients`, an admin request or a source login within the reserve above
+//! it; `503` with `Retry-After` when there is none), then hand it to the source, listener,
+//! SHOUTcast metadata (`/admin.cgi`) or admin/status handler, passing the client address on. Errors end here with a clear HTTP
 //! status, an access-log line and a tracing line; nothing a client sends can affect another
 //! client.
 
@@ -15,9 +17,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::ctx::ServerCtx;
-use crate::net::clients::ClientSlot;
+use crate::net::clients::{ClientSlot, HeadRefused, Share};
 use crate::observe::access_log::AccessEntry;
-use crate::respond::{is_admin_path, reply, ALLOW};
+use crate::respond::{is_admin_path, reply, service_unavailable, ALLOW};
 
 /// Why no request head could be read.
 #[derive(Debug)]
@@ -61,7 +63,8 @@ fn read_head(
     })
 }
 
-/// Serves one connection from TCP peer `peer` (its `clients` unit was counted at accept).
+/// Serves one connection from TCP peer `peer`, holding `slot` (a unit of the head budget,
+/// taken at accept).
 pub fn handle(
     ctx: Arc<ServerCtx>,
     stream: TcpStream,
@@ -85,7 +88,8 @@ pub async fn handle_shoutcast_port(
 }
 
 /// Serves one connection whose first bytes `already` were read by the caller (the SHOUTcast
-/// port hands over HTTP requests this way), holding its `clients` unit `slot`.
+/// port hands over HTTP requests this way), holding its admission unit `slot` (of the head
+/// budget, or already of `clients`).
 pub async fn serve(
     ctx: Arc<ServerCtx>,
     mut stream: TcpStream,
@@ -157,7 +161,7 @@ async fn dispatch(
     head: RequestHead,
     head_len: usize,
     buf: Vec<u8>,
-    slot: ClientSlot,
+    mut slot: ClientSlot,
 ) {
     let _ = stream.set_nodelay(true);
     // From here on `peer` is the client: the X-Forwarded-For address behind a trusted proxy.
@@ -168,6 +172,20 @@ async fn dispatch(
         // Boxed, as the branches below: the refusal's state is not part of every request's.
         Box::pin(forbid(&ctx, &mut stream, peer, &head)).await;
         return;
+    }
+    // The request is known: move from the head budget to the `clients` count.
+    if let Some(share) = share_of(&ctx, &head) {
+        if !slot.take_client(share) {
+            drop(buf);
+            let reason = match share {
+                Share::Listener => "client limit reached",
+                Share::Reserved(_) => "client limit and its reserve reached",
+            };
+            log_refusal(peer, reason, ctx.clients.max());
+            let body = "Client limit reached\n";
+            let _ = Box::pin(service_unavailable(&ctx, &mut stream, peer, Some(&head), body)).await;
+            return;
+        }
     }
     match head.method.as_str() {
         // The admin JSON API also takes PUT and DELETE; no source can use an `/api/` mount.
@@ -239,22 +257,47 @@ async fn forbid(ctx: &ServerCtx, stream: &mut TcpStream, peer: SocketAddr, head:
     }
 }
 
-/// Answers a connection over the `clients` limit with 503 and closes it.
-pub async fn refuse_full(
+/// Which share of `clients` a request takes once its head is read: admin/status requests,
+/// the SHOUTcast metadata update and source logins may use the reserve above `clients`
+/// (`reserved-clients`), so listeners filling the server never lock out the operator or the
+/// encoder; listeners take the plain share. `None` for requests answered at once (`OPTIONS`,
+/// unsupported methods), which hold their head unit until they are answered.
+fn share_of(ctx: &ServerCtx, head: &RequestHead) -> Option<Share> {
+    let reserved = Share::Reserved(
+        i64::try_from(ctx.config().limits.reserved_clients).unwrap_or(i64::MAX),
+    );
+    match head.method.as_str() {
+        "PUT" | "DELETE" if head.path.starts_with("/api/") => Some(reserved),
+        "SOURCE" | "PUT" => Some(reserved),
+        "GET" | "HEAD" | "POST" if is_admin_path(&head.path) => Some(reserved),
+        "GET" | "HEAD" => Some(Share::Listener),
+        _ => None,
+    }
+}
+
+/// Logs a connection refused for a limit: a warning at most once a second (an attacker opening
+/// thousands of connections must not flood the log), a debug line otherwise.
+fn log_refusal(peer: SocketAddr, reason: &str, limit: i64) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST_WARNED: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    if LAST_WARNED.swap(now, Ordering::Relaxed) != now {
+        tracing::warn!(%peer, clients = limit, "{reason}: answered 503 (further refusals this second are logged at debug level)");
+    } else {
+        tracing::debug!(%peer, "{reason}: answered 503");
+    }
+}
+
+/// Answers a connection refused a unit of the head budget (`pending-clients` or
+/// `pending-per-address` reached) with 503 and `Retry-After`, and closes it.
+pub async fn refuse_head(
     ctx: Arc<ServerCtx>,
     mut stream: TcpStream,
     peer: SocketAddr,
-    _slot: ClientSlot,
+    why: HeadRefused,
 ) {
-    tracing::warn!(%peer, limit = ctx.clients.max(), "client limit reached");
-    let _ = reply(
-        &ctx,
-        &mut stream,
-        peer,
-        None,
-        503,
-        &[],
-        "Client limit reached\n",
-    )
-    .await;
+    log_refusal(peer, &why.to_string(), ctx.clients.max());
+    let _ = service_unavailable(&ctx, &mut stream, peer, None, "Too many connections\n").await;
 }

@@ -1,6 +1,7 @@
 //! The HTTP vocabulary shared by every handler: small complete replies (logged and counted),
-//! the `Allow` and `WWW-Authenticate` values Icecast 2.4.4 sends, and which paths belong to
-//! the admin/status stack rather than to a mount.
+//! the `503` of a connection refused for a limit (with `Retry-After`), the `Allow` and
+//! `WWW-Authenticate` values Icecast 2.4.4 sends, and which paths belong to the admin/status
+//! stack rather than to a mount.
 
 use std::net::SocketAddr;
 
@@ -18,6 +19,10 @@ pub const ALLOW: &str = "GET, HEAD, OPTIONS, SOURCE";
 
 /// `WWW-Authenticate` value of every 401, as Icecast 2.4.4 sends it.
 pub const REALM: &str = "Basic realm=\"Icecast2 Server\"";
+
+/// Seconds a client refused for a limit is asked to wait before trying again (`Retry-After` of
+/// every `503`, RFC 9110 §10.2.3).
+pub const RETRY_AFTER_SECS: &str = "5";
 
 /// Whether `path` is served by the admin/status HTTP stack rather than a mount.
 pub fn is_admin_path(path: &str) -> bool {
@@ -60,4 +65,23 @@ pub async fn reply(
     });
     stream.write_all(&bytes).await?;
     stream.shutdown().await
+}
+
+/// Answers a connection refused for a limit (`clients`, its reserve, or the budget of
+/// connections reading their head): `503 Service Unavailable` with `Retry-After`
+/// ([`RETRY_AFTER_SECS`]) and `body`, logged as [`reply`] does, then closes it.
+///
+/// Errors: as [`reply`].
+pub async fn service_unavailable(
+    ctx: &ServerCtx,
+    stream: &mut TcpStream,
+    peer: SocketAddr,
+    request: Option<&RequestHead>,
+    body: &str,
+) -> std::io::Result<()> {
+    let headers = [
+        ("Content-Type", "text/plain"),
+        ("Retry-After", RETRY_AFTER_SECS),
+    ];
+    reply(ctx, stream, peer, request, 503, &headers, body).await
 }

@@ -22,7 +22,7 @@ use crate::ctx::ServerCtx;
 use crate::fanout::shard::{ShardConfig, ShardContext};
 use crate::fanout::FanOut;
 use crate::mount::registry::Registry;
-use crate::net::clients::{limit_for, Clients};
+use crate::net::clients::{limit_for, pending_limit_for, Clients, HeadLimits};
 use crate::net::listen::{bind, bind_pair, BindError, ListenSocket, Port};
 use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::Metrics;
@@ -179,6 +179,7 @@ impl Server {
                 source,
             }
         })?;
+        raise_open_file_limit_once();
         let metrics = Arc::new(Metrics::new());
         let filters = Arc::new(crate::net::filters::Filters::new(&config.paths));
         let config = Arc::new(config);
@@ -458,7 +459,10 @@ pub const ADMISSION_WAIT: Duration = Duration::from_secs(2);
 /// loop takes no other meanwhile, so further connections wait in the kernel's listen backlog,
 /// costing no file descriptor): waits up to [`ADMISSION_WAIT`] for a slot, once per overload
 /// episode. While the server stays full after such a wait (`overloaded`), connections are
-/// answered 503 at once instead of one every wait.
+/// accepted at once instead of one every wait: a listener then gets 503 once its head is read,
+/// while an admin request or a source login may take a slot of `reserved-clients`. Connections
+/// still reading their head never fill `clients` (they have their own budget), so idle sockets
+/// cannot start an overload episode.
 async fn admission(ctx: &ServerCtx, overloaded: &mut bool) {
     let full = || ctx.clients.is_full();
     if !full() {
@@ -475,17 +479,45 @@ async fn admission(ctx: &ServerCtx, overloaded: &mut bool) {
     *overloaded = full();
 }
 
+/// Raises the soft open-file limit to the hard limit, once per process, and logs the new value
+/// (it sizes `clients = 0` and `pending-clients = 0`).
+fn raise_open_file_limit_once() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| match crate::net::listen::raise_open_file_limit() {
+        Ok((before, after)) if after > before => {
+            tracing::info!("open-file limit raised from {before} to {after}");
+        }
+        Ok((_, after)) => tracing::info!("open-file limit {after}"),
+        Err(e) => tracing::warn!("cannot raise the open-file limit: {e}"),
+    });
+}
+
+/// Limits on connections still reading their head, from the configuration in force.
+fn head_limits(ctx: &ServerCtx) -> HeadLimits {
+    let limits = &ctx.config().limits;
+    HeadLimits {
+        total: pending_limit_for(limits.pending_clients),
+        per_address: u32::try_from(limits.pending_per_address).unwrap_or(u32::MAX),
+    }
+}
+
 async fn accept_loop(ctx: Arc<ServerCtx>, listener: TcpListener, port: Port) {
     let mut overloaded = false;
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
                 admission(&ctx, &mut overloaded).await;
-                let (slot, over_limit) = ctx.clients.admit();
+                // A connection reading its head holds a unit of the head budget, not of
+                // `clients`: the handler moves it to `clients` once the request is known.
+                let slot = match ctx.clients.start_head(peer.ip(), head_limits(&ctx)) {
+                    Ok(slot) => slot,
+                    Err(why) => {
+                        tokio::spawn(crate::connection::refuse_head(ctx.clone(), stream, peer, why));
+                        continue;
+                    }
+                };
                 let ctx = ctx.clone();
-                if over_limit {
-                    tokio::spawn(crate::connection::refuse_full(ctx, stream, peer, slot));
-                } else if port == Port::Shoutcast {
+                if port == Port::Shoutcast {
                     tokio::spawn(crate::connection::handle_shoutcast_port(
                         ctx, stream, peer, slot,
                     ));
@@ -518,7 +550,8 @@ mod tests {
             let c = tokio::net::TcpStream::connect(addr).await.unwrap();
             let (s, peer) = l.accept().await.unwrap();
             let ctx = super::Server::bind(test_config()).await.unwrap().ctx();
-            let (slot, _) = ctx.clients.admit();
+            let limits = super::head_limits(&ctx);
+            let slot = ctx.clients.start_head(peer.ip(), limits).unwrap();
             let fut = crate::connection::handle(ctx, s, peer, slot);
             let n = std::mem::size_of_val(&fut);
             assert!(n <= 768, "connection future is {n} bytes");

@@ -23,7 +23,9 @@
 //! of strings, or else from the query string. Every action and every error replies
 //! `{"ok":bool,"message":"…"}` with Icecast's message; statuses: 400 bad parameters, 401 no
 //! valid credentials (with `WWW-Authenticate`), 404 no such mount or listener, 409 mount not
-//! available, 405 wrong method. The `users` endpoints need a mount with an htpasswd
+//! available, 405 wrong method, 408 a body not sent within `body-timeout`, 413 a body over
+//! [`MAX_BODY_BYTES`]. A body is read only after the credentials are checked and the mount
+//! found, and never more than [`MAX_BODY_BYTES`] of it. The `users` endpoints need a mount with an htpasswd
 //! authenticator (400 otherwise); a failed file change is 500 with Icecast's message (the
 //! reason is logged).
 
@@ -32,7 +34,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -219,6 +221,51 @@ pub fn split_path(rest: &str, is_live: impl Fn(&str) -> bool) -> (String, Resour
     (full, Resource::Mount)
 }
 
+/// Most bytes of a request body the API reads: its bodies are small JSON objects of strings.
+pub const MAX_BODY_BYTES: usize = 16 * 1024;
+
+/// Reads the body of an authorized request: at most [`MAX_BODY_BYTES`] (a larger
+/// `Content-Length` is refused before reading), within `timeout`.
+///
+/// Errors: the reply to send instead: 413 for a body too large, 408 for one not sent in
+/// time, 400 for one that cannot be read.
+async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    timeout: std::time::Duration,
+) -> Result<Bytes, Response> {
+    use http_body_util::BodyExt;
+    let too_large = || {
+        outcome(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            false,
+            &format!("The body must be at most {MAX_BODY_BYTES} bytes"),
+        )
+    };
+    let announced = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if announced.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return Err(too_large());
+    }
+    let limited = http_body_util::Limited::new(body, MAX_BODY_BYTES);
+    match tokio::time::timeout(timeout, limited.collect()).await {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+        Ok(Err(_)) => Err(outcome(
+            StatusCode::BAD_REQUEST,
+            false,
+            "The body could not be read",
+        )),
+        Err(_) => Err(outcome(
+            StatusCode::REQUEST_TIMEOUT,
+            false,
+            "The body was not sent within body-timeout",
+        )),
+    }
+}
+
 /// Parameters from a JSON object body (string values), else from the query string; `None`
 /// when the body is not such an object.
 fn params(body: &[u8], query: Option<&str>) -> Option<HashMap<String, String>> {
@@ -271,7 +318,7 @@ pub async fn mount_resource(
     method: Method,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
-    body: Bytes,
+    body: Body,
 ) -> Response {
     let (name, resource) = split_path(&rest, |n| ctx.registry.get(n).is_some());
     let creds: Option<Credentials> = auth::credentials(&headers);
@@ -283,6 +330,14 @@ pub async fn mount_resource(
     let m = match ops::live_mount(&ctx, &name) {
         Ok(m) => m,
         Err(e) => return admin_error(&e),
+    };
+    // Only now, authorized and for a live mount, is the body read (bounded in size and time).
+    let body = match read_body(&headers, body, ctx.config().body_timeout()).await {
+        Ok(b) => b,
+        Err(reply) => {
+            tracing::info!(%peer, mount = %name, status = reply.status().as_u16(), "admin API: request body refused");
+            return reply;
+        }
     };
     let Some(p) = params(&body, query.as_deref()) else {
         return outcome(

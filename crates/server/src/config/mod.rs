@@ -271,6 +271,18 @@ pub struct Limits {
     pub burst_size: usize,
     /// Seconds a client may take to send its request head (Icecast `header-timeout`, 15).
     pub header_timeout: u64,
+    /// Seconds an admin API request may take to send its body once authorized (default 10);
+    /// then it gets 408 and is closed.
+    pub body_timeout: u64,
+    /// Most connections still reading their request head (they hold no `clients` slot); more
+    /// get 503. 0 (the default) means a quarter of the process's open-file limit, at least 64.
+    pub pending_clients: usize,
+    /// Most connections still reading their head from one address (one IPv6 /64), enforced
+    /// once half of `pending-clients` is in use (default 32); more get 503.
+    pub pending_per_address: usize,
+    /// Slots above `clients` that only admin requests and source logins may take, so that
+    /// listeners filling `clients` never lock out the operator or the encoder (default 16).
+    pub reserved_clients: usize,
     /// Seconds a source may stay silent before it is closed (Icecast `source-timeout`, 10).
     pub source_timeout: u64,
     /// Milliseconds between coalesced writes to one listener (default 1000).
@@ -419,6 +431,10 @@ impl Default for Limits {
             queue_size: 512_000,
             burst_size: 65_536,
             header_timeout: 15,
+            body_timeout: 10,
+            pending_clients: 0,
+            pending_per_address: 32,
+            reserved_clients: 16,
             source_timeout: 10,
             write_interval_ms: 1000,
             lag_policy: LagPolicy::Drop,
@@ -672,6 +688,11 @@ impl Config {
     /// Header timeout.
     pub fn header_timeout(&self) -> Duration {
         Duration::from_secs(self.limits.header_timeout.max(1))
+    }
+
+    /// Body timeout (`[limits] body-timeout`, at least 1 s).
+    pub fn body_timeout(&self) -> Duration {
+        Duration::from_secs(self.limits.body_timeout.max(1))
     }
 
     /// Source timeout.

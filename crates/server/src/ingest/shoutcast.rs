@@ -123,7 +123,7 @@ async fn check_login(
 }
 
 /// A connection on the SHOUTcast port that turned out to speak HTTP (libshout's ICY probe, a
-/// browser): handed back with the bytes already read and its `clients` unit, to be served as
+/// browser): handed back with the bytes already read and its admission unit, to be served as
 /// any HTTP connection.
 #[derive(Debug)]
 pub struct HttpOnShoutcastPort {
@@ -131,11 +131,12 @@ pub struct HttpOnShoutcastPort {
     pub stream: TcpStream,
     /// Bytes read so far (the start of the request head).
     pub already: Vec<u8>,
-    /// Its unit of the `clients` count.
+    /// Its admission unit (still of the head budget).
     pub slot: ClientSlot,
 }
 
-/// Serves one connection on the SHOUTcast port, holding its `clients` unit `slot`: a SHOUTcast
+/// Serves one connection on the SHOUTcast port, holding its admission unit `slot` (of the head
+/// budget until the login is accepted, then of `clients`): a SHOUTcast
 /// v1 source login and stream; or, when the first line is an HTTP request line, hands the
 /// connection back ([`HttpOnShoutcastPort`]).
 pub async fn handle(
@@ -202,6 +203,14 @@ pub async fn handle(
         drain(&mut stream).await;
         return None;
     };
+    // Logged in: from the head budget to `clients`, within the reserve sources may use.
+    let mut slot = slot;
+    let reserved = i64::try_from(ctx.config().limits.reserved_clients).unwrap_or(i64::MAX);
+    if !slot.take_client(crate::net::clients::Share::Reserved(reserved)) {
+        tracing::warn!(%peer, %mount, "SHOUTcast source refused: client limit and its reserve reached");
+        ctx.metrics.rejected.inc();
+        return None;
+    }
     buf.drain(..used);
     if stream.write_all(OK_REPLY).await.is_err() {
         return None;

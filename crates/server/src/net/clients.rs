@@ -1,19 +1,31 @@
-//! The `clients` count (Icecast `<clients>`): open connections of any kind against the limit.
-//! [`Clients`] is its one owner: the accept loop admits a connection, and the [`ClientSlot`] it
-//! gets releases the unit when dropped, wherever the connection ends (its handler task, or the
-//! fan-out shard it was handed to with the listener).
+//! Admission: the `clients` count (Icecast `<clients>`) and the budget of connections still
+//! reading their request head. [`Clients`] owns both. The accept loop gives each connection a
+//! [`ClientSlot`] in the *head* state: it counts against `pending-clients` and, once half of
+//! that budget is in use, against `pending-per-address` for its address, but not against
+//! `clients`, so idle sockets cannot fill the server. Once the head is read and the request is
+//! known, the slot moves to the `clients` count ([`ClientSlot::take_client`]): a listener up to
+//! `clients`, an admin request or a source login up to `clients + reserved-clients`. The slot
+//! releases whatever it holds when dropped, wherever the connection ends (its handler task, or
+//! the fan-out shard it was handed to with the listener).
 
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv6Addr};
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use prometheus_client::metrics::gauge::Gauge;
 
-/// Open connections of any kind, their limit, and the `throng_clients` gauge that mirrors them.
+/// Open connections of any kind, their limit, the `throng_clients` gauge that mirrors them,
+/// and the connections still reading their head (in total and by address).
 #[derive(Debug)]
 pub struct Clients {
     open: AtomicI64,
     max: AtomicI64,
     gauge: Gauge,
+    /// Connections still reading their head.
+    pending: AtomicI64,
+    /// The same, by address ([`address_key`]); an address is absent when it has none.
+    pending_by_address: Mutex<HashMap<IpAddr, u32>>,
 }
 
 /// The connection limit for `clients` as configured (`[limits] clients`): the value itself, or
@@ -28,6 +40,62 @@ pub fn limit_for(clients: usize) -> i64 {
     }
 }
 
+/// The budget of connections still reading their head as configured
+/// (`[limits] pending-clients`): the value itself, or for 0 a quarter of the process's
+/// open-file limit, at least 64.
+pub fn pending_limit_for(pending: usize) -> i64 {
+    if pending == 0 {
+        (crate::net::listen::open_file_limit() / 4).max(64) as i64
+    } else {
+        pending as i64
+    }
+}
+
+/// The address a per-address count is kept under: an IPv4 address (also when mapped into
+/// IPv6), or the /64 prefix of an IPv6 address (one host usually holds a whole /64).
+pub fn address_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+                IpAddr::V6(Ipv6Addr::from(prefix))
+            }
+        },
+    }
+}
+
+/// Limits on connections still reading their head, read from the configuration at each accept
+/// (so a reload applies to the next connection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeadLimits {
+    /// Most such connections in total (`pending-clients`, resolved by [`pending_limit_for`]).
+    pub total: i64,
+    /// Most from one address once half of `total` is in use (`pending-per-address`).
+    pub per_address: u32,
+}
+
+/// Why a new connection gets no head slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum HeadRefused {
+    /// `pending-clients` connections are reading their head already.
+    #[error("too many connections reading their request head")]
+    Busy,
+    /// The address holds `pending-per-address` of them while the budget is half used.
+    #[error("too many connections reading their request head from this address")]
+    PerAddress,
+}
+
+/// Which share of the `clients` count a request may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Share {
+    /// A listener (or any request not below): up to `clients`.
+    Listener,
+    /// An admin/status request or a source login: up to `clients + reserved-clients`.
+    Reserved(i64),
+}
+
 impl Clients {
     /// A count with limit `max` (connections) reported through `gauge`.
     pub fn new(max: i64, gauge: Gauge) -> Arc<Clients> {
@@ -35,30 +103,71 @@ impl Clients {
             open: AtomicI64::new(0),
             max: AtomicI64::new(max),
             gauge,
+            pending: AtomicI64::new(0),
+            pending_by_address: Mutex::new(HashMap::new()),
         })
     }
 
-    /// Counts one accepted connection; the returned slot releases it. `over_limit` is true
-    /// when the connection is past the limit (then it is to be answered 503 and closed).
+    /// Counts one connection against `clients` whatever the limit (a listener carried across
+    /// a binary upgrade); the returned slot releases it. `over_limit` is true when the
+    /// connection is past the limit.
     pub fn admit(self: &Arc<Self>) -> (ClientSlot, bool) {
         let n = self.open.fetch_add(1, Ordering::Relaxed) + 1;
         self.gauge.inc();
         (
             ClientSlot {
                 clients: self.clone(),
+                state: State::Client,
             },
             n > self.max(),
         )
     }
 
-    /// Whether the limit is reached (connections open ≥ limit).
+    /// A head slot for a connection just accepted from `ip`, within `limits`.
+    ///
+    /// Errors: [`HeadRefused`] when the connection is to be answered 503 and closed.
+    pub fn start_head(
+        self: &Arc<Self>,
+        ip: IpAddr,
+        limits: HeadLimits,
+    ) -> Result<ClientSlot, HeadRefused> {
+        let key = address_key(ip);
+        let mut by_address = self
+            .pending_by_address
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let pending = self.pending.load(Ordering::Relaxed);
+        if pending >= limits.total {
+            return Err(HeadRefused::Busy);
+        }
+        let mine = by_address.entry(key).or_insert(0);
+        if pending * 2 >= limits.total && *mine >= limits.per_address.max(1) {
+            if *mine == 0 {
+                by_address.remove(&key);
+            }
+            return Err(HeadRefused::PerAddress);
+        }
+        *mine += 1;
+        self.pending.fetch_add(1, Ordering::Relaxed);
+        Ok(ClientSlot {
+            clients: self.clone(),
+            state: State::Head(key),
+        })
+    }
+
+    /// Whether the listener share is used up (connections open ≥ limit).
     pub fn is_full(&self) -> bool {
         self.open() >= self.max()
     }
 
-    /// Connections open now.
+    /// Connections open now (those holding a `clients` slot).
     pub fn open(&self) -> i64 {
         self.open.load(Ordering::Relaxed)
+    }
+
+    /// Connections reading their request head now.
+    pub fn pending(&self) -> i64 {
+        self.pending.load(Ordering::Relaxed)
     }
 
     /// The limit in force (connections).
@@ -71,28 +180,107 @@ impl Clients {
         self.max.store(max, Ordering::Relaxed);
     }
 
+    /// Takes one `clients` slot if fewer than `limit` are open.
+    fn try_take(&self, limit: i64) -> bool {
+        let taken = self
+            .open
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .is_ok();
+        if taken {
+            self.gauge.inc();
+        }
+        taken
+    }
+
     fn release(&self) {
         self.open.fetch_sub(1, Ordering::Relaxed);
         self.gauge.dec();
     }
+
+    fn release_head(&self, key: IpAddr) {
+        let mut by_address = self
+            .pending_by_address
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = by_address.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                by_address.remove(&key);
+            }
+        }
+        self.pending.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
-/// One unit of the `clients` count, released when dropped. It travels with its connection: a
-/// listener's slot goes to the fan-out shard with it.
+/// What a [`ClientSlot`] holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// A unit of the head budget, kept under this address key.
+    Head(IpAddr),
+    /// A unit of the `clients` count.
+    Client,
+    /// Nothing (a `clients` slot was refused).
+    Released,
+}
+
+/// A connection's unit of admission, released when dropped: first of the head budget, then
+/// (after [`ClientSlot::take_client`]) of the `clients` count. It travels with its connection:
+/// a listener's slot goes to the fan-out shard with it.
 #[derive(Debug)]
 pub struct ClientSlot {
     clients: Arc<Clients>,
+    state: State,
+}
+
+impl ClientSlot {
+    /// Moves this connection from the head budget to the `clients` count, within `share`.
+    /// Returns false when that share is used up (the connection is to be answered 503); the
+    /// slot then holds nothing. A slot that holds a `clients` unit already keeps it.
+    pub fn take_client(&mut self, share: Share) -> bool {
+        match self.state {
+            State::Client => return true,
+            State::Head(key) => self.clients.release_head(key),
+            State::Released => {}
+        }
+        let max = self.clients.max();
+        let limit = match share {
+            Share::Listener => max,
+            Share::Reserved(extra) => max.saturating_add(extra.max(0)),
+        };
+        if self.clients.try_take(limit) {
+            self.state = State::Client;
+            true
+        } else {
+            self.state = State::Released;
+            false
+        }
+    }
+
+    /// Whether this slot holds a `clients` unit.
+    pub fn is_client(&self) -> bool {
+        self.state == State::Client
+    }
 }
 
 impl Drop for ClientSlot {
     fn drop(&mut self) {
-        self.clients.release();
+        match self.state {
+            State::Head(key) => self.clients.release_head(key),
+            State::Client => self.clients.release(),
+            State::Released => {}
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn limits(total: i64, per_address: u32) -> HeadLimits {
+        HeadLimits { total, per_address }
+    }
 
     #[test]
     fn a_slot_is_released_once_when_dropped() {
@@ -108,5 +296,59 @@ mod tests {
         drop((a, b, d));
         assert_eq!((c.open(), gauge.get()), (0, 0));
         assert!(!c.is_full());
+    }
+
+    #[test]
+    fn heads_do_not_count_as_clients_until_taken() {
+        let gauge = Gauge::default();
+        let c = Clients::new(1, gauge.clone());
+        let ip: IpAddr = "192.0.2.1".parse().unwrap();
+        let mut a = c.start_head(ip, limits(100, 100)).unwrap();
+        let mut b = c.start_head(ip, limits(100, 100)).unwrap();
+        assert_eq!((c.open(), c.pending()), (0, 2));
+        assert!(a.take_client(Share::Listener));
+        assert_eq!((c.open(), c.pending(), gauge.get()), (1, 1, 1));
+        assert!(!b.take_client(Share::Listener), "the listener share is full");
+        assert_eq!((c.open(), c.pending()), (1, 0));
+        assert!(b.take_client(Share::Reserved(1)), "the reserve is not");
+        let mut d = c.start_head(ip, limits(100, 100)).unwrap();
+        assert!(!d.take_client(Share::Reserved(1)), "nor is it endless");
+        drop((a, b, d));
+        assert_eq!((c.open(), c.pending(), gauge.get()), (0, 0, 0));
+        assert!(c.pending_by_address.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_head_budget_and_the_per_address_cap_hold() {
+        let c = Clients::new(10, Gauge::default());
+        let one: IpAddr = "192.0.2.1".parse().unwrap();
+        let two: IpAddr = "192.0.2.2".parse().unwrap();
+        let l = limits(8, 2);
+        // Below half the budget one address may take more than its cap...
+        let mut held: Vec<ClientSlot> = (0..4).map(|_| c.start_head(one, l).unwrap()).collect();
+        // ...then no more.
+        assert_eq!(c.start_head(one, l).unwrap_err(), HeadRefused::PerAddress);
+        // Another address still gets its share, up to the budget.
+        held.push(c.start_head(two, l).unwrap());
+        held.push(c.start_head(two, l).unwrap());
+        assert_eq!(c.start_head(two, l).unwrap_err(), HeadRefused::PerAddress);
+        let three: IpAddr = "192.0.2.3".parse().unwrap();
+        held.push(c.start_head(three, l).unwrap());
+        held.push(c.start_head(three, l).unwrap());
+        assert_eq!(c.start_head(three, l).unwrap_err(), HeadRefused::Busy);
+        held.truncate(0);
+        assert_eq!(c.pending(), 0);
+        assert!(c.start_head(one, l).is_ok());
+    }
+
+    #[test]
+    fn ipv6_addresses_count_by_64_prefix() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:bbbb::9".parse().unwrap();
+        let other: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(address_key(a), address_key(b));
+        assert_ne!(address_key(a), address_key(other));
+        let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
+        assert_eq!(address_key(mapped), "192.0.2.7".parse::<IpAddr>().unwrap());
     }
 }

@@ -1,5 +1,6 @@
 //! Listen sockets: binding with a large backlog (dual-stack on `[::]`), the HTTP + SHOUTcast
-//! port pair, and the process's open-file limit that sizes the `clients` limit.
+//! port pair, and the process's open-file limit that sizes the `clients` limit (raised from
+//! the soft to the hard limit at start, [`raise_open_file_limit`]).
 
 use std::net::SocketAddr;
 
@@ -50,6 +51,32 @@ pub fn open_file_limit() -> u64 {
     } else {
         1024
     }
+}
+
+/// Raises the soft open-file limit (RLIMIT_NOFILE) to the hard limit, as a server holding one
+/// descriptor per client needs (the usual soft limit, 1024, would cap `clients` near 960).
+/// Returns the limit before and after (equal when it already was the hard limit).
+///
+/// Errors: the I/O error of `getrlimit`/`setrlimit`.
+pub fn raise_open_file_limit() -> std::io::Result<(u64, u64)> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let before = r.rlim_cur;
+    if r.rlim_cur >= r.rlim_max {
+        return Ok((before, before));
+    }
+    r.rlim_cur = r.rlim_max;
+    // SAFETY: setrlimit reads the struct we own.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((before, open_file_limit()))
 }
 
 /// Most attempts at finding two free consecutive ports when the first listen port is 0.

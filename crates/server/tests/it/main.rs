@@ -3,6 +3,7 @@
 //! `scripts/install-deps.sh`; a missing peer fails its test with that hint.
 
 mod admin_api;
+mod admission;
 mod auth;
 mod errors;
 mod fallback;
