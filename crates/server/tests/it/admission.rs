@@ -255,6 +255,7 @@ fn stalled_bodies_do_not_raise_memory() {
     }
     std::thread::sleep(Duration::from_millis(500));
     let before = rss_kib(pid);
+    let fds_before = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
     // 200 requests announcing a 1.9 MB body, sent but for its last byte, then stalled.
     const LEN: usize = 1_900_000;
     let body = vec![b'a'; LEN - 1];
@@ -287,8 +288,19 @@ fn stalled_bodies_do_not_raise_memory() {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+    let right_after = rss_kib(pid);
+    // Nothing is held: the server has closed every one of them (none waits for its body)...
+    let fds = |pid: u32| std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
+    let closed = wait_until(Duration::from_secs(10), || fds(pid) < fds_before + 10);
+    assert!(closed.is_ok(), "{} descriptors open, {fds_before} before", fds(pid));
+    // ...and once the server has given freed memory back (it does so every TRIM_INTERVAL,
+    // 10 s), its RSS is where it was.
+    std::thread::sleep(Duration::from_secs(11));
     let after = rss_kib(pid);
     let grown = after.saturating_sub(before);
+    eprintln!(
+        "server RSS {before} KiB before, {right_after} KiB right after 200 stalled bodies, {after} KiB once trimmed"
+    );
     assert!(
         grown < 5 * 1024,
         "200 stalled 1.9 MB bodies raised the server's RSS by {grown} KiB ({before} → {after})"
