@@ -183,7 +183,14 @@ async fn dispatch(
             };
             log_refusal(peer, reason, ctx.clients.max());
             let body = "Client limit reached\n";
-            let _ = Box::pin(service_unavailable(&ctx, &mut stream, peer, Some(&head), body)).await;
+            let _ = Box::pin(service_unavailable(
+                &ctx,
+                &mut stream,
+                peer,
+                Some(&head),
+                body,
+            ))
+            .await;
             return;
         }
     }
@@ -263,9 +270,8 @@ async fn forbid(ctx: &ServerCtx, stream: &mut TcpStream, peer: SocketAddr, head:
 /// encoder; listeners take the plain share. `None` for requests answered at once (`OPTIONS`,
 /// unsupported methods), which hold their head unit until they are answered.
 fn share_of(ctx: &ServerCtx, head: &RequestHead) -> Option<Share> {
-    let reserved = Share::Reserved(
-        i64::try_from(ctx.config().limits.reserved_clients).unwrap_or(i64::MAX),
-    );
+    let reserved =
+        Share::Reserved(i64::try_from(ctx.config().limits.reserved_clients).unwrap_or(i64::MAX));
     match head.method.as_str() {
         "PUT" | "DELETE" if head.path.starts_with("/api/") => Some(reserved),
         "SOURCE" | "PUT" => Some(reserved),

@@ -512,7 +512,12 @@ async fn accept_loop(ctx: Arc<ServerCtx>, listener: TcpListener, port: Port) {
                 let slot = match ctx.clients.start_head(peer.ip(), head_limits(&ctx)) {
                     Ok(slot) => slot,
                     Err(why) => {
-                        tokio::spawn(crate::connection::refuse_head(ctx.clone(), stream, peer, why));
+                        tokio::spawn(crate::connection::refuse_head(
+                            ctx.clone(),
+                            stream,
+                            peer,
+                            why,
+                        ));
                         continue;
                     }
                 };

@@ -6,7 +6,10 @@
 //! (`icecast.rs`, with Icecast 2.5's `reloadconfig`), and the admin JSON API under `/api/v1/`
 //! (`api.rs`, with `POST /api/v1/reload`). What the
 //! commands report and do lives in `data.rs` and `ops.rs`, who may call them in
-//! `auth.rs`.
+//! `auth.rs`. No route reads a request body before checking credentials: only the
+//! `/api/v1/mounts/…` endpoints read one, after authorization, capped and within
+//! `body-timeout` (`api.rs`); every other handler ignores it, and hyper closes the connection
+//! after the reply without reading it.
 
 pub mod api;
 pub mod auth;

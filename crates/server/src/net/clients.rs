@@ -308,7 +308,10 @@ mod tests {
         assert_eq!((c.open(), c.pending()), (0, 2));
         assert!(a.take_client(Share::Listener));
         assert_eq!((c.open(), c.pending(), gauge.get()), (1, 1, 1));
-        assert!(!b.take_client(Share::Listener), "the listener share is full");
+        assert!(
+            !b.take_client(Share::Listener),
+            "the listener share is full"
+        );
         assert_eq!((c.open(), c.pending()), (1, 0));
         assert!(b.take_client(Share::Reserved(1)), "the reserve is not");
         let mut d = c.start_head(ip, limits(100, 100)).unwrap();

@@ -108,7 +108,11 @@ fn at_the_limit_listeners_get_503_with_retry_after_but_admin_and_sources_get_in(
             admin_auth()
         ),
     );
-    assert_eq!(head.map(|h| h.status), Some(200), "admin within the reserve");
+    assert_eq!(
+        head.map(|h| h.status),
+        Some(200),
+        "admin within the reserve"
+    );
     // ...and so does an encoder on another mount.
     let _src2 = Source::start(srv.addr, "/second.mp3", "PUT", 1.0);
     srv.wait_mount("/second.mp3");
@@ -132,7 +136,10 @@ fn one_address_cannot_hold_every_connection_reading_its_head() {
     assert_eq!(refused.len(), 10, "20 of 30 held, the rest refused");
     for head in &refused {
         assert_eq!(head.status, 503);
-        assert!(head.header("retry-after").is_some(), "503 carries Retry-After");
+        assert!(
+            head.header("retry-after").is_some(),
+            "503 carries Retry-After"
+        );
     }
     // Another address is still served.
     let (_, head) = ask_from(9, srv.addr, "GET /status-json.xsl HTTP/1.0\r\n\r\n");
@@ -158,7 +165,11 @@ fn an_unauthorized_body_is_not_waited_for() {
         s.write_all(api_put("live.mp3", auth, 1_900_000).as_bytes())
             .unwrap();
         let head = read_head(&mut s, Duration::from_secs(5));
-        assert_eq!(head.map(|h| h.status), Some(401), "answered without the body");
+        assert_eq!(
+            head.map(|h| h.status),
+            Some(401),
+            "answered without the body"
+        );
     }
     // Authorized, but announcing more than an API body may be: 413 before reading it.
     let auth = admin_auth();
@@ -182,7 +193,10 @@ fn a_stalled_body_is_closed_after_body_timeout() {
     let t = Instant::now();
     let head = read_head(&mut s, Duration::from_secs(10));
     assert_eq!(head.map(|h| h.status), Some(408));
-    assert!(t.elapsed() >= Duration::from_millis(900), "after the timeout");
+    assert!(
+        t.elapsed() >= Duration::from_millis(900),
+        "after the timeout"
+    );
     // And the connection is closed.
     let mut rest = Vec::new();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -241,7 +255,10 @@ fn stalled_bodies_do_not_raise_memory() {
         .by_ref()
         .map_while(Result::ok)
         // libtest prints `test admission::rss_server ... ` before it on the same line.
-        .find_map(|l| l.split_once("ADDR ").map(|(_, a)| a.trim().parse().unwrap()))
+        .find_map(|l| {
+            l.split_once("ADDR ")
+                .map(|(_, a)| a.trim().parse().unwrap())
+        })
         .expect("the server's address");
     // Warm up: one request of each kind, so that first-use allocations are in the baseline.
     let wrong = basic_authorization("admin", "wrong");
@@ -255,7 +272,9 @@ fn stalled_bodies_do_not_raise_memory() {
     }
     std::thread::sleep(Duration::from_millis(500));
     let before = rss_kib(pid);
-    let fds_before = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
+    let fds_before = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count();
     // 200 requests announcing a 1.9 MB body, sent but for its last byte, then stalled.
     const LEN: usize = 1_900_000;
     let body = vec![b'a'; LEN - 1];
@@ -290,9 +309,17 @@ fn stalled_bodies_do_not_raise_memory() {
     }
     let right_after = rss_kib(pid);
     // Nothing is held: the server has closed every one of them (none waits for its body)...
-    let fds = |pid: u32| std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
+    let fds = |pid: u32| {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .count()
+    };
     let closed = wait_until(Duration::from_secs(10), || fds(pid) < fds_before + 10);
-    assert!(closed.is_ok(), "{} descriptors open, {fds_before} before", fds(pid));
+    assert!(
+        closed.is_ok(),
+        "{} descriptors open, {fds_before} before",
+        fds(pid)
+    );
     // ...and once the server has given freed memory back (it does so every TRIM_INTERVAL,
     // 10 s), its RSS is where it was.
     std::thread::sleep(Duration::from_secs(11));
