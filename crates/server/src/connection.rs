@@ -3,9 +3,9 @@
 //! address behind trusted proxies, deny/allow files, denied agents), take its `clients` slot
 //! (a listener within `clients`, an admin request or a source login within the reserve above
 //! it; `503` with `Retry-After` when there is none), then hand it to the source, listener,
-//! SHOUTcast metadata (`/admin.cgi`) or admin/status handler, passing the client address on. Errors end here with a clear HTTP
-//! status, an access-log line and a tracing line; nothing a client sends can affect another
-//! client.
+//! SHOUTcast metadata (`/admin.cgi`) or admin/status handler, passing the client address on.
+//! Errors end here with a clear HTTP status, an access-log line and a tracing line; nothing a
+//! client sends can affect another client.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -177,11 +177,12 @@ async fn dispatch(
     if let Some(share) = share_of(&ctx, &head) {
         if !slot.take_client(share) {
             drop(buf);
+            let max = ctx.clients.max();
             let reason = match share {
-                Share::Listener => "client limit reached",
-                Share::Reserved(_) => "client limit and its reserve reached",
+                Share::Listener => format!("client limit ({max}) reached"),
+                Share::Reserved(r) => format!("client limit ({max}) and its reserve ({r}) reached"),
             };
-            log_refusal(peer, reason, ctx.clients.max());
+            log_refusal(peer, &reason);
             let body = "Client limit reached\n";
             let _ = Box::pin(service_unavailable(
                 &ctx,
@@ -283,14 +284,14 @@ fn share_of(ctx: &ServerCtx, head: &RequestHead) -> Option<Share> {
 
 /// Logs a connection refused for a limit: a warning at most once a second (an attacker opening
 /// thousands of connections must not flood the log), a debug line otherwise.
-fn log_refusal(peer: SocketAddr, reason: &str, limit: i64) {
+fn log_refusal(peer: SocketAddr, reason: &str) {
     use std::sync::atomic::{AtomicU64, Ordering};
     static LAST_WARNED: AtomicU64 = AtomicU64::new(0);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     if LAST_WARNED.swap(now, Ordering::Relaxed) != now {
-        tracing::warn!(%peer, clients = limit, "{reason}: answered 503 (further refusals this second are logged at debug level)");
+        tracing::warn!(%peer, "{reason}: answered 503 (more this second are logged at debug level)");
     } else {
         tracing::debug!(%peer, "{reason}: answered 503");
     }
@@ -304,6 +305,6 @@ pub async fn refuse_head(
     peer: SocketAddr,
     why: HeadRefused,
 ) {
-    log_refusal(peer, &why.to_string(), ctx.clients.max());
+    log_refusal(peer, &why.to_string());
     let _ = service_unavailable(&ctx, &mut stream, peer, None, "Too many connections\n").await;
 }
