@@ -321,11 +321,12 @@ impl Server {
                 Err(e) => tracing::error!("cannot keep a listen socket: {e}"),
             }
         }
-        let mut accept_tasks = start_accepting(&ctx, &sockets);
-        let _housekeeping = AbortOnDrop(tokio::spawn(housekeeping()));
+        // Logged before accepting, so it precedes any request's line.
         for a in sockets.iter().filter(|s| s.port == Port::Http) {
             tracing::info!("listening on {}", a.addr);
         }
+        let mut accept_tasks = start_accepting(&ctx, &sockets);
+        let _housekeeping = AbortOnDrop(tokio::spawn(housekeeping()));
         // Bound and accepting: a `Type=notify` unit is up from here (`deploy/throng.service`).
         crate::observe::systemd::ready();
         tokio::pin!(shutdown);
