@@ -71,6 +71,21 @@ pub async fn handle(
 ) {
     let line = head.request_line();
     let requested = head.path.clone();
+    if !throng_proto::mount_name::is_canonical(&requested) {
+        // Never looked up: `/a/../b.mp3` is not `/b.mp3` (Icecast 2.4.4 refuses such URIs).
+        tracing::debug!(%peer, path = %requested, "not a canonical mount name");
+        let _ = reply(
+            &ctx,
+            &mut stream,
+            peer,
+            Some(&head),
+            404,
+            &[("Content-Type", "text/plain")],
+            "The file you requested could not be found\n",
+        )
+        .await;
+        return;
+    }
     let live = || {
         ctx.registry
             .get(&requested)

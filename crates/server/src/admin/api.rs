@@ -85,6 +85,7 @@ fn admin_error(e: &AdminError) -> Response {
         AdminError::SourceDoesNotExist => StatusCode::NOT_FOUND,
         AdminError::SourceNotAvailable => StatusCode::CONFLICT,
         AdminError::MissingParameter
+        | AdminError::InvalidMountName
         | AdminError::NoSuchDestination
         | AdminError::IdenticalMounts
         | AdminError::FormatMismatch { .. } => StatusCode::BAD_REQUEST,

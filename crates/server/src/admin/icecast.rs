@@ -242,6 +242,10 @@ pub async fn handle(
     }
     match params.get("mount") {
         Some(mount) => {
+            if let Err(e) = ops::check_name(&mount) {
+                tracing::info!(%peer, command = name, mount = %mount.escape_debug(), "admin: {e}");
+                return bad_request(&ctx, &e.to_string());
+            }
             if cmd == Command::BuildM3u {
                 return build_m3u(&ctx, &mount, &params);
             }
@@ -323,6 +327,12 @@ async fn mount_command(
             let Some(fallback) = params.get("fallback") else {
                 return bad_request(ctx, &AdminError::MissingParameter.to_string());
             };
+            // An empty fallback clears it; anything else must be a canonical name.
+            if !fallback.is_empty() {
+                if let Err(e) = ops::check_name(&fallback) {
+                    return bad_request(ctx, &e.to_string());
+                }
+            }
             ops::set_fallback(ctx, m, &fallback);
             reply(
                 ctx,

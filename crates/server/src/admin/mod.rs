@@ -168,8 +168,9 @@ async fn index(State(ctx): State<Arc<ServerCtx>>) -> Html<String> {
     let mut rows = String::new();
     for m in ctx.registry.list().iter().filter(|m| !m.hidden()) {
         let name = crate::admin::html::escape(&m.name);
+        let href = crate::admin::html::href(&m.name);
         rows.push_str(&format!(
-            "<li><a href=\"{name}\">{name}</a> — {} — {} listeners — <em>{}</em><br><audio controls preload=\"none\" src=\"{name}\"></audio></li>\n",
+            "<li><a href=\"{href}\">{name}</a> — {} — {} listeners — <em>{}</em><br><audio controls preload=\"none\" src=\"{href}\"></audio></li>\n",
             crate::admin::html::escape(&m.settings.info.name),
             m.listeners.load(std::sync::atomic::Ordering::Relaxed),
             crate::admin::html::escape(&m.title()),

@@ -51,15 +51,12 @@ const AUTH_HEADERS: &[(&str, &str)] = &[
     ("Content-Type", "text/plain"),
 ];
 
-/// Whether a source may use `name`: it starts with `/` (and not `//`), has no control
-/// characters, and is not a path served by the admin/status routes (listeners could never
-/// reach such a mount).
+/// Whether a source may use `name`: it is canonical ([`throng_proto::mount_name::check`]: it
+/// starts with `/`, with no empty or dot segment, no backslash and no control character, as
+/// Icecast 2.4.4 `util_normalise_uri` requires), and is not a path served by the admin/status
+/// routes (listeners could never reach such a mount).
 pub fn valid_mount_name(name: &str) -> bool {
-    name.len() >= 2
-        && name.starts_with('/')
-        && !name.starts_with("//")
-        && !name.chars().any(char::is_control)
-        && !crate::respond::is_admin_path(name)
+    throng_proto::mount_name::is_canonical(name) && !crate::respond::is_admin_path(name)
 }
 
 /// Applies `[[mount]]` overrides to what the source announced.
