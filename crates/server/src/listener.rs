@@ -133,20 +133,27 @@ pub async fn handle(
             time_limit,
             on_close,
         } => (user, time_limit, on_close),
-        ListenerAuth::Refused { status, message } => {
+        ListenerAuth::Refused {
+            status,
+            message,
+            retry_after,
+        } => {
             tracing::info!(%peer, mount = %requested, status, "listener refused: {message}");
-            let headers: &[(&str, &str)] = if status == 401 {
-                &[("WWW-Authenticate", crate::respond::REALM)]
-            } else {
-                &[]
-            };
+            let retry = retry_after.map(|s| s.to_string());
+            let mut headers: Vec<(&str, &str)> = Vec::new();
+            if status == 401 {
+                headers.push(("WWW-Authenticate", crate::respond::REALM));
+            }
+            if let Some(r) = &retry {
+                headers.push(("Retry-After", r));
+            }
             let _ = reply(
                 &ctx,
                 &mut stream,
                 peer,
                 Some(&head),
                 status,
-                headers,
+                &headers,
                 &message,
             )
             .await;

@@ -281,6 +281,13 @@ pub async fn mount_resource(
         tracing::info!(mount = %name, "admin API: bad or missing credentials");
         return unauthorized();
     }
+    if access == Access::MountSource
+        && auth::source_metadata_only(&ctx)
+        && !matches!(resource, Resource::Metadata)
+    {
+        let msg = crate::admin::icecast::SOURCE_METADATA_ONLY;
+        return outcome(StatusCode::FORBIDDEN, false, msg);
+    }
     let m = match ops::live_mount(&ctx, &name) {
         Ok(m) => m,
         Err(e) => return admin_error(&e),

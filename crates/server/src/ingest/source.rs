@@ -24,6 +24,7 @@ use throng_proto::source_info::SourceInfo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::auth::throttle::LoginKind;
 use crate::auth::SourceAuth;
 use crate::ctx::ServerCtx;
 use crate::ingest::live_mount::LiveMount;
@@ -102,7 +103,7 @@ fn check_password(
         return Some((user, pass));
     }
     if credentials.is_some() {
-        tracing::warn!(%peer, mount = %name, "source rejected: wrong credentials");
+        tracing::info!(%peer, mount = %name, "source rejected: wrong credentials");
     } else {
         tracing::info!(%peer, mount = %name, "source without credentials (probe?): 401");
     }
@@ -141,12 +142,30 @@ pub async fn handle(
         .await;
         return;
     }
+    let sent = head.header("authorization").and_then(parse_basic);
+    if head.header("authorization").is_some() {
+        if let Err(wait) = ctx.auth().login_blocked(peer.ip()) {
+            let retry = wait.as_secs().max(1).to_string();
+            let headers = [
+                ("Retry-After", retry.as_str()),
+                ("Content-Type", "text/plain"),
+            ];
+            let body = crate::auth::THROTTLED_MESSAGE;
+            let _ = reply(&ctx, &mut stream, peer, Some(&head), 429, &headers, body).await;
+            return;
+        }
+    }
     let checked = match ctx.auth().authorize_source(&head, peer, &name, false).await {
         SourceAuth::Unconfigured => check_password(&ctx, &head, peer, &name),
         SourceAuth::Accepted { user, pass } => Some((user, pass)),
         SourceAuth::Refused => None,
     };
     let Some((user, pass)) = checked else {
+        if head.header("authorization").is_some() {
+            let user = sent.as_ref().map(|c| c.user.as_str());
+            ctx.auth()
+                .login_failed(peer.ip(), LoginKind::Source, user, Some(&name));
+        }
         let body = "Authentication required\n";
         let _ = reply(
             &ctx,
