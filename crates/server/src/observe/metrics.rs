@@ -266,7 +266,7 @@ mod tests {
         let m = Metrics::new();
         for name in ["/public.mp3", "/hidden.mp3", "/ended.mp3", "/draining.mp3"] {
             m.connects.get_or_create(&MountLabel::new(name)).inc();
-            m.listeners.get_or_create(&MountLabel::new(name));
+            m.listeners.get_or_create(&MountLabel::new(name)).set(0);
         }
         m.listeners
             .get_or_create(&MountLabel::new("/draining.mp3"))
