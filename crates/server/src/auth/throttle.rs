@@ -11,11 +11,12 @@
 //! encoder retries on its own schedule, ffmpeg exits with "429 Too Many Requests", players
 //! show an error.
 //!
-//! Each failure logs, at WARN, `authentication failed ip=<address> kind=<source|admin|listener>
-//! user="<user>" mount="<mount>"` (user and mount quoted and escaped, so a crafted user name
-//! cannot forge the `ip=` field); the failure that starts a block also logs `login throttled
-//! ip=<address> ...`. The time source is a parameter, so the rules are unit-tested on a made-up
-//! clock.
+//! Each failure logs, at WARN, `authentication failed ip=<address>
+//! kind="<source|admin|listener|metrics>" user="<user>" mount="<mount>"` (the address first,
+//! user and mount quoted and escaped, so a crafted user name cannot forge the `ip=` that a
+//! fail2ban filter reads: see docs/operators.md); the failure that starts a block also logs
+//! `login throttled ip=<address> kind=".." seconds=N`. The time source is a parameter, so the
+//! rules are unit-tested on a made-up clock.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
