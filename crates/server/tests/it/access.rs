@@ -430,3 +430,22 @@ fn cross_site_admin_actions_are_refused_and_scripts_still_work() {
     let (head, _) = http_get(server.addr, "/admin/killsource?mount=/a.mp3", &[&admin]);
     assert_eq!(head.status, 200);
 }
+
+#[test]
+fn failed_admin_cgi_passwords_are_throttled() {
+    let server = server_with("", THROTTLE);
+    let _s = Source::start(server.addr, "/live.mp3", "PUT", 2.0);
+    server.wait_mount("/live.mp3");
+    let cgi = |pass: &str| {
+        let (head, _) = http_get(
+            server.addr,
+            &format!("/admin.cgi?mode=updinfo&mount=/live.mp3&pass={pass}&song=x"),
+            &[],
+        );
+        head.status
+    };
+    for _ in 0..3 {
+        assert_eq!(cgi("guess"), 401);
+    }
+    assert_eq!(cgi(SOURCE_PW), 429);
+}
