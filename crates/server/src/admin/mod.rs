@@ -9,8 +9,9 @@
 //! `auth.rs`.
 //!
 //! Every request passes [`guard`] first: an address blocked for failed logins gets 429 for any
-//! request carrying credentials, a state-changing command sent from another site's page
-//! (`Origin`/`Referer`/`Sec-Fetch-Site`, see [`auth::cross_site`]) gets 403, a 401 answered
+//! request carrying credentials, a state-changing command with credentials sent from another
+//! site's page (`Origin`/`Referer`/`Sec-Fetch-Site`, see [`auth::cross_site`]) gets 403
+//! (without credentials it gets its usual 401), a 401 answered
 //! to a request with credentials counts as a failed login (logged for fail2ban), and every
 //! reply carries `X-Frame-Options: DENY` and `Content-Security-Policy: frame-ancestors 'none'`.
 //! `/metrics` leaves hidden mounts out unless asked with admin credentials, and needs the
@@ -153,7 +154,10 @@ async fn guard(
             r.headers_mut().insert(header::RETRY_AFTER, v);
         }
         r
-    } else if state_changing(req.method(), &path) && auth::cross_site(req.headers()) {
+    } else if has_credentials
+        && state_changing(req.method(), &path)
+        && auth::cross_site(req.headers())
+    {
         tracing::warn!(
             %peer,
             %path,

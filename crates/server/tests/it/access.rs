@@ -191,9 +191,14 @@ fn metrics_password_puts_metrics_behind_a_credential() {
         "Authorization: {}",
         basic_authorization("metrics", "scrape-pw")
     );
-    let (status, text) = metrics_text(&server, &[&good]);
-    assert_eq!(status, 200);
-    assert!(text.contains("mount=\"/secret.mp3\""), "{text}");
+    assert_eq!(metrics_text(&server, &[&good]).0, 200);
+    // The source's byte counter appears with its first audio.
+    wait_until(Duration::from_secs(10), || {
+        metrics_text(&server, &[&good])
+            .1
+            .contains("mount=\"/secret.mp3\"")
+    })
+    .unwrap_or_else(|_| panic!("{}", metrics_text(&server, &[&good]).1));
     assert_eq!(metrics_text(&server, &[&admin_header()]).0, 200);
 }
 
