@@ -138,12 +138,10 @@ async fn guard(
 ) -> Response {
     let has_credentials = req.headers().contains_key(header::AUTHORIZATION);
     let path = req.uri().path().to_owned();
-    let mut resp = if has_credentials && ctx.auth().login_blocked(peer.ip()).is_err() {
-        let wait = ctx
-            .auth()
-            .login_blocked(peer.ip())
-            .err()
-            .unwrap_or_default();
+    let blocked = has_credentials
+        .then(|| ctx.auth().login_blocked(peer.ip()).err())
+        .flatten();
+    let mut resp = if let Some(wait) = blocked {
         tracing::info!(%peer, %path, "admin request from an address blocked for failed logins");
         let mut r = (
             StatusCode::TOO_MANY_REQUESTS,
