@@ -20,6 +20,8 @@
 //! - [`xml`]: the admin interface's XML documents, serialized as Icecast 2.4.4 (libxml2) does.
 //! - [`shoutcast`]: SHOUTcast v1 (ICY) source login: password line, `OK2`, `icy-*` headers.
 //! - [`forwarded`]: the client address behind trusted proxies (`X-Forwarded-For`).
+//! - [`mount_name`]: canonical mount names (no dot segments, backslashes or control
+//!   characters) and their percent-encoded form in links.
 
 pub mod adts;
 pub mod auth;
@@ -31,6 +33,7 @@ pub mod htpasswd;
 pub mod http;
 pub mod icy;
 pub mod listener_head;
+pub mod mount_name;
 pub mod mp3;
 pub mod ogg;
 pub mod ogg_comments;

@@ -71,6 +71,21 @@ pub async fn handle(
 ) {
     let line = head.request_line();
     let requested = head.path.clone();
+    if !throng_proto::mount_name::is_canonical(&requested) {
+        // Never looked up: `/a/../b.mp3` is not `/b.mp3` (Icecast 2.4.4 refuses such URIs).
+        tracing::debug!(%peer, path = %requested, "not a canonical mount name");
+        let _ = reply(
+            &ctx,
+            &mut stream,
+            peer,
+            Some(&head),
+            404,
+            &[("Content-Type", "text/plain")],
+            "The file you requested could not be found\n",
+        )
+        .await;
+        return;
+    }
     let live = || {
         ctx.registry
             .get(&requested)
@@ -118,20 +133,27 @@ pub async fn handle(
             time_limit,
             on_close,
         } => (user, time_limit, on_close),
-        ListenerAuth::Refused { status, message } => {
+        ListenerAuth::Refused {
+            status,
+            message,
+            retry_after,
+        } => {
             tracing::info!(%peer, mount = %requested, status, "listener refused: {message}");
-            let headers: &[(&str, &str)] = if status == 401 {
-                &[("WWW-Authenticate", crate::respond::REALM)]
-            } else {
-                &[]
-            };
+            let retry = retry_after.map(|s| s.to_string());
+            let mut headers: Vec<(&str, &str)> = Vec::new();
+            if status == 401 {
+                headers.push(("WWW-Authenticate", crate::respond::REALM));
+            }
+            if let Some(r) = &retry {
+                headers.push(("Retry-After", r));
+            }
             let _ = reply(
                 &ctx,
                 &mut stream,
                 peer,
                 Some(&head),
                 status,
-                headers,
+                &headers,
                 &message,
             )
             .await;

@@ -54,6 +54,9 @@ pub enum ServerError {
     /// A mount's authenticator is misconfigured.
     #[error("{0}")]
     Auth(#[from] crate::auth::AuthError),
+    /// The signal handlers could not be installed.
+    #[error("cannot install the signal handlers: {0}")]
+    Signals(std::io::Error),
     /// Taking over from the old process of a binary upgrade failed.
     #[error("upgrade: {0}")]
     Upgrade(#[from] crate::upgrade::UpgradeError),
@@ -137,8 +140,9 @@ impl Server {
     /// Takes over from the old process of a binary upgrade (SIGUSR2) over `handover`: its
     /// listen sockets, mounts with their sources and relays, and listeners at their stream
     /// positions (`upgrade/adopt.rs`); then starts what the configuration adds (demo, files,
-    /// relays) as [`Server::bind_source`] does. Must be called inside a multi-threaded tokio
-    /// runtime.
+    /// relays) as [`Server::bind_source`] does, and takes the Unix signals
+    /// ([`Server::install_signals`]) before the old process exits. Must be called inside a
+    /// multi-threaded tokio runtime.
     ///
     /// Errors: see [`ServerError`]; the old process keeps serving when this fails before the
     /// new one said it is ready.
@@ -149,6 +153,9 @@ impl Server {
     ) -> Result<Server, ServerError> {
         let taken = handover.take_sockets()?;
         let mut server = Server::build(config, source, taken.http, taken.shoutcast, taken.started)?;
+        // The old process exits once this one took over: from then on signals are for this
+        // one, so take them before saying so.
+        server.install_signals().map_err(ServerError::Signals)?;
         let metrics = &server.ctx.metrics;
         metrics.source_connects.inc_by(taken.counters.0);
         metrics.rejected.inc_by(taken.counters.1);
@@ -284,12 +291,22 @@ impl Server {
         self.ctx.control.clone()
     }
 
-    /// Serves with the Unix signals as commands (`signals.rs`: TERM/INT stop, HUP reloads,
-    /// USR1 reopens logs, USR2 upgrades) until stopped.
+    /// Takes the Unix signals as commands from now on (`signals.rs`: TERM/INT stop, HUP
+    /// reloads, USR1 reopens logs, USR2 upgrades); they are queued until [`Server::run`].
+    /// Call it before telling anyone the server is up: until then HUP and the USRs keep their
+    /// default action, which ends the process.
+    ///
+    /// Errors: the signal handlers cannot be installed.
+    pub fn install_signals(&self) -> std::io::Result<()> {
+        crate::signals::forward(self.control())
+    }
+
+    /// Serves with the Unix signals as commands (see [`Server::install_signals`]) until
+    /// stopped.
     ///
     /// Errors: the signal handlers cannot be installed.
     pub async fn run_with_signals(self) -> std::io::Result<()> {
-        crate::signals::forward(self.control())?;
+        self.install_signals()?;
         self.run(std::future::pending()).await;
         Ok(())
     }
@@ -322,11 +339,12 @@ impl Server {
                 Err(e) => tracing::error!("cannot keep a listen socket: {e}"),
             }
         }
-        let mut accept_tasks = start_accepting(&ctx, &sockets);
-        let _housekeeping = AbortOnDrop(tokio::spawn(housekeeping()));
+        // Logged before accepting, so it precedes any request's line.
         for a in sockets.iter().filter(|s| s.port == Port::Http) {
             tracing::info!("listening on {}", a.addr);
         }
+        let mut accept_tasks = start_accepting(&ctx, &sockets);
+        let _housekeeping = AbortOnDrop(tokio::spawn(housekeeping()));
         // Bound and accepting: a `Type=notify` unit is up from here (`deploy/throng.service`).
         crate::observe::systemd::ready();
         tokio::pin!(shutdown);

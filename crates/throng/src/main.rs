@@ -213,7 +213,14 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                     .context("upgrade: the old process is gone")?;
                 Server::adopt(config, Some(source), handover).await?
             }
-            None => Server::bind_source(config, source).await?,
+            None => {
+                let server = Server::bind_source(config, source).await?;
+                // Before "serving on": a HUP sent once that is printed must reload, not kill.
+                server
+                    .install_signals()
+                    .context("cannot install the signal handlers")?;
+                server
+            }
         };
         server.set_log_hook(log_hook);
         for addr in server.local_addrs() {
@@ -227,10 +234,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 config.demo_mount
             );
         }
-        server
-            .run_with_signals()
-            .await
-            .context("cannot install the signal handlers")?;
+        server.run(std::future::pending()).await;
         anyhow::Ok(())
     })?;
     Ok(())

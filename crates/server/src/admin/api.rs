@@ -87,6 +87,7 @@ fn admin_error(e: &AdminError) -> Response {
         AdminError::SourceDoesNotExist => StatusCode::NOT_FOUND,
         AdminError::SourceNotAvailable => StatusCode::CONFLICT,
         AdminError::MissingParameter
+        | AdminError::InvalidMountName
         | AdminError::NoSuchDestination
         | AdminError::IdenticalMounts
         | AdminError::FormatMismatch { .. } => StatusCode::BAD_REQUEST,
@@ -326,6 +327,13 @@ pub async fn mount_resource(
     if access == Access::Denied {
         tracing::info!(mount = %name, "admin API: bad or missing credentials");
         return unauthorized();
+    }
+    if access == Access::MountSource
+        && auth::source_metadata_only(&ctx)
+        && !matches!(resource, Resource::Metadata)
+    {
+        let msg = crate::admin::icecast::SOURCE_METADATA_ONLY;
+        return outcome(StatusCode::FORBIDDEN, false, msg);
     }
     let m = match ops::live_mount(&ctx, &name) {
         Ok(m) => m,

@@ -7,7 +7,8 @@
 //!   SHOUTcast mount; honouring `mount=` lets one server take updates for several mounts.)
 //! - Credentials: `pass=` equal to the mount's source password (or `user:password`), or HTTP
 //!   Basic with the admin credentials or the mount's source credentials. No `pass` and no
-//!   `Authorization` → 400 "missing pass parameter"; wrong ones → 401.
+//!   `Authorization` → 400 "missing pass parameter"; wrong ones → 401 (counted by the
+//!   failed-login throttle, `auth/throttle.rs`; a blocked address gets 429).
 //! - The mount must be live (400 "Source does not exist", after waiting up to
 //!   [`LOGIN_GRACE`] for a source still logging in), `mode` must be `updinfo` (400 "No
 //!   such action") and `song` present, or `artist` and/or `title` as `/admin/metadata` takes
@@ -31,6 +32,7 @@ use throng_proto::http::{parse_query, RequestHead};
 use throng_proto::shoutcast::Login;
 use tokio::net::TcpStream;
 
+use crate::auth::throttle::LoginKind;
 use crate::ctx::ServerCtx;
 use crate::respond::reply;
 
@@ -84,6 +86,22 @@ pub async fn handle(
     head: RequestHead,
     peer: SocketAddr,
 ) {
+    let has_password = head.header("authorization").is_some()
+        || parse_query(head.query.as_deref().unwrap_or(""))
+            .iter()
+            .any(|(k, _)| k == "pass");
+    if has_password {
+        if let Err(wait) = ctx.auth().login_blocked(peer.ip()) {
+            let retry = wait.as_secs().max(1).to_string();
+            let headers = [
+                ("Retry-After", retry.as_str()),
+                ("Content-Type", "text/plain; charset=utf-8"),
+            ];
+            let body = crate::auth::THROTTLED_MESSAGE;
+            let _ = reply(&ctx, &mut stream, peer, Some(&head), 429, &headers, body).await;
+            return;
+        }
+    }
     let mut a = update(&ctx, &head, peer);
     let until = tokio::time::Instant::now() + LOGIN_GRACE;
     while a.status == 400 && a.body == NO_SOURCE && tokio::time::Instant::now() < until {
@@ -147,6 +165,9 @@ pub fn update(ctx: &ServerCtx, head: &RequestHead, peer: SocketAddr) -> Answer {
             .is_some_and(|c| c.user == user && secrets_equal(&c.password, &password)));
     if !is_admin && !is_source {
         tracing::info!(%peer, mount = %name, "admin.cgi: bad or missing password");
+        let sent_user = basic.as_ref().map(|c| c.user.as_str()).or(Some(&user));
+        ctx.auth()
+            .login_failed(peer.ip(), LoginKind::Source, sent_user, Some(&name));
         return Answer::unauthorized();
     }
     let Some(mount) = live else {

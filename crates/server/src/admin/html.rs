@@ -160,6 +160,13 @@ pub fn page(title: &str, doc: &Element) -> String {
     wrap(title, &body)
 }
 
+/// Mount `name` as the path of an `href` or `src` attribute: percent-encoded
+/// ([`throng_proto::mount_name::href_path`]), then HTML-escaped (a no-op on that output, kept
+/// so the attribute stays safe whatever the encoding leaves).
+pub fn href(name: &str) -> String {
+    escape(&throng_proto::mount_name::href_path(name))
+}
+
 /// Characters escaped in a query-string value of a link.
 const QUERY_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
     .remove(b'-')

@@ -7,7 +7,9 @@
 //! credentials (`401` otherwise), then a live mount (`400 Source does not exist` /
 //! `Source is not available`). Without `mount`, `streamlist.txt` takes the relay (or admin)
 //! credentials and the other global commands admin credentials; a mount command without
-//! `mount` is `400 Unknown admin request`.
+//! `mount` is `400 Unknown admin request`. A `mount` that is not a canonical name is
+//! `400 Invalid mountpoint` before anything else; with `[authentication] source-admin =
+//! "metadata-only"`, source credentials get `403` for anything but `metadata`/`updatemetadata`.
 //!
 //! Replies: raw commands send the XML document (`text/xml; charset=utf-8`); `*.xsl` commands
 //! the same document as a simple HTML page (no XSLT engine: see `html.rs`); errors are
@@ -140,6 +142,10 @@ impl Params {
     }
 }
 
+/// Message of the 403 a source gets for a command other than a metadata update under
+/// `source-admin = "metadata-only"`.
+pub const SOURCE_METADATA_ONLY: &str = "Source credentials may only update metadata";
+
 /// Headers of every admin reply, as Icecast 2.4.4 `util_http_build_header` with caching off.
 fn reply(ctx: &ServerCtx, status: StatusCode, content_type: &str, body: String) -> Response {
     let mut r = (status, body).into_response();
@@ -242,6 +248,10 @@ pub async fn handle(
     }
     match params.get("mount") {
         Some(mount) => {
+            if let Err(e) = ops::check_name(&mount) {
+                tracing::info!(%peer, command = name, mount = %mount.escape_debug(), "admin: {e}");
+                return bad_request(&ctx, &e.to_string());
+            }
             if cmd == Command::BuildM3u {
                 return build_m3u(&ctx, &mount, &params);
             }
@@ -249,6 +259,18 @@ pub async fn handle(
             if access == Access::Denied {
                 tracing::info!(%peer, command = name, %mount, "admin: bad or missing credentials");
                 return unauthorized(&ctx);
+            }
+            if access == Access::MountSource
+                && auth::source_metadata_only(&ctx)
+                && !matches!(cmd, Command::Metadata(_) | Command::UpdateMetadata(_))
+            {
+                tracing::info!(%peer, command = name, %mount, "admin: source credentials may only update metadata (source-admin = \"metadata-only\")");
+                return reply(
+                    &ctx,
+                    StatusCode::FORBIDDEN,
+                    "text/html; charset=utf-8",
+                    html::error_page(403, SOURCE_METADATA_ONLY),
+                );
             }
             let m = match ops::live_mount(&ctx, &mount) {
                 Ok(m) => m,
@@ -323,6 +345,12 @@ async fn mount_command(
             let Some(fallback) = params.get("fallback") else {
                 return bad_request(ctx, &AdminError::MissingParameter.to_string());
             };
+            // An empty fallback clears it; anything else must be a canonical name.
+            if !fallback.is_empty() {
+                if let Err(e) = ops::check_name(&fallback) {
+                    return bad_request(ctx, &e.to_string());
+                }
+            }
             ops::set_fallback(ctx, m, &fallback);
             reply(
                 ctx,

@@ -6,10 +6,20 @@
 //! (`icecast.rs`, with Icecast 2.5's `reloadconfig`), and the admin JSON API under `/api/v1/`
 //! (`api.rs`, with `POST /api/v1/reload`). What the
 //! commands report and do lives in `data.rs` and `ops.rs`, who may call them in
-//! `auth.rs`. No route reads a request body before checking credentials: only the
-//! `/api/v1/mounts/…` endpoints read one, after authorization, capped and within
-//! `body-timeout` (`api.rs`); every other handler ignores it, and hyper closes the connection
-//! after the reply without reading it.
+//! `auth.rs`.
+//!
+//! Every request passes [`guard`] first: an address blocked for failed logins gets 429 for any
+//! request carrying credentials, a state-changing command with credentials sent from another
+//! site's page (`Origin`/`Referer`/`Sec-Fetch-Site`, see [`auth::cross_site`]) gets 403
+//! (without credentials it gets its usual 401), a 401 answered
+//! to a request with credentials counts as a failed login (logged for fail2ban), and every
+//! reply carries `X-Frame-Options: DENY` and `Content-Security-Policy: frame-ancestors 'none'`.
+//! `/metrics` leaves hidden mounts out unless asked with admin credentials, and needs the
+//! `metrics` user's credentials when `[authentication] metrics-password` is set.
+//!
+//! No route reads a request body before checking credentials: only the `/api/v1/mounts/…`
+//! endpoints read one, after authorization, capped and within `body-timeout` (`api.rs`); every
+//! other handler ignores it, and hyper closes the connection after the reply without reading it.
 
 pub mod api;
 pub mod auth;
@@ -31,9 +41,11 @@ use axum::routing::{any, get};
 use axum::{Extension, Router};
 use tokio::net::TcpStream;
 
+use crate::auth::throttle::LoginKind;
 use crate::ctx::ServerCtx;
 use crate::net::rewind::Rewind;
 use crate::observe::access_log::AccessEntry;
+use crate::observe::metrics::MountView;
 
 /// Serves one admin/status connection (one request: no keep-alive).
 pub async fn serve(
@@ -76,11 +88,119 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
             any(crate::admin::api::mount_resource),
         )
         .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(ctx.clone(), guard))
         .layer(axum::middleware::from_fn_with_state(
             ctx.clone(),
             log_request,
         ))
         .with_state(ctx)
+}
+
+/// Admin commands (`/admin/<command>`, with or without `.xsl`) that change something.
+const STATE_CHANGING_COMMANDS: &[&str] = &[
+    "fallbacks",
+    "metadata",
+    "moveclients",
+    "killclient",
+    "killsource",
+    "manageauth",
+    "reloadconfig",
+];
+
+/// Whether a request with `method` on `path` changes state (and so must not come from
+/// another site's page): the commands of [`STATE_CHANGING_COMMANDS`], any API request but
+/// `GET`/`HEAD`/`OPTIONS`, and `/api/v1/reload`.
+pub fn state_changing(method: &axum::http::Method, path: &str) -> bool {
+    use axum::http::Method;
+    if let Some(cmd) = path.strip_prefix("/admin/") {
+        let cmd = cmd.strip_suffix(".xsl").unwrap_or(cmd);
+        return STATE_CHANGING_COMMANDS.contains(&cmd);
+    }
+    path.starts_with("/api/")
+        && (path == "/api/v1/reload"
+            || !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS))
+}
+
+/// The mount a request names (`mount=`, or the API path), for the failed-login log line.
+fn mount_of_request(uri: &axum::http::Uri) -> Option<String> {
+    if let Some(rest) = uri.path().strip_prefix("/api/v1/mounts/") {
+        return Some(format!("/{rest}"));
+    }
+    throng_proto::http::parse_query(uri.query()?)
+        .into_iter()
+        .find(|(k, _)| k == "mount")
+        .map(|(_, v)| v)
+}
+
+/// Throttling, cross-site refusal, failed-login accounting and framing headers of every
+/// admin/status request (see the module comment).
+async fn guard(
+    State(ctx): State<Arc<ServerCtx>>,
+    Extension(peer): Extension<SocketAddr>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let has_credentials = req.headers().contains_key(header::AUTHORIZATION);
+    let path = req.uri().path().to_owned();
+    let blocked = has_credentials
+        .then(|| ctx.auth().login_blocked(peer.ip()).err())
+        .flatten();
+    let mut resp = if let Some(wait) = blocked {
+        tracing::info!(%peer, %path, "admin request from an address blocked for failed logins");
+        let mut r = (
+            StatusCode::TOO_MANY_REQUESTS,
+            crate::auth::THROTTLED_MESSAGE,
+        )
+            .into_response();
+        if let Ok(v) = header::HeaderValue::from_str(&wait.as_secs().max(1).to_string()) {
+            r.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        r
+    } else if has_credentials
+        && state_changing(req.method(), &path)
+        && auth::cross_site(req.headers())
+    {
+        tracing::warn!(
+            %peer,
+            %path,
+            origin = ?header_text(req.headers(), header::ORIGIN),
+            referer = ?header_text(req.headers(), header::REFERER),
+            "cross-site admin request refused"
+        );
+        (
+            StatusCode::FORBIDDEN,
+            "Cross-site request refused: send it from this server's own pages, or without Origin/Referer\n",
+        )
+            .into_response()
+    } else {
+        let user = auth::credentials(req.headers()).map(|c| c.user);
+        let mount = mount_of_request(req.uri());
+        let resp = next.run(req).await;
+        if has_credentials && resp.status() == StatusCode::UNAUTHORIZED {
+            let kind = if path == "/metrics" {
+                LoginKind::Metrics
+            } else {
+                LoginKind::Admin
+            };
+            ctx.auth()
+                .login_failed(peer.ip(), kind, user.as_deref(), mount.as_deref());
+        }
+        resp
+    };
+    let h = resp.headers_mut();
+    h.insert(
+        header::X_FRAME_OPTIONS,
+        header::HeaderValue::from_static("DENY"),
+    );
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        header::HeaderValue::from_static("frame-ancestors 'none'"),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        header::HeaderValue::from_static("nosniff"),
+    );
+    resp
 }
 
 /// The value of header `name` as text, if present and visible ASCII.
@@ -148,13 +268,40 @@ async fn status_v1(State(ctx): State<Arc<ServerCtx>>) -> Response {
     status_document(crate::admin::status::v1_status(&ctx))
 }
 
-async fn metrics(State(ctx): State<Arc<ServerCtx>>) -> Response {
+/// `/metrics`: with `metrics-password` set, the `metrics` user's (or the admin's) credentials
+/// are required (401 otherwise) and every mount is shown; without it, anyone may read it and
+/// hidden mounts are left out unless the request carries admin credentials. Either way the
+/// series of mounts that have ended are removed once their listeners are gone.
+async fn metrics(State(ctx): State<Arc<ServerCtx>>, headers: header::HeaderMap) -> Response {
+    let config = ctx.config();
+    let creds = auth::credentials(&headers);
+    let is_admin = auth::is_admin(&ctx, creds.as_ref());
+    let full = match config.authentication.metrics_password.as_deref() {
+        Some(pw) if !pw.is_empty() => {
+            let ok = is_admin
+                || creds.as_ref().is_some_and(|c| {
+                    c.user == "metrics" && throng_proto::auth::secrets_equal(&c.password, pw)
+                });
+            if !ok {
+                return crate::admin::icecast::unauthorized(&ctx);
+            }
+            true
+        }
+        _ => is_admin,
+    };
+    let text = ctx
+        .metrics
+        .encode_view(|name| match ctx.registry.get(name) {
+            Some(m) if full || !m.hidden() => MountView::Show,
+            Some(_) => MountView::Hide,
+            None => MountView::Forget,
+        });
     (
         [(
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        ctx.metrics.encode(),
+        text,
     )
         .into_response()
 }
@@ -171,8 +318,9 @@ async fn index(State(ctx): State<Arc<ServerCtx>>) -> Html<String> {
     let mut rows = String::new();
     for m in ctx.registry.list().iter().filter(|m| !m.hidden()) {
         let name = crate::admin::html::escape(&m.name);
+        let href = crate::admin::html::href(&m.name);
         rows.push_str(&format!(
-            "<li><a href=\"{name}\">{name}</a> — {} — {} listeners — <em>{}</em><br><audio controls preload=\"none\" src=\"{name}\"></audio></li>\n",
+            "<li><a href=\"{href}\">{name}</a> — {} — {} listeners — <em>{}</em><br><audio controls preload=\"none\" src=\"{href}\"></audio></li>\n",
             crate::admin::html::escape(&m.settings.info.name),
             m.listeners.load(std::sync::atomic::Ordering::Relaxed),
             crate::admin::html::escape(&m.title()),

@@ -25,6 +25,10 @@ pub enum AdminError {
     /// A required parameter is absent (`COMMAND_REQUIRE`), e.g. `id` of `killclient`.
     #[error("Missing parameter")]
     MissingParameter,
+    /// The `mount` (or `destination`, `fallback`) parameter is not a canonical mount name
+    /// ([`throng_proto::mount_name::check`]); it is never looked up.
+    #[error("Invalid mountpoint")]
+    InvalidMountName,
     /// `moveclients`: the destination is not live and falls back to no live mount.
     #[error("No such destination")]
     NoSuchDestination,
@@ -42,11 +46,20 @@ pub enum AdminError {
     },
 }
 
+/// Checks that a mount name given as a parameter is canonical, before any lookup.
+///
+/// Errors: [`AdminError::InvalidMountName`] when it is not.
+pub fn check_name(name: &str) -> Result<(), AdminError> {
+    throng_proto::mount_name::check(name).map_err(|_| AdminError::InvalidMountName)
+}
+
 /// The live mount `name` an admin command applies to.
 ///
-/// Errors: [`AdminError::SourceDoesNotExist`] when no such mount is registered,
+/// Errors: [`AdminError::InvalidMountName`] when `name` is not canonical,
+/// [`AdminError::SourceDoesNotExist`] when no such mount is registered,
 /// [`AdminError::SourceNotAvailable`] when its feed has ended.
 pub fn live_mount(ctx: &ServerCtx, name: &str) -> Result<Arc<Mount>, AdminError> {
+    check_name(name)?;
     let m = ctx
         .registry
         .get(name)
@@ -106,13 +119,14 @@ pub fn kill_source(mount: &Mount) {
 /// its first live fallback, as `source_find_mount`), each at its next frame boundary
 /// (`moveclients`). Returns that mount and how many listeners were moved.
 ///
-/// Errors: [`AdminError::NoSuchDestination`], [`AdminError::IdenticalMounts`],
-/// [`AdminError::FormatMismatch`].
+/// Errors: [`AdminError::InvalidMountName`], [`AdminError::NoSuchDestination`],
+/// [`AdminError::IdenticalMounts`], [`AdminError::FormatMismatch`].
 pub async fn move_clients(
     ctx: &ServerCtx,
     from: &Mount,
     destination: &str,
 ) -> Result<(Arc<Mount>, usize), AdminError> {
+    check_name(destination)?;
     let to = ctx
         .registry
         .resolve(destination)

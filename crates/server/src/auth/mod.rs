@@ -13,10 +13,11 @@
 
 pub mod htpasswd;
 pub mod http_client;
+pub mod throttle;
 pub mod url;
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,6 +32,7 @@ use throng_proto::url_auth::{
 };
 
 use crate::auth::htpasswd::HtpasswdAuth;
+use crate::auth::throttle::{LoginKind, Throttle};
 use crate::auth::url::{Callback, Decision, UrlAuth};
 use crate::config::{AuthConfig, Config};
 use crate::fanout::shard::{CloseHook, ClosedListener};
@@ -55,12 +57,15 @@ pub enum ListenerAuth {
         /// Run when it leaves (URL auth `listener_remove`, end of a login).
         on_close: Option<CloseHook>,
     },
-    /// Refuse it with this status (401 for bad credentials, 403 when busy) and message.
+    /// Refuse it with this status (401 for bad credentials, 403 when busy, 429 while its
+    /// address is blocked for failed logins) and message.
     Refused {
         /// HTTP status.
         status: u16,
         /// Body text (URL auth `icecast-auth-message`).
         message: String,
+        /// `Retry-After` in seconds (429).
+        retry_after: Option<u64>,
     },
 }
 
@@ -126,6 +131,8 @@ pub struct Authenticators {
     config: Arc<Config>,
     /// The first listen port (`port=` of the callbacks).
     port: u16,
+    /// Failed logins per address (kept across reloads by [`Authenticators::rebuild`]).
+    throttle: Arc<Throttle>,
 }
 
 impl Authenticators {
@@ -178,6 +185,7 @@ impl Authenticators {
             by_pattern,
             config,
             port,
+            throttle: Arc::new(Throttle::new()),
         })
     }
 
@@ -189,6 +197,7 @@ impl Authenticators {
     /// Errors: as [`Authenticators::from_config`].
     pub fn rebuild(&self, config: Arc<Config>, port: u16) -> Result<Authenticators, AuthError> {
         let mut fresh = Authenticators::from_config(config.clone(), port)?;
+        fresh.throttle = self.throttle.clone();
         let first = |c: &Config, name: &str| {
             c.mount
                 .iter()
@@ -226,6 +235,28 @@ impl Authenticators {
         self.by_pattern.get(&self.config.mount_for(name)?.name)
     }
 
+    /// `Err(wait)` while address `ip` is blocked for failed logins ([`throttle`]): a request
+    /// from it carrying credentials is then answered 429 with `Retry-After: wait`.
+    pub fn login_blocked(&self, ip: IpAddr) -> Result<(), Duration> {
+        self.throttle
+            .check(ip, Instant::now(), &self.config.login_throttle())
+    }
+
+    /// Records a failed login from `ip` (logging the fail2ban line, and the start of a block).
+    pub fn login_failed(
+        &self,
+        ip: IpAddr,
+        kind: LoginKind,
+        user: Option<&str>,
+        mount: Option<&str>,
+    ) {
+        throttle::log_failure(ip, kind, user, mount);
+        let rule = self.config.login_throttle();
+        if self.throttle.failed(ip, Instant::now(), &rule) {
+            throttle::log_block(ip, kind, rule.block);
+        }
+    }
+
     /// The `server=`/`port=` of callbacks: `hostname` and the first listen port.
     fn server_id(&self) -> ServerId<'_> {
         ServerId {
@@ -254,10 +285,22 @@ impl Drop for Pending<'_> {
     }
 }
 
+/// Body of the 429 an address blocked for failed logins gets.
+pub const THROTTLED_MESSAGE: &str = "Too many failed logins, try again later\n";
+
+fn throttled(wait: Duration) -> ListenerAuth {
+    ListenerAuth::Refused {
+        status: 429,
+        message: THROTTLED_MESSAGE.to_owned(),
+        retry_after: Some(wait.as_secs().max(1)),
+    }
+}
+
 fn unauthorized(message: Option<String>) -> ListenerAuth {
     ListenerAuth::Refused {
         status: 401,
         message: message.map_or_else(|| UNAUTHORIZED_MESSAGE.to_owned(), |m| format!("{m}\n")),
+        retry_after: None,
     }
 }
 
@@ -301,11 +344,18 @@ impl Authenticators {
                 on_close: None,
             };
         };
+        let sent_credentials = head.header("authorization").is_some();
+        if sent_credentials {
+            if let Err(wait) = self.login_blocked(peer.ip()) {
+                return throttled(wait);
+            }
+        }
         let Some(pending) = Pending::enter(&auth.pending) else {
             tracing::warn!(%peer, %mount, "too many clients awaiting authentication");
             return ListenerAuth::Refused {
                 status: 403,
                 message: BUSY_MESSAGE.to_owned(),
+                retry_after: None,
             };
         };
         let facts = ListenerFacts {
@@ -328,6 +378,7 @@ impl Authenticators {
                     Check::Ok => None,
                     why => {
                         tracing::info!(%peer, %mount, %user, file = %h.path().display(), "htpasswd login failed: {why:?}");
+                        self.login_failed(peer.ip(), LoginKind::Listener, Some(user), Some(mount));
                         return unauthorized(None);
                     }
                 }
@@ -352,7 +403,13 @@ impl Authenticators {
                     Decision::Accepted { time_limit_secs } => {
                         time_limit_secs.map(|s| Duration::from_secs(s.into()))
                     }
-                    Decision::Refused { message } => return unauthorized(message),
+                    Decision::Refused { message } => {
+                        if sent_credentials {
+                            let user = facts.creds.as_ref().map(|c| c.0.as_str());
+                            self.login_failed(peer.ip(), LoginKind::Listener, user, Some(mount));
+                        }
+                        return unauthorized(message);
+                    }
                     Decision::Failed => return unauthorized(None),
                 }
             }
@@ -503,7 +560,7 @@ impl Authenticators {
         {
             Decision::Accepted { .. } => SourceAuth::Accepted { user, pass },
             _ => {
-                tracing::warn!(%peer, %mount, "failed auth for source");
+                tracing::info!(%peer, %mount, "failed auth for source");
                 SourceAuth::Refused
             }
         }

@@ -320,6 +320,44 @@ pub struct Authentication {
     pub relay_user: Option<String>,
     /// Password of the relay user; without one, only the admin may read the stream list.
     pub relay_password: Option<String>,
+    /// Password of user `metrics` for `/metrics`. With one, `/metrics` needs those Basic
+    /// credentials (or the admin's) and shows every mount; without, `/metrics` is public and
+    /// leaves hidden mounts out (with admin credentials it shows them).
+    pub metrics_password: Option<String>,
+    /// What a mount's source credentials may do on the admin endpoints: `full` (default, as
+    /// Icecast 2.4.4: every command on their mount, `killsource`, `killclient`, `moveclients`,
+    /// `listclients`...) or `metadata-only` (metadata updates only).
+    pub source_admin: SourceAdmin,
+    /// Failed logins (source, admin, listener, metrics) from one address within
+    /// `failed-login-window` that block it; 0 turns throttling off. Default 10.
+    pub max_failed_logins: Option<u32>,
+    /// Window of `max-failed-logins`, in seconds. Default 60.
+    pub failed_login_window: Option<u64>,
+    /// How long a blocked address gets 429 for any request with credentials, in seconds.
+    /// Default 60.
+    pub failed_login_block: Option<u64>,
+}
+
+/// The failed-login throttle's settings, as [`Config::login_throttle`] reads them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoginThrottle {
+    /// Failures within `window` that block an address; 0: no throttling.
+    pub max_failures: u32,
+    /// The window failures are counted in.
+    pub window: Duration,
+    /// How long a blocked address is refused.
+    pub block: Duration,
+}
+
+/// `[authentication] source-admin`: what source credentials open on the admin endpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SourceAdmin {
+    /// Every command on their own mount (Icecast 2.4.4 `admin_handle_request`).
+    #[default]
+    Full,
+    /// Only `metadata` (and the admin API's metadata update) on their own mount.
+    MetadataOnly,
 }
 
 /// `[logging]`.
@@ -678,6 +716,17 @@ impl Config {
     /// Relay user name (default `relay`).
     pub fn relay_user(&self) -> &str {
         self.authentication.relay_user.as_deref().unwrap_or("relay")
+    }
+
+    /// The failed-login throttle's settings (`[authentication]` `max-failed-logins`,
+    /// `failed-login-window`, `failed-login-block`; defaults 10 failures in 60 s, 60 s block).
+    pub fn login_throttle(&self) -> crate::config::LoginThrottle {
+        let a = &self.authentication;
+        LoginThrottle {
+            max_failures: a.max_failed_logins.unwrap_or(10),
+            window: Duration::from_secs(a.failed_login_window.unwrap_or(60).max(1)),
+            block: Duration::from_secs(a.failed_login_block.unwrap_or(60).max(1)),
+        }
     }
 
     /// Admin user name.

@@ -10,8 +10,9 @@ use crate::mount::live::{Mount, SourceKind};
 use crate::mount::registry::ReserveError;
 
 /// Keeps a mount registered while its feeder runs: dropping it (normal end, error or panic)
-/// unregisters the mount and lowers the `throng_sources` gauge, so a mount can never stay
-/// "in use" after its feeder is gone.
+/// unregisters the mount, lowers the `throng_sources` gauge and removes the mount's metric
+/// series when no listener is left on it, so a mount can never stay "in use" after its feeder
+/// is gone.
 #[derive(Debug)]
 pub struct LiveMount {
     ctx: Arc<ServerCtx>,
@@ -88,5 +89,8 @@ impl Drop for LiveMount {
     fn drop(&mut self) {
         self.ctx.registry.remove(&self.mount.name, self.mount.id);
         self.ctx.metrics.sources.dec();
+        // Its series go now if no listener is left on it, else at the next `/metrics` scrape
+        // after the last one leaves (`Metrics::encode_view`).
+        self.ctx.metrics.forget_mount(&self.mount.name);
     }
 }

@@ -176,8 +176,19 @@ pub async fn handle(
         .clone()
         .unwrap_or_else(|| ctx.config().shoutcast_default_mount().to_owned());
     let line = format!("SOURCE {mount} HTTP/1.0");
-    let credentials = if valid_mount_name(&mount) && login.secret != POKE {
-        check_login(&ctx, &login, &mount, peer).await
+    // An address blocked for failed logins is answered as a bad password, unchecked.
+    let blocked = ctx.auth().login_blocked(peer.ip()).is_err();
+    let credentials = if valid_mount_name(&mount) && login.secret != POKE && !blocked {
+        let c = check_login(&ctx, &login, &mount, peer).await;
+        if c.is_none() {
+            ctx.auth().login_failed(
+                peer.ip(),
+                crate::auth::throttle::LoginKind::Source,
+                None,
+                Some(&mount),
+            );
+        }
+        c
     } else {
         None
     };

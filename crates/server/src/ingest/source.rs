@@ -24,6 +24,7 @@ use throng_proto::source_info::SourceInfo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::auth::throttle::LoginKind;
 use crate::auth::SourceAuth;
 use crate::ctx::ServerCtx;
 use crate::ingest::live_mount::LiveMount;
@@ -51,15 +52,12 @@ const AUTH_HEADERS: &[(&str, &str)] = &[
     ("Content-Type", "text/plain"),
 ];
 
-/// Whether a source may use `name`: it starts with `/` (and not `//`), has no control
-/// characters, and is not a path served by the admin/status routes (listeners could never
-/// reach such a mount).
+/// Whether a source may use `name`: it is canonical ([`throng_proto::mount_name::check`]: it
+/// starts with `/`, with no empty or dot segment, no backslash and no control character, as
+/// Icecast 2.4.4 `util_normalise_uri` requires), and is not a path served by the admin/status
+/// routes (listeners could never reach such a mount).
 pub fn valid_mount_name(name: &str) -> bool {
-    name.len() >= 2
-        && name.starts_with('/')
-        && !name.starts_with("//")
-        && !name.chars().any(char::is_control)
-        && !crate::respond::is_admin_path(name)
+    throng_proto::mount_name::is_canonical(name) && !crate::respond::is_admin_path(name)
 }
 
 /// Applies `[[mount]]` overrides to what the source announced.
@@ -105,7 +103,7 @@ fn check_password(
         return Some((user, pass));
     }
     if credentials.is_some() {
-        tracing::warn!(%peer, mount = %name, "source rejected: wrong credentials");
+        tracing::info!(%peer, mount = %name, "source rejected: wrong credentials");
     } else {
         tracing::info!(%peer, mount = %name, "source without credentials (probe?): 401");
     }
@@ -144,12 +142,30 @@ pub async fn handle(
         .await;
         return;
     }
+    let sent = head.header("authorization").and_then(parse_basic);
+    if head.header("authorization").is_some() {
+        if let Err(wait) = ctx.auth().login_blocked(peer.ip()) {
+            let retry = wait.as_secs().max(1).to_string();
+            let headers = [
+                ("Retry-After", retry.as_str()),
+                ("Content-Type", "text/plain"),
+            ];
+            let body = crate::auth::THROTTLED_MESSAGE;
+            let _ = reply(&ctx, &mut stream, peer, Some(&head), 429, &headers, body).await;
+            return;
+        }
+    }
     let checked = match ctx.auth().authorize_source(&head, peer, &name, false).await {
         SourceAuth::Unconfigured => check_password(&ctx, &head, peer, &name),
         SourceAuth::Accepted { user, pass } => Some((user, pass)),
         SourceAuth::Refused => None,
     };
     let Some((user, pass)) = checked else {
+        if head.header("authorization").is_some() {
+            let user = sent.as_ref().map(|c| c.user.as_str());
+            ctx.auth()
+                .login_failed(peer.ip(), LoginKind::Source, user, Some(&name));
+        }
         let body = "Authentication required\n";
         let _ = reply(
             &ctx,

@@ -2,6 +2,11 @@
 //!
 //! Per-mount series carry a `mount` label. Hot-path counters (bytes sent) are accumulated by
 //! each fan-out shard and added here once per tick, never per write.
+//!
+//! [`Metrics::encode_view`] renders the exposition for one audience: the caller says of each
+//! mount found in the series whether to show it, hide it (hidden mounts in the public output)
+//! or forget it (a mount that has ended: its series are removed with `Family::remove` once no
+//! listener is counted on it any more, so per-show mounts do not grow the output forever).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -12,7 +17,8 @@ use prometheus_client::registry::Registry;
 /// The `mount` label.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct MountLabel {
-    /// Mount name.
+    /// Mount name, escaped for the text exposition (`\`, `"` and newline as `\\`, `\"`, `\n`;
+    /// prometheus-client writes label values as they are).
     pub mount: String,
 }
 
@@ -20,9 +26,69 @@ impl MountLabel {
     /// The label for `mount`.
     pub fn new(mount: &str) -> MountLabel {
         MountLabel {
-            mount: mount.to_owned(),
+            mount: escape_label(mount),
         }
     }
+}
+
+/// `value` escaped as an OpenMetrics label value.
+fn escape_label(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The escaped `mount` label value of an exposition line, if it has one.
+fn mount_of_line(line: &str) -> Option<&str> {
+    let start = line.find("{mount=\"")? + "{mount=\"".len();
+    let rest = &line[start..];
+    let mut escaped = false;
+    for (i, c) in rest.char_indices() {
+        match (escaped, c) {
+            (true, _) => escaped = false,
+            (false, '\\') => escaped = true,
+            (false, '"') => return Some(&rest[..i]),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The inverse of [`escape_label`].
+fn unescape_label(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    let mut chars = value.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some(c) => out.push(c),
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+/// What [`Metrics::encode_view`] does with the series of one mount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MountView {
+    /// Written out.
+    Show,
+    /// Left out of this output (a hidden mount in the public output).
+    Hide,
+    /// The mount has ended: its series are removed when it has no listener left (left out of
+    /// this output either way).
+    Forget,
 }
 
 /// Every metric Throng exports.
@@ -126,5 +192,109 @@ impl Metrics {
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String cannot fail");
         out
+    }
+
+    /// Removes every series of mount `name` if no listener is counted on it (the gauge is
+    /// absent or zero); returns whether they were removed. Called when a mount ends, and
+    /// again by [`Metrics::encode_view`] for an ended mount whose last listeners have left
+    /// since.
+    pub fn forget_mount(&self, name: &str) -> bool {
+        self.forget_label(&MountLabel::new(name))
+    }
+
+    fn forget_label(&self, label: &MountLabel) -> bool {
+        if self.listeners.get(label).is_some_and(|g| g.get() != 0) {
+            return false;
+        }
+        self.listeners.remove(label);
+        self.connects.remove(label);
+        self.disconnects.remove(label);
+        self.bytes_sent.remove(label);
+        self.slow_listeners.remove(label);
+        self.source_bytes.remove(label);
+        true
+    }
+
+    /// The text exposition with the series of each mount as `view` says (called once per
+    /// mount found in the series, with its name); [`MountView::Forget`] also removes the
+    /// series of a mount with no listener left ([`Metrics::forget_mount`]).
+    pub fn encode_view(&self, view: impl Fn(&str) -> MountView) -> String {
+        let text = self.encode();
+        let mut decided: std::collections::HashMap<&str, MountView> = Default::default();
+        for line in text.lines() {
+            if let Some(m) = mount_of_line(line) {
+                decided.entry(m).or_insert_with(|| view(&unescape_label(m)));
+            }
+        }
+        for (m, v) in &decided {
+            if *v == MountView::Forget {
+                self.forget_label(&MountLabel {
+                    mount: (*m).to_owned(),
+                });
+            }
+        }
+        let mut out = String::with_capacity(text.len());
+        for line in text.lines() {
+            let shown =
+                mount_of_line(line).is_none_or(|m| decided.get(m) == Some(&MountView::Show));
+            if shown {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_are_escaped_and_found_again() {
+        let name = "/a \"quoted\" \\ name";
+        let l = MountLabel::new(name);
+        assert_eq!(l.mount, "/a \\\"quoted\\\" \\\\ name");
+        let line = format!("throng_listeners{{mount=\"{}\"}} 3", l.mount);
+        assert_eq!(mount_of_line(&line), Some(l.mount.as_str()));
+        assert_eq!(unescape_label(&l.mount), name);
+        assert_eq!(mount_of_line("throng_clients 3"), None);
+    }
+
+    #[test]
+    fn views_hide_show_and_forget_mounts() {
+        let m = Metrics::new();
+        for name in ["/public.mp3", "/hidden.mp3", "/ended.mp3", "/draining.mp3"] {
+            m.connects.get_or_create(&MountLabel::new(name)).inc();
+            m.listeners.get_or_create(&MountLabel::new(name)).set(0);
+        }
+        m.listeners
+            .get_or_create(&MountLabel::new("/draining.mp3"))
+            .inc();
+        let view = |n: &str| match n {
+            "/public.mp3" => MountView::Show,
+            "/hidden.mp3" => MountView::Hide,
+            _ => MountView::Forget,
+        };
+        let out = m.encode_view(view);
+        assert!(out.contains("mount=\"/public.mp3\""), "{out}");
+        for gone in ["/hidden.mp3", "/ended.mp3", "/draining.mp3"] {
+            assert!(!out.contains(gone), "{out}");
+        }
+        assert!(out.ends_with("# EOF\n"), "{out}");
+        // Hidden series stay, ended ones are removed unless listeners are still counted.
+        let all = m.encode();
+        assert!(
+            all.contains("/hidden.mp3") && !all.contains("/ended.mp3"),
+            "{all}"
+        );
+        assert!(all.contains("/draining.mp3"), "{all}");
+        m.listeners
+            .get_or_create(&MountLabel::new("/draining.mp3"))
+            .dec();
+        m.encode_view(view);
+        assert!(!m.encode().contains("/draining.mp3"));
+        assert!(m.forget_mount("/public.mp3"));
+        assert!(!m.encode().contains("/public.mp3"));
     }
 }

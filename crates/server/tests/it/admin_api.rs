@@ -28,8 +28,10 @@ pub(crate) const ADMIN: (&str, &str) = ("admin", ADMIN_PW);
 /// A test server whose config also sets a relay password and writes to listeners every 100 ms,
 /// with `extra` TOML.
 pub(crate) fn server(extra: &str) -> TestServer {
+    // These tests send wrong credentials many times from one address on purpose, so the
+    // failed-login throttle is off here (it is tested in `access.rs`).
     let toml = format!(
-        "listen = [\"127.0.0.1:0\"]\nworkers = 2\n[limits]\nwrite-interval-ms = 100\n{extra}\n[authentication]\nsource-password = \"{SOURCE_PW}\"\nadmin-password = \"{ADMIN_PW}\"\nrelay-password = \"{RELAY_PW}\"\n[logging]\naccess-log = \"\"\n"
+        "listen = [\"127.0.0.1:0\"]\nworkers = 2\n[limits]\nwrite-interval-ms = 100\n{extra}\n[authentication]\nsource-password = \"{SOURCE_PW}\"\nadmin-password = \"{ADMIN_PW}\"\nrelay-password = \"{RELAY_PW}\"\nmax-failed-logins = 0\n[logging]\naccess-log = \"\"\n"
     );
     TestServer::start_config(Config::from_toml(&toml).expect("test config"))
 }

@@ -2,6 +2,7 @@
 //! libshout's `shout`, curl) where the core issue names them. Peers are installed by
 //! `scripts/install-deps.sh`; a missing peer fails its test with that hint.
 
+mod access;
 mod admin_api;
 mod admission;
 mod auth;

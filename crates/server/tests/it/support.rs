@@ -258,7 +258,6 @@ impl Source {
         speed: f64,
         headers: &[&str],
     ) -> Source {
-        let mut s = TcpStream::connect(addr).unwrap();
         let mut req = format!(
             "{method} {mount} HTTP/1.1\r\nAuthorization: {}\r\nContent-Type: audio/mpeg\r\nice-name: Test Stream\r\nice-bitrate: 64\r\n",
             basic_authorization("source", SOURCE_PW)
@@ -268,10 +267,26 @@ impl Source {
             req.push_str("\r\n");
         }
         req.push_str("\r\n");
-        s.write_all(req.as_bytes()).unwrap();
-        let mut reply = [0u8; 19];
-        s.read_exact(&mut reply).unwrap();
-        assert_eq!(&reply, b"HTTP/1.0 200 OK\r\n\r\n");
+        // As an encoder does, retry a server that closes before answering (an icecast2 just
+        // started on a loaded box does); any answer other than 200 fails the test.
+        let mut attempt = 0;
+        let s = loop {
+            attempt += 1;
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(req.as_bytes()).unwrap();
+            let mut reply = [0u8; 19];
+            match s.read_exact(&mut reply) {
+                Ok(()) => {
+                    assert_eq!(&reply, b"HTTP/1.0 200 OK\r\n\r\n");
+                    break s;
+                }
+                Err(e) if attempt < 5 => {
+                    eprintln!("source {mount}: no answer ({e}), retrying");
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+                Err(e) => panic!("source {mount}: no answer after {attempt} attempts: {e}"),
+            }
+        };
         Self::stream_on(s, speed)
     }
 
