@@ -510,12 +510,19 @@ fn raise_open_file_limit_once() {
     });
 }
 
-/// Limits on connections still reading their head, from the configuration in force.
-fn head_limits(ctx: &ServerCtx) -> HeadLimits {
+/// Limits on connections still reading their head from `peer`, from the configuration in
+/// force. A trusted proxy (`paths.x-forwarded-for`) carries many clients' connections, so the
+/// per-address cap does not apply to it.
+fn head_limits(ctx: &ServerCtx, peer: std::net::IpAddr) -> HeadLimits {
     let limits = &ctx.config().limits;
+    let per_address = if ctx.filters().is_trusted_proxy(peer) {
+        u32::MAX
+    } else {
+        u32::try_from(limits.pending_per_address).unwrap_or(u32::MAX)
+    };
     HeadLimits {
         total: pending_limit_for(limits.pending_clients),
-        per_address: u32::try_from(limits.pending_per_address).unwrap_or(u32::MAX),
+        per_address,
     }
 }
 
@@ -527,7 +534,10 @@ async fn accept_loop(ctx: Arc<ServerCtx>, listener: TcpListener, port: Port) {
                 admission(&ctx, &mut overloaded).await;
                 // A connection reading its head holds a unit of the head budget, not of
                 // `clients`: the handler moves it to `clients` once the request is known.
-                let slot = match ctx.clients.start_head(peer.ip(), head_limits(&ctx)) {
+                let slot = match ctx
+                    .clients
+                    .start_head(peer.ip(), head_limits(&ctx, peer.ip()))
+                {
                     Ok(slot) => slot,
                     Err(why) => {
                         tokio::spawn(crate::connection::refuse_head(
@@ -573,7 +583,7 @@ mod tests {
             let c = tokio::net::TcpStream::connect(addr).await.unwrap();
             let (s, peer) = l.accept().await.unwrap();
             let ctx = super::Server::bind(test_config()).await.unwrap().ctx();
-            let limits = super::head_limits(&ctx);
+            let limits = super::head_limits(&ctx, peer.ip());
             let slot = ctx.clients.start_head(peer.ip(), limits).unwrap();
             let fut = crate::connection::handle(ctx, s, peer, slot);
             let n = std::mem::size_of_val(&fut);

@@ -334,3 +334,29 @@ fn stalled_bodies_do_not_raise_memory() {
     );
     drop(conns);
 }
+
+#[test]
+fn a_trusted_proxy_is_not_capped_per_address() {
+    let srv = TestServer::start(
+        "[limits]\npending-clients = 40\npending-per-address = 8\n[paths]\nx-forwarded-for = [\"127.0.0.7\"]",
+    );
+    // The proxy's 30 connections still sending their heads are all held...
+    let mut held: Vec<TcpStream> = (0..30).map(|_| connect_from(7, srv.addr)).collect();
+    let (_, head) = ask_from(8, srv.addr, "GET /status-json.xsl HTTP/1.0\r\n\r\n");
+    assert_eq!(head.map(|h| h.status), Some(200));
+    let refused = held
+        .iter_mut()
+        .filter_map(|s| read_head(s, Duration::from_millis(50)))
+        .count();
+    assert_eq!(refused, 0, "no connection of the trusted proxy refused");
+    // ...and a client address outside it is still capped.
+    let mut other: Vec<TcpStream> = (0..9).map(|_| connect_from(9, srv.addr)).collect();
+    let (_, head) = ask_from(10, srv.addr, "GET /status-json.xsl HTTP/1.0\r\n\r\n");
+    assert_eq!(head.map(|h| h.status), Some(200));
+    let refused = other
+        .iter_mut()
+        .filter_map(|s| read_head(s, Duration::from_millis(50)))
+        .count();
+    assert_eq!(refused, 1, "the 9th of 8");
+    drop((held, other));
+}
