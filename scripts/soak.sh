@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Soak test: one `throng serve` under churn for DURATION seconds (default 1800, 30 minutes),
-# sampling its resident memory (VmRSS from /proc/PID/status), open file descriptors
+# sampling its resident memory (VmRSS from /proc/PID/status, and RssAnon: VmRSS less the
+# pages of the binary and libraries, which grow as more code runs), open file descriptors
 # (/proc/PID/fd), threads and CPU time every 10 s into OUT/soak.csv, then plotting memory and
 # fds against time (OUT/soak.svg, and OUT/soak.png when rsvg-convert (librsvg2-bin) is there).
 #
@@ -114,7 +115,7 @@ PIDS+=("$BENCH")
 
 # Sampling, every INTERVAL seconds, until DURATION is over.
 TICKS=$(getconf CLK_TCK)
-echo "seconds,rss_kib,fds,threads,cpu_seconds,listeners" >"$OUT/soak.csv"
+echo "seconds,rss_kib,fds,threads,cpu_seconds,listeners,rss_anon_kib" >"$OUT/soak.csv"
 START=$(date +%s)
 while true; do
   now=$(date +%s)
@@ -126,11 +127,12 @@ while true; do
   fi
   rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$SERVER/status")
   threads=$(awk '/^Threads:/ {print $2}' "/proc/$SERVER/status")
+  anon=$(awk '/^RssAnon:/ {print $2}' "/proc/$SERVER/status")
   fds=$(find "/proc/$SERVER/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
   cpu=$(awk -v hz="$TICKS" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$SERVER/stat")
   listeners=$(curl -s --max-time 5 "$BASE/status-json.xsl" |
     grep -o '"listeners":[0-9]*' | awk -F: '{s += $2} END {print s + 0}')
-  echo "$t,$rss,$fds,$threads,$cpu,$listeners" >>"$OUT/soak.csv"
+  echo "$t,$rss,$fds,$threads,$cpu,$listeners,$anon" >>"$OUT/soak.csv"
   [ "$t" -ge "$DURATION" ] && break
   sleep "$INTERVAL"
 done

@@ -1,8 +1,9 @@
 //! `soak-plot`: draws the samples of `scripts/soak.sh` as one SVG of two panels against time in
 //! minutes, the server's resident memory (VmRSS, MiB) above and its open file descriptors
 //! with the connected listeners below, so a flat line (or a leak) shows at a glance. Input:
-//! the CSV the script writes (`seconds,rss_kib,fds,threads,cpu_seconds,listeners`, one row
-//! every 10 s); output: the SVG path given second. Usage: `soak-plot SOAK.csv OUT.svg`.
+//! the CSV the script writes (`seconds,rss_kib,fds,threads,cpu_seconds,listeners` and, when
+//! present, `rss_anon_kib`: heap and other anonymous memory, drawn too; one row every 10 s);
+//! output: the SVG path given second. Usage: `soak-plot SOAK.csv OUT.svg`.
 
 use anyhow::{bail, Context};
 use plotters::prelude::*;
@@ -11,6 +12,8 @@ use plotters::prelude::*;
 struct Sample {
     minutes: f64,
     rss_mib: f64,
+    /// Anonymous part of the RSS (heap, stacks), when the CSV has it.
+    anon_mib: Option<f64>,
     fds: f64,
     listeners: f64,
 }
@@ -34,6 +37,7 @@ fn main() -> anyhow::Result<()> {
         samples.push(Sample {
             minutes: f[0] / 60.0,
             rss_mib: f[1] / 1024.0,
+            anon_mib: f.get(6).map(|a| a / 1024.0),
             fds: f[2],
             listeners: f[5],
         });
@@ -73,6 +77,18 @@ fn draw(svg: &mut String, s: &[Sample]) -> Result<(), Box<dyn std::error::Error>
         ))?
         .label("VmRSS (MiB)")
         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], blue.stroke_width(2)));
+    if s.iter().all(|x| x.anon_mib.is_some()) {
+        let orange = RGBColor(255, 127, 14);
+        chart
+            .draw_series(LineSeries::new(
+                s.iter().map(|x| (x.minutes, x.anon_mib.unwrap_or(0.0))),
+                orange.stroke_width(2),
+            ))?
+            .label("of which anonymous: heap, stacks (MiB)")
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], orange.stroke_width(2))
+            });
+    }
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::LowerRight)
