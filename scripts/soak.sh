@@ -20,6 +20,8 @@
 # (crates/bench/src/bin/soak-plot.rs) itself.
 #
 # Usage: scripts/soak.sh [DURATION_SECONDS] [OUT_DIR]
+#   SOAK_LISTENERS (300), SOAK_CHURN (5 listeners/s leaving and rejoining), SOAK_INTERVAL (10 s)
+#   and THRONG (the binary) change the defaults.
 #   e.g. scripts/soak.sh 1800 target/soak && cp target/soak/soak.png docs/soak.png
 set -euo pipefail
 
@@ -29,6 +31,7 @@ ROOT=${SOAK_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 THRONG=${THRONG:-$ROOT/target/release/throng}
 LISTENERS=${SOAK_LISTENERS:-300}
 INTERVAL=${SOAK_INTERVAL:-10}
+CHURN=${SOAK_CHURN:-5}
 
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -105,7 +108,7 @@ source_loop /live2.mp3 40 30 2 &
 PIDS+=($!)
 sleep 3
 
-"$THRONG" bench run -n "$LISTENERS" --ramp 50 --profile churn --churn-rate 5 \
+"$THRONG" bench run -n "$LISTENERS" --ramp 50 --profile churn --churn-rate "$CHURN" \
   --hold "${DURATION}s" --reconnect-after 2s --no-progress --decode-sample 0 \
   --name soak --out "$OUT/bench" \
   "$BASE/live.mp3" "$BASE/relay.mp3" "$BASE/demo.mp3" "$BASE/live2.mp3" \
