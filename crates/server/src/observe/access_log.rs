@@ -190,22 +190,62 @@ impl Output {
     }
 
     /// Writes one line and its newline (buffered for a file: flushed by [`Output::flush`]).
-    fn write_line(&mut self, line: &str) {
-        let _ = match self {
+    /// A file's buffer stays bounded when writes fail (a full disk): the line is not kept.
+    fn write_line(&mut self, line: &str) -> std::io::Result<()> {
+        match self {
             Output::Off => Ok(()),
             Output::Stdout(out) => out.lock().write_all(format!("{line}\n").as_bytes()),
             Output::File(out) => out
                 .write_all(line.as_bytes())
                 .and_then(|()| out.write_all(b"\n")),
-        };
+        }
     }
 
-    fn flush(&mut self) {
-        let _ = match self {
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
             Output::Off => Ok(()),
             Output::Stdout(out) => out.flush(),
             Output::File(out) => out.flush(),
-        };
+        }
+    }
+}
+
+/// Whether the access log is failing, so a full disk gives one error line, not one per
+/// request, and one line when writing works again.
+#[derive(Default)]
+struct WriteHealth {
+    /// Set from the first failed write until a flush succeeds again.
+    failing: bool,
+    /// Lines that went to a failing log since the error was reported.
+    lost: u64,
+}
+
+impl WriteHealth {
+    /// Records the outcome of writing `lines` lines to `dest` (and flushing), logging the first
+    /// failure and the recovery.
+    fn record(&mut self, dest: &str, lines: u64, outcome: std::io::Result<()>) {
+        match outcome {
+            Err(e) => {
+                if !self.failing {
+                    tracing::error!(
+                        access_log = %dest,
+                        "cannot write the access log: {e}; its lines are lost until it can be \
+                         written again (reported once)"
+                    );
+                    self.failing = true;
+                }
+                self.lost += lines;
+            }
+            Ok(()) if self.failing => {
+                tracing::warn!(
+                    access_log = %dest,
+                    lost = self.lost,
+                    "the access log can be written again"
+                );
+                *self = WriteHealth::default();
+            }
+            Ok(()) => {}
+        }
     }
 }
 
@@ -253,19 +293,23 @@ impl AccessLog {
         std::thread::Builder::new()
             .name("access-log".into())
             .spawn(move || {
+                let mut health = WriteHealth::default();
                 while let Ok(msg) = rx.recv() {
                     let mut out = writer.out.lock();
+                    let out = &mut *out;
                     match msg {
                         Message::Line(line) => {
-                            out.1.write_line(&line);
+                            let mut result = out.1.write_line(&line);
+                            let mut lines = 1;
                             // Write a backlog in one go, then flush once.
                             while let Ok(Message::Line(more)) = rx.try_recv() {
-                                out.1.write_line(&more);
+                                result = result.and(out.1.write_line(&more));
+                                lines += 1;
                             }
-                            out.1.flush();
+                            health.record(&out.0, lines, result.and(out.1.flush()));
                         }
                         Message::Flush(ack) => {
-                            out.1.flush();
+                            health.record(&out.0, 0, out.1.flush());
                             let _ = ack.send(());
                         }
                     }
@@ -294,7 +338,8 @@ impl AccessLog {
     pub fn reopen_at(&self, dest: &str) -> std::io::Result<()> {
         let new = Output::open(dest)?;
         let mut out = self.shared.out.lock();
-        out.1.flush();
+        // A failure here is the old file's; the writer thread reports the new one's.
+        let _ = out.1.flush();
         *out = (dest.to_owned(), new);
         self.shared
             .enabled

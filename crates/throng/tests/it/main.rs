@@ -1,5 +1,6 @@
 //! Integration tests of the `throng` binary itself.
 
+mod chaos;
 mod check_config;
 mod deploy;
 mod import;

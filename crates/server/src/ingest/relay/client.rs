@@ -123,8 +123,18 @@ pub enum Answer {
 }
 
 /// Classifies an upstream's response head (Icecast 2.4.4 follows only `http://` redirects).
+/// A `200` whose `Content-Type` is a document ([`is_document_type`]: an HTML error or
+/// login page from a web server or proxy in front of the origin) is refused, so the relay
+/// retries with backoff instead of feeding a web page to listeners as audio.
 pub fn classify(head: &ResponseHead) -> Answer {
     match head.status {
+        200 if head.header("content-type").is_some_and(is_document_type) => Answer::Refused {
+            status: 200,
+            reason: format!(
+                "OK, but with Content-Type {:?}, a document, not an audio stream",
+                head.header("content-type").unwrap_or("").trim()
+            ),
+        },
         200 => Answer::Stream,
         302 => match head.header("location").and_then(parse_http_url) {
             Some(next) => Answer::Redirect(next),
@@ -141,6 +151,22 @@ pub fn classify(head: &ResponseHead) -> Answer {
             reason: head.reason.clone(),
         },
     }
+}
+
+/// Whether a `Content-Type` names a document rather than a stream: `text/*` (HTML, plain
+/// text), JSON or XML. No audio or video stream Icecast serves has one of these types.
+pub fn is_document_type(content_type: &str) -> bool {
+    let base = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    base.starts_with("text/")
+        || matches!(
+            base.as_str(),
+            "application/json" | "application/xml" | "application/xhtml+xml"
+        )
 }
 
 /// Parses `http://[user:pass@]host[:port][/path]` (port 80 when absent, path `/` when absent;
@@ -281,6 +307,16 @@ mod tests {
     fn answers_are_classified() {
         let head = |raw: &[u8]| parse_response_head(raw).unwrap().unwrap().0;
         assert_eq!(classify(&head(b"ICY 200 OK\r\n\r\n")), Answer::Stream);
+        assert_eq!(
+            classify(&head(
+                b"HTTP/1.0 200 OK\r\nContent-Type: audio/mpeg\r\n\r\n"
+            )),
+            Answer::Stream
+        );
+        assert!(matches!(
+            classify(&head(b"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n\r\n")),
+            Answer::Refused { status: 200, reason } if reason.contains("text/html")
+        ));
         assert_eq!(
             classify(&head(
                 b"HTTP/1.0 200 OK\r\nContent-Type: audio/mpeg\r\n\r\n"
