@@ -125,3 +125,31 @@ fn bad_config_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bogus-key"), "{err}");
 }
+
+/// `(soft, hard)` "Max open files" of process `pid`, from /proc.
+fn open_file_limits(pid: u32) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap()
+        .to_owned();
+    let f: Vec<&str> = line.split_whitespace().collect();
+    (f[3].to_owned(), f[4].to_owned())
+}
+
+#[test]
+fn the_soft_open_file_limit_is_raised_to_the_hard_one() {
+    // Started under a low soft limit (the usual `ulimit -n 1024`, here 256), as from a shell.
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "ulimit -Sn 256 && exec \"$0\" serve \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_throng"))
+        .args(["--listen", "127.0.0.1:0"])
+        .env("THRONG_STATE_DIR", crate::support::fresh_state_dir());
+    let (mut child, _addr, _lines) = crate::support::spawn_serve_cmd(cmd);
+    let (soft, hard) = open_file_limits(child.id());
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(soft, hard, "soft limit {soft}, hard {hard}");
+    assert_ne!(soft, "256");
+}
