@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use thiserror::Error;
 use throng_proto::format::Format;
 use throng_proto::framer::{FrameError, Framer, Unit};
-use throng_proto::icy::{stream_title, stream_url, IcyDemuxer, IcyError, IcyPiece};
+use throng_proto::icy::{clean_title, stream_title, stream_url, IcyDemuxer, IcyError, IcyPiece};
 
 use crate::mount::chunker::Chunker;
 use crate::mount::live::Mount;
@@ -168,7 +168,8 @@ impl Feeder {
                 for m in blocks {
                     if let Some(t) = stream_title(&m) {
                         // Sources repeat their block; only a change goes out to listeners.
-                        if t != self.mount.title() {
+                        // (Compared as stored: without control characters.)
+                        if clean_title(&t) != self.mount.title() {
                             self.mount.set_title(&t, stream_url(&m).as_deref());
                         }
                     }
