@@ -63,7 +63,9 @@ const TOKENS: &[&[u8]] = &[
 ];
 
 /// Boundary values written as single bytes.
-const INTERESTING: &[u8] = &[0, 1, 0x7F, 0x80, 0xFE, 0xFF, b'\r', b'\n', b';', b'\'', b':'];
+const INTERESTING: &[u8] = &[
+    0, 1, 0x7F, 0x80, 0xFE, 0xFF, b'\r', b'\n', b';', b'\'', b':',
+];
 
 /// Replaces `out` with a mutation of a random corpus entry, at most `max_len` bytes.
 pub fn mutate(rng: &mut StdRng, corpus: &[Vec<u8>], out: &mut Vec<u8>, max_len: usize) {

@@ -159,7 +159,11 @@ fn http_request(data: &[u8]) {
     let Ok(Some((head, len))) = parse_request_head(data) else {
         return;
     };
-    assert!(len <= data.len(), "head length {len} > input {}", data.len());
+    assert!(
+        len <= data.len(),
+        "head length {len} > input {}",
+        data.len()
+    );
     let _ = head.request_line();
     let _ = throng_proto::http::parse_query(head.query.as_deref().unwrap_or(""));
     let _ = throng_proto::source_info::SourceInfo::from_headers(&head.headers);
@@ -195,7 +199,11 @@ fn http_response(data: &[u8]) {
     let Ok(Some((head, len))) = parse_response_head(data) else {
         return;
     };
-    assert!(len <= data.len(), "head length {len} > input {}", data.len());
+    assert!(
+        len <= data.len(),
+        "head length {len} > input {}",
+        data.len()
+    );
     let mut again = format!("{} {:03} {}\r\n", head.version, head.status, head.reason);
     for (k, v) in &head.headers {
         again.push_str(&format!("{k}: {v}\r\n"));
@@ -223,7 +231,11 @@ fn basic_auth(data: &[u8]) {
     let value = throng_proto::http::decode_text(data);
     if let Some(c) = parse_basic(&value) {
         let again = basic_authorization(&c.user, &c.password);
-        assert_eq!(parse_basic(&again), Some(c), "re-encoded credentials differ");
+        assert_eq!(
+            parse_basic(&again),
+            Some(c),
+            "re-encoded credentials differ"
+        );
     }
 }
 
@@ -506,7 +518,11 @@ fn listener_head(data: &[u8]) {
         .iter()
         .filter(|(k, _)| k.starts_with("icy-") && k != "icy-metaint")
         .collect();
-    assert_eq!(icy.len(), stream_headers.len(), "injected or lost icy headers");
+    assert_eq!(
+        icy.len(),
+        stream_headers.len(),
+        "injected or lost icy headers"
+    );
 }
 
 /// `icecast.xml` imports (a file an operator brings from Icecast).

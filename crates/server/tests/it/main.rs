@@ -8,6 +8,7 @@ mod errors;
 mod fallback;
 mod fanout;
 mod filters;
+mod ingest_faults;
 mod listeners;
 mod manageauth;
 mod metadata;
