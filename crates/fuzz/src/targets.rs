@@ -481,21 +481,40 @@ fn shoutcast(data: &[u8]) {
     }
 }
 
+/// The stream headers the server sends listeners for a source's description (as
+/// `throng_server`'s `mount::live::stream_headers`: one of each, from [`SourceInfo`]).
+///
+/// [`SourceInfo`]: throng_proto::source_info::SourceInfo
+fn stream_headers(info: &throng_proto::source_info::SourceInfo) -> Vec<(String, String)> {
+    let mut h = Vec::new();
+    let mut add = |k: &str, v: &str| h.push((k.to_owned(), v.to_owned()));
+    if let Some(b) = &info.bitrate {
+        add("icy-br", b);
+    }
+    if let Some(a) = &info.audio_info_raw {
+        add("ice-audio-info", a);
+    }
+    add("icy-description", &info.description);
+    add("icy-genre", &info.genre);
+    add("icy-name", &info.name);
+    add("icy-pub", if info.public { "1" } else { "0" });
+    if let Some(u) = &info.url {
+        add("icy-url", u);
+    }
+    h
+}
+
 /// Listener response heads built from a source's announced headers: whatever a source sends
-/// in its request head, the head a listener gets parses as a response with the same headers
-/// and no injected ones.
+/// in its request head, the head a listener gets parses as a response, ends where it should
+/// (no blank line injected) and carries each stream header once (none injected).
 fn listener_head(data: &[u8]) {
     use throng_proto::http::parse_response_head;
     use throng_proto::listener_head::ListenerHead;
     let Ok(Some((req, _))) = throng_proto::http::parse_request_head(data) else {
         return;
     };
-    let stream_headers: Vec<(String, String)> = req
-        .headers
-        .iter()
-        .filter(|(k, _)| k.to_ascii_lowercase().starts_with("icy-"))
-        .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
-        .collect();
+    let info = throng_proto::source_info::SourceInfo::from_headers(&req.headers);
+    let stream_headers = stream_headers(&info);
     let ct = req.header("content-type").unwrap_or("audio/mpeg");
     let head = ListenerHead {
         server_id: "Throng",
@@ -513,16 +532,16 @@ fn listener_head(data: &[u8]) {
         .unwrap_or_else(|e| panic!("listener head does not parse: {e}"))
         .expect("listener head is complete");
     assert_eq!(len, bytes.len(), "listener head has a blank line inside");
-    let icy: Vec<_> = resp
+    for (k, _) in &stream_headers {
+        let n = resp.headers.iter().filter(|(name, _)| name == k).count();
+        assert_eq!(n, 1, "{k} appears {n} times");
+    }
+    let known = resp
         .headers
         .iter()
-        .filter(|(k, _)| k.starts_with("icy-") && k != "icy-metaint")
-        .collect();
-    assert_eq!(
-        icy.len(),
-        stream_headers.len(),
-        "injected or lost icy headers"
-    );
+        .filter(|(k, _)| (k.starts_with("icy-") || k.starts_with("ice-")) && k != "icy-metaint")
+        .count();
+    assert_eq!(known, stream_headers.len(), "injected stream headers");
 }
 
 /// `icecast.xml` imports (a file an operator brings from Icecast).

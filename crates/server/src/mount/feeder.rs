@@ -433,7 +433,7 @@ mod tests {
     #[test]
     fn random_bytes_are_not_named_mp3_or_aac() {
         for seed in 1..20u64 {
-            let data = random_bytes(64 * 1024, seed * 0x9E37_79B9_7F4A_7C15);
+            let data = random_bytes(64 * 1024, seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
             for announced in [Format::Ogg, Format::Mp3, Format::Aac] {
                 assert_eq!(
                     sniff_hint(&data, announced),
