@@ -86,13 +86,14 @@ fn main() -> anyhow::Result<()> {
         let corpus = throng_fuzz::load_corpus(&corpus_dir, t);
         let r = throng_fuzz::run(t, &corpus, &opts);
         println!(
-            "{:<14} inputs {:>10}  {:>9.0} execs/s  {:>7.1} s  slowest {:.1} ms ({} bytes)  crashes {}",
+            "{:<14} inputs {:>10}  {:>9.0} execs/s  {:>7.1} s  slowest {:.1} ms ({} bytes; {:.2} ms rerun)  crashes {}",
             r.target,
             r.inputs,
             r.execs_per_sec(),
             r.elapsed.as_secs_f64(),
             r.slowest.0.as_secs_f64() * 1000.0,
             r.slowest.1,
+            r.slowest_retimed.as_secs_f64() * 1000.0,
             r.crashes.len()
         );
         for c in &r.crashes {
