@@ -23,6 +23,9 @@ use rand::SeedableRng;
 
 pub use targets::{Target, TARGETS};
 
+/// A run stops after this many crashing inputs (they usually share one cause).
+pub const MAX_CRASHES: usize = 20;
+
 /// How one fuzzing run is done.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -245,7 +248,9 @@ pub fn run(target: &Target, corpus: &[Vec<u8>], opts: &Options) -> Report {
     let mut slowest = (Duration::ZERO, 0usize);
     let mut slowest_input = Vec::new();
     let mut input = Vec::new();
+    let mut ran = 0u64;
     for i in 0..opts.inputs {
+        ran = i + 1;
         if (i as usize) < corpus.len() {
             input.clear();
             input.extend_from_slice(&corpus[i as usize]);
@@ -283,7 +288,7 @@ pub fn run(target: &Target, corpus: &[Vec<u8>], opts: &Options) -> Report {
                 .as_deref()
                 .and_then(|d| save_crash(d, target.name, opts.seed, &crash));
             crashes.push(crash);
-            if crashes.len() >= 20 {
+            if crashes.len() >= MAX_CRASHES {
                 break;
             }
         }
@@ -300,12 +305,7 @@ pub fn run(target: &Target, corpus: &[Vec<u8>], opts: &Options) -> Report {
     let _ = watchdog.join();
     Report {
         target: target.name,
-        inputs: opts.inputs.min(
-            crashes
-                .last()
-                .filter(|_| crashes.len() >= 20)
-                .map_or(opts.inputs, |c| c.index + 1),
-        ),
+        inputs: ran,
         elapsed: start.elapsed(),
         slowest,
         slowest_retimed,

@@ -34,8 +34,8 @@ pub enum FeederError {
         bytes: usize,
         /// The announced format.
         format: Format,
-        /// What the bytes look like instead, e.g. " (they look like Ogg: announce
-        /// Content-Type audio/ogg)", or empty.
+        /// What the bytes are instead, e.g. " (they look like Ogg: announce Content-Type
+        /// audio/ogg)" or " (they are not audio of any known format)".
         hint: String,
     },
     /// An Ogg stream whose first valid page is not a beginning-of-stream (BOS) page: its first
