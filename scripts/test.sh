@@ -2,7 +2,7 @@
 # Runs every test of the project: installs the third-party peers the interoperability tests
 # use (ffmpeg, libshout-tools, icecast2, curl; via apt-get, skipped when already installed),
 # checks the module layers (no upward import, no import cycle), then checks formatting, runs
-# clippy with warnings as errors, and runs the whole test suite.
+# clippy with warnings as errors, runs the whole test suite, and fuzzes every parser briefly.
 #
 #   scripts/test.sh                 # everything
 #   scripts/test.sh -- --nocapture  # extra arguments are passed to `cargo test --workspace`
@@ -36,5 +36,14 @@ cargo clippy --workspace --all-targets -- -D warnings
 
 step "cargo test --workspace $*"
 cargo test --workspace "$@"
+
+# A short fuzz pass over every parser (crates/fuzz, corpus in crates/fuzz/corpus), with a fixed
+# seed so a run is reproducible (THRONG_FUZZ_SEED picks another); a crash fails the run and is
+# saved under crates/fuzz/crashes/<target>/ with the seed that reproduces it.
+fuzz_seed="${THRONG_FUZZ_SEED:-20261122}"
+# The debug build: it reuses what `cargo test` just built (a release build of the server costs
+# minutes) and it checks integer overflow, which the release profile does not.
+step "short fuzz pass (throng-fuzz all --inputs 10000 --seed $fuzz_seed)"
+cargo run -p throng-fuzz -- all --inputs 10000 --seed "$fuzz_seed"
 
 step "all tests passed"

@@ -27,12 +27,34 @@ fn truncate_to(s: &str, max: usize) -> &str {
     &s[..cut]
 }
 
+/// `text` without control characters (Unicode `Cc`: NUL, C0, DEL and C1): tab, CR and LF
+/// become a space, the others are removed. Titles come from sources (inline ICY blocks, Ogg
+/// comments) and admin requests; a NUL would end the title early for players that read the
+/// block as a C string (the block's padding is NUL), and CR/LF would break status pages and logs.
+pub fn clean_title(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return text.into();
+    }
+    text.chars()
+        .filter_map(|c| match c {
+            '\t' | '\r' | '\n' => Some(' '),
+            c if c.is_control() => None,
+            c => Some(c),
+        })
+        .collect::<String>()
+        .into()
+}
+
 /// Builds one metadata block (length byte plus NUL-padded payload) for `title` and optional
-/// `url`, as `StreamTitle='title';StreamUrl='url';`. Within [`MAX_METADATA_BYTES`] the title
-/// is shortened first (then the URL is left out), so the block always ends with `';`.
+/// `url`, as `StreamTitle='title';StreamUrl='url';`. Control characters are first removed from
+/// both ([`clean_title`]). Within [`MAX_METADATA_BYTES`] the title is shortened first (then the
+/// URL is left out), so the block always ends with `';`.
 pub fn metadata_block(title: &str, url: Option<&str>) -> Bytes {
     const TITLE_FRAME: usize = "StreamTitle='';".len();
-    let title = truncate_to(title, MAX_METADATA_BYTES - TITLE_FRAME);
+    let title = clean_title(title);
+    let url = url.map(clean_title);
+    let url = url.as_deref();
+    let title = truncate_to(&title, MAX_METADATA_BYTES - TITLE_FRAME);
     let mut payload = format!("StreamTitle='{title}';");
     if let Some(u) = url {
         let url_part = format!("StreamUrl='{u}';");
@@ -198,6 +220,17 @@ impl IcyDemuxer {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn control_characters_never_reach_a_block() {
+        // Found by throng-fuzz (target icy): a NUL in a source's or admin's title went into
+        // the block, ending the title early for players reading it as a C string.
+        let b = super::metadata_block("a\0b\r\nc\u{7f}\u{85}d\te", Some("http://x/\0y"));
+        let payload = String::from_utf8(b[1..].to_vec()).unwrap();
+        let payload = payload.trim_end_matches('\0');
+        assert_eq!(payload, "StreamTitle='ab  cd e';StreamUrl='http://x/y';");
+        assert_eq!(super::clean_title("Caf\u{e9} - It's"), "Caf\u{e9} - It's");
+    }
+
     use super::*;
 
     #[test]

@@ -83,10 +83,22 @@ fn push_header(out: &mut String, name: &str, value: &str) {
     out.push_str("\r\n");
 }
 
-/// Removes CR and LF so a value announced by a source cannot inject headers.
+/// Makes a value safe for a header line: CR and LF become spaces (a value announced by a
+/// source cannot inject headers) and other control characters but tab are removed (a NUL or
+/// other control byte makes the whole head invalid, RFC 9110 section 5.5, so listeners and
+/// relays refuse it; a source can send one percent-encoded in `ice-audio-info`, which
+/// `SourceInfo` decodes for `icy-br`).
 fn sanitize(v: &str) -> std::borrow::Cow<'_, str> {
-    if v.contains(['\r', '\n']) {
-        v.replace(['\r', '\n'], " ").into()
+    if v.chars().any(|c| c.is_control() && c != '\t') {
+        v.chars()
+            .filter_map(|c| match c {
+                '\r' | '\n' => Some(' '),
+                '\t' => Some('\t'),
+                c if c.is_control() => None,
+                c => Some(c),
+            })
+            .collect::<String>()
+            .into()
     } else {
         v.into()
     }
@@ -95,6 +107,28 @@ fn sanitize(v: &str) -> std::borrow::Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_in_stream_headers_leave_a_valid_head() {
+        // Found by throng-fuzz (target listener_head): `ice-audio-info: ice-bitrate=%00128`
+        // became `icy-br:\0128`, and the head did not parse any more.
+        let info = crate::source_info::SourceInfo::from_headers(&[(
+            "ice-audio-info".into(),
+            "ice-bitrate=%00128%7F;ice-channels=2".into(),
+        )]);
+        let head = ListenerHead {
+            server_id: "Throng",
+            date: "Fri, 20 Nov 2026 22:00:00 GMT",
+            content_type: "audio/mpeg",
+            stream_headers: vec![("icy-br".into(), info.bitrate.unwrap())],
+            metaint: None,
+            extra_headers: &[],
+        };
+        let bytes = head.to_bytes();
+        let (parsed, len) = crate::http::parse_response_head(&bytes).unwrap().unwrap();
+        assert_eq!(len, bytes.len());
+        assert_eq!(parsed.header("icy-br"), Some("128"));
+    }
 
     #[test]
     fn head_matches_icecast_layout() {

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use thiserror::Error;
 use throng_proto::format::Format;
-use throng_proto::framer::{FrameError, Framer, Unit};
-use throng_proto::icy::{stream_title, stream_url, IcyDemuxer, IcyError, IcyPiece};
+use throng_proto::framer::{FrameError, Framer, Unit, UnitKind};
+use throng_proto::icy::{clean_title, stream_title, stream_url, IcyDemuxer, IcyError, IcyPiece};
 
 use crate::mount::chunker::Chunker;
 use crate::mount::live::Mount;
@@ -34,9 +34,21 @@ pub enum FeederError {
         bytes: usize,
         /// The announced format.
         format: Format,
-        /// What the bytes look like instead, e.g. " (they look like Ogg: announce
-        /// Content-Type audio/ogg)", or empty.
+        /// What the bytes are instead, e.g. " (they look like Ogg: announce Content-Type
+        /// audio/ogg)" or " (they are not audio of any known format)".
         hint: String,
+    },
+    /// An Ogg stream whose first valid page is not a beginning-of-stream (BOS) page: its first
+    /// page was corrupt (bad CRC) or the source started mid-stream. Without the BOS and codec
+    /// header pages no listener could decode it, so it is refused rather than relayed.
+    #[error(
+        "the Ogg stream has no valid BOS (beginning-of-stream) page: its first valid page \
+         (after {skipped} bytes that are not Ogg pages) is a data page, so listeners could not \
+         decode it; the first page was corrupt (bad CRC) or the stream started mid-way"
+    )]
+    NoOggHeaders {
+        /// Bytes skipped before that page.
+        skipped: usize,
     },
     /// The source's inline ICY metadata was malformed.
     #[error("bad inline ICY metadata: {0}")]
@@ -58,28 +70,91 @@ pub struct Feeder {
     last_input_hint: String,
     /// Ogg mounts: puts admin title updates into the stream.
     retag: Option<OggRetagger>,
+    /// Ogg mounts: whether the stream's first valid page was a BOS page (until then, a data
+    /// page ends the feed with [`FeederError::NoOggHeaders`]).
+    ogg_bos_seen: bool,
+    /// Bytes skipped so far before the first Ogg page.
+    skipped_before_first: usize,
 }
 
-/// Names the format `data` looks like, for a source that announced the wrong Content-Type
-/// (ffmpeg announces `audio/mpeg` for Ogg unless told `-content_type audio/ogg`).
-fn sniff_hint(data: &[u8]) -> String {
-    let ogg = data.windows(4).any(|w| w == b"OggS");
-    let adts = data
-        .windows(7)
-        .any(|w| throng_proto::adts::parse_header(w).is_some());
-    let mp3 = data
-        .windows(4)
-        .any(|w| throng_proto::mp3::parse_header(w).is_some());
+/// Frames in a row that must chain (each header where the previous frame ends, same stream)
+/// before `data` is said to look like MP3 or ADTS: random bytes hold a valid-looking frame
+/// header every few kilobytes, but almost never three that chain.
+const SNIFF_CHAIN: usize = 3;
+
+/// Whether `data` holds [`SNIFF_CHAIN`] chained frames of a format whose headers `parse`
+/// reads (or a shorter chain that runs to the end of `data`, at least two frames).
+fn has_frame_chain<H>(
+    data: &[u8],
+    parse: impl Fn(&[u8]) -> Option<H>,
+    len_of: impl Fn(&H) -> usize,
+    same: impl Fn(&H, &H) -> bool,
+) -> bool {
+    for start in (0..data.len()).filter(|&i| data[i] == 0xFF) {
+        let Some(first) = parse(&data[start..]) else {
+            continue;
+        };
+        let mut pos = start + len_of(&first);
+        let mut frames = 1;
+        while frames < SNIFF_CHAIN {
+            if pos >= data.len() {
+                // The chain runs off the end of what was received: as good as it gets.
+                if frames >= 2 {
+                    return true;
+                }
+                break;
+            }
+            match parse(&data[pos..]) {
+                Some(h) if same(&first, &h) => {
+                    pos += len_of(&h);
+                    frames += 1;
+                }
+                _ => break,
+            }
+        }
+        if frames >= SNIFF_CHAIN {
+            return true;
+        }
+    }
+    false
+}
+
+/// Names what `data` is when it is not audio of the `announced` format, for a source that
+/// announced the wrong Content-Type (ffmpeg announces `audio/mpeg` for Ogg unless told
+/// `-content_type audio/ogg`): another format only on firm evidence (an Ogg page whose CRC
+/// matches, or [`SNIFF_CHAIN`] chained MP3 or ADTS frames), else "not audio of any known
+/// format" (random bytes, text, a protocol error).
+fn sniff_hint(data: &[u8], announced: Format) -> String {
+    use throng_proto::ogg::{parse_page, PageParse};
+    let ogg = announced != Format::Ogg
+        && data
+            .windows(4)
+            .enumerate()
+            .any(|(i, w)| w == b"OggS" && matches!(parse_page(&data[i..]), PageParse::Page(_)));
+    let adts = announced != Format::Aac
+        && has_frame_chain(
+            data,
+            throng_proto::adts::parse_header,
+            |h| h.frame_len,
+            |a, b| a.same_stream(b),
+        );
+    let mp3 = announced != Format::Mp3
+        && has_frame_chain(
+            data,
+            throng_proto::mp3::parse_header,
+            |h| h.frame_len,
+            |a, b| a.same_stream(b),
+        );
     let name = if ogg {
-        "Ogg: announce Content-Type audio/ogg"
+        "they look like Ogg: announce Content-Type audio/ogg"
     } else if adts {
-        "AAC (ADTS): announce Content-Type audio/aac"
+        "they look like AAC (ADTS): announce Content-Type audio/aac"
     } else if mp3 {
-        "MP3: announce Content-Type audio/mpeg"
+        "they look like MP3: announce Content-Type audio/mpeg"
     } else {
-        return String::new();
+        "they are not audio of any known format"
     };
-    format!(" (they look like {name})")
+    format!(" ({name})")
 }
 
 impl Feeder {
@@ -103,6 +178,8 @@ impl Feeder {
             mount,
             metrics,
             last_input_hint: String::new(),
+            ogg_bos_seen: false,
+            skipped_before_first: 0,
         }
     }
 
@@ -122,6 +199,8 @@ impl Feeder {
         let headers = writer.queue().load().ogg_headers.clone();
         let mut f = Feeder::new(mount, writer, None, metrics);
         f.demux = demux.map(IcyDemuxer::from_state);
+        // The headers in the queue came from a BOS page the old process accepted.
+        f.ogg_bos_seen = headers.is_some();
         if let Some(h) = &headers {
             f.framer.push(h);
             while let Some(Ok(_)) = f.framer.next_unit() {}
@@ -149,7 +228,7 @@ impl Feeder {
     /// [`FeederError::Metadata`] for malformed inline metadata.
     pub fn push(&mut self, data: &[u8]) -> Result<(), FeederError> {
         if self.garbage_run > 0 {
-            self.last_input_hint = sniff_hint(data);
+            self.last_input_hint = sniff_hint(data, self.mount.settings.format);
         }
         match &mut self.demux {
             Some(d) => {
@@ -168,7 +247,8 @@ impl Feeder {
                 for m in blocks {
                     if let Some(t) = stream_title(&m) {
                         // Sources repeat their block; only a change goes out to listeners.
-                        if t != self.mount.title() {
+                        // (Compared as stored: without control characters.)
+                        if clean_title(&t) != self.mount.title() {
                             self.mount.set_title(&t, stream_url(&m).as_deref());
                         }
                     }
@@ -179,7 +259,14 @@ impl Feeder {
                 self.framer.push(data);
             }
         }
-        self.drain()
+        let mut r = self.drain();
+        if let Err(FeederError::Garbage { hint, format, .. }) = &mut r {
+            // The whole run arrived in this read: name what it is from it.
+            if hint.is_empty() {
+                *hint = sniff_hint(data, *format);
+            }
+        }
+        r
     }
 
     fn count_received(&self, n: usize) {
@@ -197,10 +284,21 @@ impl Feeder {
             match r {
                 Ok(unit) => {
                     self.garbage_run = 0;
+                    if self.mount.settings.format == Format::Ogg && !self.ogg_bos_seen {
+                        if unit.kind != (UnitKind::OggHeader { new_chain: true }) {
+                            return Err(FeederError::NoOggHeaders {
+                                skipped: self.skipped_before_first,
+                            });
+                        }
+                        self.ogg_bos_seen = true;
+                    }
                     self.forward(unit);
                 }
                 Err(FrameError::Garbage { skipped, format }) => {
                     self.garbage_run += skipped;
+                    if !self.ogg_bos_seen {
+                        self.skipped_before_first += skipped;
+                    }
                     tracing::debug!(mount = %self.mount.name, skipped, "skipped non-audio bytes");
                     if self.garbage_run >= GARBAGE_LIMIT {
                         return Err(FeederError::Garbage {
@@ -318,6 +416,61 @@ mod tests {
             env!("CARGO_MANIFEST_DIR")
         ))
         .unwrap()
+    }
+
+    /// Deterministic pseudo-random bytes (xorshift).
+    fn random_bytes(n: usize, mut x: u64) -> Vec<u8> {
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn random_bytes_are_not_named_mp3_or_aac() {
+        for seed in 1..20u64 {
+            let data = random_bytes(64 * 1024, seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            for announced in [Format::Ogg, Format::Mp3, Format::Aac] {
+                assert_eq!(
+                    sniff_hint(&data, announced),
+                    " (they are not audio of any known format)",
+                    "seed {seed}, announced {announced:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn real_streams_under_the_wrong_type_are_named() {
+        let mp3 = asset("demo.mp3");
+        let aac = asset("test-tone.aac");
+        let ogg = asset("test-tone.opus");
+        assert!(sniff_hint(&mp3[..16 * 1024], Format::Ogg).contains("look like MP3"));
+        assert!(sniff_hint(&aac[..16 * 1024], Format::Ogg).contains("look like AAC"));
+        assert!(sniff_hint(&ogg[..16 * 1024], Format::Mp3).contains("look like Ogg"));
+    }
+
+    #[test]
+    fn an_ogg_stream_without_its_bos_page_is_refused() {
+        let mut data = asset("test-tone.opus");
+        data[22] ^= 0xFF; // the first page's CRC
+        let metrics = Arc::new(Metrics::new());
+        let (m, _) = test_mount("/a", Format::Ogg);
+        let w = QueueWriter::new(1 << 26);
+        let m = Arc::new(Mount::new("/a", m.settings.clone(), w.queue()));
+        let mut f = Feeder::new(m.clone(), w, None, metrics);
+        let err = f.push(&data).unwrap_err();
+        assert!(
+            matches!(err, FeederError::NoOggHeaders { skipped } if skipped > 0),
+            "{err}"
+        );
+        // Nothing was published.
+        f.finish();
+        assert!(bytes_of(&m.queue).0.is_empty());
     }
 
     #[test]

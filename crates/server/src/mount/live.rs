@@ -251,14 +251,18 @@ impl Mount {
         self.tuning.load().burst_size
     }
 
-    /// Sets the stream title (and optional URL) sent in ICY metadata and shown in status.
+    /// Sets the stream title (and optional URL) sent in ICY metadata and shown in status;
+    /// control characters are removed first ([`throng_proto::icy::clean_title`]).
     pub fn set_title(&self, title: &str, url: Option<&str>) {
+        // Whatever sent it (admin update, inline ICY, Ogg comment), no control character
+        // reaches the status pages or the ICY block.
+        let title = throng_proto::icy::clean_title(title);
         let mut t = self.title.lock();
-        *t = title.to_owned();
+        *t = title.clone().into_owned();
         let generation = self.icy.load().generation + 1;
         self.icy.store(Arc::new(IcyMeta {
             generation,
-            block: metadata_block(title, url),
+            block: metadata_block(&title, url),
         }));
     }
 

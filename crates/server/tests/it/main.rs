@@ -10,6 +10,7 @@ mod errors;
 mod fallback;
 mod fanout;
 mod filters;
+mod ingest_faults;
 mod listeners;
 mod manageauth;
 mod metadata;
