@@ -74,11 +74,13 @@ pub fn request_ogg_tags(
             ChainStatus::NotRetaggable(why) => return Err(OggTagError::Unsupported(why.clone())),
             ChainStatus::Retaggable(_) => {}
         }
+        // The same cleaning as the ICY block and the status (no NUL or control characters).
+        let artist = artist.map(|a| throng_proto::icy::clean_title(a).into_owned());
         st.request = Some(TagUpdate {
-            title: title.to_owned(),
-            artist: artist.map(str::to_owned),
+            title: throng_proto::icy::clean_title(title).into_owned(),
+            artist: artist.clone(),
         });
-        st.artist = artist.map(str::to_owned);
+        st.artist = artist;
         slot.pending.store(true, Ordering::Release);
     }
     mount.set_title(title, None);
