@@ -270,7 +270,7 @@ async fn hand_over(
     let mut listeners = pass(ctx, &mut sock, &mut sent_mounts, true).await?;
     // 4. Requests in flight finish here (no new ones arrive), then a second pass.
     let start = tokio::time::Instant::now();
-    while ctx.clients.open() > 0 && start.elapsed() < DRAIN_TIMEOUT {
+    while (ctx.clients.open() > 0 || ctx.clients.pending() > 0) && start.elapsed() < DRAIN_TIMEOUT {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     listeners += pass(ctx, &mut sock, &mut sent_mounts, false).await?;
