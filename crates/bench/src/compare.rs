@@ -344,8 +344,9 @@ pub fn run_scenario(
     Ok(reports)
 }
 
-/// Body of `throng bench compare`.
-pub fn compare_command(a: CompareArgs) -> anyhow::Result<()> {
+/// Body of `throng bench compare`: runs every server, writes the report and returns the
+/// verdict (true when every server's verdict is PASS).
+pub fn compare_command(a: CompareArgs) -> anyhow::Result<bool> {
     let mut scenario = Scenario::load(&a.scenario)?;
     if let Some(n) = a.listeners {
         scenario.profile.listeners = n;
@@ -377,7 +378,7 @@ pub fn compare_command(a: CompareArgs) -> anyhow::Result<()> {
     println!("{}", crate::report::summary_table(&refs));
     println!("report: {}", paths.html.display());
     println!("json:   {}", paths.json.display());
-    Ok(())
+    Ok(reports.iter().all(|r| r.summary.pass))
 }
 
 #[cfg(test)]

@@ -226,8 +226,8 @@ pub fn execute(plan: &Plan) -> Result<RunReport, RunError> {
     })
 }
 
-/// Body of `throng bench run`.
-pub fn run_command(a: RunArgs) -> anyhow::Result<()> {
+/// Body of `throng bench run`: runs, writes the reports and returns the verdict (true = PASS).
+pub fn run_command(a: RunArgs) -> anyhow::Result<bool> {
     let source = a.source.as_ref().map(|f| SourceConfig {
         file: f.clone(),
         url: a.source_url.clone().unwrap_or_else(|| a.urls[0].clone()),
@@ -263,5 +263,5 @@ pub fn run_command(a: RunArgs) -> anyhow::Result<()> {
             eprintln!("error: {e}");
         }
     }
-    Ok(())
+    Ok(report.summary.pass)
 }

