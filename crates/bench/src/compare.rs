@@ -56,9 +56,10 @@ pub struct ScenarioSource {
     /// Source user.
     #[serde(default = "crate::source::default_user")]
     pub user: String,
-    /// Source password.
-    #[serde(default = "crate::source::default_password")]
-    pub password: String,
+    /// Source password (no default: else a server's `source_password`, the
+    /// `THRONG_SOURCE_PASSWORD` environment variable, or the password in the source URL).
+    #[serde(default)]
+    pub password: Option<String>,
     /// Request method.
     #[serde(default)]
     pub method: SourceMethod,
@@ -185,6 +186,40 @@ impl Scenario {
     }
 }
 
+impl Scenario {
+    /// The source pushed to `srv`, if the scenario has one, with its password resolved (the
+    /// server's `source_password`, the scenario's `password`, then
+    /// [`resolve_password`](crate::source::resolve_password)).
+    ///
+    /// Errors: [`CompareError::Server`] when no password is found.
+    pub fn source_config(
+        &self,
+        srv: &ScenarioServer,
+    ) -> Result<Option<SourceConfig>, CompareError> {
+        let Some(s) = &self.source else {
+            return Ok(None);
+        };
+        let url = srv
+            .source_url
+            .clone()
+            .unwrap_or_else(|| srv.urls[0].clone());
+        let given = srv.source_password.as_deref().or(s.password.as_deref());
+        let password =
+            crate::source::resolve_password(given, &url).map_err(|e| CompareError::Server {
+                name: srv.name.clone(),
+                why: e.to_string(),
+            })?;
+        Ok(Some(SourceConfig {
+            file: s.file.clone(),
+            url,
+            user: s.user.clone(),
+            password,
+            method: s.method,
+            content_type: s.content_type.clone(),
+        }))
+    }
+}
+
 /// A server process started by the bench (its own process group).
 pub struct ServerProcess {
     child: Child,
@@ -297,20 +332,7 @@ pub fn run_scenario(
                 log.display()
             )));
         }
-        let source = scenario.source.as_ref().map(|s| SourceConfig {
-            file: s.file.clone(),
-            url: srv
-                .source_url
-                .clone()
-                .unwrap_or_else(|| srv.urls[0].clone()),
-            user: s.user.clone(),
-            password: srv
-                .source_password
-                .clone()
-                .unwrap_or_else(|| s.password.clone()),
-            method: s.method,
-            content_type: s.content_type.clone(),
-        });
+        let source = scenario.source_config(srv)?;
         let plan = Plan {
             name: srv.name.clone(),
             urls: srv.urls.clone(),
@@ -368,6 +390,10 @@ pub fn compare_command(a: CompareArgs) -> anyhow::Result<bool> {
         .clone()
         .or(scenario.out.clone())
         .unwrap_or_else(|| PathBuf::from("bench-results").join(&name));
+    // Refuse before the first server starts rather than after it ran.
+    for srv in &scenario.servers {
+        scenario.source_config(srv)?;
+    }
     let launcher = a.worker_exe.as_ref().map(|p| Launcher {
         program: p.clone(),
         args: vec!["bench".into(), "worker".into()],

@@ -4,7 +4,7 @@ use crate::engine::EngineSpec;
 use crate::profile::{Profile, ProfileError};
 use crate::progress::Progress;
 use crate::sampler::{SampleTarget, Sampler};
-use crate::source::{Source, SourceConfig, SourceError, SourceMethod};
+use crate::source::{resolve_password, Source, SourceConfig, SourceError, SourceMethod};
 use crate::summary::{Aggregator, RunReport};
 use crate::worker::{Launcher, WorkerError, WorkerMsg, WorkerSet};
 use clap::Args;
@@ -32,9 +32,10 @@ pub struct RunArgs {
     /// Source user.
     #[arg(long, default_value = "source")]
     pub source_user: String,
-    /// Source password.
-    #[arg(long, default_value = "hackme")]
-    pub source_password: String,
+    /// Source password (no default: required with `--source`, unless the
+    /// `THRONG_SOURCE_PASSWORD` environment variable or the source URL has one).
+    #[arg(long)]
+    pub source_password: Option<String>,
     /// Source request method.
     #[arg(long, value_enum, default_value_t = SourceMethod::Put)]
     pub source_method: SourceMethod,
@@ -228,14 +229,21 @@ pub fn execute(plan: &Plan) -> Result<RunReport, RunError> {
 
 /// Body of `throng bench run`: runs, writes the reports and returns the verdict (true = PASS).
 pub fn run_command(a: RunArgs) -> anyhow::Result<bool> {
-    let source = a.source.as_ref().map(|f| SourceConfig {
-        file: f.clone(),
-        url: a.source_url.clone().unwrap_or_else(|| a.urls[0].clone()),
-        user: a.source_user.clone(),
-        password: a.source_password.clone(),
-        method: a.source_method,
-        content_type: None,
-    });
+    let source = match &a.source {
+        Some(f) => {
+            let url = a.source_url.clone().unwrap_or_else(|| a.urls[0].clone());
+            let password = resolve_password(a.source_password.as_deref(), &url)?;
+            Some(SourceConfig {
+                file: f.clone(),
+                url,
+                user: a.source_user.clone(),
+                password,
+                method: a.source_method,
+                content_type: None,
+            })
+        }
+        None => None,
+    };
     let sample = match (a.pid, &a.metrics_url) {
         (Some(p), _) => Some(SampleTarget::Pid(p)),
         (None, Some(u)) => Some(SampleTarget::Metrics(u.clone())),

@@ -83,3 +83,35 @@ fn run_exits_zero_on_pass_and_one_on_fail() {
     let o = bench(&dir, &small_run("ftp://nowhere/x", "bad"));
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
+
+/// The demo MP3 the source tests push.
+fn demo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../assets/demo.mp3")
+}
+
+#[test]
+fn pushing_a_source_needs_a_password() {
+    let srv =
+        TestServer::start("127.0.0.1:0".parse().unwrap(), TestServerConfig::default()).unwrap();
+    let dir = temp_dir("password");
+    let url = format!("http://{}/stream", srv.addr());
+    let demo = demo();
+    let mut args = small_run(&url, "nopass");
+    args.extend(["--source", demo.to_str().unwrap()]);
+    let o = bench(&dir, &args);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no source password"), "{err}");
+    assert!(err.contains("THRONG_SOURCE_PASSWORD"), "{err}");
+    assert!(!err.contains("hackme"), "{err}");
+
+    // From the environment.
+    let o = Command::new(env!("CARGO_BIN_EXE_throng-bench"))
+        .current_dir(&dir)
+        .arg("bench")
+        .args(&args)
+        .env("THRONG_SOURCE_PASSWORD", "from-env")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
