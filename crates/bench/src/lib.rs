@@ -13,7 +13,7 @@
 //! Modules: [`profile`] (what to run), [`url`], [`connect`], [`listener`] (per-listener
 //! accounting), [`listener_counts`] (the counters shared by ticks and timeline rows), [`engine`]
 //! (the event loop), [`stats`] (per-second messages, histograms), [`worker`] (threads and
-//! processes), [`sampler`], [`source`], [`run`](mod@run) (one bench run), [`summary`],
+//! processes), [`sampler`], [`pidfind`] (`--pid-file`, `--pid-name`), [`source`], [`run`](mod@run) (one bench run), [`summary`],
 //! [`summary_metrics`] (the rows of the summary table), [`report`], [`plots`], [`report_html`],
 //! [`progress`], [`compare`], [`testserver`].
 
@@ -24,6 +24,7 @@ pub mod connect;
 pub mod engine;
 pub mod listener;
 pub mod listener_counts;
+pub mod pidfind;
 pub mod plots;
 pub mod profile;
 pub mod progress;

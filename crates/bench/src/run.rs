@@ -40,10 +40,17 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = SourceMethod::Put)]
     pub source_method: SourceMethod,
     /// Sample this local server process (and its children) every second.
-    #[arg(long)]
+    #[arg(long, group = "sample_target")]
     pub pid: Option<u32>,
+    /// Sample the local process whose id is in this pidfile (e.g. `throng serve --pid-file`).
+    #[arg(long, group = "sample_target")]
+    pub pid_file: Option<PathBuf>,
+    /// Sample the one local process whose command line contains PATTERN (like `pgrep -f`; an
+    /// error when none or several unrelated processes match).
+    #[arg(long, value_name = "PATTERN", group = "sample_target")]
+    pub pid_name: Option<String>,
     /// Sample a Prometheus `/metrics` URL every second (for a remote server).
-    #[arg(long, conflicts_with = "pid")]
+    #[arg(long, group = "sample_target")]
     pub metrics_url: Option<String>,
     /// Output directory for `report.json` and `report.html`.
     #[arg(long, default_value = "bench-results")]
@@ -244,10 +251,14 @@ pub fn run_command(a: RunArgs) -> anyhow::Result<bool> {
         }
         None => None,
     };
-    let sample = match (a.pid, &a.metrics_url) {
-        (Some(p), _) => Some(SampleTarget::Pid(p)),
-        (None, Some(u)) => Some(SampleTarget::Metrics(u.clone())),
-        _ => None,
+    let sample = if let Some(p) = a.pid {
+        Some(SampleTarget::Pid(p))
+    } else if let Some(f) = &a.pid_file {
+        Some(SampleTarget::Pid(crate::pidfind::pid_from_file(f)?))
+    } else if let Some(n) = &a.pid_name {
+        Some(SampleTarget::Pid(crate::pidfind::pid_by_name(n)?))
+    } else {
+        a.metrics_url.clone().map(SampleTarget::Metrics)
     };
     let plan = Plan {
         name: a.name.clone(),

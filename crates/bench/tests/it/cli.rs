@@ -115,3 +115,61 @@ fn pushing_a_source_needs_a_password() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
+
+/// A `sleep 60` whose command line starts with `sleep-<tag>` (a stand-in server to sample).
+fn sleeper(tag: &str) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    Command::new("sleep")
+        .arg0(format!("sleep-{tag}"))
+        .arg("60")
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn server_found_by_pidfile_or_unique_name() {
+    let srv =
+        TestServer::start("127.0.0.1:0".parse().unwrap(), TestServerConfig::default()).unwrap();
+    let dir = temp_dir("pid");
+    let url = format!("http://{}/stream", srv.addr());
+    let tag = format!("bench-cli-{}", std::process::id());
+    let mut a = sleeper(&tag);
+    let mut b = sleeper(&tag);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+
+    // Two servers match the name: a clear error listing both, not a sample of the wrong one.
+    let mut args = small_run(&url, "two");
+    args.extend(["--pid-name", &tag]);
+    let two = bench(&dir, &args);
+
+    // The pidfile names one of them: it is sampled.
+    std::fs::write(dir.join("server.pid"), format!("{}\n", a.id())).unwrap();
+    let mut args = small_run(&url, "pidfile");
+    args.extend(["--pid-file", "server.pid"]);
+    let by_file = bench(&dir, &args);
+
+    let _ = (b.kill(), b.wait());
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    // Only one is left: the name finds it.
+    let mut args = small_run(&url, "name");
+    args.extend(["--pid-name", &tag]);
+    let by_name = bench(&dir, &args);
+    let _ = (a.kill(), a.wait());
+
+    assert_eq!(two.status.code(), Some(2), "{}", text(&two));
+    let err = String::from_utf8_lossy(&two.stderr);
+    assert!(err.contains("matches 2 processes"), "{err}");
+    assert!(err.contains(&a.id().to_string()) && err.contains(&b.id().to_string()));
+    for (o, out) in [(&by_file, "pidfile"), (&by_name, "name")] {
+        assert_eq!(o.status.code(), Some(0), "{}", text(o));
+        let json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join(out).join("report.json")).unwrap())
+                .unwrap();
+        let sampled = json["timeline"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["server"]["processes"].as_u64() == Some(1));
+        assert!(sampled, "{out}: the sleeper was sampled");
+    }
+}
