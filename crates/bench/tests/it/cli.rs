@@ -173,3 +173,89 @@ fn server_found_by_pidfile_or_unique_name() {
         assert!(sampled, "{out}: the sleeper was sampled");
     }
 }
+
+/// A scenario in `dir` whose server is `program` (relative to `dir`) running the bench's test
+/// server on `port`, pushing `audio/demo.mp3` (relative to `dir`), results in `dir/results`.
+fn write_scenario(dir: &Path, program: &str, port: u16) -> PathBuf {
+    let path = dir.join("scenario.toml");
+    std::fs::write(
+        &path,
+        format!(
+            r#"out = "results"
+[profile]
+listeners = 5
+ramp = 100
+hold = "2s"
+bitrate_kbps = 64
+workers = 0
+
+[source]
+file = "audio/demo.mp3"
+password = "pw"
+
+[[server]]
+name = "test"
+command = ["{program}", "bench", "test-server", "--listen", "127.0.0.1:{port}"]
+urls = ["http://127.0.0.1:{port}/stream"]
+"#
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn scenario_paths_are_relative_to_the_scenario_file() {
+    let dir = temp_dir("scenario");
+    std::fs::create_dir_all(dir.join("bin")).unwrap();
+    std::fs::create_dir_all(dir.join("audio")).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_throng-bench"), dir.join("bin/server")).unwrap();
+    std::fs::copy(demo(), dir.join("audio/demo.mp3")).unwrap();
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    drop(l);
+    let scenario = write_scenario(&dir, "bin/server", port);
+    let elsewhere = temp_dir("elsewhere");
+    let o = bench(
+        &elsewhere,
+        &["compare", scenario.to_str().unwrap(), "--no-progress"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(dir.join("results/compare.html").exists(), "{}", text(&o));
+    assert!(dir.join("results/test.log").exists());
+
+    // A missing program is named, before anything starts, without a backtrace.
+    let scenario = write_scenario(&dir, "bin/no-such-server", port);
+    let o = Command::new(env!("CARGO_BIN_EXE_throng-bench"))
+        .current_dir(&elsewhere)
+        .args([
+            "bench",
+            "compare",
+            scenario.to_str().unwrap(),
+            "--no-progress",
+        ])
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("bin/no-such-server") && err.contains("not found"),
+        "{err}"
+    );
+    assert!(!err.contains("backtrace"), "{err}");
+
+    // So is a missing source file.
+    std::fs::remove_file(dir.join("audio/demo.mp3")).unwrap();
+    let scenario = write_scenario(&dir, "bin/server", port);
+    let o = bench(
+        &elsewhere,
+        &["compare", scenario.to_str().unwrap(), "--no-progress"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("source file") && err.contains("audio/demo.mp3"),
+        "{err}"
+    );
+}
