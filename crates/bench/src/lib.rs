@@ -14,7 +14,7 @@
 //! accounting), [`listener_counts`] (the counters shared by ticks and timeline rows), [`engine`]
 //! (the event loop), [`stats`] (per-second messages, histograms), [`worker`] (threads and
 //! processes), [`sampler`], [`pidfind`] (`--pid-file`, `--pid-name`), [`source`], [`run`](mod@run) (one bench run), [`summary`],
-//! [`summary_metrics`] (the rows of the summary table), [`report`], [`plots`], [`report_html`],
+//! [`summary_metrics`] (the rows of the summary table), [`report`], [`meta`] (date, host, command line and server of a run), [`plots`], [`report_html`],
 //! [`progress`], [`compare`], [`testserver`].
 
 use clap::{Args, Subcommand};
@@ -24,6 +24,7 @@ pub mod connect;
 pub mod engine;
 pub mod listener;
 pub mod listener_counts;
+pub mod meta;
 pub mod pidfind;
 pub mod plots;
 pub mod profile;

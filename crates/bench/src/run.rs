@@ -128,6 +128,8 @@ pub fn execute(plan: &Plan) -> Result<RunReport, RunError> {
         }
         None => None,
     };
+    // What the server says it is, for the report (one short request before the listeners).
+    let server = crate::meta::server_header(&plan.urls[0], Duration::from_secs(2));
     let nproc = plan.profile.effective_workers();
     let start_unix_ms = unix_ms() + if nproc > 0 { 500 } else { 100 };
     let nspecs = nproc.max(1);
@@ -150,6 +152,7 @@ pub fn execute(plan: &Plan) -> Result<RunReport, RunError> {
         None
     };
     let (tx, rx) = mpsc::channel();
+    let meta = crate::meta::RunMeta::collect(start_unix_ms, server);
     let mut workers = WorkerSet::start(specs, launcher.as_ref(), tx)?;
     let (stx, srx) = mpsc::channel();
     let sampler = plan
@@ -222,6 +225,7 @@ pub fn execute(plan: &Plan) -> Result<RunReport, RunError> {
     progress.finish(&summary);
     Ok(RunReport {
         name: plan.name.clone(),
+        meta,
         urls: plan.urls.clone(),
         profile: Some(plan.profile.clone()),
         start_unix_ms,

@@ -108,6 +108,9 @@ pub struct Summary {
 pub struct RunReport {
     /// Name of the run (a server's name in a comparison).
     pub name: String,
+    /// When, where and how the run was made, and the server's `Server` header.
+    #[serde(default)]
+    pub meta: crate::meta::RunMeta,
     /// Listener URLs.
     pub urls: Vec<String>,
     /// The profile.

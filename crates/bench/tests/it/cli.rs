@@ -68,7 +68,30 @@ fn run_exits_zero_on_pass_and_one_on_fail() {
     let url = format!("http://{}/stream", srv.addr());
     let o = bench(&dir, &small_run(&url, "pass"));
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(dir.join("pass/report.html").exists());
+
+    // The reports say when, where, how and against what the run was made.
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("pass/report.json")).unwrap()).unwrap();
+    let meta = &json["meta"];
+    let server = format!("throng-bench-testserver/{}", env!("CARGO_PKG_VERSION"));
+    assert_eq!(meta["server"].as_str(), Some(server.as_str()), "{meta}");
+    assert_eq!(
+        meta["bench_version"].as_str(),
+        Some(env!("CARGO_PKG_VERSION"))
+    );
+    let cmd = meta["command_line"].as_str().unwrap();
+    assert!(
+        cmd.contains(&format!("bench run {url} -n 5 --hold 2s")),
+        "{cmd}"
+    );
+    let host = meta["host"].as_str().unwrap();
+    assert!(!host.is_empty());
+    let started = meta["started"].as_str().unwrap();
+    assert!(started.len() == 20 && started.ends_with('Z'), "{started}");
+    let html = std::fs::read_to_string(dir.join("pass/report.html")).unwrap();
+    for want in [started, host, &server, "bench run", "--hold 2s"] {
+        assert!(html.contains(want), "report.html lacks {want}");
+    }
 
     // Nothing listens on a port just freed: every connection is refused, the verdict is FAIL.
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
