@@ -281,7 +281,9 @@ pub fn cpu_over_time(runs: &[&RunReport]) -> Option<String> {
     })
 }
 
-/// Delivered and expected bandwidth against connected listeners.
+/// Delivered and expected bandwidth of the steady stream against connected listeners: each
+/// listener's connect burst (its first second, and the next ones while still well above the
+/// bitrate) is left out of both, so a small run does not show the burst as delivered rate.
 pub fn bandwidth_vs_listeners(runs: &[&RunReport]) -> String {
     let mut s = Vec::new();
     for (i, r) in runs.iter().enumerate() {
@@ -294,7 +296,7 @@ pub fn bandwidth_vs_listeners(runs: &[&RunReport]) -> String {
                 .map(|x| {
                     (
                         x.counts.connected() as f64,
-                        x.counts.bytes as f64 * 8.0 / 1e6,
+                        x.counts.steady_bytes() as f64 * 8.0 / 1e6,
                     )
                 })
                 .collect(),
@@ -308,14 +310,14 @@ pub fn bandwidth_vs_listeners(runs: &[&RunReport]) -> String {
                 .map(|x| {
                     (
                         x.counts.connected() as f64,
-                        x.counts.expected_bytes as f64 * 8.0 / 1e6,
+                        x.counts.steady_expected_bytes() as f64 * 8.0 / 1e6,
                     )
                 })
                 .collect(),
         });
     }
     line_chart(
-        "Delivered vs expected bandwidth",
+        "Delivered vs expected bandwidth (connect bursts left out)",
         "connected listeners",
         "Mbit/s",
         &s,
