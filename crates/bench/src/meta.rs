@@ -67,16 +67,17 @@ pub fn shell_quote(a: &str) -> String {
     }
 }
 
-/// The `Server` header of the reply to a GET of the root (`/`) of `url`'s server (the body is
-/// not read; the root rather than the mount so that no listener is added to it), if it answers
-/// within `timeout`.
+/// The `Server` header of `url`'s reply to a GET (the header that carries Icecast's
+/// `server_id`), if it answers within `timeout`. The connection is closed after the response
+/// head: the server sees one short extra listener before the run.
 pub fn server_header(url: &str, timeout: Duration) -> Option<String> {
     let u = HttpUrl::parse(url).ok()?;
     let mut s = TcpStream::connect_timeout(&u.addr, timeout).ok()?;
     s.set_read_timeout(Some(timeout)).ok()?;
     s.set_write_timeout(Some(timeout)).ok()?;
     let req = format!(
-        "GET / HTTP/1.0\r\nHost: {}:{}\r\nUser-Agent: throng-bench/{}\r\n\r\n",
+        "GET {} HTTP/1.0\r\nHost: {}:{}\r\nUser-Agent: throng-bench/{}\r\n\r\n",
+        u.path,
         u.host,
         u.port,
         env!("CARGO_PKG_VERSION")
