@@ -1,6 +1,11 @@
 //! `throng bench compare SCENARIO.toml`: the same profile against several servers, one after the
 //! other, each started by the bench from a command line, and one side-by-side report.
 //!
+//! Relative paths in a scenario (the source `file`, `out`, a `command` program given with a `/`)
+//! are relative to the scenario file's directory, and each command runs in that directory, so a
+//! scenario works from any current directory; a missing file or program is named before any
+//! server starts.
+//!
 //! For every `[[server]]`: start its command (own process group, output to `<out>/<name>.log`),
 //! wait until the first listener URL's port accepts connections, push the scenario's source if
 //! any, run the profile while sampling the server's process tree, stop the server (SIGTERM to
@@ -56,9 +61,10 @@ pub struct ScenarioSource {
     /// Source user.
     #[serde(default = "crate::source::default_user")]
     pub user: String,
-    /// Source password.
-    #[serde(default = "crate::source::default_password")]
-    pub password: String,
+    /// Source password (no default: else a server's `source_password`, the
+    /// `THRONG_SOURCE_PASSWORD` environment variable, or the password in the source URL).
+    #[serde(default)]
+    pub password: Option<String>,
     /// Request method.
     #[serde(default)]
     pub method: SourceMethod,
@@ -77,7 +83,9 @@ fn default_ready() -> Secs {
 pub struct ScenarioServer {
     /// Name used in the report.
     pub name: String,
-    /// Command line that starts the server in the foreground (run from the current directory).
+    /// Command line that starts the server in the foreground. It runs in the scenario file's
+    /// directory; a program given with a `/` is relative to it, a bare name is looked up in
+    /// `PATH`.
     pub command: Vec<String>,
     /// Listener URLs.
     pub urls: Vec<String>,
@@ -102,7 +110,7 @@ pub struct Scenario {
     /// Name (default: the file stem).
     #[serde(default)]
     pub name: Option<String>,
-    /// Output directory.
+    /// Output directory (relative to the scenario file's directory).
     #[serde(default)]
     pub out: Option<PathBuf>,
     /// The profile every server gets.
@@ -114,6 +122,10 @@ pub struct Scenario {
     /// The servers, in run order.
     #[serde(rename = "server")]
     pub servers: Vec<ScenarioServer>,
+    /// The scenario file's directory, which relative paths are resolved against (set by
+    /// [`Scenario::load`]; the current directory otherwise).
+    #[serde(skip)]
+    pub base: PathBuf,
 }
 
 /// Compare errors.
@@ -138,6 +150,16 @@ pub enum CompareError {
     /// The scenario has no servers or an empty command.
     #[error("scenario: {0}")]
     Invalid(String),
+    /// A file or program the scenario names does not exist.
+    #[error("{what} {path} not found (relative paths in a scenario are relative to its directory, {base})")]
+    Missing {
+        /// What it is (`source file`, `server throng: program`).
+        what: String,
+        /// The path as resolved (or the bare program name looked up in `PATH`).
+        path: PathBuf,
+        /// The scenario's directory.
+        base: PathBuf,
+    },
     /// A server did not start.
     #[error("server {name}: {why}")]
     Server {
@@ -163,10 +185,14 @@ impl Scenario {
             path: path.into(),
             source,
         })?;
-        let s: Scenario = toml::from_str(&text).map_err(|source| CompareError::Parse {
+        let mut s: Scenario = toml::from_str(&text).map_err(|source| CompareError::Parse {
             path: path.into(),
             source: Box::new(source),
         })?;
+        s.base = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
         if s.servers.is_empty() {
             return Err(CompareError::Invalid("no [[server]]".into()));
         }
@@ -185,21 +211,113 @@ impl Scenario {
     }
 }
 
+impl Scenario {
+    /// `p` resolved against the scenario's directory (unchanged when absolute).
+    pub fn resolve(&self, p: &Path) -> PathBuf {
+        self.base.join(p)
+    }
+
+    /// The program `srv` runs: a path with a `/` resolved against the scenario's directory, a
+    /// bare name found in `PATH`.
+    ///
+    /// Errors: [`CompareError::Missing`] when it does not exist.
+    pub fn program(&self, srv: &ScenarioServer) -> Result<PathBuf, CompareError> {
+        let prog = Path::new(&srv.command[0]);
+        let missing = |path: PathBuf| CompareError::Missing {
+            what: format!("server {}: program", srv.name),
+            path,
+            base: self.base.clone(),
+        };
+        if srv.command[0].contains('/') {
+            let p = self.resolve(prog);
+            return if p.is_file() { Ok(p) } else { Err(missing(p)) };
+        }
+        std::env::var_os("PATH")
+            .iter()
+            .flat_map(std::env::split_paths)
+            .map(|d| d.join(prog))
+            .find(|p| p.is_file())
+            .ok_or_else(|| missing(prog.into()))
+    }
+
+    /// Checks, before anything starts, that the source file and every server's program exist
+    /// and that every source push has a password.
+    ///
+    /// Errors: [`CompareError::Missing`], or [`CompareError::Server`] for a missing password.
+    pub fn check_paths(&self) -> Result<(), CompareError> {
+        if let Some(src) = &self.source {
+            let f = self.resolve(&src.file);
+            if !f.is_file() {
+                return Err(CompareError::Missing {
+                    what: "source file".into(),
+                    path: f,
+                    base: self.base.clone(),
+                });
+            }
+        }
+        for srv in &self.servers {
+            self.program(srv)?;
+            self.source_config(srv)?;
+        }
+        Ok(())
+    }
+
+    /// The source pushed to `srv`, if the scenario has one, with its password resolved (the
+    /// server's `source_password`, the scenario's `password`, then
+    /// [`resolve_password`](crate::source::resolve_password)).
+    ///
+    /// Errors: [`CompareError::Server`] when no password is found.
+    pub fn source_config(
+        &self,
+        srv: &ScenarioServer,
+    ) -> Result<Option<SourceConfig>, CompareError> {
+        let Some(s) = &self.source else {
+            return Ok(None);
+        };
+        let url = srv
+            .source_url
+            .clone()
+            .unwrap_or_else(|| srv.urls[0].clone());
+        let given = srv.source_password.as_deref().or(s.password.as_deref());
+        let password =
+            crate::source::resolve_password(given, &url).map_err(|e| CompareError::Server {
+                name: srv.name.clone(),
+                why: e.to_string(),
+            })?;
+        Ok(Some(SourceConfig {
+            file: self.resolve(&s.file),
+            url,
+            user: s.user.clone(),
+            password,
+            method: s.method,
+            content_type: s.content_type.clone(),
+        }))
+    }
+}
+
 /// A server process started by the bench (its own process group).
 pub struct ServerProcess {
     child: Child,
 }
 
 impl ServerProcess {
-    /// Starts `command` with output appended to `log`.
-    pub fn start(command: &[String], log: &Path) -> std::io::Result<ServerProcess> {
+    /// Starts `program` with `args` in directory `dir`, output written to `log`.
+    pub fn start(
+        program: &Path,
+        args: &[String],
+        dir: &Path,
+        log: &Path,
+    ) -> std::io::Result<ServerProcess> {
         if let Some(d) = log.parent() {
             std::fs::create_dir_all(d)?;
         }
         let out = std::fs::File::create(log)?;
         let err = out.try_clone()?;
-        let child = Command::new(&command[0])
-            .args(&command[1..])
+        // An absolute program: a relative one would be ambiguous with `current_dir`.
+        let program = std::path::absolute(program)?;
+        let child = Command::new(program)
+            .args(args)
+            .current_dir(dir)
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -284,7 +402,9 @@ pub fn run_scenario(
         }
         let log = out.join(format!("{}.log", srv.name));
         eprintln!("== {}: starting {}", srv.name, srv.command.join(" "));
-        let mut proc = ServerProcess::start(&srv.command, &log).map_err(|e| err(e.to_string()))?;
+        let program = scenario.program(srv)?;
+        let mut proc = ServerProcess::start(&program, &srv.command[1..], &scenario.base, &log)
+            .map_err(|e| err(format!("starting {}: {e}", program.display())))?;
         if !wait_port(
             &first,
             Duration::from_secs_f64(srv.ready_timeout.0),
@@ -297,20 +417,7 @@ pub fn run_scenario(
                 log.display()
             )));
         }
-        let source = scenario.source.as_ref().map(|s| SourceConfig {
-            file: s.file.clone(),
-            url: srv
-                .source_url
-                .clone()
-                .unwrap_or_else(|| srv.urls[0].clone()),
-            user: s.user.clone(),
-            password: srv
-                .source_password
-                .clone()
-                .unwrap_or_else(|| s.password.clone()),
-            method: s.method,
-            content_type: s.content_type.clone(),
-        });
+        let source = scenario.source_config(srv)?;
         let plan = Plan {
             name: srv.name.clone(),
             urls: srv.urls.clone(),
@@ -344,8 +451,9 @@ pub fn run_scenario(
     Ok(reports)
 }
 
-/// Body of `throng bench compare`.
-pub fn compare_command(a: CompareArgs) -> anyhow::Result<()> {
+/// Body of `throng bench compare`: runs every server, writes the report and returns the
+/// verdict (true when every server's verdict is PASS).
+pub fn compare_command(a: CompareArgs) -> anyhow::Result<bool> {
     let mut scenario = Scenario::load(&a.scenario)?;
     if let Some(n) = a.listeners {
         scenario.profile.listeners = n;
@@ -365,8 +473,10 @@ pub fn compare_command(a: CompareArgs) -> anyhow::Result<()> {
     let out = a
         .out
         .clone()
-        .or(scenario.out.clone())
+        .or(scenario.out.as_ref().map(|o| scenario.resolve(o)))
         .unwrap_or_else(|| PathBuf::from("bench-results").join(&name));
+    // Refuse before the first server starts rather than after it ran.
+    scenario.check_paths()?;
     let launcher = a.worker_exe.as_ref().map(|p| Launcher {
         program: p.clone(),
         args: vec!["bench".into(), "worker".into()],
@@ -377,7 +487,7 @@ pub fn compare_command(a: CompareArgs) -> anyhow::Result<()> {
     println!("{}", crate::report::summary_table(&refs));
     println!("report: {}", paths.html.display());
     println!("json:   {}", paths.json.display());
-    Ok(())
+    Ok(reports.iter().all(|r| r.summary.pass))
 }
 
 #[cfg(test)]
@@ -391,5 +501,22 @@ mod tests {
         let s = Scenario::load(&path).unwrap();
         assert!(s.servers.len() >= 2);
         assert_eq!(s.profile.listeners, 10_000);
+    }
+
+    #[test]
+    fn shipped_scenarios_name_files_relative_to_themselves() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/scenarios");
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            let s = Scenario::load(&path).unwrap();
+            let src = s.source.as_ref().expect("a source");
+            assert!(s.resolve(&src.file).is_file(), "{}", path.display());
+            for srv in &s.servers {
+                let prog = s.resolve(Path::new(&srv.command[0]));
+                if srv.name != "throng" {
+                    assert!(prog.is_file(), "{}: {}", path.display(), prog.display());
+                }
+            }
+        }
     }
 }

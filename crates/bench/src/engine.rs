@@ -615,6 +615,10 @@ impl Engine {
                     t.counts.streaming += 1;
                     let v = s.meter.tick(now_ms, &self.th);
                     t.counts.expected_bytes += s.meter.expected_bps as u64;
+                    if v.burst {
+                        t.counts.burst_bytes += v.bytes as u64;
+                        t.counts.burst_expected_bytes += s.meter.expected_bps as u64;
+                    }
                     max_gap = max_gap.max(v.ongoing_gap_ms);
                     if v.starved {
                         t.counts.starved += 1;

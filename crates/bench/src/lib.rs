@@ -13,8 +13,8 @@
 //! Modules: [`profile`] (what to run), [`url`], [`connect`], [`listener`] (per-listener
 //! accounting), [`listener_counts`] (the counters shared by ticks and timeline rows), [`engine`]
 //! (the event loop), [`stats`] (per-second messages, histograms), [`worker`] (threads and
-//! processes), [`sampler`], [`source`], [`run`](mod@run) (one bench run), [`summary`],
-//! [`summary_metrics`] (the rows of the summary table), [`report`], [`plots`], [`report_html`],
+//! processes), [`sampler`], [`pidfind`] (`--pid-file`, `--pid-name`), [`source`], [`run`](mod@run) (one bench run), [`summary`],
+//! [`summary_metrics`] (the rows of the summary table), [`report`], [`meta`] (date, host, command line and server of a run), [`plots`], [`report_html`],
 //! [`progress`], [`compare`], [`testserver`].
 
 use clap::{Args, Subcommand};
@@ -24,6 +24,8 @@ pub mod connect;
 pub mod engine;
 pub mod listener;
 pub mod listener_counts;
+pub mod meta;
+pub mod pidfind;
 pub mod plots;
 pub mod profile;
 pub mod progress;
@@ -52,8 +54,10 @@ pub struct BenchArgs {
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// Load-test one or more listener URLs (listeners are spread round-robin over the URLs).
+    #[command(after_help = EXIT_STATUS_HELP)]
     Run(Box<run::RunArgs>),
     /// Run the same profile against several servers, one after the other, from a scenario file.
+    #[command(after_help = EXIT_STATUS_HELP)]
     Compare(compare::CompareArgs),
     /// A minimal fixed-rate streaming server (one write per listener per interval), used to
     /// calibrate the bench and by its tests.
@@ -64,12 +68,47 @@ pub enum BenchCommand {
     Worker(worker::WorkerArgs),
 }
 
-/// Runs `throng bench` (synchronous: it builds its own threads and event loops).
+/// Exit status of `throng bench run` and `compare` when every run's verdict is PASS.
+pub const EXIT_PASS: i32 = 0;
+/// Exit status of `throng bench run` and `compare` when a run's verdict is FAIL (the reports
+/// are written all the same).
+pub const EXIT_FAIL: i32 = 1;
+/// Exit status of `throng bench run` and `compare` when the bench could not run (bad arguments,
+/// scenario or source file, a server that did not start, reports that could not be written).
+pub const EXIT_ERROR: i32 = 2;
+
+/// The exit statuses, as printed under `--help` of `run` and `compare`.
+const EXIT_STATUS_HELP: &str = "Exit status: 0 when the verdict is PASS, 1 when it is FAIL \
+(reports are written; in a comparison, when any server's verdict is FAIL), 2 when the bench \
+could not run (bad arguments, a missing file or program, a server that did not start).";
+
+/// Runs `throng bench` (synchronous: it builds its own threads and event loops). `run` and
+/// `compare` end the process with [`EXIT_PASS`], [`EXIT_FAIL`] or [`EXIT_ERROR`] (their error
+/// is printed on stderr, without a backtrace), so the bench can gate CI.
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.command {
-        BenchCommand::Run(a) => run::run_command(*a),
-        BenchCommand::Compare(a) => compare::compare_command(a),
+        BenchCommand::Run(a) => exit_with(run::run_command(*a)),
+        BenchCommand::Compare(a) => exit_with(compare::compare_command(a)),
         BenchCommand::TestServer(a) => testserver::test_server_command(a),
         BenchCommand::Worker(a) => worker::worker_command(a),
     }
+}
+
+/// Ends the process with the exit status of a verdict (`Ok(true)` = PASS) or an error.
+fn exit_with(outcome: anyhow::Result<bool>) -> ! {
+    use std::io::Write as _;
+    let code = match outcome {
+        Ok(true) => EXIT_PASS,
+        Ok(false) => {
+            eprintln!("verdict: FAIL");
+            EXIT_FAIL
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            EXIT_ERROR
+        }
+    };
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    std::process::exit(code)
 }

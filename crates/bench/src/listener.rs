@@ -11,10 +11,21 @@
 //! in a 5 s tick window depending on phase jitter, and 4 writes is exactly the 80 % threshold.
 //! The first snapshot is taken at the first tick after the response head, so the connect burst
 //! is not counted and a rate verdict needs `window + 1` ticks of streaming.
+//!
+//! The same burst is kept out of the delivered-bandwidth plot: the bytes of a listener's first
+//! second are its connect burst, and so are those of the following seconds while they stay
+//! above [`BURST_FACTOR`] times the expected rate (a burst over a slow link), for at most
+//! [`MAX_BURST_TICKS`] seconds.
 
 /// Most seconds a rate window can span.
 pub const MAX_WINDOW: usize = 15;
 const RING: usize = MAX_WINDOW + 1;
+
+/// A second whose bytes exceed this many times the expected bytes still belongs to the
+/// connect burst (when the previous second did).
+pub const BURST_FACTOR: u32 = 2;
+/// Most seconds of a listener's connect burst.
+pub const MAX_BURST_TICKS: u16 = 10;
 
 /// Starvation thresholds, shared by all listeners of a run.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -46,6 +57,8 @@ pub struct Meter {
     pub longest_gap_ms: u32,
     /// Expected bytes per second (bytes/s); 0 when unknown (only gaps are judged).
     pub expected_bps: u32,
+    /// The connect burst is over (see the module comment).
+    burst_over: bool,
 }
 
 /// What [`Meter::tick`] concluded.
@@ -57,6 +70,8 @@ pub struct Verdict {
     pub bytes: u32,
     /// The gap still running at this tick (ms since the last read).
     pub ongoing_gap_ms: u32,
+    /// This second's bytes are (part of) the connect burst, not the steady stream.
+    pub burst: bool,
 }
 
 impl Meter {
@@ -108,10 +123,17 @@ impl Meter {
         if ongoing > th.max_gap_ms {
             starved = true;
         }
+        let burst = !self.burst_over
+            && (self.ticks == 1
+                || (self.ticks <= MAX_BURST_TICKS
+                    && self.expected_bps > 0
+                    && bytes > BURST_FACTOR.saturating_mul(self.expected_bps)));
+        self.burst_over = !burst;
         Verdict {
             starved,
             bytes,
             ongoing_gap_ms: ongoing,
+            burst,
         }
     }
 
@@ -131,6 +153,21 @@ mod tests {
         min_rate_pct: 80.0,
         max_gap_ms: 4000,
     };
+
+    #[test]
+    fn connect_burst_is_told_apart() {
+        let mut m = Meter::new(0, 8000);
+        // 64 KiB at once, then over a slow link 32 KB/s until caught up, then the live rate.
+        let reads = [65_536, 32_000, 32_000, 8000, 8000, 40_000];
+        let bursts: Vec<bool> = (1..=6u32)
+            .map(|s| {
+                m.on_read(s * 1000 - 500, reads[s as usize - 1]);
+                m.tick(s * 1000, &TH).burst
+            })
+            .collect();
+        // A late spike is not a burst any more.
+        assert_eq!(bursts, [true, true, true, false, false, false]);
+    }
 
     #[test]
     fn steady_stream_is_not_starved() {

@@ -33,11 +33,28 @@ pub struct ListenerCounts {
     pub bytes: u64,
     /// Bytes the streaming listeners should have received this second at their bitrate (bytes).
     pub expected_bytes: u64,
+    /// Of `bytes`, those that were listeners' connect bursts (see [`crate::listener`]) (bytes).
+    #[serde(default)]
+    pub burst_bytes: u64,
+    /// Of `expected_bytes`, the share of listeners whose second was a connect burst (bytes).
+    #[serde(default)]
+    pub burst_expected_bytes: u64,
     /// Failures by reason, cumulative (connections).
     pub failures_total: BTreeMap<String, u64>,
 }
 
 impl ListenerCounts {
+    /// Bytes of the steady stream this second: `bytes` without the connect bursts (bytes).
+    pub fn steady_bytes(&self) -> u64 {
+        self.bytes.saturating_sub(self.burst_bytes)
+    }
+
+    /// Expected bytes of the listeners past their connect burst this second (bytes).
+    pub fn steady_expected_bytes(&self) -> u64 {
+        self.expected_bytes
+            .saturating_sub(self.burst_expected_bytes)
+    }
+
     /// Listeners holding a connection: streaming + stalled (listeners).
     pub fn connected(&self) -> u32 {
         self.streaming + self.stalled
@@ -55,11 +72,14 @@ impl ListenerCounts {
         self.failed += o.failed;
     }
 
-    /// Adds another count's traffic of the second (`connects`, `bytes`, `expected_bytes`).
+    /// Adds another count's traffic of the second (`connects`, `bytes`, `expected_bytes` and
+    /// their burst shares).
     pub fn add_traffic(&mut self, o: &ListenerCounts) {
         self.connects += o.connects;
         self.bytes += o.bytes;
         self.expected_bytes += o.expected_bytes;
+        self.burst_bytes += o.burst_bytes;
+        self.burst_expected_bytes += o.burst_expected_bytes;
     }
 
     /// Adds another count's failures, reason by reason.
@@ -87,6 +107,8 @@ mod tests {
             connects: 7,
             bytes: 100,
             expected_bytes: 90,
+            burst_bytes: 60,
+            burst_expected_bytes: 30,
             failures_total: BTreeMap::from([("refused".to_owned(), 2)]),
         };
         let mut s = ListenerCounts::default();
@@ -98,6 +120,7 @@ mod tests {
         s.add_failures(&a);
         s.add_failures(&a);
         assert_eq!((s.connects, s.bytes, s.expected_bytes), (7, 100, 90));
+        assert_eq!((s.steady_bytes(), s.steady_expected_bytes()), (40, 60));
         assert_eq!(s.failures_total["refused"], 4);
     }
 }

@@ -62,6 +62,13 @@ fn write_svgs(dir: &Path, prefix: &str, runs: &[&RunReport]) -> Result<(), Repor
     Ok(())
 }
 
+/// Reads back the `report.json` of one run (as [`write_run`] wrote it).
+///
+/// Errors: [`ReportError::Json`] when `json` is not such a report.
+pub fn parse_run(json: &str) -> Result<RunReport, ReportError> {
+    Ok(serde_json::from_str(json)?)
+}
+
 /// Writes `dir/report.json`, `dir/report.html` and the plots as `dir/plot-*.svg` for one run.
 pub fn write_run(dir: &Path, r: &RunReport) -> Result<ReportPaths, ReportError> {
     let json = dir.join("report.json");

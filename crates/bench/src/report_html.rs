@@ -1,5 +1,6 @@
-//! The self-contained HTML report: summary table (with ratios in a comparison), failures,
-//! errors, the profile, and the SVG plots inline (no external files or scripts).
+//! The self-contained HTML report: when, where and how it was run (date, host, bench version,
+//! command line, each server's `Server` header), summary table (with ratios in a comparison),
+//! failures, errors, the profile, and the SVG plots inline (no external files or scripts).
 
 use crate::plots;
 use crate::summary::RunReport;
@@ -22,11 +23,32 @@ body{{font-family:system-ui,sans-serif;margin:2em auto;max-width:1600px;color:#2
 table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:4px 10px}}\
 td.n{{text-align:right;font-variant-numeric:tabular-nums}}.pass{{color:#080;font-weight:bold}}\
 .fail{{color:#b00;font-weight:bold}}.plots{{display:flex;flex-wrap:wrap;gap:12px}}\
-.plots figure{{margin:0}}pre{{background:#f6f6f6;padding:8px;overflow:auto}}\
+.plots figure{{margin:0}}table.meta th{{text-align:left}}pre{{background:#f6f6f6;padding:8px;overflow:auto}}\
 </style></head><body>\n<h1>{}</h1>\n",
         esc(title),
         esc(title)
     ));
+    // The run's circumstances: what one needs to compare two reports weeks apart.
+    if let Some(first) = runs.first() {
+        let m = &first.meta;
+        h.push_str(&format!(
+            "<table class=\"meta\"><tr><th>date (UTC)</th><td>{}</td></tr>\
+<tr><th>host</th><td>{}</td></tr><tr><th>bench</th><td>throng-bench {}</td></tr>\
+<tr><th>command line</th><td><code>{}</code></td></tr>\n",
+            esc(&m.started),
+            esc(&m.host),
+            esc(&m.bench_version),
+            esc(&m.command_line)
+        ));
+        for r in runs {
+            h.push_str(&format!(
+                "<tr><th>server {}</th><td>{}</td></tr>\n",
+                esc(&r.name),
+                esc(r.meta.server.as_deref().unwrap_or("(no Server header)"))
+            ));
+        }
+        h.push_str("</table>\n");
+    }
     h.push_str(
         "<p>A listener is <b>starved</b> when it gets less than the minimum share of the \
 stream bitrate over the sliding window, or waits longer than the maximum gap between reads. \

@@ -4,7 +4,7 @@ use crate::engine::EngineSpec;
 use crate::profile::{Profile, ProfileError};
 use crate::progress::Progress;
 use crate::sampler::{SampleTarget, Sampler};
-use crate::source::{Source, SourceConfig, SourceError, SourceMethod};
+use crate::source::{resolve_password, Source, SourceConfig, SourceError, SourceMethod};
 use crate::summary::{Aggregator, RunReport};
 use crate::worker::{Launcher, WorkerError, WorkerMsg, WorkerSet};
 use clap::Args;
@@ -32,17 +32,25 @@ pub struct RunArgs {
     /// Source user.
     #[arg(long, default_value = "source")]
     pub source_user: String,
-    /// Source password.
-    #[arg(long, default_value = "hackme")]
-    pub source_password: String,
+    /// Source password (no default: required with `--source`, unless the
+    /// `THRONG_SOURCE_PASSWORD` environment variable or the source URL has one).
+    #[arg(long)]
+    pub source_password: Option<String>,
     /// Source request method.
     #[arg(long, value_enum, default_value_t = SourceMethod::Put)]
     pub source_method: SourceMethod,
     /// Sample this local server process (and its children) every second.
-    #[arg(long)]
+    #[arg(long, group = "sample_target")]
     pub pid: Option<u32>,
+    /// Sample the local process whose id is in this pidfile (e.g. `throng serve --pid-file`).
+    #[arg(long, group = "sample_target")]
+    pub pid_file: Option<PathBuf>,
+    /// Sample the one local process whose command line contains PATTERN (like `pgrep -f`; an
+    /// error when none or several unrelated processes match).
+    #[arg(long, value_name = "PATTERN", group = "sample_target")]
+    pub pid_name: Option<String>,
     /// Sample a Prometheus `/metrics` URL every second (for a remote server).
-    #[arg(long, conflicts_with = "pid")]
+    #[arg(long, group = "sample_target")]
     pub metrics_url: Option<String>,
     /// Output directory for `report.json` and `report.html`.
     #[arg(long, default_value = "bench-results")]
@@ -120,6 +128,8 @@ pub fn execute(plan: &Plan) -> Result<RunReport, RunError> {
         }
         None => None,
     };
+    // What the server says it is, for the report (one short request before the listeners).
+    let server = crate::meta::server_header(&plan.urls[0], Duration::from_secs(2));
     let nproc = plan.profile.effective_workers();
     let start_unix_ms = unix_ms() + if nproc > 0 { 500 } else { 100 };
     let nspecs = nproc.max(1);
@@ -142,6 +152,7 @@ pub fn execute(plan: &Plan) -> Result<RunReport, RunError> {
         None
     };
     let (tx, rx) = mpsc::channel();
+    let meta = crate::meta::RunMeta::collect(start_unix_ms, server);
     let mut workers = WorkerSet::start(specs, launcher.as_ref(), tx)?;
     let (stx, srx) = mpsc::channel();
     let sampler = plan
@@ -214,6 +225,7 @@ pub fn execute(plan: &Plan) -> Result<RunReport, RunError> {
     progress.finish(&summary);
     Ok(RunReport {
         name: plan.name.clone(),
+        meta,
         urls: plan.urls.clone(),
         profile: Some(plan.profile.clone()),
         start_unix_ms,
@@ -226,20 +238,31 @@ pub fn execute(plan: &Plan) -> Result<RunReport, RunError> {
     })
 }
 
-/// Body of `throng bench run`.
-pub fn run_command(a: RunArgs) -> anyhow::Result<()> {
-    let source = a.source.as_ref().map(|f| SourceConfig {
-        file: f.clone(),
-        url: a.source_url.clone().unwrap_or_else(|| a.urls[0].clone()),
-        user: a.source_user.clone(),
-        password: a.source_password.clone(),
-        method: a.source_method,
-        content_type: None,
-    });
-    let sample = match (a.pid, &a.metrics_url) {
-        (Some(p), _) => Some(SampleTarget::Pid(p)),
-        (None, Some(u)) => Some(SampleTarget::Metrics(u.clone())),
-        _ => None,
+/// Body of `throng bench run`: runs, writes the reports and returns the verdict (true = PASS).
+pub fn run_command(a: RunArgs) -> anyhow::Result<bool> {
+    let source = match &a.source {
+        Some(f) => {
+            let url = a.source_url.clone().unwrap_or_else(|| a.urls[0].clone());
+            let password = resolve_password(a.source_password.as_deref(), &url)?;
+            Some(SourceConfig {
+                file: f.clone(),
+                url,
+                user: a.source_user.clone(),
+                password,
+                method: a.source_method,
+                content_type: None,
+            })
+        }
+        None => None,
+    };
+    let sample = if let Some(p) = a.pid {
+        Some(SampleTarget::Pid(p))
+    } else if let Some(f) = &a.pid_file {
+        Some(SampleTarget::Pid(crate::pidfind::pid_from_file(f)?))
+    } else if let Some(n) = &a.pid_name {
+        Some(SampleTarget::Pid(crate::pidfind::pid_by_name(n)?))
+    } else {
+        a.metrics_url.clone().map(SampleTarget::Metrics)
     };
     let plan = Plan {
         name: a.name.clone(),
@@ -263,5 +286,5 @@ pub fn run_command(a: RunArgs) -> anyhow::Result<()> {
             eprintln!("error: {e}");
         }
     }
-    Ok(())
+    Ok(report.summary.pass)
 }

@@ -42,8 +42,7 @@ pub struct SourceConfig {
     /// Source user name.
     #[serde(default = "default_user")]
     pub user: String,
-    /// Source password.
-    #[serde(default = "default_password")]
+    /// Source password (no default: see [`resolve_password`]).
     pub password: String,
     /// Request method.
     #[serde(default)]
@@ -58,10 +57,28 @@ pub(crate) fn default_user() -> String {
     "source".into()
 }
 
-/// Default source password: Icecast 2.4.4's sample `hackme`, so the bench works against a
-/// stock test Icecast; Throng itself never uses it.
-pub(crate) fn default_password() -> String {
-    "hackme".into()
+/// The environment variable the source password is read from when no `--source-password` (or
+/// scenario `password`) is given.
+pub const PASSWORD_ENV: &str = "THRONG_SOURCE_PASSWORD";
+
+/// The password a source push uses: `given` (flag or scenario), else the [`PASSWORD_ENV`]
+/// environment variable, else the password in `url` (`http://user:pass@host/mount`). There is
+/// no default password.
+///
+/// Errors: [`SourceError::NoPassword`] when none of the three has one.
+pub fn resolve_password(given: Option<&str>, url: &str) -> Result<String, SourceError> {
+    if let Some(p) = given {
+        return Ok(p.to_owned());
+    }
+    if let Ok(p) = std::env::var(PASSWORD_ENV) {
+        if !p.is_empty() {
+            return Ok(p);
+        }
+    }
+    match HttpUrl::parse(url).ok().and_then(|u| u.credentials) {
+        Some((_, p)) => Ok(p),
+        None => Err(SourceError::NoPassword),
+    }
 }
 
 /// Source errors.
@@ -92,6 +109,12 @@ pub enum SourceError {
     /// The server refused the source.
     #[error("server refused the source: {0}")]
     Refused(String),
+    /// A source is to be pushed but no password was given (there is no default).
+    #[error(
+        "no source password: give --source-password (or `password` in the scenario's [source]), \
+set {PASSWORD_ENV}, or put it in the source URL (http://source:PASSWORD@host/mount)"
+    )]
+    NoPassword,
 }
 
 /// One frame to send and its play time.

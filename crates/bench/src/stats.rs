@@ -227,7 +227,7 @@ mod tests {
             r#"{"worker":0,"second":0,"phase":"ramp","started":0,"connecting":0,"streaming":0,"#
                 .to_owned()
                 + r#""stalled":0,"starved":0,"starved_total":0,"failed":0,"connects":0,"bytes":0,"#
-                + r#""expected_bytes":0,"failures_total":{},"ttfb":{"buckets":[]},"max_gap_ms":0,"#
+                + r#""expected_bytes":0,"burst_bytes":0,"burst_expected_bytes":0,"failures_total":{},"ttfb":{"buckets":[]},"max_gap_ms":0,"#
                 + r#""icy_blocks_total":0,"frames_total":0,"garbage_bytes_total":0,"#
                 + r#""cpu_user_us":0,"cpu_sys_us":0}"#
         );

@@ -108,6 +108,9 @@ pub struct Summary {
 pub struct RunReport {
     /// Name of the run (a server's name in a comparison).
     pub name: String,
+    /// When, where and how the run was made, and the server's `Server` header.
+    #[serde(default)]
+    pub meta: crate::meta::RunMeta,
     /// Listener URLs.
     pub urls: Vec<String>,
     /// The profile.
@@ -328,7 +331,7 @@ mod tests {
             r#"{"second":0,"phase":"ramp","started":0,"connecting":0,"streaming":0,"stalled":0,"#
                 .to_owned()
                 + r#""starved":0,"starved_total":0,"failed":0,"connects":0,"bytes":0,"#
-                + r#""expected_bytes":0,"failures_total":{},"max_gap_ms":0,"ttfb_p50_ms":null,"#
+                + r#""expected_bytes":0,"burst_bytes":0,"burst_expected_bytes":0,"failures_total":{},"max_gap_ms":0,"ttfb_p50_ms":null,"#
                 + r#""bench_cpu_pct":0.0,"server":null}"#
         );
         assert_eq!(serde_json::from_str::<Row>(&json).unwrap(), Row::default());

@@ -355,6 +355,13 @@ fn start_conn(
         b"HTTP/1.0 200 OK\r\n".as_slice()
     });
     out.extend_from_slice(b"Content-Type: audio/mpeg\r\nCache-Control: no-cache\r\n");
+    out.extend_from_slice(
+        format!(
+            "Server: throng-bench-testserver/{}\r\n",
+            env!("CARGO_PKG_VERSION")
+        )
+        .as_bytes(),
+    );
     out.extend_from_slice(format!("icy-br:{}\r\n", cfg.bitrate_kbps).as_bytes());
     if icy {
         out.extend_from_slice(format!("icy-metaint:{}\r\n", cfg.metaint).as_bytes());

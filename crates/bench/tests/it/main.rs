@@ -1,8 +1,10 @@
-//! Integration tests of `throng bench` against small servers on loopback: a fixed-rate server
+//! Integration tests of `throng bench` against small servers on loopback: the command line
+//! (exit statuses, report header, scenario paths, pidfiles, source password), a fixed-rate server
 //! (no listener starved), one that goes silent (all starved), refused and failing connections
 //! (counted by reason), load profiles, the source pusher, and a run of more than 20,000
 //! listeners over two worker processes.
 
+mod cli;
 mod failures;
 mod profiles;
 mod scale;

@@ -89,3 +89,35 @@ fn server_that_never_answers_starves_listeners() {
     );
     assert_eq!(s.final_connecting, 50);
 }
+
+#[test]
+fn connect_bursts_are_not_plotted_as_delivered_rate() {
+    // A 64 KiB burst on connect is 8 s of a 64 kbit/s stream: on a 4 s run it would show as a
+    // delivered rate several times the bitrate.
+    let cfg = TestServerConfig {
+        burst_bytes: 65_536,
+        ..TestServerConfig::default()
+    };
+    let srv = TestServer::start("127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+    let r = run(
+        vec![format!("http://{}/stream", srv.addr())],
+        profile(20, 4.0),
+    );
+    let sum = |f: fn(&throng_bench::summary::Row) -> u64| r.timeline.iter().map(f).sum::<u64>();
+    let bytes = sum(|x| x.counts.bytes);
+    let burst = sum(|x| x.counts.burst_bytes);
+    let steady = sum(|x| x.counts.steady_bytes());
+    let expected = sum(|x| x.counts.steady_expected_bytes());
+    assert!(burst >= 20 * 65_536, "bursts: {burst} of {bytes} bytes");
+    assert!(
+        bytes > 2 * sum(|x| x.counts.expected_bytes),
+        "the raw rate is inflated"
+    );
+    let ratio = steady as f64 / expected as f64;
+    assert!(
+        (0.7..1.3).contains(&ratio),
+        "steady {steady} / expected {expected}"
+    );
+    let svg = throng_bench::plots::bandwidth_vs_listeners(&[&r]);
+    assert!(svg.contains("connect bursts left out"));
+}
