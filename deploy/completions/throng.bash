@@ -253,7 +253,7 @@ _throng() {
             return 0
             ;;
         throng__subcmd__bench__subcmd__run)
-            opts="-n -h --listeners --ramp --hold --profile --bitrate-kbps --min-rate-pct --window --max-gap --churn-rate --storm-at --stalled-fraction --icy --decode-sample --reconnect-after --connect-timeout --workers --max-per-worker --bind-range --source --source-url --source-user --source-password --source-method --pid --metrics-url --out --name --no-progress --worker-exe --help"
+            opts="-n -h --listeners --ramp --hold --profile --bitrate-kbps --min-rate-pct --window --max-gap --churn-rate --storm-at --stalled-fraction --icy --decode-sample --reconnect-after --connect-timeout --workers --max-per-worker --bind-range --source --source-url --source-user --source-password --source-method --pid --pid-file --pid-name --metrics-url --out --name --no-progress --worker-exe --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -352,6 +352,14 @@ _throng() {
                     return 0
                     ;;
                 --pid)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pid-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pid-name)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

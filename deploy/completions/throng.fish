@@ -73,10 +73,12 @@ complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_sub
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l source -d 'Push this file (MP3, AAC, Ogg) as a live source to `--source-url` (default: the first listener URL) before the listeners start' -r -F
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l source-url -d 'Mount URL for `--source`' -r
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l source-user -d 'Source user' -r
-complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l source-password -d 'Source password' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l source-password -d 'Source password (no default: required with `--source`, unless the `THRONG_SOURCE_PASSWORD` environment variable or the source URL has one)' -r
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l source-method -d 'Source request method' -r -f -a "put\t'`PUT /mount HTTP/1.1` with `Expect: 100-continue` (ffmpeg, libshout ≥ 2.4 HTTP mode)'
 source\t'`SOURCE /mount HTTP/1.0` (legacy libshout)'"
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l pid -d 'Sample this local server process (and its children) every second' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l pid-file -d 'Sample the local process whose id is in this pidfile (e.g. `throng serve --pid-file`)' -r -F
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l pid-name -d 'Sample the one local process whose command line contains PATTERN (like `pgrep -f`; an error when none or several unrelated processes match)' -r
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l metrics-url -d 'Sample a Prometheus `/metrics` URL every second (for a remote server)' -r
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l out -d 'Output directory for `report.json` and `report.html`' -r -F
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l name -d 'Name of the run (used in reports)' -r
