@@ -1,6 +1,8 @@
 //! A listener's request (`GET` or `HEAD` on a mount): checks, the Icecast response head, then
 //! hand-over of the socket to a fan-out shard. From here on the listener costs a slab slot and a
-//! cursor in its shard, and nothing else.
+//! cursor in its shard, and nothing else. Two browser cases end here instead: Safari's probe
+//! `Range: bytes=0-1` gets the 2 bytes (`206`) and is not counted as a listener, and a path
+//! naming no mount but ending `.m3u` or `.xspf` gets the mount's playlist (`admin/playlist.rs`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -8,7 +10,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use throng_proto::http::RequestHead;
-use throng_proto::listener_head::ListenerHead;
+use throng_proto::listener_head::{ListenerHead, PROBE_RANGE};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
@@ -39,6 +41,65 @@ pub fn response_head(ctx: &ServerCtx, mount: &Mount, metaint: Option<u32>) -> Ve
         extra_headers: &ctx.config().http_headers_for(&mount.name),
     }
     .to_bytes()
+}
+
+/// Whether the request is Safari's probe `Range: bytes=0-1` ([`PROBE_RANGE`]).
+fn is_range_probe(head: &RequestHead) -> bool {
+    head.header("range")
+        .is_some_and(|r| r.trim().eq_ignore_ascii_case(PROBE_RANGE))
+}
+
+/// Answers Safari's probe: the `206` head and the first 2 bytes a listener joining now would
+/// get (the Ogg header pages first, if any), then closes. No listener is counted, no ICY
+/// metadata is announced, and nothing of the mount changes, so the follow-up request is
+/// served as any other.
+async fn answer_range_probe(
+    ctx: &ServerCtx,
+    stream: &mut TcpStream,
+    mount: &Mount,
+    head: &RequestHead,
+    peer: SocketAddr,
+    user: Option<&str>,
+) {
+    let date = httpdate::fmt_http_date(std::time::SystemTime::now());
+    let mut bytes = ListenerHead {
+        server_id: &ctx.config().server_id,
+        date: &date,
+        content_type: &mount.settings.content_type,
+        stream_headers: mount.settings.stream_headers.clone(),
+        metaint: None,
+        extra_headers: &ctx.config().http_headers_for(&mount.name),
+    }
+    .probe_bytes();
+    let q = mount.queue.load();
+    let (pos, headers) = q.join_point(mount.burst_size());
+    let mut body: Vec<u8> = headers.map(|h| h.to_vec()).unwrap_or_default();
+    if let Some(i) = q.chunk_index(pos) {
+        let skip = (pos - q.chunks[i].start) as usize;
+        for (n, c) in q.chunks[i..].iter().enumerate() {
+            if body.len() >= 2 {
+                break;
+            }
+            body.extend_from_slice(&c.data[if n == 0 { skip } else { 0 }..]);
+        }
+    }
+    body.truncate(2);
+    if head.method != "HEAD" {
+        bytes.extend_from_slice(&body);
+    }
+    ctx.access_log.log(&AccessEntry {
+        ip: peer.ip(),
+        user,
+        request_line: &head.request_line(),
+        status: 206,
+        bytes: bytes.len() as u64,
+        referer: head.header("referer"),
+        agent: head.header("user-agent"),
+        duration_secs: 0,
+    });
+    tracing::debug!(%peer, mount = %mount.name, "range probe answered");
+    let _ = stream.write_all(&bytes).await;
+    let _ = stream.shutdown().await;
 }
 
 /// How long a listener of an on-demand mount waits for it to start (ms).
@@ -109,6 +170,10 @@ pub async fn handle(
         };
     }
     let Some(mut mount) = mount else {
+        if crate::admin::playlist::is_playlist(&requested) {
+            crate::admin::playlist::serve(&ctx, &mut stream, &head, peer).await;
+            return;
+        }
         tracing::debug!(%peer, path = %requested, "no such mount");
         let _ = reply(
             &ctx,
@@ -160,6 +225,10 @@ pub async fn handle(
             return;
         }
     };
+    if is_range_probe(&head) {
+        answer_range_probe(&ctx, &mut stream, &mount, &head, peer, user.as_deref()).await;
+        return;
+    }
     let metaint = (wants_icy(&head) && mount.settings.format.supports_icy_metadata())
         .then_some(ctx.config().limits.metaint as u32);
     if head.method == "HEAD" {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::admin::status::{audio_params, iso8601, rfc822};
+use crate::admin::status::{audio_params, bitrate, iso8601, rfc822, subtype};
 use crate::config::AuthConfig;
 use crate::ctx::ServerCtx;
 use crate::mount::live::{Mount, SourceKind};
@@ -55,14 +55,18 @@ fn mount_stats(ctx: &ServerCtx, m: &Mount) -> Vec<Stat> {
     let (rate, channels) = audio_params(m);
     let mut s: Vec<Stat> = Vec::new();
     let mut add = |k: &str, v: String| s.push((k.to_owned(), v));
+    // Ogg: the ARTIST comment or admin `artist` (Icecast 2.4.4 `format_ogg.c:update_comments`).
+    if let Some(a) = m.ogg_tags.artist() {
+        add("artist", a);
+    }
     if let Some(a) = &info.audio_info_raw {
         add("audio_info", a.clone());
     }
     if let Some(a) = authenticator(ctx, &m.name) {
         add("authenticator", a.to_owned());
     }
-    if let Some(b) = &info.bitrate {
-        add("bitrate", b.clone());
+    if let Some(b) = bitrate(m) {
+        add("bitrate", b);
     }
     if let Some(c) = channels {
         add("channels", c);
@@ -98,6 +102,9 @@ fn mount_stats(ctx: &ServerCtx, m: &Mount) -> Vec<Stat> {
     }
     add("stream_start", rfc822(&m.started));
     add("stream_start_iso8601", iso8601(&m.started));
+    if let Some(t) = subtype(m) {
+        add("subtype", t.to_owned());
+    }
     let title = m.title();
     if !title.is_empty() {
         add("title", title);
@@ -110,6 +117,10 @@ fn mount_stats(ctx: &ServerCtx, m: &Mount) -> Vec<Stat> {
         "total_bytes_sent",
         m.bytes_sent.load(Ordering::Relaxed).to_string(),
     );
+    // The source client's User-Agent (Icecast 2.4.4 `source.c`; hidden in status-json).
+    if let Some(a) = &info.user_agent {
+        add("user_agent", a.clone());
+    }
     s.sort();
     s
 }

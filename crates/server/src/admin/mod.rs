@@ -28,6 +28,7 @@ pub mod data;
 pub mod html;
 pub mod icecast;
 pub mod ops;
+pub mod playlist;
 pub mod status;
 pub mod xml;
 

@@ -59,6 +59,31 @@ pub(crate) fn audio_params(m: &Mount) -> (Option<String>, Option<String>) {
     (rate, channels)
 }
 
+/// The bitrate every status document shows for a mount, in kbit/s as text: the source's
+/// declared one (`ice-bitrate`, `icy-br`, `ice-audio-info`), else the one its MP3 frames carry
+/// (so `/admin/stats`, `status-json.xsl` and `/api/v1/status` agree).
+pub(crate) fn bitrate(m: &Mount) -> Option<String> {
+    m.settings
+        .info
+        .bitrate
+        .as_deref()
+        .map(str::trim)
+        .filter(|b| !b.is_empty())
+        .map(str::to_owned)
+        .or_else(|| {
+            let p = m.params().bitrate_kbps;
+            (p > 0).then(|| p.to_string())
+        })
+}
+
+/// The `subtype` stat of an Ogg mount: its codec (`Vorbis`, `Opus`, `FLAC`...), as Icecast
+/// 2.4.4 `format_ogg.c` names the codecs of the stream; `None` for other formats or before the
+/// codec headers have come.
+pub(crate) fn subtype(m: &Mount) -> Option<&'static str> {
+    let codec = m.params().codec;
+    (m.settings.format == throng_proto::format::Format::Ogg && !codec.is_empty()).then_some(codec)
+}
+
 fn icecast_source(ctx: &ServerCtx, m: &Mount) -> Value {
     let info = &m.settings.info;
     let (rate, channels) = audio_params(m);
@@ -70,8 +95,8 @@ fn icecast_source(ctx: &ServerCtx, m: &Mount) -> Value {
     if let Some(a) = &info.audio_info_raw {
         o.insert("audio_info".into(), json!(a));
     }
-    if let Some(b) = &info.bitrate {
-        o.insert("bitrate".into(), stat(b));
+    if let Some(b) = bitrate(m) {
+        o.insert("bitrate".into(), stat(&b));
     }
     if let Some(c) = channels {
         o.insert("channels".into(), stat(&c));
@@ -99,6 +124,9 @@ fn icecast_source(ctx: &ServerCtx, m: &Mount) -> Value {
         o.insert("server_url".into(), json!(u));
     }
     o.insert("stream_start".into(), json!(rfc822(&m.started)));
+    if let Some(t) = subtype(m) {
+        o.insert("subtype".into(), json!(t));
+    }
     o.insert("stream_start_iso8601".into(), json!(iso8601(&m.started)));
     let title = m.title();
     if !title.is_empty() {
@@ -175,8 +203,8 @@ pub fn v1_mount(ctx: &ServerCtx, m: &Mount) -> Value {
         "description": info.description,
         "genre": info.genre,
         "url": info.url,
-        "bitrate_kbps": info.bitrate.as_deref().and_then(|b| b.trim().parse::<u32>().ok())
-            .or_else(|| { let p = m.params().bitrate_kbps; (p > 0).then_some(p) }),
+        "bitrate_kbps": bitrate(m).and_then(|b| b.parse::<u32>().ok()),
+        "subtype": subtype(m),
         "samplerate_hz": rate.and_then(|r| r.parse::<u32>().ok()),
         "channels": channels.and_then(|c| c.parse::<u32>().ok()),
         "public": info.public,

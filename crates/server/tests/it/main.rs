@@ -6,6 +6,7 @@ mod access;
 mod admin_api;
 mod admission;
 mod auth;
+mod browser;
 mod errors;
 mod fallback;
 mod fanout;
