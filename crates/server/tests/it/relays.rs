@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use throng_proto::auth::basic_authorization;
+use throng_proto::http::{parse_response_head, ResponseHead};
 use throng_proto::icy::{metadata_block, stream_title, IcyDemuxer, IcyPiece};
 use throng_server::SourceKind;
 
@@ -165,7 +166,7 @@ impl Icecast {
     /// status-json is invalid JSON in some states, xiph#43), if the mount is live.
     fn source(&self, mount: &str) -> Option<String> {
         let auth = format!("Authorization: {}", basic_authorization("admin", ADMIN_PW));
-        let (head, body) = http_get(self.addr, "/admin/stats", &[&auth]);
+        let (head, body) = self.get("/admin/stats", &[&auth]);
         assert_eq!(head.status, 200);
         let xml = String::from_utf8_lossy(&body);
         let open = format!("<source mount=\"{mount}\">");
@@ -200,8 +201,27 @@ impl Icecast {
             "/admin/metadata?mount={mount}&mode=updinfo&song={}",
             song.replace(' ', "%20")
         );
-        let (head, body) = http_get(self.addr, &path, &[&auth]);
+        let (head, body) = self.get(&path, &[&auth]);
         assert_eq!(head.status, 200, "{}", String::from_utf8_lossy(&body));
+    }
+
+    /// GET `path` from icecast2, asking again (up to 5 times) when it closes without a whole
+    /// answer: a loaded box can keep an icecast2 admin request past the 5 s read timeout.
+    fn get(&self, path: &str, headers: &[&str]) -> (ResponseHead, Vec<u8>) {
+        let mut req = format!("GET {path} HTTP/1.0\r\nHost: test\r\n");
+        for h in headers {
+            req.push_str(h);
+            req.push_str("\r\n");
+        }
+        req.push_str("\r\n");
+        for _ in 0..4 {
+            let out = exchange(self.addr, req.as_bytes());
+            if let Ok(Some((head, len))) = parse_response_head(&out) {
+                return (head, out[len..].to_vec());
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        http_get(self.addr, path, headers)
     }
 }
 
