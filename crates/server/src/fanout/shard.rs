@@ -592,6 +592,23 @@ impl Shard {
         if let Some(h) = ogg_headers {
             cursor.push_prefix((*h).clone());
         }
+        self.insert(stream, mi, &mount, cursor, 0, info, client_slot);
+    }
+
+    /// Registers a listener's socket and inserts it on mount index `mi` (whose listener count
+    /// already includes it) at `cursor`, then writes what it is due at once (time to first byte
+    /// is one writev after the request). A socket that cannot be registered is closed.
+    #[allow(clippy::too_many_arguments)]
+    fn insert(
+        &mut self,
+        stream: std::net::TcpStream,
+        mi: usize,
+        mount: &Mount,
+        cursor: Cursor,
+        sent: u64,
+        info: ListenerInfo,
+        client_slot: ClientSlot,
+    ) {
         let mut stream = TcpStream::from_std(stream);
         let key = self.slots.vacant_key();
         if let Err(e) = self.poll.registry().register(
@@ -600,11 +617,12 @@ impl Shard {
             Interest::READABLE | Interest::WRITABLE,
         ) {
             tracing::warn!("cannot register listener: {e}");
+            let sm = self.mounts[mi].as_mut().expect("mount of a listener");
             sm.listeners -= 1;
             if sm.listeners == 0 {
                 self.mounts[mi] = None;
             }
-            self.finish(mount.as_ref(), info, 0, Close::WriteError);
+            self.finish(mount, info, sent, Close::WriteError);
             return;
         }
         let deadline_s = decide::deadline_secs(info.deadline, self.epoch);
@@ -612,13 +630,12 @@ impl Shard {
             stream,
             mount: mi,
             cursor,
-            sent: 0,
+            sent,
             backlogged: false,
             deadline_s,
             info: Box::new(info),
             _client_slot: client_slot,
         });
-        // Head and burst go out at once: time to first byte is one writev after the request.
         self.write(key);
     }
 
@@ -642,33 +659,16 @@ impl Shard {
         sm.refresh(fallback.as_ref(), self.now);
         sm.listeners += 1;
         let info = adopted_info(&state);
-        let mut stream = TcpStream::from_std(stream);
-        let key = self.slots.vacant_key();
-        if let Err(e) = self.poll.registry().register(
-            &mut stream,
-            Token(key),
-            Interest::READABLE | Interest::WRITABLE,
-        ) {
-            tracing::warn!("cannot register an adopted listener: {e}");
-            sm.listeners -= 1;
-            if sm.listeners == 0 {
-                self.mounts[mi] = None;
-            }
-            self.finish(mount.as_ref(), info, state.sent, Close::WriteError);
-            return;
-        }
-        let deadline_s = decide::deadline_secs(info.deadline, self.epoch);
-        self.slots.insert(Slot {
+        let sent = state.sent;
+        self.insert(
             stream,
-            mount: mi,
-            cursor: Cursor::import(state.cursor),
-            sent: state.sent,
-            backlogged: false,
-            deadline_s,
-            info: Box::new(info),
-            _client_slot: client_slot,
-        });
-        self.write(key);
+            mi,
+            &mount,
+            Cursor::import(state.cursor),
+            sent,
+            info,
+            client_slot,
+        );
     }
 
     /// Takes every listener out of the shard, without closing, logging or counting it.

@@ -54,6 +54,20 @@ impl Serve {
         Serve { child, addr, lines }
     }
 
+    /// Sends SIGUSR2 and waits for the old process to report the take-over; returns the new
+    /// process's pid and a guard that kills it.
+    fn upgrade(&self) -> (i32, Pid) {
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGUSR2) };
+        let line = self.wait_line("the new process took over", Duration::from_secs(30));
+        let pid: i32 = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("pid="))
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no pid in {line:?}"));
+        (pid, Pid(pid))
+    }
+
     /// Waits until a collected line contains `needle`; returns it.
     fn wait_line(&self, needle: &str, within: Duration) -> String {
         let start = Instant::now();
@@ -384,15 +398,7 @@ fn sigusr2_upgrade_keeps_listeners_and_the_source_without_a_gap() {
         .collect();
     std::thread::sleep(Duration::from_secs(2));
 
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(old.child.id() as i32, libc::SIGUSR2) };
-    let line = old.wait_line("the new process took over", Duration::from_secs(30));
-    let new_pid: i32 = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("pid="))
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no pid in {line:?}"));
-    let _new = Pid(new_pid);
+    let (new_pid, _new) = old.upgrade();
     let status = {
         let start = Instant::now();
         loop {
@@ -523,15 +529,7 @@ fn an_upgraded_edge_keeps_its_relay_connection_and_listeners() {
         .map(|i| Reader::open(edge.addr, i % 2 == 0))
         .collect();
     std::thread::sleep(Duration::from_secs(2));
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(edge.child.id() as i32, libc::SIGUSR2) };
-    let line = edge.wait_line("the new process took over", Duration::from_secs(30));
-    let new_pid: i32 = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("pid="))
-        .and_then(|p| p.parse().ok())
-        .unwrap();
-    let _new = Pid(new_pid);
+    let (_, _new) = edge.upgrade();
     edge.wait_line(
         "relay adopted from the old process",
         Duration::from_secs(10),
@@ -571,15 +569,7 @@ fn under_systemd_the_new_process_reports_itself_as_the_main_process() {
         String::from_utf8_lossy(&buf[..n]).to_string()
     };
     assert!(read().contains("READY=1"));
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(old.child.id() as i32, libc::SIGUSR2) };
-    let line = old.wait_line("the new process took over", Duration::from_secs(30));
-    let new_pid: i32 = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("pid="))
-        .and_then(|p| p.parse().ok())
-        .unwrap();
-    let _new = Pid(new_pid);
+    let (new_pid, _new) = old.upgrade();
     let mut seen = Vec::new();
     while !seen.iter().any(|m: &String| m.contains("READY=1")) {
         seen.push(read());
@@ -646,15 +636,7 @@ fn an_ogg_opus_source_and_its_listener_go_on_across_the_upgrade() {
         );
     };
     std::thread::sleep(Duration::from_secs(2));
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(old.child.id() as i32, libc::SIGUSR2) };
-    let line = old.wait_line("the new process took over", Duration::from_secs(30));
-    let new_pid: i32 = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("pid="))
-        .and_then(|p| p.parse().ok())
-        .unwrap();
-    let _new = Pid(new_pid);
+    let (_, _new) = old.upgrade();
     // A listener joining the new process gets the header pages first.
     let late = Reader::open_path(addr, "/live.opus", false);
     std::thread::sleep(Duration::from_secs(3));
