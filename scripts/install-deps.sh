@@ -17,6 +17,11 @@
 set -euo pipefail
 
 PKGS=(ffmpeg libshout-tools icecast2 curl liquidsoap ezstream systemd man-db groff-base logrotate)
+# The browser tests (crates/server/tests/it/web_page.rs): headless Chromium, and node/npm to
+# install icecast-metadata-player (scripts/install-web-deps.sh); Debian's nodejs and npm only
+# when no node/npm is there (a NodeSource nodejs, which bundles npm, conflicts with Debian's npm).
+PKGS+=(chromium)
+if ! command -v npm >/dev/null; then PKGS+=(nodejs npm); fi
 export DEBIAN_FRONTEND=noninteractive
 
 SUDO=""
@@ -80,7 +85,8 @@ elif [ -n "$on8000" ]; then
   echo "install-deps: note: port 8000 in use (not icecast2; Throng itself?): $on8000" >&2
 fi
 
-for bin in ffmpeg ffprobe shout icecast2 curl liquidsoap ezstream systemd-analyze man groff logrotate; do
+for bin in ffmpeg ffprobe shout icecast2 curl liquidsoap ezstream systemd-analyze man groff logrotate chromium node npm; do
   command -v "$bin" >/dev/null || { echo "install-deps: $bin missing after install" >&2; exit 1; }
 done
+"$(dirname "$0")/install-web-deps.sh"
 echo "install-deps: ok ($(ffmpeg -version | head -1 | cut -d' ' -f1-3); $(icecast2 -v 2>&1 | head -1); shout from libshout-tools $(dpkg-query -W -f='${Version}' libshout-tools); liquidsoap $(dpkg-query -W -f='${Version}' liquidsoap); ezstream $(dpkg-query -W -f='${Version}' ezstream))"

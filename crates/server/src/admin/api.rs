@@ -230,7 +230,7 @@ pub const MAX_BODY_BYTES: usize = 16 * 1024;
 ///
 /// Errors: the reply to send instead: 413 for a body too large, 408 for one not sent in
 /// time, 400 for one that cannot be read.
-async fn read_body(
+pub(crate) async fn read_body(
     headers: &HeaderMap,
     body: Body,
     timeout: std::time::Duration,
@@ -285,7 +285,7 @@ fn params(body: &[u8], query: Option<&str>) -> Option<HashMap<String, String>> {
 }
 
 /// The htpasswd authenticator of `mount`, if it has one.
-fn htpasswd_of(ctx: &ServerCtx, mount: &str) -> Option<Arc<HtpasswdAuth>> {
+pub(crate) fn htpasswd_of(ctx: &ServerCtx, mount: &str) -> Option<Arc<HtpasswdAuth>> {
     match &ctx.auth().for_mount(mount)?.method {
         crate::auth::Method::Htpasswd(h) => Some(h.clone()),
         crate::auth::Method::Url(_) => None,

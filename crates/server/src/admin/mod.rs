@@ -1,7 +1,8 @@
 //! Admin and status HTTP, served by axum over hyper on the same port as the streams: the
 //! connection's head was already read by `connection.rs`, and is replayed to hyper.
 //!
-//! Routes: `/` (a small page listing mounts), `/status-json.xsl` and `/api/v1/status`
+//! Routes: `/` (the station page) and `/static/…` (its files, `station.rs`), the admin web UI
+//! at `/admin/` and `/admin/ui/…` (`ui.rs`), `/status-json.xsl` and `/api/v1/status`
 //! (`status.rs`), `/metrics` (Prometheus), Icecast 2.4.4's admin commands under `/admin/`
 //! (`icecast.rs`, with Icecast 2.5's `reloadconfig`), and the admin JSON API under `/api/v1/`
 //! (`api.rs`, with `POST /api/v1/reload`). What the
@@ -29,7 +30,9 @@ pub mod html;
 pub mod icecast;
 pub mod ops;
 pub mod playlist;
+pub mod station;
 pub mod status;
+pub mod ui;
 pub mod xml;
 
 use std::net::SocketAddr;
@@ -37,7 +40,7 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use axum::{Extension, Router};
 use tokio::net::TcpStream;
@@ -69,13 +72,19 @@ pub async fn serve(
 /// The admin/status routes.
 pub fn router(ctx: Arc<ServerCtx>) -> Router {
     Router::new()
-        .route("/", get(index))
+        .route("/", get(crate::admin::station::index))
+        .route("/static/{*file}", get(crate::admin::station::static_file))
         .route("/status-json.xsl", get(status_json))
         .route("/api/v1/status", get(status_v1))
         .route("/metrics", get(metrics))
         .route(
             "/admin/",
-            get(crate::admin::icecast::handle).post(crate::admin::icecast::handle),
+            get(crate::admin::ui::index).post(crate::admin::icecast::handle),
+        )
+        .route("/admin/ui/mount", get(crate::admin::ui::mount))
+        .route(
+            "/admin/ui/{action}",
+            axum::routing::post(crate::admin::ui::action),
         )
         .route(
             "/admin/{*command}",
@@ -97,7 +106,8 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
         .with_state(ctx)
 }
 
-/// Admin commands (`/admin/<command>`, with or without `.xsl`) that change something.
+/// Admin commands (`/admin/<command>`, with or without `.xsl`) that change something (and the
+/// admin web UI's `POST /admin/ui/<action>`, see [`state_changing`]).
 const STATE_CHANGING_COMMANDS: &[&str] = &[
     "fallbacks",
     "metadata",
@@ -110,10 +120,14 @@ const STATE_CHANGING_COMMANDS: &[&str] = &[
 
 /// Whether a request with `method` on `path` changes state (and so must not come from
 /// another site's page): the commands of [`STATE_CHANGING_COMMANDS`], any API request but
-/// `GET`/`HEAD`/`OPTIONS`, and `/api/v1/reload`.
+/// `GET`/`HEAD`/`OPTIONS`, `/api/v1/reload`, and the admin web UI's `POST /admin/ui/<action>`.
 pub fn state_changing(method: &axum::http::Method, path: &str) -> bool {
     use axum::http::Method;
     if let Some(cmd) = path.strip_prefix("/admin/") {
+        if cmd.starts_with("ui/") {
+            // The admin web UI's forms (`ui.rs`).
+            return *method == Method::POST;
+        }
         let cmd = cmd.strip_suffix(".xsl").unwrap_or(cmd);
         return STATE_CHANGING_COMMANDS.contains(&cmd);
     }
@@ -290,6 +304,15 @@ async fn metrics(State(ctx): State<Arc<ServerCtx>>, headers: header::HeaderMap) 
         }
         _ => is_admin,
     };
+    let relays = ctx
+        .registry
+        .list()
+        .iter()
+        .filter(|m| m.settings.kind == crate::mount::live::SourceKind::Relay)
+        .count();
+    ctx.metrics
+        .relays
+        .set(i64::try_from(relays).unwrap_or(i64::MAX));
     let text = ctx
         .metrics
         .encode_view(|name| match ctx.registry.get(name) {
@@ -313,24 +336,4 @@ async fn not_found() -> Response {
         "The file you requested could not be found\n",
     )
         .into_response()
-}
-
-async fn index(State(ctx): State<Arc<ServerCtx>>) -> Html<String> {
-    let mut rows = String::new();
-    for m in ctx.registry.list().iter().filter(|m| !m.hidden()) {
-        let name = crate::admin::html::escape(&m.name);
-        let href = crate::admin::html::href(&m.name);
-        rows.push_str(&format!(
-            "<li><a href=\"{href}\">{name}</a> — {} — {} listeners — <em>{}</em><br><audio controls preload=\"none\" src=\"{href}\"></audio></li>\n",
-            crate::admin::html::escape(&m.settings.info.name),
-            m.listeners.load(std::sync::atomic::Ordering::Relaxed),
-            crate::admin::html::escape(&m.title()),
-        ));
-    }
-    Html(format!(
-        "<!doctype html><meta charset=\"utf-8\"><title>{id}</title><h1>{id}</h1>\
-         <p>Mounts live now:</p><ul>\n{rows}</ul>\
-         <p><a href=\"/status-json.xsl\">status-json.xsl</a> · <a href=\"/api/v1/status\">/api/v1/status</a> · <a href=\"/metrics\">/metrics</a></p>",
-        id = crate::admin::html::escape(&ctx.config().server_id)
-    ))
 }

@@ -116,6 +116,8 @@ pub struct Metrics {
     pub clients: Gauge,
     /// `throng_requests_rejected_total`: requests answered with an HTTP error.
     pub rejected: Counter,
+    /// `throng_relays`: live mounts fed by a relay, set at each scrape (by `/metrics`).
+    pub relays: Gauge,
 }
 
 impl Default for Metrics {
@@ -139,6 +141,7 @@ impl Metrics {
             source_connects: Counter::default(),
             clients: Gauge::default(),
             rejected: Counter::default(),
+            relays: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -183,6 +186,13 @@ impl Metrics {
             "Requests answered with an HTTP error",
             m.rejected.clone(),
         );
+        registry.register(
+            "throng_relays",
+            "Live mounts fed by a relay",
+            m.relays.clone(),
+        );
+        // `process_*`: CPU, memory and descriptors of this process (`process.rs`).
+        registry.register_collector(Box::new(crate::observe::process::ProcessCollector));
         Metrics { registry, ..m }
     }
 
