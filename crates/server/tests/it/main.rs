@@ -7,6 +7,7 @@ mod admin_api;
 mod admission;
 mod auth;
 mod browser;
+mod dashboard;
 mod errors;
 mod fallback;
 mod fanout;
