@@ -64,14 +64,14 @@ fn token_with(secret: &[u8], user: &str, password: &str) -> String {
         })
 }
 
-/// The admin credentials of a request, or the 401 to answer.
-fn admin_only(ctx: &ServerCtx, headers: &HeaderMap) -> Result<(String, String), Response> {
+/// The admin credentials of a request (user, password); `None` when it has none (answer
+/// [`crate::admin::icecast::unauthorized`]).
+fn admin_only(ctx: &ServerCtx, headers: &HeaderMap) -> Option<(String, String)> {
     let creds = auth::credentials(headers);
     if auth::is_admin(ctx, creds.as_ref()) {
-        let c = creds.expect("admin has credentials");
-        Ok((c.user, c.password))
+        creds.map(|c| (c.user, c.password))
     } else {
-        Err(crate::admin::icecast::unauthorized(ctx))
+        None
     }
 }
 
@@ -161,8 +161,8 @@ pub async fn index(
         return crate::admin::icecast::handle(state, peer, uri, headers, query).await;
     }
     let ctx = state.0;
-    if let Err(r) = admin_only(&ctx, &headers) {
-        return r;
+    if admin_only(&ctx, &headers).is_none() {
+        return crate::admin::icecast::unauthorized(&ctx);
     }
     let mut rows = String::new();
     for e in crate::admin::data::mount_list(&ctx, None) {
@@ -240,9 +240,8 @@ pub async fn mount(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let (user, password) = match admin_only(&ctx, &headers) {
-        Ok(c) => c,
-        Err(r) => return r,
+    let Some((user, password)) = admin_only(&ctx, &headers) else {
+        return crate::admin::icecast::unauthorized(&ctx);
     };
     let token = csrf_token(&user, &password);
     let q: Vec<(String, String)> = parse_query(query.as_deref().unwrap_or(""));
@@ -451,9 +450,8 @@ pub async fn action(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let (user, password) = match admin_only(&ctx, &headers) {
-        Ok(c) => c,
-        Err(r) => return r,
+    let Some((user, password)) = admin_only(&ctx, &headers) else {
+        return crate::admin::icecast::unauthorized(&ctx);
     };
     let body = match crate::admin::api::read_body(&headers, body, ctx.config().body_timeout()).await
     {

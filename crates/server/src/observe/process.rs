@@ -84,7 +84,7 @@ impl Collector for ProcessCollector {
             None,
             cpu.metric_type(),
         )?)?;
-        let rss = (stat.resident_pages * page.max(1) as i64) as f64;
+        let rss = (stat.resident_pages * page.max(1)) as f64;
         gauge(
             &mut encoder,
             "process_resident_memory_bytes",
