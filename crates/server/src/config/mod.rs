@@ -97,7 +97,8 @@ pub struct Config {
 #[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
 pub struct Paths {
     /// Directory of static files; a `fallback-mount` naming a file in it (e.g. `/silence.mp3`)
-    /// plays that file looped in real time.
+    /// plays that file looped in real time. Its `index.html` and `static/<file>` replace the
+    /// station page and its files (`admin/station.rs`).
     pub webroot: Option<PathBuf>,
     /// File of client IP addresses (one per line, `#` comments) refused with 403.
     pub deny_ip: Option<PathBuf>,
