@@ -67,11 +67,16 @@
         audio.pause();
       }
     });
+    var volume = node.querySelector(".volume");
+    volume.addEventListener("input", function () { audio.volume = Number(volume.value); });
+    audio.addEventListener("waiting", function () { button.classList.add("buffering"); });
+    audio.addEventListener("playing", function () { button.classList.remove("buffering"); });
     audio.addEventListener("play", function () {
       button.setAttribute("aria-pressed", "true");
       text(playText, "Pause");
     });
     audio.addEventListener("pause", function () {
+      button.classList.remove("buffering");
       button.setAttribute("aria-pressed", "false");
       text(playText, "Play");
     });
@@ -93,6 +98,7 @@
     var label = m.name || m.mount;
     text(card.querySelector(".mount-name"), label);
     card.querySelector(".audio").setAttribute("aria-label", "Player of " + label);
+    card.querySelector(".volume").setAttribute("aria-label", "Volume of " + label);
     card.querySelector(".play").setAttribute("aria-label", "Play " + label);
     text(card.querySelector(".mount-desc"), m.description && m.description !== "Unspecified description" ? m.description : "");
     setTitle(card, m.title, m.artist);
