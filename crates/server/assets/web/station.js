@@ -45,14 +45,21 @@
     text(card.querySelector(".listeners"), n === undefined || n === null ? "0" : n);
   }
 
+  // A mount name as a URL path: each segment percent-encoded (`/my radio?.mp3` has a space
+  // and a `?` that must not start a query).
+  function pathOf(name) {
+    return name.split("/").map(encodeURIComponent).join("/");
+  }
+
   function makeCard(mount) {
     var node = template.content.firstElementChild.cloneNode(true);
     var name = mount.mount;
+    var path = pathOf(name);
     node.dataset.mount = name;
     var audio = node.querySelector(".audio");
     var button = node.querySelector(".play");
     var playText = node.querySelector(".play-text");
-    audio.src = name;
+    audio.src = path;
     button.addEventListener("click", function () {
       if (audio.paused) {
         cards.forEach(function (other) {
@@ -60,7 +67,7 @@
           if (a !== audio && !a.paused) a.pause();
         });
         // A fresh connection each time: a paused live stream would resume from stale data.
-        audio.src = name + (name.indexOf("?") >= 0 ? "&" : "?") + "t=" + Date.now();
+        audio.src = path + "?t=" + Date.now();
         var p = audio.play();
         if (p && p.catch) p.catch(function () {});
       } else {
@@ -80,9 +87,9 @@
       button.setAttribute("aria-pressed", "false");
       text(playText, "Play");
     });
-    node.querySelector(".m3u").href = name + ".m3u";
-    node.querySelector(".xspf").href = name + ".xspf";
-    node.querySelector(".direct").href = name;
+    node.querySelector(".m3u").href = path + ".m3u";
+    node.querySelector(".xspf").href = path + ".xspf";
+    node.querySelector(".direct").href = path;
     return node;
   }
 
@@ -161,6 +168,8 @@
     var opened = false;
     var es = new EventSource("/api/v1/events");
     es.addEventListener("open", function () {
+      // A reconnect: mounts that ended meanwhile sent no `mount_stop` to this page.
+      if (opened) loadStatus(true);
       opened = true;
       if (pollTimer !== null) { clearInterval(pollTimer); pollTimer = null; }
     });

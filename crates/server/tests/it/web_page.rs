@@ -496,3 +496,46 @@ fn icecast_metadata_player_on_another_origin_reports_icy_and_ogg_titles() {
         assert!(errors.is_empty(), "console errors with {mount}: {errors:#?}");
     }
 }
+
+/// A mount name with a space, a quote, `>`, `?` and `#`: the page's links and player address
+/// are percent-encoded, its label is text (no markup), and the player plays it.
+#[test]
+fn station_page_links_of_odd_mount_names_are_percent_encoded() {
+    let Some(b) = browser() else { return };
+    let srv = TestServer::start("");
+    let _s = Source::start(srv.addr, "/my%20radio%22%3E%3F%23.mp3", "SOURCE", 1.0);
+    srv.wait_mount("/my radio\">?#.mp3");
+    let tab = b.new_tab();
+    b.navigate(&tab, &srv.url("/"));
+    let card = "document.querySelector('.card')";
+    b.wait_js(&tab, card, Duration::from_secs(10)).unwrap();
+    let links = b
+        .eval(
+            &tab,
+            &format!(
+                "[...{card}.querySelectorAll('a[href]')].map(a => a.getAttribute('href'))
+                 .concat([{card}.querySelector('.audio').getAttribute('src'), {card}.dataset.mount,
+                          document.querySelectorAll('.card b, .card script').length])"
+            ),
+        )
+        .unwrap();
+    assert_eq!(
+        links,
+        json!([
+            "/my%20radio%22%3E%3F%23.mp3.m3u",
+            "/my%20radio%22%3E%3F%23.mp3.xspf",
+            "/my%20radio%22%3E%3F%23.mp3",
+            "/my%20radio%22%3E%3F%23.mp3",
+            "/my radio\">?#.mp3",
+            0
+        ])
+    );
+    b.eval(&tab, &format!("{card}.querySelector('.play').click()"))
+        .unwrap();
+    b.wait_js(
+        &tab,
+        &format!("{card}.querySelector('.audio').currentTime > 0.5"),
+        Duration::from_secs(20),
+    )
+    .expect("the odd mount plays");
+}
