@@ -81,6 +81,7 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
             "/admin/",
             get(crate::admin::ui::index).post(crate::admin::icecast::handle),
         )
+        .route("/admin/ui/", get(crate::admin::ui::overview))
         .route("/admin/ui/mount", get(crate::admin::ui::mount))
         .route(
             "/admin/ui/{action}",

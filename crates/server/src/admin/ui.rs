@@ -1,7 +1,7 @@
 //! The admin web UI: `/admin/` (the overview: every mount with its listeners, title, format and
 //! fallback) and `/admin/ui/mount?mount=/x` (one mount: update its metadata, list and kick its
 //! listeners, move them to another mount, set its fallback, manage its htpasswd users, kill its
-//! source), with the forms posting to `/admin/ui/<action>`. `/admin/` with a query string is
+//! source), with the forms posting to `/admin/ui/<action>`; `/admin/ui/` is the overview too. `/admin/` with a query string is
 //! still Icecast's `stats.xsl` (`icecast.rs`), and every `/admin/<command>` is unchanged.
 //!
 //! Login: HTTP Basic with the admin credentials (`401` with `WWW-Authenticate` otherwise, as
@@ -14,8 +14,8 @@
 //! site's page cannot read it, and it changes when the password changes or the server restarts.
 //! The router's guard also refuses these POSTs when `Origin`/`Referer`/`Sec-Fetch-Site` say they
 //! come from another site ([`crate::admin::state_changing`]). Actions answer `303 See Other`
-//! back to the page, with the outcome in the query (`ok`, `msg`), shown in a `role="status"`
-//! line.
+//! back to the page, with the outcome in the query (`ok`, `msg`, and `sig`, its keyed hash: an
+//! outcome line not signed by this server is not shown), in a `role="status"` line.
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
@@ -79,7 +79,9 @@ fn admin_only(ctx: &ServerCtx, headers: &HeaderMap) -> Option<(String, String)> 
 fn page(ctx: &ServerCtx, title: &str, query: Option<&str>, content: &str) -> Response {
     let q: Vec<(String, String)> = parse_query(query.unwrap_or(""));
     let get = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-    let flash = match get("msg") {
+    let signed =
+        |msg: &str| get("sig").is_some_and(|s| s == outcome_sig(get("ok") == Some("1"), msg));
+    let flash = match get("msg").filter(|m| signed(m)) {
         Some(msg) => {
             let class = if get("ok") == Some("1") { "ok" } else { "err" };
             format!(
@@ -160,7 +162,15 @@ pub async fn index(
     if query.0.is_some() {
         return crate::admin::icecast::handle(state, peer, uri, headers, query).await;
     }
-    let ctx = state.0;
+    overview(state, headers, RawQuery(None)).await
+}
+
+/// `GET /admin/ui/`: the admin UI's overview, with the outcome line of an action.
+pub async fn overview(
+    State(ctx): State<Arc<ServerCtx>>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Response {
     if admin_only(&ctx, &headers).is_none() {
         return crate::admin::icecast::unauthorized(&ctx);
     }
@@ -231,7 +241,12 @@ pub async fn index(
         duration_text(u64::try_from(uptime).unwrap_or(0)),
         env!("CARGO_PKG_VERSION"),
     );
-    page(&ctx, "Mounts", None, &format!("{summary}{table}"))
+    page(
+        &ctx,
+        "Mounts",
+        query.as_deref(),
+        &format!("{summary}{table}"),
+    )
 }
 
 /// `GET /admin/ui/mount?mount=/x`: one mount and its forms.
@@ -427,13 +442,20 @@ pub async fn mount(
     page(&ctx, &m.name, query.as_deref(), &c)
 }
 
-/// A `303 See Other` to `location` with the outcome `ok` and `message`.
+/// The signature of an outcome line (so a link from elsewhere cannot make an admin page show
+/// a message of its choosing): 16 hex digits of the keyed hash of [`csrf_token`].
+fn outcome_sig(ok: bool, message: &str) -> String {
+    token_with(secret(), if ok { "ok" } else { "failed" }, message)[..16].to_owned()
+}
+
+/// A `303 See Other` to `location` with the outcome `ok` and `message` (signed).
 fn back(location: &str, ok: bool, message: &str) -> Response {
     let sep = if location.contains('?') { '&' } else { '?' };
     let target = format!(
-        "{location}{sep}ok={}&msg={}",
+        "{location}{sep}ok={}&msg={}&sig={}",
         u8::from(ok),
-        percent_encoding::utf8_percent_encode(message, percent_encoding::NON_ALPHANUMERIC)
+        percent_encoding::utf8_percent_encode(message, percent_encoding::NON_ALPHANUMERIC),
+        outcome_sig(ok, message)
     );
     let mut r = StatusCode::SEE_OTHER.into_response();
     if let Ok(v) = HeaderValue::from_str(&target) {
@@ -477,7 +499,7 @@ pub async fn action(
     let here = mount_page(&name);
     let m = match ops::live_mount(&ctx, &name) {
         Ok(m) => m,
-        Err(e) => return back("/admin/", false, &e.to_string()),
+        Err(e) => return back("/admin/ui/", false, &e.to_string()),
     };
     match action.as_str() {
         "metadata" => {
@@ -526,7 +548,7 @@ pub async fn action(
         }
         "kill-source" => {
             ops::kill_source(&m);
-            back("/admin/", true, &format!("Source of {} removed", m.name))
+            back("/admin/ui/", true, &format!("Source of {} removed", m.name))
         }
         "add-user" | "delete-user" => {
             let Some(h) = crate::admin::api::htpasswd_of(&ctx, &m.name) else {

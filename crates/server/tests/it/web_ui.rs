@@ -293,7 +293,17 @@ fn admin_ui_kicks_listeners_sets_fallbacks_manages_users_and_kills_sources() {
     assert!(act("fallback", "fallback=no-slash").contains("ok=0"));
     // Move (nobody to move, but the operation runs), then kill the source.
     assert!(act("move", "destination=%2Fbackup.mp3").contains("ok=1"));
-    assert!(act("kill-source", "").starts_with("/admin/?ok=1"));
+    let location = act("kill-source", "");
+    assert!(location.starts_with("/admin/ui/?ok=1"), "{location}");
+    let overview = get(&srv, &location, Some(ADMIN));
+    assert!(
+        overview.body.contains("Source of /live.mp3 removed"),
+        "{}",
+        overview.body
+    );
+    // An outcome line is shown only when this server signed it.
+    let forged = get(&srv, "/admin/ui/?ok=1&msg=Go+to+evil.example", Some(ADMIN));
+    assert!(!forged.body.contains("evil.example"));
     wait_until(Duration::from_secs(10), || {
         srv.ctx
             .registry
