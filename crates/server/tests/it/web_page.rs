@@ -177,6 +177,17 @@ fn station_page_shows_a_new_title_within_2_s_without_reload() {
     )
     .unwrap_or_else(|e| panic!("no new title within 2 s: {e}"));
     eprintln!("title shown {:?} after the admin update", sent.elapsed());
+    // The page's own player joins: the count it shows follows (events are coalesced to one
+    // per mount per second).
+    let card = "document.querySelector('.card[data-mount=\"/demo.mp3\"]')";
+    b.eval(&tab, &format!("{card}.querySelector('.play').click()"))
+        .unwrap();
+    b.wait_js(
+        &tab,
+        &format!("{card}.querySelector('.listeners').textContent === '1'"),
+        Duration::from_secs(5),
+    )
+    .unwrap_or_else(|e| panic!("listener count not pushed: {e}"));
     assert_eq!(
         b.eval(&tab, "window.__same_document === true").unwrap(),
         true
