@@ -8,7 +8,9 @@
 # and ICY/SHOUTcast v1) and ezstream (1.0, libshout-based source client with an XML
 # config); for the deploy files' tests (crates/throng/tests/it/deploy.rs): systemd
 # (`systemd-analyze verify` of deploy/throng.service), man-db and groff-base (`man -l`
-# and `groff` render the man pages) and logrotate (runs deploy/logrotate/throng).
+# and `groff` render the man pages) and logrotate (runs deploy/logrotate/throng); for the
+# browser tests: chromium (headless, driven over its DevTools pipe) and, through
+# scripts/install-web-deps.sh, the npm package icecast-metadata-player.
 # `apt-get update` only runs when something is
 # missing, so a second run is a no-op taking well under a second. Debian's
 # icecast2 package can start a daemon on port 8000 (Throng's default port): the
