@@ -8,6 +8,7 @@ mod admission;
 mod auth;
 mod browser;
 mod errors;
+mod events;
 mod fallback;
 mod fanout;
 mod filters;
