@@ -26,6 +26,7 @@ pub mod api;
 pub mod auth;
 pub mod cgi;
 pub mod data;
+pub mod events;
 pub mod html;
 pub mod icecast;
 pub mod ops;
@@ -94,6 +95,10 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
         .route("/api/v1/stats", get(crate::admin::api::stats))
         .route("/api/v1/reload", any(crate::admin::api::reload))
         .route("/api/v1/mounts", get(crate::admin::api::mounts))
+        .route(
+            crate::admin::events::PATH,
+            any(crate::admin::api::events_method_not_allowed),
+        )
         .route(
             "/api/v1/mounts/{*mount}",
             any(crate::admin::api::mount_resource),

@@ -89,6 +89,31 @@ pub struct Config {
     pub relay: Vec<RelayConfig>,
     /// Master server whose `/admin/streamlist.txt` is relayed (Icecast `<master-server>`).
     pub master: Option<MasterConfig>,
+    /// The now-playing event stream `/api/v1/events`.
+    pub events: EventsConfig,
+}
+
+/// `[events]`: the server-sent event stream `/api/v1/events` (times in milliseconds).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct EventsConfig {
+    /// A heartbeat comment goes to idle subscribers this often (default 15000).
+    pub heartbeat_ms: u64,
+    /// A subscriber whose socket stays full this long is dropped (default 10000).
+    pub stall_timeout_ms: u64,
+    /// Kernel send buffer per subscriber socket in bytes (default 16384; 0 keeps the system
+    /// default). Events are small: a small buffer bounds what a stalled subscriber holds.
+    pub sndbuf: usize,
+}
+
+impl Default for EventsConfig {
+    fn default() -> Self {
+        EventsConfig {
+            heartbeat_ms: 15_000,
+            stall_timeout_ms: 10_000,
+            sndbuf: 16_384,
+        }
+    }
 }
 
 /// `[paths]`: files and access filters, as Icecast `<paths>` (and Icecast-KH for
@@ -459,6 +484,7 @@ impl Default for Config {
             shoutcast_mount: None,
             relay: Vec::new(),
             master: None,
+            events: EventsConfig::default(),
         }
     }
 }

@@ -10,6 +10,7 @@ mod browser;
 mod cdp;
 mod dashboard;
 mod errors;
+mod events;
 mod fallback;
 mod fanout;
 mod filters;
