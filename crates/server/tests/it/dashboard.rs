@@ -182,6 +182,7 @@ fn every_metric_the_dashboard_queries_is_exported() {
         "throng_relays",
         "process_cpu_seconds_total",
         "process_resident_memory_bytes",
+        "throng_event_subscribers",
     ] {
         assert!(
             wanted.contains(needed),

@@ -149,7 +149,6 @@ fn station_page_plays_the_demo_mount() {
 
 /// A title set by the admin reaches the open page through `/api/v1/events` within 2 s.
 #[test]
-#[ignore = "needs /api/v1/events (wt-events)"]
 fn station_page_shows_a_new_title_within_2_s_without_reload() {
     let Some(b) = browser() else { return };
     let srv = TestServer::start("demo = true");
