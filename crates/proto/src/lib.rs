@@ -20,6 +20,7 @@
 //! - [`xml`]: the admin interface's XML documents, serialized as Icecast 2.4.4 (libxml2) does.
 //! - [`shoutcast`]: SHOUTcast v1 (ICY) source login: password line, `OK2`, `icy-*` headers.
 //! - [`forwarded`]: the client address behind trusted proxies (`X-Forwarded-For`).
+//! - [`proxy_protocol`]: the PROXY protocol v1/v2 header a load balancer sends first.
 //! - [`mount_name`]: canonical mount names (no dot segments, backslashes or control
 //!   characters) and their percent-encoded form in links.
 
@@ -38,6 +39,7 @@ pub mod mp3;
 pub mod ogg;
 pub mod ogg_comments;
 pub mod ogg_rechain;
+pub mod proxy_protocol;
 pub mod shoutcast;
 pub mod source_info;
 pub mod url_auth;

@@ -230,7 +230,7 @@ pub const MAX_BODY_BYTES: usize = 16 * 1024;
 ///
 /// Errors: the reply to send instead: 413 for a body too large, 408 for one not sent in
 /// time, 400 for one that cannot be read.
-async fn read_body(
+pub(crate) async fn read_body(
     headers: &HeaderMap,
     body: Body,
     timeout: std::time::Duration,

@@ -9,6 +9,7 @@
 //! overrides, passwords); `check.rs` checks the files and directories it names.
 
 pub mod check;
+pub mod cluster;
 pub mod icecast_xml;
 pub mod source;
 
@@ -89,6 +90,8 @@ pub struct Config {
     pub relay: Vec<RelayConfig>,
     /// Master server whose `/admin/streamlist.txt` is relayed (Icecast `<master-server>`).
     pub master: Option<MasterConfig>,
+    /// Origin and edges: edge reports and overflow redirects (`config/cluster.rs`).
+    pub cluster: cluster::ClusterConfig,
 }
 
 /// `[paths]`: files and access filters, as Icecast `<paths>` (and Icecast-KH for
@@ -108,6 +111,11 @@ pub struct Paths {
     /// Proxies trusted to set `X-Forwarded-For`, as CIDR ranges (`10.0.0.0/8`) or addresses.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub x_forwarded_for: Vec<String>,
+    /// Load balancers that send the PROXY protocol header (v1 or v2, HAProxy `send-proxy`),
+    /// as CIDR ranges or addresses: from these peers the header's client address replaces the
+    /// peer's (a connection without the header is served as is).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub proxy_protocol_from: Vec<String>,
     /// Directory of the state file holding generated passwords (`passwords.toml`); default
     /// `$XDG_STATE_HOME/throng` or `~/.local/state/throng`. `--state-dir` and
     /// `THRONG_STATE_DIR` override it (see `config/source.rs`).
@@ -458,6 +466,7 @@ impl Default for Config {
             shoutcast_mount: None,
             relay: Vec::new(),
             master: None,
+            cluster: cluster::ClusterConfig::default(),
         }
     }
 }
@@ -622,6 +631,14 @@ impl Config {
                 ))
             })?;
         }
+        for cidr in &self.paths.proxy_protocol_from {
+            parse_cidr(cidr).ok_or_else(|| {
+                ConfigError::Invalid(format!(
+                    "`paths.proxy-protocol-from`: {cidr:?} is not an address or CIDR range"
+                ))
+            })?;
+        }
+        self.cluster.validate().map_err(ConfigError::Invalid)?;
         if !self.demo_mount.starts_with('/') {
             return Err(ConfigError::Invalid(
                 "`demo-mount` must start with /".into(),
