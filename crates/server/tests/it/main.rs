@@ -7,6 +7,7 @@ mod admin_api;
 mod admission;
 mod auth;
 mod browser;
+mod cluster;
 mod errors;
 mod fallback;
 mod fanout;
