@@ -28,9 +28,11 @@ sample() {
       mv "$out/cluster-view.json.tmp" "$out/cluster-view-last.json" || true
     for pid in $(pgrep -f "$BIN serve" || true); do
       local cfg stat
-      cfg=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -o '[a-z0-9]*\.toml\|--listen [0-9.:]*' | head -1 || true)
-      # Only this bench's servers (other throng processes may run on a shared box).
-      case "$cfg" in *origin.toml | *edge[0-9].toml | *127.0.0.1:83[0-9][0-9]) ;; *) continue ;; esac
+      # Only this bench's servers (run-cluster.sh's temporary configs, or the single process on
+      # :8310): other engineers' throng processes may run on a shared box.
+      cfg=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -o 'throng-cluster\.[A-Za-z0-9]*/[a-z0-9]*\.toml\|--listen 127\.0\.0\.1:83[0-9][0-9]' | head -1 || true)
+      [ -n "$cfg" ] || continue
+      cfg=${cfg##*/}
       stat=$(cut -d' ' -f14,15,24 "/proc/$pid/stat" 2>/dev/null || true)
       [ -n "$stat" ] && echo "$t $pid ${cfg// /_} $stat" >>"$out/cluster-samples.txt"
     done

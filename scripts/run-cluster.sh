@@ -5,15 +5,18 @@
 # credentials, so the origin never redirects the relay) and reporting to it every 2 s
 # (`[cluster] origin`). REDIRECT is the origin's `[cluster] redirect` (default overflow; `all`
 # makes it a pure director). Stops everything on SIGTERM/SIGINT (throng bench compare sends
-# SIGTERM to the process group). Configs and logs go to a temporary directory, removed at exit.
+# SIGTERM to the process group). Configs and logs go to a temporary directory, removed at exit;
+# with LOGDIR the servers' logs are copied there first. The bench's listeners come from 39
+# loopback addresses standing for 100,000 clients, so `pending-per-address` is raised.
 #
-# usage: scripts/run-cluster.sh [BASE=8300] [EDGES=6] [REDIRECT=overflow]
+# usage: scripts/run-cluster.sh [BASE=8300] [EDGES=6] [REDIRECT=overflow] [LOGDIR]
 # Used by bench/scenarios/cluster-100k.toml and cluster-redirect.toml (scripts/bench-cluster.sh).
 set -euo pipefail
 
 BASE=${1:-8300}
 EDGES=${2:-6}
 REDIRECT=${3:-overflow}
+LOGDIR=${4:-}
 HERE=$(cd "$(dirname "$0")" && pwd)
 THRONG=${THRONG:-$HERE/../target/release/throng}
 SECRET=bench-cluster-secret
@@ -24,6 +27,7 @@ stop() {
   trap - TERM INT EXIT
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  if [ -n "$LOGDIR" ]; then mkdir -p "$LOGDIR" && cp "$DIR"/*.log "$LOGDIR"/ 2>/dev/null || true; fi
   rm -rf "$DIR"
 }
 trap 'stop; exit 0' TERM INT
@@ -32,6 +36,8 @@ trap stop EXIT
 common() {
   cat <<EOT
 workers = 0
+[limits]
+pending-per-address = 100000
 [authentication]
 source-password = "hackme-bench"
 admin-password = "hackme-bench"
