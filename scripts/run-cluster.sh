@@ -4,8 +4,8 @@
 # on BASE+1 ... BASE+EDGES, each relaying /demo.mp3 from the origin (`[[relay]]` with the edge
 # credentials, so the origin never redirects the relay) and reporting to it every 2 s
 # (`[cluster] origin`). REDIRECT is the origin's `[cluster] redirect` (default overflow; `all`
-# makes it a pure director). Stops everything on SIGTERM/SIGINT (throng bench compare sends
-# SIGTERM to the process group). Configs and logs go to a temporary directory, removed at exit;
+# makes it a pure director). Each server runs one fan-out shard (7 processes share 2 cores).
+# Stops everything on SIGTERM/SIGINT (throng bench compare sends SIGTERM to the process group). Configs and logs go to a temporary directory, removed at exit;
 # with LOGDIR the servers' logs are copied there first. The bench's listeners come from 39
 # loopback addresses standing for 100,000 clients, so `pending-per-address` is raised.
 #
@@ -35,7 +35,7 @@ trap stop EXIT
 
 common() {
   cat <<EOT
-workers = 0
+workers = 1
 [limits]
 pending-per-address = 100000
 [authentication]
