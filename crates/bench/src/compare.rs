@@ -101,6 +101,14 @@ pub struct ScenarioServer {
     /// Sample this Prometheus URL instead of the process tree.
     #[serde(default)]
     pub metrics_url: Option<String>,
+    /// Listeners for this server instead of the profile's (e.g. one process at 18,000 beside
+    /// a cluster at 100,000); `--listeners` overrides both.
+    #[serde(default)]
+    pub listeners: Option<u32>,
+    /// URLs that must answer `200` (status line read, then closed) before the run starts,
+    /// after the source is pushed (e.g. every edge of a cluster, once its relay is up).
+    #[serde(default)]
+    pub ready_urls: Vec<String>,
 }
 
 /// A compare scenario file.
@@ -369,6 +377,50 @@ pub fn wait_port(url: &HttpUrl, timeout: Duration, server: &mut ServerProcess) -
     false
 }
 
+/// Whether a `GET` of `url` answers with status 200 (only the status line is read).
+fn answers_200(url: &HttpUrl) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = TcpStream::connect_timeout(&url.addr, Duration::from_millis(500)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let req = format!(
+        "GET {} HTTP/1.0\r\nHost: {}\r\n\r\n",
+        url.path,
+        url.host_header()
+    );
+    if s.write_all(req.as_bytes()).is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 64];
+    let mut got = 0;
+    while got < buf.len() {
+        match s.read(&mut buf[got..]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+        if buf[..got].contains(&b'\n') {
+            break;
+        }
+    }
+    let line = String::from_utf8_lossy(&buf[..got]);
+    line.split_whitespace().nth(1) == Some("200")
+}
+
+/// Waits until every URL of `urls` answers 200 (true) or `timeout` passes (false).
+pub fn wait_ready(urls: &[HttpUrl], timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    let mut pending: Vec<&HttpUrl> = urls.iter().collect();
+    while Instant::now() < deadline {
+        pending.retain(|u| !answers_200(u));
+        if pending.is_empty() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    false
+}
+
 /// Waits until nothing accepts on `url`'s port (up to `timeout`).
 pub fn wait_port_closed(url: &HttpUrl, timeout: Duration) {
     let deadline = Instant::now() + timeout;
@@ -418,10 +470,29 @@ pub fn run_scenario(
             )));
         }
         let source = scenario.source_config(srv)?;
+        let ready: Vec<HttpUrl> = srv
+            .ready_urls
+            .iter()
+            .map(|u| HttpUrl::parse(u))
+            .collect::<Result<_, _>>()
+            .map_err(|e| err(e.to_string()))?;
+        // The source is pushed by `execute`; a scenario whose servers need it before they are
+        // ready (relays of a pushed source) cannot list ready URLs.
+        if !ready.is_empty() && !wait_ready(&ready, Duration::from_secs_f64(srv.ready_timeout.0)) {
+            proc.stop(Duration::from_secs(2));
+            return Err(err(format!(
+                "the ready URLs did not all answer 200 (log: {})",
+                log.display()
+            )));
+        }
+        let mut profile = scenario.profile.clone();
+        if let Some(n) = srv.listeners {
+            profile.listeners = n;
+        }
         let plan = Plan {
             name: srv.name.clone(),
             urls: srv.urls.clone(),
-            profile: scenario.profile.clone(),
+            profile,
             source,
             sample: Some(match &srv.metrics_url {
                 Some(u) => SampleTarget::Metrics(u.clone()),
@@ -457,6 +528,9 @@ pub fn compare_command(a: CompareArgs) -> anyhow::Result<bool> {
     let mut scenario = Scenario::load(&a.scenario)?;
     if let Some(n) = a.listeners {
         scenario.profile.listeners = n;
+        for s in &mut scenario.servers {
+            s.listeners = None;
+        }
     }
     if let Some(h) = a.hold {
         scenario.profile.hold = h;
@@ -509,8 +583,10 @@ mod tests {
         for e in std::fs::read_dir(&dir).unwrap() {
             let path = e.unwrap().path();
             let s = Scenario::load(&path).unwrap();
-            let src = s.source.as_ref().expect("a source");
-            assert!(s.resolve(&src.file).is_file(), "{}", path.display());
+            // The cluster scenarios serve the built-in demo mount: no source.
+            if let Some(src) = s.source.as_ref() {
+                assert!(s.resolve(&src.file).is_file(), "{}", path.display());
+            }
             for srv in &s.servers {
                 let prog = s.resolve(Path::new(&srv.command[0]));
                 if srv.name != "throng" {

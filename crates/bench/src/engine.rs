@@ -33,6 +33,9 @@ const SCRATCH: usize = 64 * 1024;
 const MAX_HEAD: usize = 16 * 1024;
 /// Most connects started per loop iteration, so a storm does not starve reads (connections).
 const CONNECT_BATCH: u32 = 1000;
+/// Most redirects (`301`, `302`, `303`, `307`, `308` with an absolute `http://` `Location`)
+/// followed per connection, as a player does (a cluster's origin sends listeners to edges).
+const MAX_REDIRECTS: u8 = 5;
 
 /// What one engine does: its share of the listeners, the URLs, the profile, the common start.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -101,6 +104,10 @@ struct Slot {
     sock: Option<TcpStream>,
     state: State,
     target: u16,
+    /// The target of the listener's own URL; `target` differs after a redirect.
+    home: u16,
+    /// Redirects followed on the way to this connection.
+    redirects: u8,
     bind: u16,
     stalled: bool,
     sampled: bool,
@@ -163,29 +170,7 @@ impl Engine {
         let binds = parse_bind_range(&spec.profile.bind_range)?;
         let mut targets = Vec::new();
         for u in &spec.urls {
-            let url = HttpUrl::parse(u)?;
-            let mut req = format!(
-                "GET {} HTTP/1.0\r\nHost: {}\r\nUser-Agent: throng-bench/{}\r\nAccept: */*\r\n",
-                url.path,
-                url.host_header(),
-                env!("CARGO_PKG_VERSION")
-            );
-            if spec.profile.icy {
-                req.push_str("Icy-MetaData: 1\r\n");
-            }
-            if let Some((user, pass)) = &url.credentials {
-                req.push_str(&format!(
-                    "Authorization: {}\r\n",
-                    throng_proto::auth::basic_authorization(user, pass)
-                ));
-            }
-            req.push_str("\r\n");
-            targets.push(Target {
-                addr: url.addr,
-                request: req.into_bytes(),
-                path_format: Format::from_path_extension(url.path.split('?').next().unwrap_or("")),
-                bind: !binds.is_empty() && is_loopback_v4(&url.addr),
-            });
+            targets.push(build_target(u, &spec.profile, !binds.is_empty())?);
         }
         let n = spec.listener_count();
         let w = spec.workers.max(1);
@@ -194,10 +179,13 @@ impl Engine {
         let mut slots = Vec::with_capacity(n as usize);
         for k in 0..n {
             let id = spec.worker + k * w;
+            let target = (id as usize % targets.len()) as u16;
             slots.push(Slot {
                 sock: None,
                 state: State::Idle,
-                target: (id as usize % targets.len()) as u16,
+                target,
+                home: target,
+                redirects: 0,
                 bind: if binds.is_empty() {
                     0
                 } else {
@@ -375,9 +363,49 @@ impl Engine {
         None
     }
 
-    /// Starts (or restarts) the connection of slot `i`.
+    /// Starts (or restarts) the connection of slot `i` to its own URL.
     fn connect(&mut self, i: usize, now: u64) {
         self.c.connects += 1;
+        let s = &mut self.slots[i];
+        s.target = s.home;
+        s.redirects = 0;
+        self.open(i, now);
+    }
+
+    /// Follows a redirect of slot `i` to `location`: connects there, keeping the connection's
+    /// start time (its TTFB covers the redirect). Errors: the failure to count when the
+    /// location is no absolute `http://` URL or the redirect limit is reached.
+    fn follow(&mut self, i: usize, location: &str, now: u64) -> Result<(), FailReason> {
+        if self.slots[i].redirects >= MAX_REDIRECTS {
+            return Err(FailReason::BadHead);
+        }
+        let url = HttpUrl::parse(location).map_err(|_| FailReason::BadHead)?;
+        let t = build_target(location, &self.spec.profile, !self.binds.is_empty())
+            .map_err(|_| FailReason::BadHead)?;
+        let idx = match self
+            .targets
+            .iter()
+            .position(|x| x.addr == url.addr && x.request == t.request)
+        {
+            Some(k) => k,
+            None if self.targets.len() < usize::from(u16::MAX) => {
+                self.targets.push(t);
+                self.targets.len() - 1
+            }
+            None => return Err(FailReason::BadHead),
+        };
+        let s = &mut self.slots[i];
+        s.sock = None;
+        s.target = idx as u16;
+        s.redirects += 1;
+        let started = s.conn_start_us;
+        self.open(i, now);
+        self.slots[i].conn_start_us = started;
+        Ok(())
+    }
+
+    /// Opens the connection of slot `i` to its current target.
+    fn open(&mut self, i: usize, now: u64) {
         let s = &mut self.slots[i];
         let t = &self.targets[s.target as usize];
         let local = if t.bind {
@@ -497,6 +525,10 @@ impl Engine {
                     if let Err(r) = self.consume(i, n, now) {
                         return self.fail(i, r, now);
                     }
+                    // A redirect opened a new connection: its events come on their own.
+                    if self.slots[i].state == State::Connecting {
+                        return;
+                    }
                     // A short read drained the socket: edge-triggered epoll reports new data
                     // (and a FIN that arrived after this read) with a new event.
                     if n < self.scratch.len() && !closed {
@@ -523,6 +555,12 @@ impl Engine {
             Ok(None) => return Ok(()),
             Err(_) => return Err(FailReason::BadHead),
         };
+        if matches!(head.status, 301 | 302 | 303 | 307 | 308) {
+            if let Some(location) = head.header("location") {
+                let location = location.trim().to_owned();
+                return self.follow(i, &location, now);
+            }
+        }
         if head.status != 200 {
             return Err(FailReason::HttpStatus(head.status));
         }
@@ -727,6 +765,34 @@ fn on_body(s: &mut Slot, data: &[u8], now: u64, c: &mut Counters) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// The target of listener URL `u`: its address and the request a listener sends (`bind`: a
+/// bind range is in use, applied to loopback IPv4 targets).
+fn build_target(u: &str, profile: &Profile, bind: bool) -> Result<Target, UrlError> {
+    let url = HttpUrl::parse(u)?;
+    let mut req = format!(
+        "GET {} HTTP/1.0\r\nHost: {}\r\nUser-Agent: throng-bench/{}\r\nAccept: */*\r\n",
+        url.path,
+        url.host_header(),
+        env!("CARGO_PKG_VERSION")
+    );
+    if profile.icy {
+        req.push_str("Icy-MetaData: 1\r\n");
+    }
+    if let Some((user, pass)) = &url.credentials {
+        req.push_str(&format!(
+            "Authorization: {}\r\n",
+            throng_proto::auth::basic_authorization(user, pass)
+        ));
+    }
+    req.push_str("\r\n");
+    Ok(Target {
+        addr: url.addr,
+        request: req.into_bytes(),
+        path_format: Format::from_path_extension(url.path.split('?').next().unwrap_or("")),
+        bind: bind && is_loopback_v4(&url.addr),
+    })
 }
 
 fn drain_framer(f: &mut Framer, c: &mut Counters) {

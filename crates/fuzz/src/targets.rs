@@ -99,6 +99,11 @@ pub static TARGETS: &[Target] = &[
         run: toml_config,
         seeds: seeds_toml,
     },
+    Target {
+        name: "proxy_protocol",
+        run: proxy_protocol,
+        seeds: seeds_proxy_protocol,
+    },
 ];
 
 /// A tiny deterministic generator seeded from the input, for piece sizes and choices that must
@@ -761,4 +766,32 @@ password = "x"
         out.push(b);
     }
     out
+}
+
+/// The PROXY protocol header (v1 text, v2 binary) a load balancer sends: the length is within
+/// the input, and every prefix of a whole header asks for more bytes.
+fn proxy_protocol(data: &[u8]) {
+    use throng_proto::proxy_protocol::parse;
+    if let Ok(Some((_, len))) = parse(data) {
+        assert!(len <= data.len(), "header longer than the input");
+        for n in 0..len {
+            assert_eq!(
+                parse(&data[..n]),
+                Ok(None),
+                "a prefix of {n} bytes is not incomplete"
+            );
+        }
+    }
+}
+
+fn seeds_proxy_protocol() -> Vec<Vec<u8>> {
+    let mut v2 = b"\r\n\r\n\0\r\nQUIT\n\x21\x11\x00\x0c".to_vec();
+    v2.extend_from_slice(&[192, 0, 2, 7, 10, 0, 0, 1, 0xdc, 0x04, 0x1f, 0x40]);
+    v2.extend_from_slice(b"GET / HTTP/1.1\r\n\r\n");
+    vec![
+        b"PROXY TCP4 192.0.2.7 198.51.100.1 56324 8000\r\nGET / HTTP/1.1\r\n\r\n".to_vec(),
+        b"PROXY TCP6 2001:db8::1 ::1 1 65535\r\n".to_vec(),
+        b"PROXY UNKNOWN\r\n".to_vec(),
+        v2,
+    ]
 }

@@ -21,6 +21,7 @@
 //! - [`shoutcast`]: SHOUTcast v1 (ICY) source login: password line, `OK2`, `icy-*` headers.
 //! - [`forwarded`]: the client address behind trusted proxies (`X-Forwarded-For`).
 //! - [`sse`]: Server-Sent Events framing and parsing (`/api/v1/events`).
+//! - [`proxy_protocol`]: the PROXY protocol v1/v2 header a load balancer sends first.
 //! - [`mount_name`]: canonical mount names (no dot segments, backslashes or control
 //!   characters) and their percent-encoded form in links.
 
@@ -39,6 +40,7 @@ pub mod mp3;
 pub mod ogg;
 pub mod ogg_comments;
 pub mod ogg_rechain;
+pub mod proxy_protocol;
 pub mod shoutcast;
 pub mod source_info;
 pub mod sse;

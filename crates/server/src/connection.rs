@@ -4,6 +4,8 @@
 //! (a listener within `clients`, an admin request or a source login within the reserve above
 //! it; `503` with `Retry-After` when there is none), then hand it to the source, listener,
 //! SHOUTcast metadata (`/admin.cgi`) or admin/status handler, passing the client address on.
+//! A connection from a load balancer of `paths.proxy-protocol-from` first has its PROXY header
+//! read (`net/proxy.rs`): the client it names is the peer from then on.
 //! Errors end here with a clear HTTP status, an access-log line and a tracing line; nothing a
 //! client sends can affect another client.
 
@@ -98,6 +100,19 @@ pub async fn serve(
     slot: ClientSlot,
 ) {
     let timeout = ctx.config().header_timeout();
+    // From a load balancer of `paths.proxy-protocol-from`, the client's address comes from its
+    // PROXY header (`net/proxy.rs`). Boxed: most connections never wait here.
+    let (peer, already) = if already.is_empty() && ctx.filters().accepts_proxy_protocol(peer.ip()) {
+        match Box::pin(crate::net::proxy::read(&mut stream, peer, timeout)).await {
+            Ok(got) => got,
+            Err(e) => {
+                tracing::info!(%peer, "connection from a load balancer closed: {e}");
+                return;
+            }
+        }
+    } else {
+        (peer, already)
+    };
     let read = read_head(&mut stream, timeout, already).await;
     let (head, head_len, buf) = match read.unwrap_or(Err(ReadHeadError::Timeout)) {
         Ok(h) => h,
@@ -182,6 +197,19 @@ async fn dispatch(
                 Share::Listener => format!("client limit ({max}) reached"),
                 Share::Reserved(r) => format!("client limit ({max}) and its reserve ({r}) reached"),
             };
+            // An origin sends a listener it has no slot for to an edge with room.
+            if share == Share::Listener
+                && Box::pin(crate::cluster::redirect::answer(
+                    &ctx,
+                    &mut stream,
+                    &head,
+                    peer,
+                    true,
+                ))
+                .await
+            {
+                return;
+            }
             log_refusal(peer, &reason);
             let body = "Client limit reached\n";
             let _ = Box::pin(service_unavailable(

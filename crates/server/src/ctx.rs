@@ -58,6 +58,8 @@ pub struct ServerCtx {
     pub(crate) filters: ArcSwap<Filters>,
     /// Intro files, read once and shared.
     pub intros: IntroCache,
+    /// The edges that report to this server (`cluster/registry.rs`).
+    pub cluster: crate::cluster::registry::Cluster,
     /// Source of [`ServerCtx::next_id`].
     pub(crate) next_id: AtomicU64,
 }

@@ -17,6 +17,7 @@
 
 mod admin;
 mod auth;
+mod cluster;
 pub mod config;
 mod connection;
 mod control;

@@ -3,6 +3,8 @@
 //! cursor in its shard, and nothing else. Two browser cases end here instead: Safari's probe
 //! `Range: bytes=0-1` gets the 2 bytes (`206`) and is not counted as a listener, and a path
 //! naming no mount but ending `.m3u` or `.xspf` gets the mount's playlist (`admin/playlist.rs`).
+//! On a cluster's origin a listener may instead be redirected to an edge (`cluster/redirect.rs`):
+//! every listener with `redirect = "all"`, else one refused for `max-listeners`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -187,6 +189,10 @@ pub async fn handle(
         .await;
         return;
     };
+    // A pure director (`[cluster] redirect = "all"`) sends every listener to an edge.
+    if crate::cluster::redirect::answer(&ctx, &mut stream, &head, peer, false).await {
+        return;
+    }
     let id = ctx.next_id();
     let (user, time_limit, on_close) = match ctx
         .auth()
@@ -265,6 +271,12 @@ pub async fn handle(
             Some(m) => {
                 tracing::debug!(%peer, from = %full.name, to = %m.name, "mount full, fallback");
                 mount = m;
+            }
+            // An edge with room takes it (Icecast-KH `master-redirect`).
+            None if crate::cluster::redirect::answer(&ctx, &mut stream, &head, peer, true)
+                .await =>
+            {
+                return;
             }
             None => {
                 tracing::info!(%peer, mount = %full.name, "max listeners reached");

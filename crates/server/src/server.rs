@@ -242,6 +242,7 @@ impl Server {
             auth: auth.into(),
             filters: filters.into(),
             intros: Default::default(),
+            cluster: Default::default(),
             next_id: AtomicU64::new(1),
         });
         let reloader = Reloader {
@@ -261,7 +262,7 @@ impl Server {
     }
 
     /// Starts the demo mount, file mounts (continuing `resumed` ones, carried across an
-    /// upgrade), relays and the master poller.
+    /// upgrade), relays and the master poller, and an edge's reports to its origin.
     async fn start_mounts(&mut self, mut resumed: Resumed) -> Result<(), ServerError> {
         let ctx = &self.ctx;
         let config = ctx.config();
@@ -276,6 +277,7 @@ impl Server {
             .await
             .map_err(|(_, e)| ServerError::FileMount(e))?;
         self.reloader.relays.apply(ctx, &config).await;
+        crate::cluster::report::spawn(ctx.clone());
         Ok(())
     }
 

@@ -5,7 +5,7 @@
 //! at `/admin/` and `/admin/ui/…` (`ui.rs`), `/status-json.xsl` and `/api/v1/status`
 //! (`status.rs`), `/metrics` (Prometheus), Icecast 2.4.4's admin commands under `/admin/`
 //! (`icecast.rs`, with Icecast 2.5's `reloadconfig`), and the admin JSON API under `/api/v1/`
-//! (`api.rs`, with `POST /api/v1/reload`). What the
+//! (`api.rs`, with `POST /api/v1/reload`; the cluster's `/api/v1/cluster` in `cluster.rs`). What the
 //! commands report and do lives in `data.rs` and `ops.rs`, who may call them in
 //! `auth.rs`.
 //!
@@ -25,6 +25,7 @@
 pub mod api;
 pub mod auth;
 pub mod cgi;
+pub mod cluster;
 pub mod data;
 pub mod events;
 pub mod html;
@@ -95,6 +96,8 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
         .route("/api/v1/stats", get(crate::admin::api::stats))
         .route("/api/v1/reload", any(crate::admin::api::reload))
         .route("/api/v1/mounts", get(crate::admin::api::mounts))
+        .route("/api/v1/cluster", get(crate::admin::cluster::cluster))
+        .route("/api/v1/cluster/edges", any(crate::admin::cluster::edges))
         .route(
             crate::admin::events::PATH,
             any(crate::admin::api::events_method_not_allowed),
@@ -319,13 +322,18 @@ async fn metrics(State(ctx): State<Arc<ServerCtx>>, headers: header::HeaderMap) 
     ctx.metrics
         .relays
         .set(i64::try_from(relays).unwrap_or(i64::MAX));
-    let text = ctx
+    let mut text = ctx
         .metrics
         .encode_view(|name| match ctx.registry.get(name) {
             Some(m) if full || !m.hidden() => MountView::Show,
             Some(_) => MountView::Hide,
             None => MountView::Forget,
         });
+    let edge_timeout = std::time::Duration::from_secs(config.cluster.edge_timeout);
+    let edges = ctx
+        .cluster
+        .snapshot(std::time::Instant::now(), edge_timeout);
+    crate::cluster::registry::append_metrics(&mut text, &edges);
     (
         [(
             header::CONTENT_TYPE,

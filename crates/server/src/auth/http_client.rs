@@ -58,7 +58,24 @@ pub async fn post_form(
     body: String,
     timeout: Duration,
 ) -> Result<CallbackReply, CallbackError> {
-    match tokio::time::timeout(timeout, exchange(url, basic, user_agent, body)).await {
+    let content_type = "application/x-www-form-urlencoded";
+    post(url, basic, user_agent, content_type, body, timeout).await
+}
+
+/// As [`post_form`], with the body's `Content-Type` given (an edge's JSON report to its
+/// origin, `cluster/report.rs`).
+///
+/// Errors: [`CallbackError`].
+pub async fn post(
+    url: &CallbackUrl,
+    basic: Option<&(String, String)>,
+    user_agent: &str,
+    content_type: &str,
+    body: String,
+    timeout: Duration,
+) -> Result<CallbackReply, CallbackError> {
+    let work = exchange(url, basic, user_agent, content_type, body);
+    match tokio::time::timeout(timeout, work).await {
         Ok(r) => r,
         Err(_) => Err(CallbackError::Timeout(timeout)),
     }
@@ -68,6 +85,7 @@ async fn exchange(
     url: &CallbackUrl,
     basic: Option<&(String, String)>,
     user_agent: &str,
+    content_type: &str,
     body: String,
 ) -> Result<CallbackReply, CallbackError> {
     let tcp = TcpStream::connect((url.host.as_str(), url.port))
@@ -82,7 +100,7 @@ async fn exchange(
     let mut req = hyper::Request::post(url.path.as_str())
         .header(HOST, url.authority.as_str())
         .header(USER_AGENT, user_agent)
-        .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(CONTENT_TYPE, content_type)
         .header(CONNECTION, "close");
     if let Some((user, pass)) = basic {
         req = req.header(AUTHORIZATION, basic_authorization(user, pass));

@@ -9,6 +9,7 @@
 //! overrides, passwords); `check.rs` checks the files and directories it names.
 
 pub mod check;
+pub mod cluster;
 pub mod icecast_xml;
 pub mod source;
 
@@ -91,6 +92,8 @@ pub struct Config {
     pub master: Option<MasterConfig>,
     /// The now-playing event stream `/api/v1/events`.
     pub events: EventsConfig,
+    /// Origin and edges: edge reports and overflow redirects (`config/cluster.rs`).
+    pub cluster: cluster::ClusterConfig,
 }
 
 /// `[events]`: the server-sent event stream `/api/v1/events` (times in milliseconds).
@@ -134,6 +137,11 @@ pub struct Paths {
     /// Proxies trusted to set `X-Forwarded-For`, as CIDR ranges (`10.0.0.0/8`) or addresses.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub x_forwarded_for: Vec<String>,
+    /// Load balancers that send the PROXY protocol header (v1 or v2, HAProxy `send-proxy`),
+    /// as CIDR ranges or addresses: from these peers the header's client address replaces the
+    /// peer's (a connection without the header is served as is).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub proxy_protocol_from: Vec<String>,
     /// Directory of the state file holding generated passwords (`passwords.toml`); default
     /// `$XDG_STATE_HOME/throng` or `~/.local/state/throng`. `--state-dir` and
     /// `THRONG_STATE_DIR` override it (see `config/source.rs`).
@@ -485,6 +493,7 @@ impl Default for Config {
             relay: Vec::new(),
             master: None,
             events: EventsConfig::default(),
+            cluster: cluster::ClusterConfig::default(),
         }
     }
 }
@@ -649,6 +658,14 @@ impl Config {
                 ))
             })?;
         }
+        for cidr in &self.paths.proxy_protocol_from {
+            parse_cidr(cidr).ok_or_else(|| {
+                ConfigError::Invalid(format!(
+                    "`paths.proxy-protocol-from`: {cidr:?} is not an address or CIDR range"
+                ))
+            })?;
+        }
+        self.cluster.validate().map_err(ConfigError::Invalid)?;
         if !self.demo_mount.starts_with('/') {
             return Err(ConfigError::Invalid(
                 "`demo-mount` must start with /".into(),

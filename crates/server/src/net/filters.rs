@@ -279,6 +279,8 @@ impl<T> Watched<T> {
 #[derive(Debug, Default)]
 pub struct Filters {
     trusted: Vec<(IpAddr, u8)>,
+    /// `paths.proxy-protocol-from`: peers whose PROXY protocol header is believed.
+    proxy_protocol: Vec<(IpAddr, u8)>,
     deny_ip: Option<Watched<IpList>>,
     allow_ip: Option<Watched<IpList>>,
     deny_agents: Option<Watched<AgentList>>,
@@ -295,6 +297,11 @@ impl Filters {
                 .iter()
                 .filter_map(|c| parse_cidr(c))
                 .collect(),
+            proxy_protocol: paths
+                .proxy_protocol_from
+                .iter()
+                .filter_map(|c| parse_cidr(c))
+                .collect(),
             deny_ip: paths
                 .deny_ip
                 .as_deref()
@@ -308,6 +315,12 @@ impl Filters {
                 .as_deref()
                 .map(|p| Watched::new(p, "deny-agents", AgentList::parse, AgentList::len)),
         }
+    }
+
+    /// Whether a connection from `ip` may start with a PROXY protocol header
+    /// (`paths.proxy-protocol-from`).
+    pub fn accepts_proxy_protocol(&self, ip: IpAddr) -> bool {
+        self.proxy_protocol.iter().any(|&r| cidr_contains(r, ip))
     }
 
     /// Whether `ip` is a trusted proxy.

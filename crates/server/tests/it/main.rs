@@ -9,6 +9,7 @@ mod auth;
 mod browser;
 mod cdp;
 mod dashboard;
+mod cluster;
 mod errors;
 mod events;
 mod fallback;

@@ -1,0 +1,12 @@
+//! Origin and edges (issue 15, docs/SCALING.md). An edge is a Throng relaying the origin's
+//! mounts; with `[cluster] origin` it reports to the origin (`report.rs`). The origin keeps
+//! the edges that reported within `edge-timeout` (`registry.rs`), shows them in
+//! `/api/v1/cluster` and `/metrics`, and answers listeners it has no room for (or all of them,
+//! `redirect = "all"`) with `302` to the edge with the most room (`redirect.rs`), as
+//! Icecast-KH's `master-redirect`. The decisions (which edge, when one expires, the
+//! `Location`) are pure functions in `decide.rs`.
+
+pub mod decide;
+pub mod redirect;
+pub mod registry;
+pub mod report;

@@ -1,0 +1,79 @@
+//! The origin's redirects: a listener the origin cannot take (or any listener, with
+//! `redirect = "all"`) is answered `302 Found` with `Location: <edge URL><request target>`,
+//! to the registered edge with the most room that carries the mount, as Icecast-KH does for a
+//! full mount with `master-redirect`. Players follow it (ffmpeg, curl -L, mpv, browsers). With
+//! no such edge nothing is sent and the caller refuses or serves the listener as before.
+//!
+//! An edge's own relay is never redirected (it would be sent to itself): a request with the
+//! Basic credentials of an edge (user `edge`, the cluster secret) or of the relay user
+//! (`[authentication] relay-user`/`relay-password`) is served by the origin, so an edge's
+//! `[[relay]]` sets one of them (docs/SCALING.md).
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use throng_proto::http::RequestHead;
+use tokio::net::TcpStream;
+
+use crate::cluster::decide;
+use crate::ctx::ServerCtx;
+use crate::respond::reply;
+
+/// The `Location` a listener request `head` is redirected to now, when the redirect mode wants
+/// one (`full`: the origin has no room for it) and an edge carrying the mount has room; the
+/// edge is counted as having been sent one listener.
+pub fn target(ctx: &ServerCtx, head: &RequestHead, full: bool) -> Option<String> {
+    let config = ctx.config();
+    let c = &config.cluster;
+    if !decide::wants_redirect(c.redirect, full)
+        || !matches!(head.method.as_str(), "GET" | "HEAD")
+        || is_relay(&config, head)
+    {
+        return None;
+    }
+    let timeout = Duration::from_secs(c.edge_timeout);
+    let edge = ctx.cluster.pick(&head.path, Instant::now(), timeout)?;
+    Some(decide::location(&edge, &head.target))
+}
+
+/// Whether `head` carries the credentials of an edge or of the relay user.
+fn is_relay(config: &crate::config::Config, head: &RequestHead) -> bool {
+    use throng_proto::auth::{parse_basic, secrets_equal};
+    let Some(c) = head.header("authorization").and_then(parse_basic) else {
+        return false;
+    };
+    let edge = config.cluster.secret.as_deref().filter(|s| !s.is_empty());
+    let relay = config.authentication.relay_password.as_deref();
+    (c.user == "edge" && edge.is_some_and(|s| secrets_equal(&c.password, s)))
+        || (c.user == config.relay_user() && relay.is_some_and(|p| secrets_equal(&c.password, p)))
+}
+
+/// Answers listener request `head` from `peer` with a redirect to an edge when [`target`]
+/// gives one; returns whether it did (the connection is then closed).
+pub async fn answer(
+    ctx: &ServerCtx,
+    stream: &mut TcpStream,
+    head: &RequestHead,
+    peer: SocketAddr,
+    full: bool,
+) -> bool {
+    let Some(location) = target(ctx, head, full) else {
+        return false;
+    };
+    tracing::debug!(%peer, mount = %head.path, %location, full, "listener redirected to an edge");
+    let headers = [
+        ("Location", location.as_str()),
+        ("Content-Type", "text/plain"),
+    ];
+    let _ = reply(
+        ctx,
+        stream,
+        peer,
+        Some(head),
+        302,
+        &headers,
+        "Moved to an edge\n",
+    )
+    .await;
+    true
+}

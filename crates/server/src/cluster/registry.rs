@@ -1,0 +1,356 @@
+//! The origin's registry of edges: the last report of each (keyed by its public URL), when it
+//! came, and how many listeners were sent there since. Edges silent longer than `edge-timeout`
+//! are dropped whenever the registry is read. Also the report an edge sends, and the
+//! per-edge series of `/metrics`.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant, SystemTime};
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+use crate::cluster::decide::{self, EdgeLoad};
+
+/// What an edge reports (`POST /api/v1/cluster/edges`, JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EdgeReport {
+    /// The edge's base URL as listeners reach it (`http://edge1.example.com:8000`).
+    pub url: String,
+    /// Listeners it has room for in all (listeners).
+    pub capacity: u64,
+    /// Listeners it serves now (listeners).
+    pub listeners: u64,
+    /// Its live mounts and their listeners.
+    #[serde(default)]
+    pub mounts: BTreeMap<String, u64>,
+}
+
+/// Most mounts one report may list; most edges the registry keeps (reports from more are
+/// refused), so a holder of the secret cannot grow the origin's memory without bound.
+pub const MAX_MOUNTS: usize = 1000;
+/// See [`MAX_MOUNTS`].
+pub const MAX_EDGES: usize = 1000;
+
+/// Why a report was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReportError {
+    /// The URL is not `http://` or `https://`.
+    #[error("the edge URL must be an http:// or https:// URL")]
+    BadUrl,
+    /// More than [`MAX_MOUNTS`] mounts, or a mount name not starting with `/`.
+    #[error("at most {MAX_MOUNTS} mounts, each starting with /")]
+    BadMounts,
+    /// The registry holds [`MAX_EDGES`] other edges.
+    #[error("the registry is full ({MAX_EDGES} edges)")]
+    Full,
+}
+
+#[derive(Debug, Clone)]
+struct Edge {
+    report: EdgeReport,
+    last: Instant,
+    last_wall: SystemTime,
+    first_wall: SystemTime,
+    reports: u64,
+    sent: u64,
+    redirected: u64,
+}
+
+/// One edge as shown in `/api/v1/cluster`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EdgeStatus {
+    /// Its base URL.
+    pub url: String,
+    /// Listeners it advertises room for.
+    pub capacity: u64,
+    /// Listeners at its last report.
+    pub listeners: u64,
+    /// Room left, counting listeners sent since its last report.
+    pub room: u64,
+    /// Live mounts and their listeners at its last report.
+    pub mounts: BTreeMap<String, u64>,
+    /// Seconds since its last report.
+    pub last_report_secs: f64,
+    /// Its last report, Unix seconds.
+    pub last_report_unix: u64,
+    /// Its first report, Unix seconds.
+    pub first_report_unix: u64,
+    /// Reports received.
+    pub reports: u64,
+    /// Listeners redirected to it in all.
+    pub redirected: u64,
+    /// `healthy`: its last report is younger than half of `edge-timeout`; `late`: older (it
+    /// is dropped once older than `edge-timeout`).
+    pub health: &'static str,
+}
+
+/// The registry (see the module documentation).
+#[derive(Debug, Default)]
+pub struct Cluster {
+    edges: Mutex<BTreeMap<String, Edge>>,
+}
+
+fn unix(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl Cluster {
+    /// Records a report received at `now`; returns whether the edge is new.
+    ///
+    /// Errors: [`ReportError`].
+    pub fn report(&self, r: EdgeReport, now: Instant) -> Result<bool, ReportError> {
+        if !r.url.starts_with("http://") && !r.url.starts_with("https://") {
+            return Err(ReportError::BadUrl);
+        }
+        if r.mounts.len() > MAX_MOUNTS || r.mounts.keys().any(|m| !m.starts_with('/')) {
+            return Err(ReportError::BadMounts);
+        }
+        let mut edges = self.edges.lock();
+        let wall = SystemTime::now();
+        if let Some(e) = edges.get_mut(&r.url) {
+            e.report = r;
+            e.last = now;
+            e.last_wall = wall;
+            e.reports += 1;
+            e.sent = 0;
+            return Ok(false);
+        }
+        if edges.len() >= MAX_EDGES {
+            return Err(ReportError::Full);
+        }
+        edges.insert(
+            r.url.clone(),
+            Edge {
+                report: r,
+                last: now,
+                last_wall: wall,
+                first_wall: wall,
+                reports: 1,
+                sent: 0,
+                redirected: 0,
+            },
+        );
+        Ok(true)
+    }
+
+    /// Drops the edges silent longer than `timeout` at `now`; returns their URLs.
+    pub fn prune(&self, now: Instant, timeout: Duration) -> Vec<String> {
+        let mut gone = Vec::new();
+        self.edges.lock().retain(|url, e| {
+            let keep = !decide::expired(e.last, now, timeout);
+            if !keep {
+                gone.push(url.clone());
+            }
+            keep
+        });
+        for url in &gone {
+            tracing::warn!(edge = %url, "edge dropped: no report within edge-timeout");
+        }
+        gone
+    }
+
+    /// The edge a listener of `mount` is sent to at `now` ([`decide::pick`] over the edges
+    /// still alive), counted as sent to it; `None` when no edge carries the mount with room.
+    pub fn pick(&self, mount: &str, now: Instant, timeout: Duration) -> Option<String> {
+        self.prune(now, timeout);
+        let mut edges = self.edges.lock();
+        let loads: Vec<EdgeLoad> = edges
+            .values()
+            .map(|e| EdgeLoad {
+                capacity: e.report.capacity,
+                listeners: e.report.listeners,
+                sent: e.sent,
+                carries: e.report.mounts.contains_key(mount),
+            })
+            .collect();
+        let i = decide::pick(&loads)?;
+        let e = edges.values_mut().nth(i)?;
+        e.sent += 1;
+        e.redirected += 1;
+        Some(e.report.url.clone())
+    }
+
+    /// The edges alive at `now`, by URL.
+    pub fn snapshot(&self, now: Instant, timeout: Duration) -> Vec<EdgeStatus> {
+        self.prune(now, timeout);
+        self.edges
+            .lock()
+            .values()
+            .map(|e| {
+                let age = now.saturating_duration_since(e.last);
+                EdgeStatus {
+                    url: e.report.url.clone(),
+                    capacity: e.report.capacity,
+                    listeners: e.report.listeners,
+                    room: decide::room(&EdgeLoad {
+                        capacity: e.report.capacity,
+                        listeners: e.report.listeners,
+                        sent: e.sent,
+                        carries: true,
+                    }),
+                    mounts: e.report.mounts.clone(),
+                    last_report_secs: age.as_secs_f64(),
+                    last_report_unix: unix(e.last_wall),
+                    first_report_unix: unix(e.first_wall),
+                    reports: e.reports,
+                    redirected: e.redirected,
+                    health: if age * 2 <= timeout {
+                        "healthy"
+                    } else {
+                        "late"
+                    },
+                }
+            })
+            .collect()
+    }
+}
+
+/// A Prometheus label value, escaped as the text format wants (`\`, `"`, newline).
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// The per-edge series of `/metrics` in the OpenMetrics text format, inserted before the
+/// `# EOF` line of `text` (appended when there is none): `throng_cluster_edges`, and per edge
+/// `throng_cluster_edge_listeners`, `_capacity`, `_last_report_seconds` (age),
+/// `_redirected` (listeners sent there in all), `throng_cluster_edge_mount_listeners` per mount.
+pub fn append_metrics(text: &mut String, edges: &[EdgeStatus]) {
+    use std::fmt::Write;
+    let mut m = String::new();
+    let _ = writeln!(m, "# TYPE throng_cluster_edges gauge");
+    let _ = writeln!(
+        m,
+        "# HELP throng_cluster_edges Edges that reported within edge-timeout."
+    );
+    let _ = writeln!(m, "throng_cluster_edges {}", edges.len());
+    type Series = (&'static str, &'static str, fn(&EdgeStatus) -> String);
+    let series: [Series; 4] = [
+        (
+            "listeners",
+            "Listeners of the edge at its last report.",
+            |e| e.listeners.to_string(),
+        ),
+        ("capacity", "Listeners the edge advertises room for.", |e| {
+            e.capacity.to_string()
+        }),
+        (
+            "last_report_seconds",
+            "Seconds since the edge's last report.",
+            |e| format!("{:.3}", e.last_report_secs),
+        ),
+        (
+            "redirected",
+            "Listeners the origin redirected to the edge.",
+            |e| e.redirected.to_string(),
+        ),
+    ];
+    for (name, help, value) in series {
+        let _ = writeln!(m, "# TYPE throng_cluster_edge_{name} gauge");
+        let _ = writeln!(m, "# HELP throng_cluster_edge_{name} {help}");
+        for e in edges {
+            let _ = writeln!(
+                m,
+                "throng_cluster_edge_{name}{{edge=\"{}\"}} {}",
+                label(&e.url),
+                value(e)
+            );
+        }
+    }
+    let _ = writeln!(m, "# TYPE throng_cluster_edge_mount_listeners gauge");
+    let _ = writeln!(m, "# HELP throng_cluster_edge_mount_listeners Listeners of a mount on the edge at its last report.");
+    for e in edges {
+        for (mount, n) in &e.mounts {
+            let _ = writeln!(
+                m,
+                "throng_cluster_edge_mount_listeners{{edge=\"{}\",mount=\"{}\"}} {n}",
+                label(&e.url),
+                label(mount)
+            );
+        }
+    }
+    match text.rfind("# EOF") {
+        Some(i) => text.insert_str(i, &m),
+        None => text.push_str(&m),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(url: &str, listeners: u64, mounts: &[(&str, u64)]) -> EdgeReport {
+        EdgeReport {
+            url: url.into(),
+            capacity: 100,
+            listeners,
+            mounts: mounts.iter().map(|(m, n)| ((*m).into(), *n)).collect(),
+        }
+    }
+
+    #[test]
+    fn edges_register_expire_and_are_picked() {
+        let c = Cluster::default();
+        let t0 = Instant::now();
+        let timeout = Duration::from_secs(15);
+        assert_eq!(
+            c.report(report("http://a:1", 90, &[("/live", 90)]), t0),
+            Ok(true)
+        );
+        assert_eq!(
+            c.report(report("http://b:1", 10, &[("/live", 10)]), t0),
+            Ok(true)
+        );
+        assert_eq!(
+            c.report(report("http://b:1", 20, &[("/live", 20)]), t0),
+            Ok(false)
+        );
+        assert_eq!(c.pick("/live", t0, timeout).as_deref(), Some("http://b:1"));
+        assert_eq!(c.pick("/other", t0, timeout), None);
+        let s = c.snapshot(t0, timeout);
+        assert_eq!(s.len(), 2);
+        assert_eq!((s[1].room, s[1].redirected), (79, 1));
+        // a keeps reporting, b goes silent.
+        let later = t0 + Duration::from_secs(16);
+        c.report(report("http://a:1", 90, &[("/live", 90)]), later)
+            .unwrap();
+        assert_eq!(c.prune(later, timeout), vec!["http://b:1".to_string()]);
+        assert_eq!(
+            c.pick("/live", later, timeout).as_deref(),
+            Some("http://a:1")
+        );
+    }
+
+    #[test]
+    fn bad_reports_are_refused() {
+        let c = Cluster::default();
+        let now = Instant::now();
+        assert_eq!(
+            c.report(report("edge:1", 0, &[]), now),
+            Err(ReportError::BadUrl)
+        );
+        assert_eq!(
+            c.report(report("http://a:1", 0, &[("live", 1)]), now),
+            Err(ReportError::BadMounts)
+        );
+    }
+
+    #[test]
+    fn metrics_go_before_eof_with_escaped_labels() {
+        let c = Cluster::default();
+        let now = Instant::now();
+        c.report(report("http://a:1", 3, &[("/x\"y", 3)]), now)
+            .unwrap();
+        let mut text = "a 1\n# EOF\n".to_string();
+        append_metrics(&mut text, &c.snapshot(now, Duration::from_secs(15)));
+        assert!(text.ends_with("# EOF\n"));
+        assert!(text.contains("throng_cluster_edges 1\n"));
+        assert!(text.contains("throng_cluster_edge_listeners{edge=\"http://a:1\"} 3\n"));
+        assert!(text.contains(
+            "throng_cluster_edge_mount_listeners{edge=\"http://a:1\",mount=\"/x\\\"y\"} 3\n"
+        ));
+    }
+}
