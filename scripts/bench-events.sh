@@ -53,7 +53,7 @@ TOML
 
 # The origin of an edge tier sends titles to its relays within a fraction of a second: a
 # small ICY interval and write interval (its listeners are the relays).
-fast_titles=$'[limits]\nmetaint = 1024\nwrite-interval-ms = 100'
+fast_titles=$'[limits]\nmetaint = 512\nwrite-interval-ms = 50'
 
 echo "== 1. $n1 event subscribers on one process"
 serve one 18501 ""
