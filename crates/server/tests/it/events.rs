@@ -489,3 +489,18 @@ fn a_subscriber_of_a_quiet_mount_gets_heartbeats_while_others_change() {
     assert_eq!(beats, 2);
     assert!(!String::from_utf8_lossy(&sub.raw).contains("busy-"));
 }
+
+#[test]
+fn a_server_shutting_down_closes_subscribers_without_stopping_its_mounts() {
+    // As after a binary upgrade, where the mounts live on in the new process: subscribers
+    // are closed (they reconnect) and are not told the mounts stopped.
+    let srv = TestServer::start("");
+    let _a = Source::start(srv.addr, "/a.mp3", "PUT", 1.0);
+    wait_published(&srv, "/a.mp3");
+    let mut sub = Sub::open(srv.addr, "/api/v1/events", &[]);
+    sub.wait_event(SECS, |e, _| e.event == "mount").unwrap();
+    drop(srv);
+    while sub.next_item(SECS).is_some() {}
+    assert!(sub.closed, "the subscriber was closed");
+    assert!(!String::from_utf8_lossy(&sub.raw).contains("mount_stop"));
+}
