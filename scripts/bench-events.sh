@@ -11,6 +11,8 @@
 # Loopback only (source addresses 127.0.0.2-127.0.0.40), about 5 minutes.
 #
 #   scripts/bench-events.sh [N1] [N4]     # needs target/release/throng (built if missing)
+#   ONLY=tier scripts/bench-events.sh     # part 2 only; WORKERS=1: one shard of each kind per
+#                                         # server (default 2); OUT=dir for the reports
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 n1="${1:-19000}"
@@ -32,7 +34,7 @@ trap cleanup EXIT
 serve() {
   cat >"$work/$1.toml" <<TOML
 listen = ["127.0.0.1:$2"]
-workers = 2
+workers = ${WORKERS:-2}
 demo = ${DEMO:-true}
 $3
 [authentication]
@@ -53,8 +55,9 @@ TOML
 
 # The origin of an edge tier sends titles to its relays within a fraction of a second: a
 # small ICY interval and write interval (its listeners are the relays).
-fast_titles=$'[limits]\nmetaint = 1024\nwrite-interval-ms = 100'
+fast_titles=$'[limits]\nmetaint = 512\nwrite-interval-ms = 50'
 
+if [ "${ONLY:-}" != tier ]; then
 echo "== 1. $n1 event subscribers on one process"
 serve one 18501 ""
 sleep 2
@@ -71,6 +74,7 @@ sleep 2
   | tee "$out/peer.txt" || true
 kill "$pid"; wait "$pid" 2>/dev/null || true
 
+fi
 echo "== 2. $n4 event subscribers over an origin and 3 relay edges"
 serve origin 18510 "$fast_titles"
 origin=$pid

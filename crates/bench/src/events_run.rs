@@ -55,7 +55,8 @@ pub struct EventArgs {
     #[arg(long, default_value = "1s")]
     pub max_latency: Secs,
     /// With `--events`: the verdict needs the server's RSS growth per subscriber within this
-    /// (bytes; checked when the server is sampled with `--pid`, `--pid-file` or `--pid-name`).
+    /// (bytes; checked when the server is sampled with `--pid`, `--pid-file` or `--pid-name`:
+    /// the first URL's server, holding its round-robin share of the subscribers).
     #[arg(long, default_value_t = 1024.0)]
     pub max_rss_per_subscriber: f64,
 }
@@ -344,8 +345,10 @@ pub fn execute(plan: &EventsPlan) -> anyhow::Result<RunReport> {
         })
     };
     let snap = LogHist::from_dense(&totals.ready_hist);
+    // The sampled server is the first URL's: it holds its round-robin share of subscribers.
+    let on_sampled = ready.div_ceil(plan.urls.len() as u64);
     let per_sub = match (rss_before, rss_ready) {
-        (Some(b), Some(r)) if ready > 0 => Some((r as f64 - b as f64) / ready as f64),
+        (Some(b), Some(r)) if on_sampled > 0 => Some((r as f64 - b as f64) / on_sampled as f64),
         _ => None,
     };
     let ev = EventsSummary {

@@ -406,6 +406,11 @@ impl Server {
         for t in &accept_tasks {
             t.abort();
         }
+        // Event subscribers go first, before the feeds stop: they must not be told the mounts
+        // stopped (after an upgrade the mounts live on in the new process, where they
+        // reconnect and get the snapshot).
+        let c = ctx.clone();
+        let _ = tokio::task::spawn_blocking(move || c.events.shutdown()).await;
         drop(sockets);
         let _ = shutdown_tx.send(true);
         crate::reload::stop_feeds(reloader, Duration::from_secs(2)).await;
@@ -417,7 +422,6 @@ impl Server {
         let c = ctx.clone();
         let _ = tokio::task::spawn_blocking(move || {
             c.fanout.shutdown();
-            c.events.shutdown();
             // The shards logged every listener they closed: write those lines before exiting.
             c.access_log.flush(Duration::from_secs(5));
             if c.access_log.dropped() > 0 {

@@ -459,3 +459,48 @@ fn a_relay_edge_re_emits_its_origin_titles() {
         .expect("the edge re-emits the origin's title");
     assert_eq!(v["mount"], "/live.mp3");
 }
+
+#[test]
+fn a_subscriber_of_a_quiet_mount_gets_heartbeats_while_others_change() {
+    let srv = TestServer::start("[events]\nheartbeat-ms = 200\n");
+    let _a = Source::start(srv.addr, "/a.mp3", "PUT", 1.0);
+    let _b = Source::start(srv.addr, "/b.mp3", "PUT", 1.0);
+    wait_published(&srv, "/a.mp3");
+    wait_published(&srv, "/b.mp3");
+    let mut sub = Sub::open(srv.addr, "/api/v1/events?mount=/b.mp3", &[]);
+    let addr = srv.addr;
+    let busy = std::thread::spawn(move || {
+        for i in 0..15 {
+            set_title(addr, "/a.mp3", &format!("busy-{i}"));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    // Two heartbeats while the other mount still changes (it does for at least 1.5 s).
+    let mut beats = 0;
+    let end = Instant::now() + Duration::from_millis(1300);
+    while beats < 2 && Instant::now() < end {
+        let left = end.saturating_duration_since(Instant::now());
+        if let Some(Item::Comment(c)) = sub.next_item(left) {
+            assert_eq!(c, "heartbeat");
+            beats += 1;
+        }
+    }
+    busy.join().unwrap();
+    assert_eq!(beats, 2);
+    assert!(!String::from_utf8_lossy(&sub.raw).contains("busy-"));
+}
+
+#[test]
+fn a_server_shutting_down_closes_subscribers_without_stopping_its_mounts() {
+    // As after a binary upgrade, where the mounts live on in the new process: subscribers
+    // are closed (they reconnect) and are not told the mounts stopped.
+    let srv = TestServer::start("");
+    let _a = Source::start(srv.addr, "/a.mp3", "PUT", 1.0);
+    wait_published(&srv, "/a.mp3");
+    let mut sub = Sub::open(srv.addr, "/api/v1/events", &[]);
+    sub.wait_event(SECS, |e, _| e.event == "mount").unwrap();
+    drop(srv);
+    while sub.next_item(SECS).is_some() {}
+    assert!(sub.closed, "the subscriber was closed");
+    assert!(!String::from_utf8_lossy(&sub.raw).contains("mount_stop"));
+}

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// How often the registry is looked at (so a change is published within this delay).
-pub const POLL: Duration = Duration::from_millis(50);
+pub const POLL: Duration = Duration::from_millis(20);
 
 /// Least time between two `listeners` events of one mount.
 pub const LISTENERS_EVERY: Duration = Duration::from_secs(1);

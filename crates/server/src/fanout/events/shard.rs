@@ -6,7 +6,8 @@
 //! A subscriber whose socket is full keeps the rest of a half-written event and is written
 //! again when it becomes writable; one that stays full for `stall-timeout`, or falls so far
 //! behind that the events it needs left the ring, is dropped and logged: it never slows the
-//! others. When nothing was written for `heartbeat`, each subscriber gets a heartbeat comment.
+//! others. Every `heartbeat`, each subscriber that got nothing since the previous round gets a
+//! heartbeat comment (one filtered to a quiet mount too, while other mounts' events flow).
 //! A subscriber costs one small slab entry here (no buffer of its own).
 
 use std::io::{IoSlice, Read, Write};
@@ -64,6 +65,8 @@ struct Sub {
     filter: Option<Arc<str>>,
     /// When its socket was first found full, while it stays so.
     blocked_since: Option<Instant>,
+    /// Something was written to it since the last heartbeat round.
+    active: bool,
     ip: IpAddr,
     _client_slot: ClientSlot,
 }
@@ -115,7 +118,7 @@ impl EventShardHandle {
             metrics,
             load: load.clone(),
             seen,
-            last_write: Instant::now(),
+            last_beat: Instant::now(),
             last_sweep: Instant::now(),
         };
         let thread = std::thread::Builder::new()
@@ -168,7 +171,8 @@ struct EventShard {
     load: Arc<AtomicUsize>,
     /// The last log id every subscriber was offered.
     seen: u64,
-    last_write: Instant,
+    /// The last heartbeat round.
+    last_beat: Instant,
     last_sweep: Instant,
 }
 
@@ -225,10 +229,11 @@ impl EventShard {
             if ring.last != self.seen {
                 self.seen = ring.last;
                 self.walk(&ring, now, false);
-                self.last_write = now;
-            } else if now.duration_since(self.last_write) >= self.cfg.heartbeat {
+            }
+            if now.duration_since(self.last_beat) >= self.cfg.heartbeat {
+                // Each subscriber that got nothing since the last round gets a heartbeat.
                 self.walk(&ring, now, true);
-                self.last_write = now;
+                self.last_beat = now;
             }
             if now.duration_since(self.last_sweep) >= Duration::from_millis(250) {
                 self.last_sweep = now;
@@ -256,6 +261,7 @@ impl EventShard {
             next: s.next,
             filter: s.filter,
             blocked_since: None,
+            active: false,
             ip: s.ip,
             _client_slot: s.client_slot,
         });
@@ -270,7 +276,8 @@ impl EventShard {
                 continue;
             };
             if heartbeat {
-                if s.pending.is_some() || s.blocked_since.is_some() {
+                let active = std::mem::take(&mut s.active);
+                if active || s.pending.is_some() || s.blocked_since.is_some() {
                     continue;
                 }
                 s.pending = Some(Bytes::from_static(throng_proto::sse::HEARTBEAT));
@@ -374,6 +381,7 @@ impl EventShard {
             Err(_) => return Wrote::Close(Close::WriteError),
         };
         drop(iov);
+        s.active |= n > 0;
         let whole = n == total;
         // Advance past what the kernel took.
         let mut left = n;
