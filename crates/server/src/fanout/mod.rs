@@ -3,6 +3,7 @@
 
 pub mod cursor;
 pub mod handover;
+pub mod seal;
 pub mod shard;
 pub mod write_path;
 
