@@ -58,6 +58,8 @@ pub struct ServerCtx {
     pub intros: IntroCache,
     /// Source of [`ServerCtx::next_id`].
     pub(crate) next_id: AtomicU64,
+    /// The TLS configuration of the HTTPS sockets; a reload swaps its certificates.
+    pub tls: crate::net::tls::TlsAcceptor,
 }
 
 impl ServerCtx {

@@ -171,6 +171,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             listen: args.listen.clone(),
             source_password: args.source_password.clone(),
             admin_password: args.admin_password.clone(),
+            tls_listen: args.tls_listen.clone(),
+            tls_cert: args.tls_cert.clone(),
+            tls_key: args.tls_key.clone(),
         },
         args.state_dir.clone(),
     );

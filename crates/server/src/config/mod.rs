@@ -11,6 +11,7 @@
 pub mod check;
 pub mod icecast_xml;
 pub mod source;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -89,6 +90,9 @@ pub struct Config {
     pub relay: Vec<RelayConfig>,
     /// Master server whose `/admin/streamlist.txt` is relayed (Icecast `<master-server>`).
     pub master: Option<MasterConfig>,
+    /// HTTPS sockets and certificates (`tls.rs`).
+    #[serde(skip_serializing_if = "tls::TlsConfig::is_default")]
+    pub tls: tls::TlsConfig,
 }
 
 /// `[paths]`: files and access filters, as Icecast `<paths>` (and Icecast-KH for
@@ -458,6 +462,7 @@ impl Default for Config {
             shoutcast_mount: None,
             relay: Vec::new(),
             master: None,
+            tls: tls::TlsConfig::default(),
         }
     }
 }
@@ -622,6 +627,7 @@ impl Config {
                 ))
             })?;
         }
+        self.tls.validate().map_err(ConfigError::Invalid)?;
         if !self.demo_mount.starts_with('/') {
             return Err(ConfigError::Invalid(
                 "`demo-mount` must start with /".into(),

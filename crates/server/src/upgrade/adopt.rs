@@ -20,6 +20,7 @@ use crate::ingest::live_mount::LiveMount;
 use crate::mount::feeder::Feeder;
 use crate::mount::handover::{AdoptedRelay, FeedState, MountState};
 use crate::mount::live::Mount;
+use crate::net::listen::Port;
 use crate::upgrade::wire::{recv, send, Message, UPGRADE_FD_ENV};
 use crate::upgrade::UpgradeError;
 
@@ -36,6 +37,8 @@ pub struct TakenSockets {
     pub http: Vec<TcpListener>,
     /// The SHOUTcast source port, if any.
     pub shoutcast: Option<TcpListener>,
+    /// HTTPS sockets (`[tls] listen`, `auto`) with what each speaks.
+    pub tls: Vec<(TcpListener, Port)>,
     /// When the first process of this server started.
     pub started: chrono::DateTime<chrono::Local>,
     /// Source client connections and refused connections so far.
@@ -92,18 +95,19 @@ impl Handover {
         let mut taken = TakenSockets {
             http: Vec::new(),
             shoutcast: None,
+            tls: Vec::new(),
             started,
             counters,
         };
-        for ((addr, shoutcast), fd) in sockets.into_iter().zip(fds) {
+        for ((addr, port), fd) in sockets.into_iter().zip(fds) {
             let std = std::net::TcpListener::from(fd);
             std.set_nonblocking(true).map_err(wire_io)?;
             let l = TcpListener::from_std(std).map_err(wire_io)?;
             tracing::info!("upgrade: took over listen socket {addr}");
-            if shoutcast {
-                taken.shoutcast = Some(l);
-            } else {
-                taken.http.push(l);
+            match Port::from_wire(port) {
+                Port::Shoutcast => taken.shoutcast = Some(l),
+                Port::Http => taken.http.push(l),
+                p => taken.tls.push((l, p)),
             }
         }
         if taken.http.is_empty() {

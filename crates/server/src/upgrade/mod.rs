@@ -36,7 +36,7 @@ use crate::fanout::handover::{ExportedListener, ListenerState};
 use crate::mount::freeze::FrozenFeed;
 use crate::mount::handover::{FeedState, MountState};
 use crate::mount::live::{Mount, SourceKind};
-use crate::net::listen::{ListenSocket, Port};
+use crate::net::listen::ListenSocket;
 use crate::upgrade::wire::{recv, send, Message, WireError, MAX_FDS, UPGRADE_FD_ENV};
 
 /// How long the new binary may take to start and load its configuration.
@@ -226,10 +226,7 @@ async fn hand_over(
         .collect::<std::io::Result<_>>()
         .map_err(WireError::Io)?;
     let msg = Message::ListenSockets {
-        sockets: sockets
-            .iter()
-            .map(|s| (s.addr, s.port == Port::Shoutcast))
-            .collect(),
+        sockets: sockets.iter().map(|s| (s.addr, s.port.to_wire())).collect(),
         started: ctx.started,
         counters: (
             ctx.metrics.source_connects.get(),

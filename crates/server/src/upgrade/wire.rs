@@ -58,8 +58,8 @@ pub enum Message {
     /// Old → new: the listen sockets (descriptors attached, in this order), and the server's
     /// start time (status `server_start` carries over).
     ListenSockets {
-        /// Per socket: its address and whether it is the SHOUTcast source port.
-        sockets: Vec<(SocketAddr, bool)>,
+        /// Per socket: its address and what it speaks ([`crate::net::listen::Port::to_wire`]).
+        sockets: Vec<(SocketAddr, u8)>,
         /// When the first process of this server started.
         started: chrono::DateTime<chrono::Local>,
         /// Server-wide counters that carry over: source client connections (status
@@ -180,7 +180,7 @@ mod tests {
         send(
             &mut a,
             &Message::ListenSockets {
-                sockets: vec![(addr, false)],
+                sockets: vec![(addr, 0)],
                 started: chrono::Local::now(),
                 counters: (0, 0),
             },
