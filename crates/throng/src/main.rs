@@ -229,6 +229,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         for addr in server.local_addrs() {
             eprintln!("throng: serving on http://{addr}/");
         }
+        for addr in server.tls_addrs() {
+            eprintln!("throng: serving on https://{addr}/");
+        }
         let config = server.ctx().config();
         if config.demo {
             let addr = server.local_addrs()[0];

@@ -23,3 +23,4 @@ mod source_peers;
 mod sources;
 mod status;
 mod support;
+mod tls;
