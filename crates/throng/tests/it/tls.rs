@@ -144,3 +144,78 @@ fn sighup_renews_the_certificate_for_new_handshakes_and_keeps_listeners() {
     );
     std::fs::write(&cert, old_cert).unwrap();
 }
+
+#[test]
+fn bench_listens_over_https_and_reports_handshakes() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (cert, key) = write_cert(dir.path(), 7);
+    let state = dir.path().join("state");
+    let serve = Serve::spawn(
+        [
+            "--listen".as_ref(),
+            "127.0.0.1:0".as_ref(),
+            "--source-password".as_ref(),
+            "pw".as_ref(),
+            "--tls-listen".as_ref(),
+            "127.0.0.1:0".as_ref(),
+            "--tls-cert".as_ref(),
+            cert.as_os_str(),
+            "--tls-key".as_ref(),
+            key.as_os_str(),
+        ],
+        &[("THRONG_STATE_DIR", state.as_os_str())],
+    );
+    let line = serve.wait_line(0, "serving on https://");
+    let url = format!(
+        "{}demo.mp3",
+        line.trim().strip_prefix("throng: serving on ").unwrap()
+    )
+    .replace("127.0.0.1", "localhost");
+    let run = |extra: &[&std::ffi::OsStr], out: &str| {
+        Command::new(env!("CARGO_BIN_EXE_throng"))
+            .args([
+                "bench",
+                "run",
+                &url,
+                "-n",
+                "4",
+                "--hold",
+                "3s",
+                "--workers",
+                "0",
+            ])
+            .args([
+                "--bitrate-kbps",
+                "64",
+                "--no-progress",
+                "--bind-range",
+                "none",
+            ])
+            .args(extra)
+            .arg("--out")
+            .arg(dir.path().join(out))
+            .output()
+            .expect("run throng bench")
+    };
+    let ok = run(&["--ca".as_ref(), cert.as_os_str()], "ca");
+    let text = String::from_utf8_lossy(&ok.stdout);
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{text}\n{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let json = std::fs::read_to_string(dir.path().join("ca/report.json")).unwrap();
+    let report = throng_bench::report::parse_run(&json).expect("report.json parses");
+    assert_eq!(report.summary.tls_handshakes, 4, "{:?}", report.summary);
+    assert!(report
+        .summary
+        .tls_handshake_p50_ms
+        .is_some_and(|ms| ms > 0.0));
+    assert!(text.contains("TLS handshake p50 (ms)"), "{text}");
+    let insecure = run(&["--insecure".as_ref()], "insecure");
+    assert_eq!(insecure.status.code(), Some(0));
+    // Without the CA, the self-signed certificate is refused: no listener streams.
+    let refused = run(&[], "refused");
+    assert_eq!(refused.status.code(), Some(1));
+}
