@@ -150,6 +150,10 @@ pub struct RelayConfig {
     pub relay_metadata: bool,
     /// Connect only while the local mount has listeners (Icecast `on-demand`).
     pub on_demand: bool,
+    /// Connect with TLS (HTTPS), verifying the upstream's certificate against `[tls] ca-file`
+    /// or the web PKI roots (Icecast 2.5 `<relay tls="1">`).
+    #[serde(skip_serializing_if = "is_false")]
+    pub tls: bool,
 }
 
 impl Default for RelayConfig {
@@ -163,6 +167,7 @@ impl Default for RelayConfig {
             password: None,
             relay_metadata: true,
             on_demand: false,
+            tls: false,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! An accepted connection as the request handlers see it: plain TCP, or TLS over TCP once the
 //! handshake is done (`tls.rs`). Both read and write as tokio streams, so the source, admin,
 //! status and error paths serve HTTPS unchanged; a listener's TLS connection leaves this type
-//! for a fan-out shard with its transmit keys ([`Conn::into_parts`]).
+//! for a fan-out shard with its transmit keys ([`Conn::into_parts`]). [`ClientConn`] is the
+//! same for connections the server opens (relays to `https://` upstreams).
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -32,11 +33,6 @@ impl Conn {
             Conn::Plain(s) => s,
             Conn::Tls(t) => t.get_ref().0,
         }
-    }
-
-    /// Whether the connection is TLS.
-    pub fn is_tls(&self) -> bool {
-        matches!(self, Conn::Tls(_))
     }
 
     /// Sets `TCP_NODELAY`.
@@ -127,6 +123,102 @@ impl AsyncWrite for Conn {
         match self {
             Conn::Plain(s) => s.is_write_vectored(),
             Conn::Tls(t) => t.is_write_vectored(),
+        }
+    }
+}
+
+/// A connection this server opened to another (a relay's upstream): plain or TLS.
+#[derive(Debug)]
+pub enum ClientConn {
+    /// Plain TCP.
+    Plain(TcpStream),
+    /// TLS over TCP, handshake done and the server's certificate verified.
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl ClientConn {
+    /// Connects TLS over `tcp` to `name`, verified with `config`.
+    ///
+    /// Errors: the handshake's I/O error (a certificate that does not verify included).
+    pub async fn tls(
+        tcp: TcpStream,
+        name: &str,
+        config: std::sync::Arc<rustls::ClientConfig>,
+    ) -> std::io::Result<ClientConn> {
+        let name = rustls::pki_types::ServerName::try_from(name.to_owned())
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        let s = tokio_rustls::TlsConnector::from(config)
+            .connect(name, tcp)
+            .await?;
+        Ok(ClientConn::Tls(Box::new(s)))
+    }
+
+    /// The TCP socket under the connection.
+    pub fn tcp(&self) -> &TcpStream {
+        match self {
+            ClientConn::Plain(s) => s,
+            ClientConn::Tls(t) => t.get_ref().0,
+        }
+    }
+
+    /// The remote address.
+    ///
+    /// Errors: the socket's I/O error.
+    pub fn peer_addr(&self) -> std::io::Result<std::net::SocketAddr> {
+        self.tcp().peer_addr()
+    }
+
+    /// The plain socket as a std stream, for hand-over to another process.
+    ///
+    /// Errors: the conversion's I/O error; `Unsupported` for TLS (its keys are not carried:
+    /// the relay connects again).
+    pub fn into_std(self) -> std::io::Result<std::net::TcpStream> {
+        match self {
+            ClientConn::Plain(s) => s.into_std(),
+            ClientConn::Tls(_) => Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "a TLS connection cannot be handed over",
+            )),
+        }
+    }
+}
+
+impl AsyncRead for ClientConn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            ClientConn::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            ClientConn::Tls(t) => Pin::new(t.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for ClientConn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            ClientConn::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            ClientConn::Tls(t) => Pin::new(t.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            ClientConn::Plain(s) => Pin::new(s).poll_flush(cx),
+            ClientConn::Tls(t) => Pin::new(t.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            ClientConn::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            ClientConn::Tls(t) => Pin::new(t.as_mut()).poll_shutdown(cx),
         }
     }
 }

@@ -254,3 +254,23 @@ fn ffmpeg_pushes_a_source_with_tls() {
         "decode errors of a source pushed over TLS: {errors}"
     );
 }
+
+#[test]
+fn a_relay_pulls_from_an_https_origin_verified_with_the_ca_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = make_cert(dir.path(), "localhost", &["localhost"], 1);
+    let origin = tls_server(std::slice::from_ref(&cert));
+    let _src = Source::start(origin.addr, "/live.mp3", "PUT", 1.0);
+    origin.wait_mount("/live.mp3");
+    let relay = TestServer::start(&format!(
+        "[[relay]]\nserver = \"localhost\"\nport = {}\nmount = \"/live.mp3\"\nlocal-mount = \"/copy.mp3\"\ntls = true\n[tls]\nca-file = {:?}\n",
+        origin.tls_addrs[0].port(),
+        cert.0.display().to_string()
+    ));
+    relay.wait_mount("/copy.mp3");
+    let errors = ffmpeg_decode(&relay.url("/copy.mp3"), 3);
+    assert!(
+        errors.is_empty(),
+        "decode errors of a relay over TLS: {errors}"
+    );
+}
