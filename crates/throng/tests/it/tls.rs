@@ -219,3 +219,69 @@ fn bench_listens_over_https_and_reports_handshakes() {
     let refused = run(&[], "refused");
     assert_eq!(refused.status.code(), Some(1));
 }
+
+#[test]
+fn a_sigusr2_upgrade_hands_the_https_socket_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = write_cert(dir.path(), 3);
+    let toml = dir.path().join("throng.toml");
+    std::fs::write(
+        &toml,
+        format!(
+            "demo = true\n[authentication]\nsource-password = \"s3cret\"\nadmin-password = \"adm1n\"\n[logging]\naccess-log = \"\"\n[tls]\nlisten = [\"127.0.0.1:0\"]\n[[tls.certificate]]\ncert = {:?}\nkey = {:?}\n",
+            cert.display().to_string(),
+            key.display().to_string()
+        ),
+    )
+    .unwrap();
+    let state = dir.path().join("state");
+    let serve = Serve::spawn(
+        [
+            "-c".as_ref(),
+            toml.as_os_str(),
+            "--listen".as_ref(),
+            "127.0.0.1:0".as_ref(),
+        ],
+        &[("THRONG_STATE_DIR", state.as_os_str())],
+    );
+    let line = serve.wait_line(0, "serving on https://");
+    let port: u16 = line
+        .trim()
+        .trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(served_serial(port), "serial=03");
+    let took = serve.signal_and_wait(libc::SIGUSR2, "the new process took over");
+    let pid: i32 = took
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("pid="))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {took:?}"));
+    struct KillPid(i32);
+    impl Drop for KillPid {
+        fn drop(&mut self) {
+            // SAFETY: kill(2) on the server this test started (through the upgrade).
+            unsafe { libc::kill(self.0, libc::SIGKILL) };
+        }
+    }
+    let _new = KillPid(pid);
+    // The new process answers TLS on the same port, with the certificate it loaded.
+    assert!(wait_until(Duration::from_secs(10), || served_serial(port)
+        == "serial=03"));
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "2", "--cacert"])
+        .arg(&cert)
+        .arg("--resolve")
+        .arg(format!("localhost:{port}:127.0.0.1"))
+        .arg(format!("https://localhost:{port}/demo.mp3"))
+        .output()
+        .expect("run curl");
+    assert!(
+        out.stdout.len() > 8000,
+        "{} bytes over TLS after the upgrade",
+        out.stdout.len()
+    );
+}
