@@ -22,7 +22,7 @@ serve_pid=""
 trap '[ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null; rm -rf "$work"' EXIT
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 7 \
   -keyout "$work/key.pem" -out "$work/cert.pem" -subj /CN=localhost \
-  -addext subjectAltName=DNS:localhost 2>/dev/null
+  -addext subjectAltName=DNS:localhost -addext basicConstraints=critical,CA:FALSE 2>/dev/null
 "$bin" serve --listen "127.0.0.1:$http" --tls-listen "127.0.0.1:$https" \
   --tls-cert "$work/cert.pem" --tls-key "$work/key.pem" --source-password pw \
   --admin-password pw --state-dir "$work/state" >"$work/serve.log" 2>&1 &
