@@ -8,7 +8,8 @@
 # and ICY/SHOUTcast v1) and ezstream (1.0, libshout-based source client with an XML
 # config); for the deploy files' tests (crates/throng/tests/it/deploy.rs): systemd
 # (`systemd-analyze verify` of deploy/throng.service), man-db and groff-base (`man -l`
-# and `groff` render the man pages) and logrotate (runs deploy/logrotate/throng).
+# and `groff` render the man pages) and logrotate (runs deploy/logrotate/throng); openssl (the
+# HTTPS tests read the served certificate with `openssl s_client`, scripts/bench-tls.sh makes one).
 # `apt-get update` only runs when something is
 # missing, so a second run is a no-op taking well under a second. Debian's
 # icecast2 package can start a daemon on port 8000 (Throng's default port): the
@@ -16,7 +17,7 @@
 # listens on 8000 afterwards.
 set -euo pipefail
 
-PKGS=(ffmpeg libshout-tools icecast2 curl liquidsoap ezstream systemd man-db groff-base logrotate)
+PKGS=(ffmpeg libshout-tools icecast2 curl liquidsoap ezstream systemd man-db groff-base logrotate openssl)
 export DEBIAN_FRONTEND=noninteractive
 
 SUDO=""
@@ -80,7 +81,7 @@ elif [ -n "$on8000" ]; then
   echo "install-deps: note: port 8000 in use (not icecast2; Throng itself?): $on8000" >&2
 fi
 
-for bin in ffmpeg ffprobe shout icecast2 curl liquidsoap ezstream systemd-analyze man groff logrotate; do
+for bin in ffmpeg ffprobe shout icecast2 curl liquidsoap ezstream systemd-analyze man groff logrotate openssl; do
   command -v "$bin" >/dev/null || { echo "install-deps: $bin missing after install" >&2; exit 1; }
 done
 echo "install-deps: ok ($(ffmpeg -version | head -1 | cut -d' ' -f1-3); $(icecast2 -v 2>&1 | head -1); shout from libshout-tools $(dpkg-query -W -f='${Version}' libshout-tools); liquidsoap $(dpkg-query -W -f='${Version}' liquidsoap); ezstream $(dpkg-query -W -f='${Version}' ezstream))"
