@@ -19,7 +19,7 @@ http=18480
 https=18443
 work="$(mktemp -d)"
 serve_pid=""
-trap '[ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null; rm -rf "$work"' EXIT
+trap '[ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null; echo "reports kept in $work" >&2' EXIT
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 7 \
   -keyout "$work/key.pem" -out "$work/cert.pem" -subj /CN=localhost \
   -addext subjectAltName=DNS:localhost -addext basicConstraints=critical,CA:FALSE 2>/dev/null
