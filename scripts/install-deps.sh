@@ -8,8 +8,10 @@
 # and ICY/SHOUTcast v1) and ezstream (1.0, libshout-based source client with an XML
 # config); for the deploy files' tests (crates/throng/tests/it/deploy.rs): systemd
 # (`systemd-analyze verify` of deploy/throng.service), man-db and groff-base (`man -l`
-# and `groff` render the man pages) and logrotate (runs deploy/logrotate/throng); openssl (the
-# HTTPS tests read the served certificate with `openssl s_client`, scripts/bench-tls.sh makes one).
+# and `groff` render the man pages) and logrotate (runs deploy/logrotate/throng); for the
+# browser tests: chromium (headless, driven over its DevTools pipe) and, through
+# scripts/install-web-deps.sh, the npm package icecast-metadata-player; openssl (the HTTPS tests
+# read the served certificate with `openssl s_client`, scripts/bench-tls.sh makes one).
 # `apt-get update` only runs when something is
 # missing, so a second run is a no-op taking well under a second. Debian's
 # icecast2 package can start a daemon on port 8000 (Throng's default port): the
@@ -18,6 +20,11 @@
 set -euo pipefail
 
 PKGS=(ffmpeg libshout-tools icecast2 curl liquidsoap ezstream systemd man-db groff-base logrotate openssl)
+# The browser tests (crates/server/tests/it/web_page.rs): headless Chromium, and node/npm to
+# install icecast-metadata-player (scripts/install-web-deps.sh); Debian's nodejs and npm only
+# when no node/npm is there (a NodeSource nodejs, which bundles npm, conflicts with Debian's npm).
+PKGS+=(chromium)
+if ! command -v npm >/dev/null; then PKGS+=(nodejs npm); fi
 export DEBIAN_FRONTEND=noninteractive
 
 SUDO=""
@@ -81,7 +88,8 @@ elif [ -n "$on8000" ]; then
   echo "install-deps: note: port 8000 in use (not icecast2; Throng itself?): $on8000" >&2
 fi
 
-for bin in ffmpeg ffprobe shout icecast2 curl liquidsoap ezstream systemd-analyze man groff logrotate openssl; do
+for bin in ffmpeg ffprobe shout icecast2 curl liquidsoap ezstream systemd-analyze man groff logrotate openssl chromium node npm; do
   command -v "$bin" >/dev/null || { echo "install-deps: $bin missing after install" >&2; exit 1; }
 done
+"$(dirname "$0")/install-web-deps.sh"
 echo "install-deps: ok ($(ffmpeg -version | head -1 | cut -d' ' -f1-3); $(icecast2 -v 2>&1 | head -1); shout from libshout-tools $(dpkg-query -W -f='${Version}' libshout-tools); liquidsoap $(dpkg-query -W -f='${Version}' liquidsoap); ezstream $(dpkg-query -W -f='${Version}' ezstream))"

@@ -16,6 +16,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [ -t 1 ]; then color=auto; else color=never; fi
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-$color}"
 export DEBIAN_FRONTEND=noninteractive
+# The browser tests (crates/server/tests/it/web_page.rs) fail instead of skipping when Chromium
+# or icecast-metadata-player is missing: install-deps.sh below installs both.
+export THRONG_REQUIRE_BROWSER=1
 
 step() {
   printf '\n==> %s\n' "$*"

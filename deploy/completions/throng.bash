@@ -40,6 +40,9 @@ _throng() {
             throng__subcmd__bench,compare)
                 cmd="throng__subcmd__bench__subcmd__compare"
                 ;;
+            throng__subcmd__bench,events-worker)
+                cmd="throng__subcmd__bench__subcmd__events__subcmd__worker"
+                ;;
             throng__subcmd__bench,help)
                 cmd="throng__subcmd__bench__subcmd__help"
                 ;;
@@ -54,6 +57,9 @@ _throng() {
                 ;;
             throng__subcmd__bench__subcmd__help,compare)
                 cmd="throng__subcmd__bench__subcmd__help__subcmd__compare"
+                ;;
+            throng__subcmd__bench__subcmd__help,events-worker)
+                cmd="throng__subcmd__bench__subcmd__help__subcmd__events__subcmd__worker"
                 ;;
             throng__subcmd__bench__subcmd__help,help)
                 cmd="throng__subcmd__bench__subcmd__help__subcmd__help"
@@ -91,6 +97,9 @@ _throng() {
             throng__subcmd__help__subcmd__bench,compare)
                 cmd="throng__subcmd__help__subcmd__bench__subcmd__compare"
                 ;;
+            throng__subcmd__help__subcmd__bench,events-worker)
+                cmd="throng__subcmd__help__subcmd__bench__subcmd__events__subcmd__worker"
+                ;;
             throng__subcmd__help__subcmd__bench,run)
                 cmd="throng__subcmd__help__subcmd__bench__subcmd__run"
                 ;;
@@ -121,7 +130,7 @@ _throng() {
             return 0
             ;;
         throng__subcmd__bench)
-            opts="-h --help run compare test-server worker help"
+            opts="-h --help run compare test-server worker events-worker help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -168,8 +177,22 @@ _throng() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        throng__subcmd__bench__subcmd__events__subcmd__worker)
+            opts="-h --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         throng__subcmd__bench__subcmd__help)
-            opts="run compare test-server worker help"
+            opts="run compare test-server worker events-worker help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -183,6 +206,20 @@ _throng() {
             return 0
             ;;
         throng__subcmd__bench__subcmd__help__subcmd__compare)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        throng__subcmd__bench__subcmd__help__subcmd__events__subcmd__worker)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -253,7 +290,7 @@ _throng() {
             return 0
             ;;
         throng__subcmd__bench__subcmd__run)
-            opts="-n -h --listeners --ramp --hold --profile --bitrate-kbps --min-rate-pct --window --max-gap --churn-rate --storm-at --stalled-fraction --icy --decode-sample --reconnect-after --connect-timeout --workers --max-per-worker --bind-range --insecure --ca --source --source-url --source-user --source-password --source-method --pid --pid-file --pid-name --metrics-url --out --name --no-progress --worker-exe --help"
+            opts="-n -h --listeners --ramp --hold --profile --bitrate-kbps --min-rate-pct --window --max-gap --churn-rate --storm-at --stalled-fraction --icy --decode-sample --reconnect-after --connect-timeout --workers --max-per-worker --bind-range --insecure --ca --source --source-url --source-user --source-password --source-method --pid --pid-file --pid-name --metrics-url --out --name --no-progress --events --trigger-url --admin-user --admin-password --changes --change-interval --max-latency --max-rss-per-subscriber --worker-exe --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -379,6 +416,34 @@ _throng() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --trigger-url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --admin-user)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --admin-password)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --changes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --change-interval)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-latency)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-rss-per-subscriber)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --worker-exe)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -497,7 +562,7 @@ _throng() {
             return 0
             ;;
         throng__subcmd__help__subcmd__bench)
-            opts="run compare test-server worker"
+            opts="run compare test-server worker events-worker"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -511,6 +576,20 @@ _throng() {
             return 0
             ;;
         throng__subcmd__help__subcmd__bench__subcmd__compare)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        throng__subcmd__help__subcmd__bench__subcmd__events__subcmd__worker)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

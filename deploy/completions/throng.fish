@@ -47,12 +47,13 @@ complete -c throng -n "__fish_throng_using_subcommand serve" -s h -l help -d 'Pr
 complete -c throng -n "__fish_throng_using_subcommand check-config" -s c -l config -d 'TOML configuration file; without it (and without --icecast-config), the embedded defaults' -r -F
 complete -c throng -n "__fish_throng_using_subcommand check-config" -l icecast-config -d 'Icecast 2.4 configuration file (icecast.xml)' -r -F
 complete -c throng -n "__fish_throng_using_subcommand check-config" -s h -l help -d 'Print help'
-complete -c throng -n "__fish_throng_using_subcommand bench; and not __fish_seen_subcommand_from run compare test-server worker help" -s h -l help -d 'Print help'
-complete -c throng -n "__fish_throng_using_subcommand bench; and not __fish_seen_subcommand_from run compare test-server worker help" -f -a "run" -d 'Load-test one or more listener URLs (listeners are spread round-robin over the URLs)'
-complete -c throng -n "__fish_throng_using_subcommand bench; and not __fish_seen_subcommand_from run compare test-server worker help" -f -a "compare" -d 'Run the same profile against several servers, one after the other, from a scenario file'
-complete -c throng -n "__fish_throng_using_subcommand bench; and not __fish_seen_subcommand_from run compare test-server worker help" -f -a "test-server" -d 'A minimal fixed-rate streaming server (one write per listener per interval), used to calibrate the bench and by its tests'
-complete -c throng -n "__fish_throng_using_subcommand bench; and not __fish_seen_subcommand_from run compare test-server worker help" -f -a "worker" -d 'Internal: one worker process of a run (reads its spec as JSON from stdin, writes one JSON line per second to stdout)'
-complete -c throng -n "__fish_throng_using_subcommand bench; and not __fish_seen_subcommand_from run compare test-server worker help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c throng -n "__fish_throng_using_subcommand bench; and not __fish_seen_subcommand_from run compare test-server worker events-worker help" -s h -l help -d 'Print help'
+complete -c throng -n "__fish_throng_using_subcommand bench; and not __fish_seen_subcommand_from run compare test-server worker events-worker help" -f -a "run" -d 'Load-test one or more listener URLs (listeners are spread round-robin over the URLs)'
+complete -c throng -n "__fish_throng_using_subcommand bench; and not __fish_seen_subcommand_from run compare test-server worker events-worker help" -f -a "compare" -d 'Run the same profile against several servers, one after the other, from a scenario file'
+complete -c throng -n "__fish_throng_using_subcommand bench; and not __fish_seen_subcommand_from run compare test-server worker events-worker help" -f -a "test-server" -d 'A minimal fixed-rate streaming server (one write per listener per interval), used to calibrate the bench and by its tests'
+complete -c throng -n "__fish_throng_using_subcommand bench; and not __fish_seen_subcommand_from run compare test-server worker events-worker help" -f -a "worker" -d 'Internal: one worker process of a run (reads its spec as JSON from stdin, writes one JSON line per second to stdout)'
+complete -c throng -n "__fish_throng_using_subcommand bench; and not __fish_seen_subcommand_from run compare test-server worker events-worker help" -f -a "events-worker" -d 'Internal: one worker process of an events run (`run --events`; its spec as JSON on stdin, one JSON line per tick on stdout)'
+complete -c throng -n "__fish_throng_using_subcommand bench; and not __fish_seen_subcommand_from run compare test-server worker events-worker help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -s n -l listeners -d 'Number of simulated listeners (listeners, total over all URLs and workers)' -r
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l ramp -d 'New listeners started per second during the ramp (listeners/s, total)' -r
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l hold -d 'How long to hold once every listener was started (e.g. `30s`)' -r
@@ -86,10 +87,18 @@ complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_sub
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l metrics-url -d 'Sample a Prometheus `/metrics` URL every second (for a remote server)' -r
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l out -d 'Output directory for `report.json` and `report.html`' -r -F
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l name -d 'Name of the run (used in reports)' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l trigger-url -d 'With `--events`: the mount whose title the run changes, `http://host:port/mount` (an origin, for subscribers on its relay edges). Default: the `?mount=` of the first URL, on its server' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l admin-user -d 'With `--events`: admin user for the title changes' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l admin-password -d 'With `--events`: admin password for the title changes (or the `THRONG_ADMIN_PASSWORD` environment variable)' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l changes -d 'With `--events`: title changes to make once every subscriber is ready (1 to 64)' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l change-interval -d 'With `--events`: time between two title changes' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l max-latency -d 'With `--events`: the verdict needs the p99 delivery latency within this' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l max-rss-per-subscriber -d 'With `--events`: the verdict needs the server\'s RSS growth per subscriber within this (bytes; checked when the server is sampled with `--pid`, `--pid-file` or `--pid-name`)' -r
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l worker-exe -d 'Program to run as a worker process (default: this executable, as `<exe> bench worker`)' -r -F
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l icy -d 'Ask for ICY metadata (`Icy-MetaData: 1`) and check the block framing of every listener'
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l insecure -d 'For `https://` URLs: accept any server certificate (self-signed test servers)'
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l no-progress -d 'No live progress display'
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l events -d 'The URLs are event streams (`http://host:port/api/v1/events`): load them with SSE subscribers and measure the delivery of title changes instead of audio'
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from compare" -l out -d 'Output directory (default: the scenario\'s `out`, else `bench-results/<scenario name>`)' -r -F
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from compare" -l listeners -d 'Override the scenario\'s listener count (listeners)' -r
@@ -107,10 +116,12 @@ complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_sub
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from test-server" -l icy-status -d 'Answer `ICY 200 OK` instead of `HTTP/1.0 200 OK`'
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from test-server" -s h -l help -d 'Print help'
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from worker" -s h -l help -d 'Print help'
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from events-worker" -s h -l help -d 'Print help'
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "run" -d 'Load-test one or more listener URLs (listeners are spread round-robin over the URLs)'
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "compare" -d 'Run the same profile against several servers, one after the other, from a scenario file'
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "test-server" -d 'A minimal fixed-rate streaming server (one write per listener per interval), used to calibrate the bench and by its tests'
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "worker" -d 'Internal: one worker process of a run (reads its spec as JSON from stdin, writes one JSON line per second to stdout)'
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "events-worker" -d 'Internal: one worker process of an events run (`run --events`; its spec as JSON on stdin, one JSON line per tick on stdout)'
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c throng -n "__fish_throng_using_subcommand import-icecast" -s h -l help -d 'Print help'
 complete -c throng -n "__fish_throng_using_subcommand manpage" -l out -d 'Directory to write the pages to (created if missing)' -r -F
@@ -127,3 +138,4 @@ complete -c throng -n "__fish_throng_using_subcommand help; and __fish_seen_subc
 complete -c throng -n "__fish_throng_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "compare" -d 'Run the same profile against several servers, one after the other, from a scenario file'
 complete -c throng -n "__fish_throng_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "test-server" -d 'A minimal fixed-rate streaming server (one write per listener per interval), used to calibrate the bench and by its tests'
 complete -c throng -n "__fish_throng_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "worker" -d 'Internal: one worker process of a run (reads its spec as JSON from stdin, writes one JSON line per second to stdout)'
+complete -c throng -n "__fish_throng_using_subcommand help; and __fish_seen_subcommand_from bench" -f -a "events-worker" -d 'Internal: one worker process of an events run (`run --events`; its spec as JSON on stdin, one JSON line per tick on stdout)'

@@ -12,7 +12,7 @@
 //!
 //! Modules: [`profile`] (what to run), [`url`], [`connect`], [`listener`] (per-listener
 //! accounting), [`listener_counts`] (the counters shared by ticks and timeline rows), [`engine`]
-//! (the event loop), [`stats`] (per-second messages, histograms), [`worker`] (threads and
+//! (the event loop), [`events`] + [`events_run`] (`run --events`: SSE subscribers and title-change delivery), [`stats`] (per-second messages, histograms), [`worker`] (threads and
 //! processes), [`sampler`], [`pidfind`] (`--pid-file`, `--pid-name`), [`source`], [`run`](mod@run) (one bench run), [`summary`],
 //! [`summary_metrics`] (the rows of the summary table), [`report`], [`meta`] (date, host, command line and server of a run), [`plots`], [`report_html`],
 //! [`progress`], [`compare`], [`testserver`].
@@ -22,6 +22,8 @@ use clap::{Args, Subcommand};
 pub mod compare;
 pub mod connect;
 pub mod engine;
+pub mod events;
+pub mod events_run;
 pub mod listener;
 pub mod listener_counts;
 pub mod meta;
@@ -67,6 +69,10 @@ pub enum BenchCommand {
     /// line per second to stdout).
     #[command(hide = true)]
     Worker(worker::WorkerArgs),
+    /// Internal: one worker process of an events run (`run --events`; its spec as JSON on
+    /// stdin, one JSON line per tick on stdout).
+    #[command(hide = true)]
+    EventsWorker,
 }
 
 /// Exit status of `throng bench run` and `compare` when every run's verdict is PASS.
@@ -92,6 +98,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Compare(a) => exit_with(compare::compare_command(a)),
         BenchCommand::TestServer(a) => testserver::test_server_command(a),
         BenchCommand::Worker(a) => worker::worker_command(a),
+        BenchCommand::EventsWorker => events_run::worker_command(),
     }
 }
 

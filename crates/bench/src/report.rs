@@ -124,6 +124,8 @@ pub fn summary_table(runs: &[&RunReport]) -> String {
         }
         out.push('\n');
     }
+    let events: Vec<_> = runs.iter().map(|r| r.events.as_ref()).collect();
+    out.push_str(&crate::events::summary_rows(&events));
     out.push_str("| verdict |");
     for r in runs {
         out.push_str(if r.summary.pass { " PASS |" } else { " FAIL |" });

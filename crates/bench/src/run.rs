@@ -61,6 +61,9 @@ pub struct RunArgs {
     /// No live progress display.
     #[arg(long)]
     pub no_progress: bool,
+    /// Event-stream runs (`--events`) and their title changes.
+    #[command(flatten)]
+    pub events: crate::events_run::EventArgs,
     /// Program to run as a worker process (default: this executable, as `<exe> bench worker`).
     #[arg(long, hide = true)]
     pub worker_exe: Option<PathBuf>,
@@ -235,6 +238,7 @@ pub fn execute(plan: &Plan) -> Result<RunReport, RunError> {
         longest_gaps,
         summary,
         errors,
+        events: None,
     })
 }
 
@@ -264,6 +268,20 @@ pub fn run_command(a: RunArgs) -> anyhow::Result<bool> {
     } else {
         a.metrics_url.clone().map(SampleTarget::Metrics)
     };
+    if a.events.events {
+        let plan = crate::events_run::EventsPlan {
+            name: a.name.clone(),
+            urls: a.urls.clone(),
+            profile: a.profile.clone(),
+            args: a.events.clone(),
+            sample,
+            launcher: a.worker_exe.as_ref().map(|p| Launcher {
+                program: p.clone(),
+                args: vec!["bench".into(), "events-worker".into()],
+            }),
+        };
+        return crate::events_run::command(&plan, &a.out);
+    }
     let plan = Plan {
         name: a.name.clone(),
         urls: a.urls.clone(),

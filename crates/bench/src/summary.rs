@@ -141,6 +141,9 @@ pub struct RunReport {
     pub summary: Summary,
     /// Problems seen (worker errors, source errors).
     pub errors: Vec<String>,
+    /// The outcome of an events run (`--events`), absent for listener runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<crate::events::EventsSummary>,
 }
 
 /// Collects ticks and samples during a run.

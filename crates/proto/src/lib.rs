@@ -20,6 +20,7 @@
 //! - [`xml`]: the admin interface's XML documents, serialized as Icecast 2.4.4 (libxml2) does.
 //! - [`shoutcast`]: SHOUTcast v1 (ICY) source login: password line, `OK2`, `icy-*` headers.
 //! - [`forwarded`]: the client address behind trusted proxies (`X-Forwarded-For`).
+//! - [`sse`]: Server-Sent Events framing and parsing (`/api/v1/events`).
 //! - [`mount_name`]: canonical mount names (no dot segments, backslashes or control
 //!   characters) and their percent-encoded form in links.
 
@@ -40,5 +41,6 @@ pub mod ogg_comments;
 pub mod ogg_rechain;
 pub mod shoutcast;
 pub mod source_info;
+pub mod sse;
 pub mod url_auth;
 pub mod xml;

@@ -255,6 +255,10 @@ async fn dispatch(
             // task (18,000 of them at once in a reconnect storm) stays small.
             Box::pin(crate::ingest::source::handle(ctx, stream, head, body, peer)).await;
         }
+        "GET" | "HEAD" if head.path == crate::admin::events::PATH => {
+            drop(buf);
+            Box::pin(crate::admin::events::handle(ctx, stream, head, peer, slot)).await;
+        }
         "GET" | "HEAD" if head.path == "/admin.cgi" => {
             drop(buf);
             Box::pin(crate::admin::cgi::handle(ctx, stream, head, peer)).await;
@@ -324,6 +328,8 @@ fn share_of(ctx: &ServerCtx, head: &RequestHead) -> Option<Share> {
     match head.method.as_str() {
         "PUT" | "DELETE" if head.path.starts_with("/api/") => Some(reserved),
         "SOURCE" | "PUT" => Some(reserved),
+        // Event-stream subscribers are many and public: listeners' share.
+        "GET" | "HEAD" if head.path == crate::admin::events::PATH => Some(Share::Listener),
         "GET" | "HEAD" | "POST" if is_admin_path(&head.path) => Some(reserved),
         "GET" | "HEAD" => Some(Share::Listener),
         _ => None,

@@ -41,6 +41,8 @@ pub struct ServerCtx {
     pub access_log: AccessLog,
     /// The fan-out shards.
     pub fanout: FanOut,
+    /// The `/api/v1/events` fan-out.
+    pub events: crate::fanout::events::EventHub,
     /// Open connections of any kind, against the `clients` limit.
     pub clients: Arc<Clients>,
     /// When the server started.

@@ -24,7 +24,8 @@ pub const REALM: &str = "Basic realm=\"Icecast2 Server\"";
 /// every `503`, RFC 9110 §10.2.3).
 pub const RETRY_AFTER_SECS: &str = "5";
 
-/// Whether `path` is served by the admin/status HTTP stack rather than a mount.
+/// Whether `path` is served by the admin/status HTTP stack rather than a mount (`/static/…` is
+/// the station page's files: no mount can be listened to under it).
 pub fn is_admin_path(path: &str) -> bool {
     path == "/"
         || path == "/status-json.xsl"
@@ -32,6 +33,7 @@ pub fn is_admin_path(path: &str) -> bool {
         || path == "/admin.cgi"
         || path.starts_with("/admin/")
         || path.starts_with("/api/")
+        || path.starts_with("/static/")
 }
 
 /// Writes a small complete response, logs it, and shuts the connection down. `request` is the

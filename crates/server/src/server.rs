@@ -232,6 +232,17 @@ impl Server {
             },
         )
         .map_err(ServerError::FanOut)?;
+        let events = crate::fanout::events::EventHub::start(
+            config.workers,
+            crate::fanout::events::shard::EventShardConfig {
+                heartbeat: Duration::from_millis(config.events.heartbeat_ms.max(1)),
+                stall_timeout: Duration::from_millis(config.events.stall_timeout_ms.max(1)),
+            },
+            registry.clone(),
+            metrics.clone(),
+            port,
+        )
+        .map_err(ServerError::FanOut)?;
         let clients = Clients::new(limit_for(config.limits.clients), metrics.clients.clone());
         let (shutdown_tx, shutdown) = watch::channel(false);
         let (control, commands) = ControlHandle::channel();
@@ -242,6 +253,7 @@ impl Server {
             metrics,
             access_log,
             fanout,
+            events,
             clients,
             started,
             port,
@@ -439,6 +451,7 @@ impl Server {
         let c = ctx.clone();
         let _ = tokio::task::spawn_blocking(move || {
             c.fanout.shutdown();
+            c.events.shutdown();
             // The shards logged every listener they closed: write those lines before exiting.
             c.access_log.flush(Duration::from_secs(5));
             if c.access_log.dropped() > 0 {

@@ -82,6 +82,12 @@ fn method_not_allowed(allow: &'static str) -> Response {
     r
 }
 
+/// `/api/v1/events` with a method other than `GET`/`HEAD` (those are answered before axum,
+/// in `admin/events.rs`; `OPTIONS` is the CORS preflight): the stream is read-only.
+pub async fn events_method_not_allowed() -> Response {
+    method_not_allowed("GET, HEAD, OPTIONS")
+}
+
 fn admin_error(e: &AdminError) -> Response {
     let status = match e {
         AdminError::SourceDoesNotExist => StatusCode::NOT_FOUND,
@@ -230,7 +236,7 @@ pub const MAX_BODY_BYTES: usize = 16 * 1024;
 ///
 /// Errors: the reply to send instead: 413 for a body too large, 408 for one not sent in
 /// time, 400 for one that cannot be read.
-async fn read_body(
+pub(crate) async fn read_body(
     headers: &HeaderMap,
     body: Body,
     timeout: std::time::Duration,
@@ -285,7 +291,7 @@ fn params(body: &[u8], query: Option<&str>) -> Option<HashMap<String, String>> {
 }
 
 /// The htpasswd authenticator of `mount`, if it has one.
-fn htpasswd_of(ctx: &ServerCtx, mount: &str) -> Option<Arc<HtpasswdAuth>> {
+pub(crate) fn htpasswd_of(ctx: &ServerCtx, mount: &str) -> Option<Arc<HtpasswdAuth>> {
     match &ctx.auth().for_mount(mount)?.method {
         crate::auth::Method::Htpasswd(h) => Some(h.clone()),
         crate::auth::Method::Url(_) => None,

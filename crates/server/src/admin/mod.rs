@@ -1,7 +1,8 @@
 //! Admin and status HTTP, served by axum over hyper on the same port as the streams: the
 //! connection's head was already read by `connection.rs`, and is replayed to hyper.
 //!
-//! Routes: `/` (a small page listing mounts), `/status-json.xsl` and `/api/v1/status`
+//! Routes: `/` (the station page) and `/static/…` (its files, `station.rs`), the admin web UI
+//! at `/admin/` and `/admin/ui/…` (`ui.rs`), `/status-json.xsl` and `/api/v1/status`
 //! (`status.rs`), `/metrics` (Prometheus), Icecast 2.4.4's admin commands under `/admin/`
 //! (`icecast.rs`, with Icecast 2.5's `reloadconfig`), and the admin JSON API under `/api/v1/`
 //! (`api.rs`, with `POST /api/v1/reload`). What the
@@ -25,11 +26,14 @@ pub mod api;
 pub mod auth;
 pub mod cgi;
 pub mod data;
+pub mod events;
 pub mod html;
 pub mod icecast;
 pub mod ops;
 pub mod playlist;
+pub mod station;
 pub mod status;
+pub mod ui;
 pub mod xml;
 
 use std::net::SocketAddr;
@@ -38,7 +42,7 @@ use std::sync::Arc;
 use crate::net::conn::Conn;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use axum::{Extension, Router};
 
@@ -64,13 +68,20 @@ pub async fn serve(ctx: Arc<ServerCtx>, stream: Conn, already_read: Vec<u8>, pee
 /// The admin/status routes.
 pub fn router(ctx: Arc<ServerCtx>) -> Router {
     Router::new()
-        .route("/", get(index))
+        .route("/", get(crate::admin::station::index))
+        .route("/static/{*file}", get(crate::admin::station::static_file))
         .route("/status-json.xsl", get(status_json))
         .route("/api/v1/status", get(status_v1))
         .route("/metrics", get(metrics))
         .route(
             "/admin/",
-            get(crate::admin::icecast::handle).post(crate::admin::icecast::handle),
+            get(crate::admin::ui::index).post(crate::admin::icecast::handle),
+        )
+        .route("/admin/ui/", get(crate::admin::ui::overview))
+        .route("/admin/ui/mount", get(crate::admin::ui::mount))
+        .route(
+            "/admin/ui/{action}",
+            axum::routing::post(crate::admin::ui::action),
         )
         .route(
             "/admin/{*command}",
@@ -79,6 +90,10 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
         .route("/api/v1/stats", get(crate::admin::api::stats))
         .route("/api/v1/reload", any(crate::admin::api::reload))
         .route("/api/v1/mounts", get(crate::admin::api::mounts))
+        .route(
+            crate::admin::events::PATH,
+            any(crate::admin::api::events_method_not_allowed),
+        )
         .route(
             "/api/v1/mounts/{*mount}",
             any(crate::admin::api::mount_resource),
@@ -92,7 +107,8 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
         .with_state(ctx)
 }
 
-/// Admin commands (`/admin/<command>`, with or without `.xsl`) that change something.
+/// Admin commands (`/admin/<command>`, with or without `.xsl`) that change something (and the
+/// admin web UI's `POST /admin/ui/<action>`, see [`state_changing`]).
 const STATE_CHANGING_COMMANDS: &[&str] = &[
     "fallbacks",
     "metadata",
@@ -105,10 +121,14 @@ const STATE_CHANGING_COMMANDS: &[&str] = &[
 
 /// Whether a request with `method` on `path` changes state (and so must not come from
 /// another site's page): the commands of [`STATE_CHANGING_COMMANDS`], any API request but
-/// `GET`/`HEAD`/`OPTIONS`, and `/api/v1/reload`.
+/// `GET`/`HEAD`/`OPTIONS`, `/api/v1/reload`, and the admin web UI's `POST /admin/ui/<action>`.
 pub fn state_changing(method: &axum::http::Method, path: &str) -> bool {
     use axum::http::Method;
     if let Some(cmd) = path.strip_prefix("/admin/") {
+        if cmd.starts_with("ui/") {
+            // The admin web UI's forms (`ui.rs`).
+            return *method == Method::POST;
+        }
         let cmd = cmd.strip_suffix(".xsl").unwrap_or(cmd);
         return STATE_CHANGING_COMMANDS.contains(&cmd);
     }
@@ -285,6 +305,15 @@ async fn metrics(State(ctx): State<Arc<ServerCtx>>, headers: header::HeaderMap) 
         }
         _ => is_admin,
     };
+    let relays = ctx
+        .registry
+        .list()
+        .iter()
+        .filter(|m| m.settings.kind == crate::mount::live::SourceKind::Relay)
+        .count();
+    ctx.metrics
+        .relays
+        .set(i64::try_from(relays).unwrap_or(i64::MAX));
     let text = ctx
         .metrics
         .encode_view(|name| match ctx.registry.get(name) {
@@ -308,24 +337,4 @@ async fn not_found() -> Response {
         "The file you requested could not be found\n",
     )
         .into_response()
-}
-
-async fn index(State(ctx): State<Arc<ServerCtx>>) -> Html<String> {
-    let mut rows = String::new();
-    for m in ctx.registry.list().iter().filter(|m| !m.hidden()) {
-        let name = crate::admin::html::escape(&m.name);
-        let href = crate::admin::html::href(&m.name);
-        rows.push_str(&format!(
-            "<li><a href=\"{href}\">{name}</a> — {} — {} listeners — <em>{}</em><br><audio controls preload=\"none\" src=\"{href}\"></audio></li>\n",
-            crate::admin::html::escape(&m.settings.info.name),
-            m.listeners.load(std::sync::atomic::Ordering::Relaxed),
-            crate::admin::html::escape(&m.title()),
-        ));
-    }
-    Html(format!(
-        "<!doctype html><meta charset=\"utf-8\"><title>{id}</title><h1>{id}</h1>\
-         <p>Mounts live now:</p><ul>\n{rows}</ul>\
-         <p><a href=\"/status-json.xsl\">status-json.xsl</a> · <a href=\"/api/v1/status\">/api/v1/status</a> · <a href=\"/metrics\">/metrics</a></p>",
-        id = crate::admin::html::escape(&ctx.config().server_id)
-    ))
 }

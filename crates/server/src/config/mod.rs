@@ -93,6 +93,31 @@ pub struct Config {
     /// HTTPS sockets and certificates (`tls.rs`).
     #[serde(skip_serializing_if = "tls::TlsConfig::is_default")]
     pub tls: tls::TlsConfig,
+    /// The now-playing event stream `/api/v1/events`.
+    pub events: EventsConfig,
+}
+
+/// `[events]`: the server-sent event stream `/api/v1/events` (times in milliseconds).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct EventsConfig {
+    /// A heartbeat comment goes to idle subscribers this often (default 15000).
+    pub heartbeat_ms: u64,
+    /// A subscriber whose socket stays full this long is dropped (default 10000).
+    pub stall_timeout_ms: u64,
+    /// Kernel send buffer per subscriber socket in bytes (default 16384; 0 keeps the system
+    /// default). Events are small: a small buffer bounds what a stalled subscriber holds.
+    pub sndbuf: usize,
+}
+
+impl Default for EventsConfig {
+    fn default() -> Self {
+        EventsConfig {
+            heartbeat_ms: 15_000,
+            stall_timeout_ms: 10_000,
+            sndbuf: 16_384,
+        }
+    }
 }
 
 /// `[paths]`: files and access filters, as Icecast `<paths>` (and Icecast-KH for
@@ -101,7 +126,8 @@ pub struct Config {
 #[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
 pub struct Paths {
     /// Directory of static files; a `fallback-mount` naming a file in it (e.g. `/silence.mp3`)
-    /// plays that file looped in real time.
+    /// plays that file looped in real time. Its `index.html` and `static/<file>` replace the
+    /// station page and its files (`admin/station.rs`).
     pub webroot: Option<PathBuf>,
     /// File of client IP addresses (one per line, `#` comments) refused with 403.
     pub deny_ip: Option<PathBuf>,
@@ -468,6 +494,7 @@ impl Default for Config {
             relay: Vec::new(),
             master: None,
             tls: tls::TlsConfig::default(),
+            events: EventsConfig::default(),
         }
     }
 }

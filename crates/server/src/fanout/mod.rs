@@ -2,6 +2,7 @@
 //! new listener (the least loaded). Independent of where a mount's bytes come from.
 
 pub mod cursor;
+pub mod events;
 pub mod handover;
 pub mod seal;
 pub mod shard;

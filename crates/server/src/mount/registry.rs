@@ -63,6 +63,11 @@ impl Registry {
         self.config.store(config);
     }
 
+    /// The configuration in force (as last given to [`Registry::set_config`]).
+    pub fn config(&self) -> Arc<crate::config::Config> {
+        self.config.load_full()
+    }
+
     /// Keeps a relay carried across a binary upgrade until the relay task of its mount claims
     /// it ([`Registry::claim_adopted_relay`]).
     pub fn adopt_relay(&self, relay: AdoptedRelay) {

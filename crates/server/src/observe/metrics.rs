@@ -116,6 +116,15 @@ pub struct Metrics {
     pub clients: Gauge,
     /// `throng_requests_rejected_total`: requests answered with an HTTP error.
     pub rejected: Counter,
+    /// `throng_relays`: live mounts fed by a relay, set at each scrape (by `/metrics`).
+    pub relays: Gauge,
+    /// `throng_event_subscribers`: `/api/v1/events` subscribers connected now.
+    pub event_subscribers: Gauge,
+    /// `throng_events_sent_total`: events written to subscribers (one per event per
+    /// subscriber).
+    pub events_sent: Counter,
+    /// `throng_event_subscribers_dropped_total`: subscribers dropped for not keeping up.
+    pub event_subscribers_dropped: Counter,
 }
 
 impl Default for Metrics {
@@ -139,6 +148,10 @@ impl Metrics {
             source_connects: Counter::default(),
             clients: Gauge::default(),
             rejected: Counter::default(),
+            relays: Gauge::default(),
+            event_subscribers: Gauge::default(),
+            events_sent: Counter::default(),
+            event_subscribers_dropped: Counter::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -183,6 +196,28 @@ impl Metrics {
             "Requests answered with an HTTP error",
             m.rejected.clone(),
         );
+        registry.register(
+            "throng_event_subscribers",
+            "Event stream subscribers connected now",
+            m.event_subscribers.clone(),
+        );
+        registry.register(
+            "throng_events_sent",
+            "Events written to event stream subscribers",
+            m.events_sent.clone(),
+        );
+        registry.register(
+            "throng_event_subscribers_dropped",
+            "Event stream subscribers dropped for not keeping up",
+            m.event_subscribers_dropped.clone(),
+        );
+        registry.register(
+            "throng_relays",
+            "Live mounts fed by a relay",
+            m.relays.clone(),
+        );
+        // `process_*`: CPU, memory and descriptors of this process (`process.rs`).
+        registry.register_collector(Box::new(crate::observe::process::ProcessCollector));
         Metrics { registry, ..m }
     }
 

@@ -105,15 +105,11 @@ fn mount_links_on_the_station_page_are_percent_encoded() {
     let (head, body) = http_get(server.addr, "/", &[]);
     assert_eq!(head.status, 200);
     let page = String::from_utf8_lossy(&body);
-    assert!(
-        page.contains("href=\"/my%20radio%22%3E%3F%23.mp3\""),
-        "{page}"
-    );
-    assert!(
-        page.contains("src=\"/my%20radio%22%3E%3F%23.mp3\""),
-        "{page}"
-    );
-    // Every link on the page is either an encoded mount or one of the fixed pages.
+    // The page is static: its script builds the mount links (checked encoded in a browser by
+    // `web_page::station_page_links_of_odd_mount_names_are_percent_encoded`); no mount name is
+    // pasted into the HTML.
+    assert!(!page.contains("my radio"), "{page}");
+    // Every link on the page is one of the fixed pages.
     for attr in page
         .split("href=\"")
         .skip(1)
@@ -121,7 +117,11 @@ fn mount_links_on_the_station_page_are_percent_encoded() {
     {
         let url = &attr[..attr.find('"').unwrap()];
         assert!(
-            url.starts_with('/') && !url.starts_with("//") && !url.contains(['\\', ' ', '?']),
+            // (`#…`: the skip link to the streams.)
+            url.starts_with('#')
+                || url.starts_with('/')
+                    && !url.starts_with("//")
+                    && !url.contains(['\\', ' ', '?']),
             "link {url:?} in {page}"
         );
     }

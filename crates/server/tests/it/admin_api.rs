@@ -507,8 +507,11 @@ fn stats_and_listmounts_show_real_values_hidden_mounts_included() {
     assert!(r
         .body
         .contains("<tr><th>server_name</th><td>Marker 161</td></tr>"));
-    let r = get(&srv, "/admin/", Some(ADMIN));
+    let r = get(&srv, "/admin/?mount=/hidden.mp3", Some(ADMIN));
     assert!(r.body.contains("<h2>source mount=/hidden.mp3</h2>"));
+    // `/admin/` itself is the admin web UI (`web_ui.rs`): it lists hidden mounts too.
+    let r = get(&srv, "/admin/", Some(ADMIN));
+    assert!(r.body.contains(">/hidden.mp3</a>"), "{}", r.body);
     let r = get(&srv, "/admin/listmounts.xsl", Some(ADMIN));
     assert!(
         r.body

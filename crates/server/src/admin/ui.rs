@@ -1,0 +1,617 @@
+//! The admin web UI: `/admin/` (the overview: every mount with its listeners, title, format and
+//! fallback) and `/admin/ui/mount?mount=/x` (one mount: update its metadata, list and kick its
+//! listeners, move them to another mount, set its fallback, manage its htpasswd users, kill its
+//! source), with the forms posting to `/admin/ui/<action>`; `/admin/ui/` is the overview too. `/admin/` with a query string is
+//! still Icecast's `stats.xsl` (`icecast.rs`), and every `/admin/<command>` is unchanged.
+//!
+//! Login: HTTP Basic with the admin credentials (`401` with `WWW-Authenticate` otherwise, as
+//! every admin route). Each action calls the function the JSON API and the Icecast commands call
+//! (`ops.rs`, the htpasswd authenticator): there is no second implementation of any action.
+//!
+//! CSRF: every form carries a hidden `csrf` token, checked (in constant time) before anything
+//! is done; a POST without it or with another one is `403`. The token is a SHA-1 of a random
+//! secret drawn at start, the admin user name and password (see [`csrf_token`]): another
+//! site's page cannot read it, and it changes when the password changes or the server restarts.
+//! The router's guard also refuses these POSTs when `Origin`/`Referer`/`Sec-Fetch-Site` say they
+//! come from another site ([`crate::admin::state_changing`]). Actions answer `303 See Other`
+//! back to the page, with the outcome in the query (`ok`, `msg`, and `sig`, its keyed hash: an
+//! outcome line not signed by this server is not shown), in a `role="status"` line.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Extension;
+use sha1::{Digest, Sha1};
+use throng_proto::http::parse_query;
+
+use crate::admin::auth;
+use crate::admin::html::{escape, href};
+use crate::admin::ops::{self, MetadataOutcome, MetadataUpdate};
+use crate::auth::htpasswd::AddOutcome;
+use crate::ctx::ServerCtx;
+
+/// The random secret of this process's CSRF tokens, drawn on first use.
+fn secret() -> &'static [u8; 32] {
+    static SECRET: OnceLock<[u8; 32]> = OnceLock::new();
+    SECRET.get_or_init(rand::random)
+}
+
+/// The CSRF token of the admin `user` with `password` in this process: hex SHA-1 of the
+/// secret, the user, the password and the secret again, NUL-separated.
+pub fn csrf_token(user: &str, password: &str) -> String {
+    token_with(secret(), user, password)
+}
+
+fn token_with(secret: &[u8], user: &str, password: &str) -> String {
+    let mut h = Sha1::new();
+    h.update(secret);
+    h.update([0]);
+    h.update(user.as_bytes());
+    h.update([0]);
+    h.update(password.as_bytes());
+    h.update([0]);
+    h.update(secret);
+    h.finalize()
+        .iter()
+        .fold(String::with_capacity(40), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+/// The admin credentials of a request (user, password); `None` when it has none (answer
+/// [`crate::admin::icecast::unauthorized`]).
+fn admin_only(ctx: &ServerCtx, headers: &HeaderMap) -> Option<(String, String)> {
+    let creds = auth::credentials(headers);
+    if auth::is_admin(ctx, creds.as_ref()) {
+        creds.map(|c| (c.user, c.password))
+    } else {
+        None
+    }
+}
+
+/// A whole page titled `title` around `content`, with the outcome line of `query` (`ok`, `msg`).
+fn page(ctx: &ServerCtx, title: &str, query: Option<&str>, content: &str) -> Response {
+    let q: Vec<(String, String)> = parse_query(query.unwrap_or(""));
+    let get = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    let signed =
+        |msg: &str| get("sig").is_some_and(|s| s == outcome_sig(get("ok") == Some("1"), msg));
+    let flash = match get("msg").filter(|m| signed(m)) {
+        Some(msg) => {
+            let class = if get("ok") == Some("1") { "ok" } else { "err" };
+            format!(
+                "<p class=\"flash {class}\" role=\"status\" id=\"flash\">{}</p>",
+                escape(msg)
+            )
+        }
+        None => "<p class=\"flash-empty\" role=\"status\" id=\"flash\"></p>".into(),
+    };
+    let server = escape(&ctx.config().server_id);
+    let body = format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+<meta name=\"color-scheme\" content=\"light dark\">\
+<title>{title} · {server} admin</title>\
+<link rel=\"icon\" href=\"/static/favicon.svg\" type=\"image/svg+xml\">\
+<link rel=\"stylesheet\" href=\"/static/admin.css\"></head><body>\
+<header class=\"top\"><div class=\"wrap\"><a class=\"brand\" href=\"/admin/\">{server} · admin</a>\
+<nav aria-label=\"Admin\"><a href=\"/admin/\">Mounts</a><a href=\"/admin/stats.xsl\">Icecast pages</a>\
+<a href=\"/\">Station page</a></nav></div></header>\
+<main class=\"wrap\"><h1>{title}</h1>{flash}{content}</main></body></html>\n",
+        title = escape(title),
+    );
+    let mut r = (StatusCode::OK, body).into_response();
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, no-store"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    r
+}
+
+/// `5s`, `3m 02s`, `2h 05m`, `3d 04h`.
+pub fn duration_text(secs: u64) -> String {
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m {:02}s", s / 60, s % 60),
+        s if s < 86_400 => format!("{}h {:02}m", s / 3600, s % 3600 / 60),
+        s => format!("{}d {:02}h", s / 86_400, s % 86_400 / 3600),
+    }
+}
+
+/// `/admin/ui/mount?mount=` + the mount, as a link target.
+fn mount_page(name: &str) -> String {
+    format!(
+        "/admin/ui/mount?mount={}",
+        percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC)
+    )
+}
+
+/// A form posting `action` with the CSRF token and `mount`, around `fields`.
+fn form(token: &str, action: &str, mount: &str, class: &str, fields: &str) -> String {
+    format!(
+        "<form method=\"post\" action=\"/admin/ui/{action}\" class=\"{class}\">\
+<input type=\"hidden\" name=\"csrf\" value=\"{token}\">\
+<input type=\"hidden\" name=\"mount\" value=\"{}\">{fields}</form>",
+        escape(mount)
+    )
+}
+
+/// `GET /admin/`: the admin UI's overview; with a query string, Icecast's `stats.xsl` as
+/// before (`/admin/?mount=/x`).
+pub async fn index(
+    state: State<Arc<ServerCtx>>,
+    peer: Extension<std::net::SocketAddr>,
+    headers: HeaderMap,
+    uri: axum::http::Uri,
+    query: RawQuery,
+) -> Response {
+    if query.0.is_some() {
+        return crate::admin::icecast::handle(state, peer, uri, headers, query).await;
+    }
+    overview(state, headers, RawQuery(None)).await
+}
+
+/// `GET /admin/ui/`: the admin UI's overview, with the outcome line of an action.
+pub async fn overview(
+    State(ctx): State<Arc<ServerCtx>>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Response {
+    if admin_only(&ctx, &headers).is_none() {
+        return crate::admin::icecast::unauthorized(&ctx);
+    }
+    let mut rows = String::new();
+    for e in crate::admin::data::mount_list(&ctx, None) {
+        let m = ctx.registry.get(&e.mount);
+        let title = m.as_ref().map(|m| m.title()).unwrap_or_default();
+        let format = m
+            .as_ref()
+            .map(|m| {
+                crate::admin::status::subtype(m).map_or_else(
+                    || m.settings.content_type.clone(),
+                    |s| format!("{} ({s})", m.settings.content_type),
+                )
+            })
+            .unwrap_or_default();
+        let bitrate = m
+            .as_ref()
+            .and_then(|m| crate::admin::status::bitrate(m))
+            .map(|b| format!("{b} kbit/s"))
+            .unwrap_or_default();
+        let mut flags = Vec::new();
+        if e.hidden {
+            flags.push("hidden");
+        }
+        if !e.live {
+            flags.push("on demand, idle");
+        }
+        if let Some(a) = e.authenticator {
+            flags.push(a);
+        }
+        let _ = write!(
+            rows,
+            "<tr><th scope=\"row\"><a href=\"{link}\">{name}</a></th><td>{title}</td>\
+<td class=\"num\" data-listeners>{listeners}</td><td>{format}</td><td>{bitrate}</td><td>{fallback}</td>\
+<td>{flags}</td><td>{connected}</td></tr>",
+            link = escape(&mount_page(&e.mount)),
+            name = escape(&e.mount),
+            title = escape(&title),
+            listeners = e.listeners,
+            format = escape(&format),
+            bitrate = escape(&bitrate),
+            fallback = escape(e.fallback.as_deref().unwrap_or("")),
+            flags = escape(&flags.join(", ")),
+            connected = e
+                .connected_s
+                .map(|s| duration_text(u64::try_from(s).unwrap_or(0)))
+                .unwrap_or_default(),
+        );
+    }
+    let table = if rows.is_empty() {
+        "<p>No mount is live.</p>".to_owned()
+    } else {
+        format!(
+            "<div class=\"scroll\"><table><caption>Mounts</caption><thead><tr><th scope=\"col\">Mount</th>\
+<th scope=\"col\">Title</th><th scope=\"col\">Listeners</th><th scope=\"col\">Format</th>\
+<th scope=\"col\">Bitrate</th><th scope=\"col\">Fallback</th><th scope=\"col\">Notes</th>\
+<th scope=\"col\">Connected</th></tr></thead><tbody>{rows}</tbody></table></div>"
+        )
+    };
+    let uptime = (chrono::Local::now() - ctx.started).num_seconds().max(0);
+    let summary = format!(
+        "<dl class=\"summary\"><div><dt>Listeners</dt><dd>{}</dd></div><div><dt>Mounts</dt><dd>{}</dd></div>\
+<div><dt>Clients</dt><dd>{}</dd></div><div><dt>Uptime</dt><dd>{}</dd></div><div><dt>Version</dt><dd>{}</dd></div></dl>",
+        ctx.fanout.listeners(),
+        ctx.registry.list().len(),
+        ctx.clients.open(),
+        duration_text(u64::try_from(uptime).unwrap_or(0)),
+        env!("CARGO_PKG_VERSION"),
+    );
+    page(
+        &ctx,
+        "Mounts",
+        query.as_deref(),
+        &format!("{summary}{table}"),
+    )
+}
+
+/// `GET /admin/ui/mount?mount=/x`: one mount and its forms.
+pub async fn mount(
+    State(ctx): State<Arc<ServerCtx>>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let Some((user, password)) = admin_only(&ctx, &headers) else {
+        return crate::admin::icecast::unauthorized(&ctx);
+    };
+    let token = csrf_token(&user, &password);
+    let q: Vec<(String, String)> = parse_query(query.as_deref().unwrap_or(""));
+    let name = q
+        .iter()
+        .find(|(k, _)| k == "mount")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    let m = match ops::live_mount(&ctx, &name) {
+        Ok(m) => m,
+        Err(e) => {
+            let content = format!(
+                "<p class=\"flash err\">{}</p><p><a href=\"/admin/\">Back to the mounts</a></p>",
+                escape(&e.to_string())
+            );
+            let mut r = page(&ctx, &name, None, &content);
+            *r.status_mut() = StatusCode::NOT_FOUND;
+            return r;
+        }
+    };
+    let mut c = String::new();
+    // Facts.
+    let info = &m.settings.info;
+    let _ = write!(
+        c,
+        "<dl class=\"summary\"><div><dt>Name</dt><dd>{}</dd></div><div><dt>Title</dt><dd id=\"current-title\">{}</dd></div>\
+<div><dt>Listeners</dt><dd id=\"listener-count\">{}</dd></div><div><dt>Format</dt><dd>{}</dd></div>\
+<div><dt>Bitrate</dt><dd>{}</dd></div><div><dt>Listen</dt><dd><a href=\"{}\">{}</a></dd></div></dl>",
+        escape(&info.name),
+        escape(&m.title()),
+        m.listeners.load(Ordering::Relaxed),
+        escape(&m.settings.content_type),
+        escape(&crate::admin::status::bitrate(&m).unwrap_or_default()),
+        href(&m.name),
+        escape(&m.name),
+    );
+    // Metadata.
+    let _ = write!(
+        c,
+        "<section aria-labelledby=\"h-meta\"><h2 id=\"h-meta\">Now playing</h2>{}</section>",
+        form(
+            &token,
+            "metadata",
+            &m.name,
+            "row",
+            "<label>Artist <input name=\"artist\" id=\"meta-artist\" autocomplete=\"off\"></label>\
+<label>Title <input name=\"title\" id=\"meta-title\" required autocomplete=\"off\"></label>\
+<button type=\"submit\" id=\"meta-submit\">Update metadata</button>"
+        )
+    );
+    // Listeners.
+    let rows = ops::listeners(&ctx, &m).await;
+    let mut lrows = String::new();
+    for r in &rows {
+        let kick = form(
+            &token,
+            "kill-client",
+            &m.name,
+            "inline",
+            &format!(
+                "<input type=\"hidden\" name=\"id\" value=\"{id}\">\
+<button type=\"submit\" class=\"danger\" aria-label=\"Kick listener {id}\" data-kick=\"{id}\">Kick</button>",
+                id = r.id
+            ),
+        );
+        let _ = write!(
+            lrows,
+            "<tr data-listener=\"{id}\"><td class=\"num\">{id}</td><td>{ip}</td><td>{agent}</td><td>{user}</td>\
+<td>{connected}</td><td class=\"num\">{sent}</td><td>{kick}</td></tr>",
+            id = r.id,
+            ip = escape(&r.ip.to_string()),
+            agent = escape(r.agent.as_deref().unwrap_or("")),
+            user = escape(r.user.as_deref().unwrap_or("")),
+            connected = duration_text(r.connected_secs),
+            sent = r.sent,
+        );
+    }
+    let listeners = if rows.is_empty() {
+        "<p>No listener.</p>".to_owned()
+    } else {
+        format!(
+            "<div class=\"scroll\"><table><thead><tr><th scope=\"col\">Id</th><th scope=\"col\">Address</th>\
+<th scope=\"col\">Player</th><th scope=\"col\">User</th><th scope=\"col\">Connected</th>\
+<th scope=\"col\">Bytes sent</th><th scope=\"col\"><span class=\"visually-hidden\">Actions</span></th></tr></thead>\
+<tbody>{lrows}</tbody></table></div>"
+        )
+    };
+    let _ = write!(
+        c,
+        "<section aria-labelledby=\"h-listeners\"><h2 id=\"h-listeners\">Listeners</h2>{listeners}</section>"
+    );
+    // Move listeners.
+    let others: Vec<_> = ctx
+        .registry
+        .list()
+        .into_iter()
+        .filter(|o| o.name != m.name && o.settings.format == m.settings.format)
+        .collect();
+    let move_form = if others.is_empty() {
+        "<p>No other live mount of the same format to move listeners to.</p>".to_owned()
+    } else {
+        let options: String = others
+            .iter()
+            .map(|o| format!("<option>{}</option>", escape(&o.name)))
+            .collect();
+        form(
+            &token,
+            "move",
+            &m.name,
+            "row",
+            &format!(
+                "<label>Destination <select name=\"destination\" id=\"move-destination\">{options}</select></label>\
+<button type=\"submit\">Move all listeners</button>"
+            ),
+        )
+    };
+    let _ = write!(
+        c,
+        "<section aria-labelledby=\"h-move\"><h2 id=\"h-move\">Move listeners</h2>{move_form}</section>"
+    );
+    // Fallback.
+    let fallback = ctx.registry.fallback_of(&m.name).unwrap_or_default();
+    let _ = write!(
+        c,
+        "<section aria-labelledby=\"h-fallback\"><h2 id=\"h-fallback\">Fallback</h2>{}</section>",
+        form(
+            &token,
+            "fallback",
+            &m.name,
+            "row",
+            &format!(
+                "<label>Fallback mount <input name=\"fallback\" id=\"fallback\" value=\"{}\" placeholder=\"/other.mp3 (empty: none)\"></label>\
+<button type=\"submit\">Set fallback</button>",
+                escape(&fallback)
+            )
+        )
+    );
+    // Users.
+    if let Some(h) = crate::admin::api::htpasswd_of(&ctx, &m.name) {
+        let mut urows = String::new();
+        for u in h.user_names().await {
+            let del = form(
+                &token,
+                "delete-user",
+                &m.name,
+                "inline",
+                &format!(
+                    "<input type=\"hidden\" name=\"username\" value=\"{u}\">\
+<button type=\"submit\" class=\"danger\" aria-label=\"Delete user {u}\">Delete</button>",
+                    u = escape(&u)
+                ),
+            );
+            let _ = write!(urows, "<li><span>{}</span>{del}</li>", escape(&u));
+        }
+        let add = form(
+            &token,
+            "add-user",
+            &m.name,
+            "row",
+            "<label>User name <input name=\"username\" required autocomplete=\"off\"></label>\
+<label>Password <input name=\"password\" type=\"password\" required autocomplete=\"new-password\"></label>\
+<button type=\"submit\">Add user</button>",
+        );
+        let _ = write!(
+            c,
+            "<section aria-labelledby=\"h-users\"><h2 id=\"h-users\">Listener accounts (htpasswd)</h2>\
+<ul class=\"users\">{urows}</ul>{add}</section>"
+        );
+    }
+    // Kill the source.
+    let _ = write!(
+        c,
+        "<section aria-labelledby=\"h-source\"><h2 id=\"h-source\">Source</h2>{}</section>",
+        form(
+            &token,
+            "kill-source",
+            &m.name,
+            "row",
+            "<button type=\"submit\" class=\"danger\">Disconnect the source</button>\
+<span class=\"hint\">Listeners move to the fallback, if any.</span>"
+        )
+    );
+    page(&ctx, &m.name, query.as_deref(), &c)
+}
+
+/// The signature of an outcome line (so a link from elsewhere cannot make an admin page show
+/// a message of its choosing): 16 hex digits of the keyed hash of [`csrf_token`].
+fn outcome_sig(ok: bool, message: &str) -> String {
+    token_with(secret(), if ok { "ok" } else { "failed" }, message)[..16].to_owned()
+}
+
+/// A `303 See Other` to `location` with the outcome `ok` and `message` (signed).
+fn back(location: &str, ok: bool, message: &str) -> Response {
+    let sep = if location.contains('?') { '&' } else { '?' };
+    let target = format!(
+        "{location}{sep}ok={}&msg={}&sig={}",
+        u8::from(ok),
+        percent_encoding::utf8_percent_encode(message, percent_encoding::NON_ALPHANUMERIC),
+        outcome_sig(ok, message)
+    );
+    let mut r = StatusCode::SEE_OTHER.into_response();
+    if let Ok(v) = HeaderValue::from_str(&target) {
+        r.headers_mut().insert(header::LOCATION, v);
+    }
+    r
+}
+
+/// `POST /admin/ui/<action>`: one action of the UI's forms (`metadata`, `kill-client`, `move`,
+/// `fallback`, `kill-source`, `add-user`, `delete-user`), form-encoded, with the CSRF token.
+pub async fn action(
+    State(ctx): State<Arc<ServerCtx>>,
+    Path(action): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let Some((user, password)) = admin_only(&ctx, &headers) else {
+        return crate::admin::icecast::unauthorized(&ctx);
+    };
+    let body = match crate::admin::api::read_body(&headers, body, ctx.config().body_timeout()).await
+    {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let form: Vec<(String, String)> = parse_query(&String::from_utf8_lossy(&body));
+    let get = |k: &str| {
+        form.iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.trim().to_owned())
+    };
+    let expected = csrf_token(&user, &password);
+    if !get("csrf").is_some_and(|t| throng_proto::auth::secrets_equal(&t, &expected)) {
+        tracing::warn!(%action, "admin UI: POST without a valid CSRF token refused");
+        return (
+            StatusCode::FORBIDDEN,
+            "Missing or stale form token: reload the admin page and try again\n",
+        )
+            .into_response();
+    }
+    let name = get("mount").unwrap_or_default();
+    let here = mount_page(&name);
+    let m = match ops::live_mount(&ctx, &name) {
+        Ok(m) => m,
+        Err(e) => return back("/admin/ui/", false, &e.to_string()),
+    };
+    match action.as_str() {
+        "metadata" => {
+            let update = MetadataUpdate {
+                song: None,
+                artist: get("artist").filter(|a| !a.is_empty()),
+                title: get("title").filter(|t| !t.is_empty()),
+                url: None,
+            };
+            match ops::update_metadata(&m, &update) {
+                MetadataOutcome::Updated => back(&here, true, "Metadata update successful"),
+                MetadataOutcome::Unchanged => back(&here, false, "Give a title"),
+                MetadataOutcome::NotAccepted => {
+                    back(&here, false, "Mountpoint will not accept URL updates")
+                }
+            }
+        }
+        "kill-client" => {
+            let id = ops::atoi(&get("id").unwrap_or_default());
+            if ops::kill_client(&ctx, &m, id).await {
+                back(&here, true, &format!("Client {id} removed"))
+            } else {
+                back(&here, false, &format!("Client {id} not found"))
+            }
+        }
+        "move" => {
+            let dest = get("destination").unwrap_or_default();
+            match ops::move_clients(&ctx, &m, &dest).await {
+                Ok((to, n)) => back(
+                    &here,
+                    true,
+                    &format!("{n} listeners moved from {} to {}", m.name, to.name),
+                ),
+                Err(e) => back(&here, false, &e.to_string()),
+            }
+        }
+        "fallback" => {
+            let fallback = get("fallback").unwrap_or_default();
+            if !fallback.is_empty() {
+                if let Err(e) = ops::check_name(&fallback) {
+                    return back(&here, false, &e.to_string());
+                }
+            }
+            ops::set_fallback(&ctx, &m, &fallback);
+            back(&here, true, "Fallback configured")
+        }
+        "kill-source" => {
+            ops::kill_source(&m);
+            back("/admin/ui/", true, &format!("Source of {} removed", m.name))
+        }
+        "add-user" | "delete-user" => {
+            let Some(h) = crate::admin::api::htpasswd_of(&ctx, &m.name) else {
+                return back(&here, false, "This mount has no htpasswd authentication");
+            };
+            let username = get("username").unwrap_or_default();
+            if username.is_empty() {
+                return back(&here, false, "Missing parameter");
+            }
+            let outcome = if action == "add-user" {
+                let pass = get("password").unwrap_or_default();
+                if pass.is_empty() {
+                    return back(&here, false, "Missing parameter");
+                }
+                h.add_user(&username, &pass).await.map(|o| match o {
+                    AddOutcome::Added => (true, "User added"),
+                    AddOutcome::Exists => (false, "User already exists - not added"),
+                })
+            } else {
+                h.delete_user(&username).await.map(|d| {
+                    if d {
+                        (true, "User deleted")
+                    } else {
+                        (false, "User not found")
+                    }
+                })
+            };
+            match outcome {
+                Ok((ok, msg)) => {
+                    tracing::info!(mount = %m.name, user = %username, %action, ok, "admin UI: {msg}");
+                    back(&here, ok, msg)
+                }
+                Err(e) => {
+                    tracing::warn!(mount = %m.name, user = %username, "admin UI: {action} failed: {e}");
+                    back(&here, false, "User change failed - check the error log")
+                }
+            }
+        }
+        _ => (StatusCode::NOT_FOUND, "No such admin action\n").into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_depend_on_secret_user_and_password() {
+        let t = token_with(b"s1", "admin", "pw");
+        assert_eq!(t.len(), 40);
+        assert_eq!(t, token_with(b"s1", "admin", "pw"));
+        assert_ne!(t, token_with(b"s2", "admin", "pw"));
+        assert_ne!(t, token_with(b"s1", "admin", "pw2"));
+        assert_ne!(t, token_with(b"s1", "admin2", "pw"));
+        // The separators keep `ab`+`c` apart from `a`+`bc`.
+        assert_ne!(token_with(b"s", "ab", "c"), token_with(b"s", "a", "bc"));
+    }
+
+    #[test]
+    fn durations_read_as_text() {
+        assert_eq!(duration_text(5), "5s");
+        assert_eq!(duration_text(182), "3m 02s");
+        assert_eq!(duration_text(7500), "2h 05m");
+        assert_eq!(duration_text(3 * 86_400 + 4 * 3600), "3d 04h");
+    }
+}
