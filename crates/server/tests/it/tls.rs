@@ -169,6 +169,9 @@ fn curl_and_ffmpeg_listen_over_https_and_status_answers_over_tls() {
         String::from_utf8_lossy(&body).contains("throng"),
         "metrics over TLS"
     );
+    // The event stream's shards write plain sockets: over TLS it says so.
+    let (_, body) = curl(tls, &cert.0, "/api/v1/events", 5);
+    assert!(String::from_utf8_lossy(&body).contains("plain HTTP only"));
     let (head, _) = crate::support::http_get(auto, "/status-json.xsl", &[]);
     assert_eq!(head.status, 200, "plain HTTP on the auto socket");
     // A request that is not TLS on the TLS-only socket gets no HTTP answer.
