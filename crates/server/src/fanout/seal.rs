@@ -63,6 +63,9 @@ pub enum SealError {
 /// The transmit direction of one TLS connection: key, IV and next record sequence number.
 pub struct SealState {
     key: LessSafeKey,
+    /// The raw key, kept to carry the state across a binary upgrade ([`SealExport`]).
+    raw_key: [u8; 32],
+    key_len: u8,
     iv: [u8; 12],
     seq: u64,
     version: TlsVersion,
@@ -96,10 +99,18 @@ impl SealState {
             Cipher::Aes256Gcm => &aead::AES_256_GCM,
             Cipher::Chacha20Poly1305 => &aead::CHACHA20_POLY1305,
         };
+        let mut raw_key = [0u8; 32];
+        raw_key
+            .get_mut(..key.len())
+            .ok_or(SealError::BadKey(cipher))?
+            .copy_from_slice(key);
+        let key_len = key.len() as u8;
         let key = UnboundKey::new(alg, key).map_err(|_| SealError::BadKey(cipher))?;
         let iv: [u8; 12] = iv.try_into().map_err(|_| SealError::BadIv)?;
         Ok(SealState {
             key: LessSafeKey::new(key),
+            raw_key,
+            key_len,
             iv,
             seq,
             version,
@@ -237,6 +248,24 @@ impl SealState {
     }
 }
 
+/// A TLS listener's sealing state as a binary upgrade carries it to the new process (over the
+/// hand-over's Unix socket, with the listener's descriptor).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct SealExport {
+    /// 12 for TLS 1.2, 13 for TLS 1.3.
+    pub version: u8,
+    /// 0 AES-128-GCM, 1 AES-256-GCM, 2 ChaCha20-Poly1305.
+    pub cipher: u8,
+    /// The traffic key.
+    pub key: Vec<u8>,
+    /// The IV.
+    pub iv: [u8; 12],
+    /// The next record number.
+    pub seq: u64,
+    /// Sealed bytes not yet sent.
+    pub tail: Vec<u8>,
+}
+
 /// A listener over TLS as its shard keeps it: the sealing state and, only after a partial
 /// write, the ciphertext the kernel has not taken yet.
 #[derive(Debug)]
@@ -254,6 +283,48 @@ impl TlsListener {
             seal,
             tail: Vec::new(),
         }
+    }
+
+    /// The state to carry across a binary upgrade.
+    pub fn export(&self) -> SealExport {
+        let s = &self.seal;
+        SealExport {
+            version: match s.version {
+                TlsVersion::Tls12 => 12,
+                TlsVersion::Tls13 => 13,
+            },
+            cipher: match s.cipher {
+                Cipher::Aes128Gcm => 0,
+                Cipher::Aes256Gcm => 1,
+                Cipher::Chacha20Poly1305 => 2,
+            },
+            key: s.raw_key[..usize::from(s.key_len)].to_vec(),
+            iv: s.iv,
+            seq: s.seq,
+            tail: self.tail.clone(),
+        }
+    }
+
+    /// The listener an upgrade carried over.
+    ///
+    /// Errors: [`SealError::Unsupported`] for an unknown version or cipher; as
+    /// [`SealState::new`].
+    pub fn import(e: SealExport) -> Result<TlsListener, SealError> {
+        let version = match e.version {
+            12 => TlsVersion::Tls12,
+            13 => TlsVersion::Tls13,
+            _ => return Err(SealError::Unsupported),
+        };
+        let cipher = match e.cipher {
+            0 => Cipher::Aes128Gcm,
+            1 => Cipher::Aes256Gcm,
+            2 => Cipher::Chacha20Poly1305,
+            _ => return Err(SealError::Unsupported),
+        };
+        Ok(TlsListener {
+            seal: SealState::new(version, cipher, &e.key, &e.iv, e.seq)?,
+            tail: e.tail,
+        })
     }
 
     /// Whether sealed bytes wait for the socket.

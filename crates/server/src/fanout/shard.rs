@@ -657,7 +657,20 @@ impl Shard {
             mount,
             state,
             client_slot,
+            tls,
         } = l;
+        let tls = match tls.map(TlsListener::import).transpose() {
+            Ok(t) => t.map(Box::new),
+            Err(e) => {
+                // Unusable keys: the socket is dropped here; the player reconnects.
+                tracing::warn!(
+                    id = state.id,
+                    "upgrade: a TLS listener's keys are unusable: {e}"
+                );
+                self.load.fetch_sub(1, Ordering::Relaxed);
+                return;
+            }
+        };
         mount.force_add_listener();
         self.ctx
             .metrics
@@ -679,24 +692,13 @@ impl Shard {
             sent,
             info,
             client_slot,
-            None,
+            tls,
         );
     }
 
     /// Takes every listener out of the shard, without closing, logging or counting it.
     fn export_all(&mut self) -> Vec<ExportedListener> {
         self.moves.clear();
-        // The keys of TLS listeners are not carried across an upgrade: they are closed (their
-        // players reconnect to the new process).
-        let tls: Vec<usize> = self
-            .slots
-            .iter()
-            .filter(|(_, s)| s.tls.is_some())
-            .map(|(k, _)| k)
-            .collect();
-        for k in tls {
-            self.close(k, Close::Shutdown);
-        }
         let now = Instant::now();
         let keys: Vec<usize> = self.slots.iter().map(|(k, _)| k).collect();
         let mut out = Vec::with_capacity(keys.len());
@@ -739,6 +741,7 @@ impl Shard {
                 stream,
                 mount,
                 state,
+                tls: slot.tls.as_ref().map(|t| t.export()),
             });
         }
         out

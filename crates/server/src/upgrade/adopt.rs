@@ -14,7 +14,8 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 use crate::ctx::ServerCtx;
-use crate::fanout::handover::AdoptedListener;
+use crate::fanout::handover::{AdoptedListener, ListenerState};
+use crate::fanout::seal::SealExport;
 use crate::ingest::file::ResumedFiles as Resumed;
 use crate::ingest::live_mount::LiveMount;
 use crate::mount::feeder::Feeder;
@@ -145,8 +146,15 @@ impl Handover {
                     mounts.insert(old_id, mount);
                 }
                 Message::MountsDone => {}
-                Message::Listeners(states) => {
-                    for (state, fd) in states.into_iter().zip(fds) {
+                Message::Listeners(_) | Message::TlsListeners(_) => {
+                    let states: Vec<(ListenerState, Option<SealExport>)> = match msg {
+                        Message::Listeners(s) => s.into_iter().map(|s| (s, None)).collect(),
+                        Message::TlsListeners(s) => {
+                            s.into_iter().map(|(s, t)| (s, Some(t))).collect()
+                        }
+                        _ => Vec::new(),
+                    };
+                    for ((state, tls), fd) in states.into_iter().zip(fds) {
                         let stream = std::net::TcpStream::from(fd);
                         let Some(mount) = mounts.get(&state.mount_id).cloned() else {
                             tracing::warn!(
@@ -165,6 +173,7 @@ impl Handover {
                             mount,
                             state,
                             client_slot,
+                            tls,
                         });
                         listeners += 1;
                     }

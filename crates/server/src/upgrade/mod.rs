@@ -344,9 +344,23 @@ async fn pass(
         while it.peek().is_some() {
             batch.clear();
             batch.extend(it.by_ref().take(MAX_FDS));
-            let states: Vec<ListenerState> = batch.iter().map(|l| l.state.clone()).collect();
-            let raw: Vec<_> = batch.iter().map(|l| l.stream.as_raw_fd()).collect();
-            send(&mut s, &Message::Listeners(states), &raw)?;
+            // Plain listeners as before (an older binary reads them); TLS ones with their
+            // sealing state in a message of their own.
+            let (plain, tls): (Vec<&ExportedListener>, Vec<&ExportedListener>) =
+                batch.iter().partition(|l| l.tls.is_none());
+            if !plain.is_empty() {
+                let states: Vec<ListenerState> = plain.iter().map(|l| l.state.clone()).collect();
+                let raw: Vec<_> = plain.iter().map(|l| l.stream.as_raw_fd()).collect();
+                send(&mut s, &Message::Listeners(states), &raw)?;
+            }
+            if !tls.is_empty() {
+                let states = tls
+                    .iter()
+                    .filter_map(|l| Some((l.state.clone(), l.tls.clone()?)))
+                    .collect();
+                let raw: Vec<_> = tls.iter().map(|l| l.stream.as_raw_fd()).collect();
+                send(&mut s, &Message::TlsListeners(states), &raw)?;
+            }
         }
         // Dropping `batch` closes this process's descriptors; the connections live on in the
         // new process.

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::fanout::handover::ListenerState;
+use crate::fanout::seal::SealExport;
 use crate::mount::handover::MountState;
 
 /// Most descriptors in one message (Linux `SCM_MAX_FD` is 253).
@@ -84,6 +85,9 @@ pub enum Message {
         /// Listeners adopted.
         listeners: usize,
     },
+    /// Old → new: listeners over TLS with their sealing state, sockets attached in the same
+    /// order (last variant: an older binary never sends it).
+    TlsListeners(Vec<(ListenerState, SealExport)>),
 }
 
 /// Sends `msg` with `fds` attached.

@@ -221,7 +221,7 @@ fn bench_listens_over_https_and_reports_handshakes() {
 }
 
 #[test]
-fn a_sigusr2_upgrade_hands_the_https_socket_over() {
+fn a_sigusr2_upgrade_hands_the_https_socket_and_tls_listeners_over() {
     let dir = tempfile::tempdir().unwrap();
     let (cert, key) = write_cert(dir.path(), 3);
     let toml = dir.path().join("throng.toml");
@@ -254,6 +254,22 @@ fn a_sigusr2_upgrade_hands_the_https_socket_over() {
         .parse()
         .unwrap();
     assert_eq!(served_serial(port), "serial=03");
+    // A listener over TLS connected before the upgrade.
+    let heard = dir.path().join("heard.mp3");
+    let mut before = Killed(
+        Command::new("curl")
+            .args(["-sS", "--cacert"])
+            .arg(&cert)
+            .arg("--resolve")
+            .arg(format!("localhost:{port}:127.0.0.1"))
+            .arg(format!("https://localhost:{port}/demo.mp3"))
+            .arg("-o")
+            .arg(&heard)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run curl"),
+    );
+    assert!(wait_until(Duration::from_secs(10), || size(&heard) > 16_000));
     let took = serve.signal_and_wait(libc::SIGUSR2, "the new process took over");
     let pid: i32 = took
         .split_whitespace()
@@ -284,4 +300,12 @@ fn a_sigusr2_upgrade_hands_the_https_socket_over() {
         "{} bytes over TLS after the upgrade",
         out.stdout.len()
     );
+    // The listener connected before goes on: the new process seals its records from the
+    // carried keys (a wrong record would end curl with a TLS error).
+    let at = size(&heard);
+    assert!(
+        wait_until(Duration::from_secs(10), || size(&heard) > at + 16_000),
+        "the TLS listener connected before the upgrade stopped receiving"
+    );
+    assert!(before.0.try_wait().unwrap().is_none(), "curl ended");
 }

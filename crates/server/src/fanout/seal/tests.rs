@@ -203,4 +203,23 @@ fn partial_writes_keep_the_tail_and_send_it_first() {
     assert_eq!(w.write(b" third").unwrap(), 6);
     assert!(!tls.has_tail());
     assert_eq!(feed(&mut client, &sock.out), b"first second third");
+    // Carried across an upgrade (a tail pending): the client reads on without a break.
+    sock.out.clear();
+    sock.cap = 5;
+    let mut w = SealingWriter {
+        inner: &mut sock,
+        tls: &mut tls,
+        scratch: &mut scratch,
+    };
+    assert_eq!(w.write(b" fourth").unwrap(), 7);
+    let mut moved = TlsListener::import(tls.export()).unwrap();
+    assert!(moved.has_tail());
+    sock.cap = 1 << 20;
+    let mut w = SealingWriter {
+        inner: &mut sock,
+        tls: &mut moved,
+        scratch: &mut scratch,
+    };
+    assert_eq!(w.write(b" fifth").unwrap(), 6);
+    assert_eq!(feed(&mut client, &sock.out), b" fourth fifth");
 }
