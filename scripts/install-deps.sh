@@ -11,7 +11,8 @@
 # and `groff` render the man pages) and logrotate (runs deploy/logrotate/throng); for the
 # browser tests: chromium (headless, driven over its DevTools pipe) and, through
 # scripts/install-web-deps.sh, the npm package icecast-metadata-player; haproxy
-# (a load balancer sending the PROXY protocol to two edges, crates/server/tests/it/cluster.rs).
+# (a load balancer sending the PROXY protocol to two edges, crates/server/tests/it/cluster.rs); openssl (the HTTPS tests
+# read the served certificate with `openssl s_client`, scripts/bench-tls.sh makes one).
 # `apt-get update` only runs when something is
 # missing, so a second run is a no-op taking well under a second. Debian's
 # icecast2 package can start a daemon on port 8000 (Throng's default port): the
@@ -19,7 +20,7 @@
 # listens on 8000 afterwards.
 set -euo pipefail
 
-PKGS=(ffmpeg libshout-tools icecast2 curl liquidsoap ezstream systemd man-db groff-base logrotate haproxy)
+PKGS=(ffmpeg libshout-tools icecast2 curl liquidsoap ezstream systemd man-db groff-base logrotate haproxy openssl)
 # The browser tests (crates/server/tests/it/web_page.rs): headless Chromium, and node/npm to
 # install icecast-metadata-player (scripts/install-web-deps.sh); Debian's nodejs and npm only
 # when no node/npm is there (a NodeSource nodejs, which bundles npm, conflicts with Debian's npm).
@@ -88,7 +89,7 @@ elif [ -n "$on8000" ]; then
   echo "install-deps: note: port 8000 in use (not icecast2; Throng itself?): $on8000" >&2
 fi
 
-for bin in ffmpeg ffprobe shout icecast2 curl liquidsoap ezstream systemd-analyze man groff logrotate haproxy chromium node npm; do
+for bin in ffmpeg ffprobe shout icecast2 curl liquidsoap ezstream systemd-analyze man groff logrotate haproxy openssl chromium node npm; do
   command -v "$bin" >/dev/null || { echo "install-deps: $bin missing after install" >&2; exit 1; }
 done
 "$(dirname "$0")/install-web-deps.sh"

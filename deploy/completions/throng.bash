@@ -290,7 +290,7 @@ _throng() {
             return 0
             ;;
         throng__subcmd__bench__subcmd__run)
-            opts="-n -h --listeners --ramp --hold --profile --bitrate-kbps --min-rate-pct --window --max-gap --churn-rate --storm-at --stalled-fraction --icy --decode-sample --reconnect-after --connect-timeout --workers --max-per-worker --bind-range --source --source-url --source-user --source-password --source-method --pid --pid-file --pid-name --metrics-url --out --name --no-progress --events --trigger-url --admin-user --admin-password --changes --change-interval --max-latency --max-rss-per-subscriber --worker-exe --help"
+            opts="-n -h --listeners --ramp --hold --profile --bitrate-kbps --min-rate-pct --window --max-gap --churn-rate --storm-at --stalled-fraction --icy --decode-sample --reconnect-after --connect-timeout --workers --max-per-worker --bind-range --insecure --ca --source --source-url --source-user --source-password --source-method --pid --pid-file --pid-name --metrics-url --out --name --no-progress --events --trigger-url --admin-user --admin-password --changes --change-interval --max-latency --max-rss-per-subscriber --worker-exe --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -365,6 +365,10 @@ _throng() {
                     return 0
                     ;;
                 --bind-range)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -758,7 +762,7 @@ _throng() {
             return 0
             ;;
         throng__subcmd__serve)
-            opts="-c -h --config --icecast-config --listen --source-password --admin-password --state-dir --log --help"
+            opts="-c -h --config --icecast-config --listen --source-password --admin-password --tls-listen --tls-cert --tls-key --state-dir --log --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -785,6 +789,18 @@ _throng() {
                     return 0
                     ;;
                 --admin-password)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

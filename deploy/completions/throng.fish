@@ -38,6 +38,9 @@ complete -c throng -n "__fish_throng_using_subcommand serve" -l icecast-config -
 complete -c throng -n "__fish_throng_using_subcommand serve" -l listen -d 'Listen address (replaces every `listen` of the file), e.g. 0.0.0.0:8000' -r
 complete -c throng -n "__fish_throng_using_subcommand serve" -l source-password -d 'Source password (user `source`), overriding the file' -r
 complete -c throng -n "__fish_throng_using_subcommand serve" -l admin-password -d 'Admin password (user `admin`), overriding the file' -r
+complete -c throng -n "__fish_throng_using_subcommand serve" -l tls-listen -d 'HTTPS listen address (replaces `[tls] listen` of the file), e.g. 0.0.0.0:8443; needs --tls-cert and --tls-key (or certificates in the file)' -r
+complete -c throng -n "__fish_throng_using_subcommand serve" -l tls-cert -d 'PEM certificate chain for HTTPS, leaf first (e.g. Let\'s Encrypt\'s fullchain.pem); replaces the file\'s `[[tls.certificate]]`' -r -F
+complete -c throng -n "__fish_throng_using_subcommand serve" -l tls-key -d 'PEM private key of --tls-cert (PKCS#8, RSA or EC; e.g. Let\'s Encrypt\'s privkey.pem)' -r -F
 complete -c throng -n "__fish_throng_using_subcommand serve" -l state-dir -d 'Directory of the state file keeping generated passwords (passwords.toml); overrides `[paths] state-dir`; default $XDG_STATE_HOME/throng or ~/.local/state/throng' -r -F
 complete -c throng -n "__fish_throng_using_subcommand serve" -l log -d 'Log filter (tracing\'s EnvFilter syntax), e.g. `debug` or `throng_server=debug`; overrides `[logging] level` (default `info`)' -r
 complete -c throng -n "__fish_throng_using_subcommand serve" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -71,6 +74,7 @@ complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_sub
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l workers -d 'Worker processes (0: one in-process event-loop thread; default: one per `max_per_worker` listeners, in-process when one suffices)' -r
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l max-per-worker -d 'Most sockets one worker process opens (sockets; the per-process fd limit is 20,000)' -r
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l bind-range -d 'Local source addresses bound round-robin for loopback targets, `FIRST-LAST` (IPv4), or `none`' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l ca -d 'For `https://` URLs: PEM file of the certificate authorities to trust (default: the web PKI roots)' -r -F
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l source -d 'Push this file (MP3, AAC, Ogg) as a live source to `--source-url` (default: the first listener URL) before the listeners start' -r -F
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l source-url -d 'Mount URL for `--source`' -r
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l source-user -d 'Source user' -r
@@ -92,6 +96,7 @@ complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_sub
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l max-rss-per-subscriber -d 'With `--events`: the verdict needs the server\'s RSS growth per subscriber within this (bytes; checked when the server is sampled with `--pid`, `--pid-file` or `--pid-name`: the first URL\'s server, holding its round-robin share of the subscribers)' -r
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l worker-exe -d 'Program to run as a worker process (default: this executable, as `<exe> bench worker`)' -r -F
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l icy -d 'Ask for ICY metadata (`Icy-MetaData: 1`) and check the block framing of every listener'
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l insecure -d 'For `https://` URLs: accept any server certificate (self-signed test servers)'
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l no-progress -d 'No live progress display'
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l events -d 'The URLs are event streams (`http://host:port/api/v1/events`): load them with SSE subscribers and measure the delivery of title changes instead of audio'
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help (see more with \'--help\')'

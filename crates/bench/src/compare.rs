@@ -578,6 +578,20 @@ mod tests {
     }
 
     #[test]
+    fn a_scenario_can_name_tls_targets() {
+        let s: Scenario = toml::from_str(
+            "[profile]\nlisteners = 10\nca = \"cert.pem\"\n\
+             [[server]]\nname = \"throng-tls\"\ncommand = [\"throng\", \"serve\"]\n\
+             urls = [\"https://localhost:8443/demo.mp3\"]\n\
+             source_url = \"http://127.0.0.1:8000/demo.mp3\"\n",
+        )
+        .unwrap();
+        assert_eq!(s.profile.ca.as_deref(), Some(Path::new("cert.pem")));
+        let url = HttpUrl::parse(&s.servers[0].urls[0]).unwrap();
+        assert!(url.tls && url.port == 8443);
+    }
+
+    #[test]
     fn shipped_scenarios_name_files_relative_to_themselves() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/scenarios");
         for e in std::fs::read_dir(&dir).unwrap() {

@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use thiserror::Error;
 use throng_proto::format::Format;
@@ -82,6 +83,9 @@ pub enum EngineError {
     /// No URL was given.
     #[error("no listener URL given")]
     NoUrl,
+    /// The TLS client configuration could not be made (`--ca`).
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsClientError),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,10 +124,16 @@ struct Slot {
     meter: Meter,
     head: Vec<u8>,
     check: Option<Box<Checker>>,
+    /// The TLS client connection of an `https://` listener (boxed: rustls's state is large).
+    tls: Option<Box<rustls::ClientConnection>>,
+    /// The TLS handshake is done and counted.
+    handshaken: bool,
 }
 
 struct Target {
     addr: SocketAddr,
+    /// For `https://`: the name sent as SNI and verified.
+    tls_name: Option<rustls::pki_types::ServerName<'static>>,
     request: Vec<u8>,
     path_format: Option<Format>,
     bind: bool,
@@ -141,6 +151,8 @@ struct Counters {
     frames: u64,
     garbage: u64,
     starved_total: u32,
+    /// Durations of the TLS handshakes completed this second, from the connect (µs).
+    handshakes: Vec<u64>,
 }
 
 /// One worker's event loop. Build with [`Engine::new`], drive with [`Engine::run`].
@@ -155,6 +167,8 @@ pub struct Engine {
     bps: Option<u32>,
     c: Counters,
     epoch: Instant,
+    /// The client configuration of `https://` targets.
+    tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 fn ms(us: u64) -> u32 {
@@ -202,8 +216,16 @@ impl Engine {
                 meter: Meter::default(),
                 head: Vec::new(),
                 check: None,
+                tls: None,
+                handshaken: false,
             });
         }
+        let tls = if targets.iter().any(|t| t.tls_name.is_some()) {
+            let p = &spec.profile;
+            Some(crate::tls::client_config(p.insecure, p.ca.as_deref())?)
+        } else {
+            None
+        };
         let p = &spec.profile;
         let th = Thresholds {
             window: p.window_secs(),
@@ -222,6 +244,7 @@ impl Engine {
             c: Counters::default(),
             epoch: Instant::now(),
             spec,
+            tls,
         })
     }
 
@@ -416,6 +439,8 @@ impl Engine {
         s.conn_start_us = now;
         s.head = Vec::new();
         s.check = None;
+        s.tls = None;
+        s.handshaken = false;
         match start_connect(t.addr, local) {
             Ok(std) => {
                 let mut sock = TcpStream::from_std(std);
@@ -444,6 +469,7 @@ impl Engine {
         s.sock = None;
         s.head = Vec::new();
         s.check = None;
+        s.tls = None;
         s.state = State::Idle;
     }
 
@@ -485,7 +511,32 @@ impl Engine {
             }
             Err(e) => return self.fail(i, FailReason::from_io(&e), now),
         }
-        let req = &self.targets[s.target as usize].request;
+        let t = &self.targets[s.target as usize];
+        if let (Some(name), Some(config)) = (&t.tls_name, &self.tls) {
+            // TLS: the request goes out once the handshake is done; read events drive it.
+            let mut conn = match rustls::ClientConnection::new(config.clone(), name.clone()) {
+                Ok(c) => c,
+                Err(_) => return self.fail(i, FailReason::Io, now),
+            };
+            if conn.writer().write_all(&t.request).is_err() {
+                return self.fail(i, FailReason::Io, now);
+            }
+            s.tls = Some(Box::new(conn));
+            if let Err(e) = self
+                .poll
+                .registry()
+                .reregister(sock, Token(i), Interest::READABLE)
+            {
+                return self.fail(i, FailReason::from_io(&e), now);
+            }
+            s.state = State::Head;
+            s.head = Vec::with_capacity(512);
+            if let Err(r) = flush_tls(s) {
+                return self.fail(i, r, now);
+            }
+            return;
+        }
+        let req = &t.request;
         match sock.write(req) {
             Ok(k) if k == req.len() => {}
             Ok(_) => return self.fail(i, FailReason::Io, now),
@@ -509,6 +560,9 @@ impl Engine {
     }
 
     fn on_readable(&mut self, i: usize, closed: bool, now: u64) {
+        if self.slots[i].tls.is_some() {
+            return self.on_readable_tls(i, now);
+        }
         loop {
             let s = &mut self.slots[i];
             let Some(sock) = s.sock.as_mut() else { return };
@@ -538,6 +592,55 @@ impl Engine {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return self.fail(i, FailReason::from_io(&e), now),
+            }
+        }
+    }
+
+    /// Reads an `https://` listener: TLS records in, handshake messages out, plaintext to
+    /// [`Engine::consume`].
+    fn on_readable_tls(&mut self, i: usize, now: u64) {
+        loop {
+            let s = &mut self.slots[i];
+            let (Some(sock), Some(conn)) = (s.sock.as_mut(), s.tls.as_mut()) else {
+                return;
+            };
+            match conn.read_tls(sock) {
+                Ok(0) => {
+                    let r = if s.state == State::Head {
+                        FailReason::ClosedBeforeHead
+                    } else {
+                        FailReason::ClosedWhileStreaming
+                    };
+                    return self.fail(i, r, now);
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return self.fail(i, FailReason::from_io(&e), now),
+            }
+            if conn.process_new_packets().is_err() {
+                return self.fail(i, FailReason::Io, now);
+            }
+            if !s.handshaken && !conn.is_handshaking() {
+                s.handshaken = true;
+                self.c.handshakes.push(now.saturating_sub(s.conn_start_us));
+            }
+            if let Err(r) = flush_tls(s) {
+                return self.fail(i, r, now);
+            }
+            loop {
+                let s = &mut self.slots[i];
+                let Some(conn) = s.tls.as_mut() else { return };
+                match conn.reader().read(&mut self.scratch) {
+                    Ok(0) => return self.fail(i, FailReason::ClosedWhileStreaming, now),
+                    Ok(n) => {
+                        if let Err(r) = self.consume(i, n, now) {
+                            return self.fail(i, r, now);
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(_) => return self.fail(i, FailReason::ClosedWhileStreaming, now),
+                }
             }
         }
     }
@@ -689,6 +792,11 @@ impl Engine {
             dense[bucket_of(us) as usize] += 1;
         }
         t.ttfb = LogHist::from_dense(&dense);
+        let mut dense = vec![0u64; HIST_BUCKETS];
+        for us in self.c.handshakes.drain(..) {
+            dense[bucket_of(us) as usize] += 1;
+        }
+        t.handshakes = LogHist::from_dense(&dense);
         t.counts.failures_total = self.c.failures.clone();
         t.counts.starved_total = self.c.starved_total;
         t.icy_blocks_total = self.c.icy_blocks;
@@ -787,12 +895,37 @@ fn build_target(u: &str, profile: &Profile, bind: bool) -> Result<Target, UrlErr
         ));
     }
     req.push_str("\r\n");
+    let tls_name = if url.tls {
+        Some(
+            rustls::pki_types::ServerName::try_from(url.host.clone())
+                .map_err(|_| UrlError::Port(u.to_string()))?,
+        )
+    } else {
+        None
+    };
     Ok(Target {
+        tls_name,
         addr: url.addr,
         request: req.into_bytes(),
         path_format: Format::from_path_extension(url.path.split('?').next().unwrap_or("")),
         bind: bind && is_loopback_v4(&url.addr),
     })
+}
+
+/// Sends what rustls has to send on slot `s` (handshake messages, the request).
+fn flush_tls(s: &mut Slot) -> Result<(), FailReason> {
+    let (Some(sock), Some(conn)) = (s.sock.as_mut(), s.tls.as_mut()) else {
+        return Ok(());
+    };
+    while conn.wants_write() {
+        match conn.write_tls(sock) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(FailReason::from_io(&e)),
+        }
+    }
+    Ok(())
 }
 
 fn drain_framer(f: &mut Framer, c: &mut Counters) {

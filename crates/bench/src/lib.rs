@@ -41,6 +41,7 @@ pub mod stats;
 pub mod summary;
 pub mod summary_metrics;
 pub mod testserver;
+pub mod tls;
 pub mod url;
 pub mod worker;
 

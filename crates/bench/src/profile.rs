@@ -150,6 +150,15 @@ pub struct Profile {
     /// `none`.
     #[arg(long, default_value = "127.0.0.2-127.0.0.40")]
     pub bind_range: String,
+    /// For `https://` URLs: accept any server certificate (self-signed test servers).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub insecure: bool,
+    /// For `https://` URLs: PEM file of the certificate authorities to trust (default: the
+    /// web PKI roots).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca: Option<std::path::PathBuf>,
 }
 
 impl Default for Profile {
@@ -173,6 +182,8 @@ impl Default for Profile {
             workers: None,
             max_per_worker: 15_000,
             bind_range: "127.0.0.2-127.0.0.40".to_owned(),
+            insecure: false,
+            ca: None,
         }
     }
 }

@@ -98,6 +98,9 @@ pub enum SourceError {
     /// Bad URL.
     #[error(transparent)]
     Url(#[from] UrlError),
+    /// An `https://` source URL: the bench pushes its source over plain HTTP.
+    #[error("{0}: the bench's source speaks plain HTTP; give an http:// source URL (--source-url, scenario source_url)")]
+    TlsSource(String),
     /// Connecting or talking to the server failed.
     #[error("source connection to {url}: {source}")]
     Io {
@@ -172,6 +175,9 @@ impl Source {
     pub fn start(cfg: &SourceConfig) -> Result<Source, SourceError> {
         let (frames, format) = load_frames(&cfg.file)?;
         let url = HttpUrl::parse(&cfg.url)?;
+        if url.tls {
+            return Err(SourceError::TlsSource(cfg.url.clone()));
+        }
         let io_err = |source| SourceError::Io {
             url: cfg.url.clone(),
             source,

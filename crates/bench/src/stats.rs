@@ -67,6 +67,11 @@ impl LogHist {
         d
     }
 
+    /// Whether it holds no sample.
+    pub fn is_empty(&self) -> bool {
+        self.count() == 0
+    }
+
     /// Number of samples.
     pub fn count(&self) -> u64 {
         self.buckets.iter().map(|b| b.1).sum()
@@ -181,6 +186,9 @@ pub struct WorkerTick {
     pub counts: ListenerCounts,
     /// Time to first audio byte of the connections whose first byte came this second.
     pub ttfb: LogHist,
+    /// TLS handshakes completed this second (`https://` listeners), from the connect.
+    #[serde(default, skip_serializing_if = "LogHist::is_empty")]
+    pub handshakes: LogHist,
     /// Longest gap between reads seen this second, ongoing gaps included (ms).
     pub max_gap_ms: u32,
     /// ICY metadata blocks seen, cumulative (blocks).

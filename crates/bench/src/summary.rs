@@ -53,6 +53,18 @@ pub struct Summary {
     pub failures_total: u64,
     /// Connection attempts (connections).
     pub connects: u64,
+    /// TLS handshakes completed (`https://` listeners; connections).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tls_handshakes: u64,
+    /// Most TLS handshakes completed in one second (handshakes/s).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tls_handshakes_peak_per_s: u64,
+    /// TLS handshake time from the connect, 50th percentile (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_handshake_p50_ms: Option<f64>,
+    /// TLS handshake time from the connect, 99th percentile (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_handshake_p99_ms: Option<f64>,
     /// TTFB percentiles (ms): 50th, 90th, 99th, max.
     pub ttfb_p50_ms: Option<f64>,
     /// TTFB 90th percentile (ms).
@@ -142,12 +154,22 @@ pub struct Aggregator {
     latest: HashMap<u32, WorkerTick>,
     ttfb: LogHist,
     gaps: LogHist,
+    handshakes: LogHist,
+    handshakes_per_s: BTreeMap<u32, u64>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Aggregator {
     /// Adds a worker tick.
     pub fn add_tick(&mut self, t: WorkerTick) {
         self.ttfb.merge(&t.ttfb);
+        self.handshakes.merge(&t.handshakes);
+        if !t.handshakes.is_empty() {
+            *self.handshakes_per_s.entry(t.second).or_insert(0) += t.handshakes.count();
+        }
         if let Some(g) = &t.longest_gaps {
             self.gaps.merge(g);
         }
@@ -242,6 +264,10 @@ impl Aggregator {
             .filter(|&i| crate::profile::is_stalled(i, profile.effective_stalled_fraction()))
             .count() as u32;
         s.peak_streaming = rows.iter().map(|r| r.counts.streaming).max().unwrap_or(0);
+        s.tls_handshakes = self.handshakes.count();
+        s.tls_handshakes_peak_per_s = self.handshakes_per_s.values().copied().max().unwrap_or(0);
+        s.tls_handshake_p50_ms = self.handshakes.quantile_ms(0.5);
+        s.tls_handshake_p99_ms = self.handshakes.quantile_ms(0.99);
         s.ttfb_p50_ms = self.ttfb.quantile_ms(0.5);
         s.ttfb_p90_ms = self.ttfb.quantile_ms(0.9);
         s.ttfb_p99_ms = self.ttfb.quantile_ms(0.99);

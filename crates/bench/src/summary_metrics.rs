@@ -71,6 +71,21 @@ pub fn metrics() -> Vec<Metric> {
             decimals: 1,
         },
         Metric {
+            label: "TLS handshakes peak (/s)",
+            get: |s| (s.tls_handshakes > 0).then_some(s.tls_handshakes_peak_per_s as f64),
+            decimals: 0,
+        },
+        Metric {
+            label: "TLS handshake p50 (ms)",
+            get: |s| s.tls_handshake_p50_ms,
+            decimals: 2,
+        },
+        Metric {
+            label: "TLS handshake p99 (ms)",
+            get: |s| s.tls_handshake_p99_ms,
+            decimals: 2,
+        },
+        Metric {
             label: "longest gap p99 (ms)",
             get: |s| s.longest_gap_p99_ms,
             decimals: 0,

@@ -1,14 +1,16 @@
-//! Minimal `http://` URL parsing and resolution (no TLS: bench targets speak plain HTTP).
+//! Minimal `http://` and `https://` URL parsing and resolution.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use thiserror::Error;
 
-/// A parsed `http://[user:pass@]host[:port]/path` URL with its resolved address.
+/// A parsed `http[s]://[user:pass@]host[:port]/path` URL with its resolved address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpUrl {
+    /// `https://`: the listener speaks TLS (the host name is its SNI and verified name).
+    pub tls: bool,
     /// Host as written (used in the `Host` header).
     pub host: String,
-    /// TCP port (80 when absent).
+    /// TCP port (80 when absent, 443 for `https://`).
     pub port: u16,
     /// Path and query, starting with `/`.
     pub path: String,
@@ -21,8 +23,8 @@ pub struct HttpUrl {
 /// Why a URL was rejected.
 #[derive(Debug, Error)]
 pub enum UrlError {
-    /// Not `http://...`.
-    #[error("{0:?}: only http:// URLs are supported")]
+    /// Not `http://...` or `https://...`.
+    #[error("{0:?}: only http:// and https:// URLs are supported")]
     Scheme(String),
     /// Port not a number.
     #[error("{0:?}: bad port")]
@@ -40,9 +42,11 @@ pub enum UrlError {
 impl HttpUrl {
     /// Parses and resolves `url`.
     pub fn parse(url: &str) -> Result<HttpUrl, UrlError> {
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| UrlError::Scheme(url.to_owned()))?;
+        let (tls, rest) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+            (Some(r), _) => (false, r),
+            (None, Some(r)) => (true, r),
+            (None, None) => return Err(UrlError::Scheme(url.to_owned())),
+        };
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], rest[i..].to_owned()),
             None => (rest, "/".to_owned()),
@@ -68,7 +72,11 @@ impl HttpUrl {
             }
         };
         let port = if port.is_empty() {
-            80
+            if tls {
+                443
+            } else {
+                80
+            }
         } else {
             port.parse().map_err(|_| UrlError::Port(url.to_owned()))?
         };
@@ -89,6 +97,7 @@ impl HttpUrl {
                 source: std::io::Error::other("no address"),
             })?;
         Ok(HttpUrl {
+            tls,
             host,
             port,
             path,
@@ -99,7 +108,7 @@ impl HttpUrl {
 
     /// `host:port` for the `Host` header.
     pub fn host_header(&self) -> String {
-        if self.port == 80 {
+        if self.port == if self.tls { 443 } else { 80 } {
             self.host.clone()
         } else {
             format!("{}:{}", self.host, self.port)
@@ -120,7 +129,9 @@ mod tests {
         assert_eq!(u.addr, "127.0.0.1:8000".parse().unwrap());
         let u = HttpUrl::parse("http://localhost").unwrap();
         assert_eq!((u.port, u.path.as_str()), (80, "/"));
-        assert!(HttpUrl::parse("https://x/").is_err());
+        assert!(HttpUrl::parse("ftp://x/").is_err());
+        let u = HttpUrl::parse("https://localhost/a.mp3").unwrap();
+        assert!(u.tls && u.port == 443 && u.host_header() == "localhost");
         assert!(HttpUrl::parse("http://127.0.0.1:x/").is_err());
     }
 }

@@ -18,6 +18,8 @@ use throng_proto::http::{
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::net::conn::Conn;
+
 use crate::ctx::ServerCtx;
 use crate::net::clients::{ClientSlot, HeadRefused, Share};
 use crate::observe::access_log::AccessEntry;
@@ -38,7 +40,7 @@ enum ReadHeadError {
 /// which stays small: a reconnect storm holds one per connection.
 #[allow(clippy::type_complexity)]
 fn read_head(
-    stream: &mut TcpStream,
+    stream: &mut Conn,
     timeout: std::time::Duration,
     mut buf: Vec<u8>,
 ) -> tokio::time::Timeout<
@@ -73,7 +75,46 @@ pub fn handle(
     peer: SocketAddr,
     slot: ClientSlot,
 ) -> impl std::future::Future<Output = ()> + Send {
-    serve(ctx, stream, peer, Vec::new(), slot)
+    serve(ctx, Conn::Plain(stream), peer, Vec::new(), slot)
+}
+
+/// Serves one connection on an HTTPS socket from TCP peer `peer`, holding `slot`: the TLS
+/// handshake (with the certificates in force now, chosen by SNI), then the request as on the
+/// HTTP port. On an `auto` socket a connection whose first byte is not a TLS handshake record
+/// is served as plain HTTP. The handshake shares the request head's `header-timeout`.
+pub async fn handle_tls(
+    ctx: Arc<ServerCtx>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    slot: ClientSlot,
+    auto: bool,
+) {
+    let timeout = ctx.config().header_timeout();
+    let start = async {
+        if auto {
+            let mut first = [0u8; 1];
+            match stream.peek(&mut first).await {
+                Ok(1) if !crate::net::tls::looks_like_tls(first[0]) => {
+                    return Some(Conn::Plain(stream));
+                }
+                Ok(1) => {}
+                _ => return None,
+            }
+        }
+        let acceptor = ctx.tls.acceptor()?;
+        match acceptor.accept(stream).await {
+            Ok(s) => Some(Conn::Tls(Box::new(s))),
+            Err(e) => {
+                tracing::debug!(%peer, "TLS handshake failed: {e}");
+                None
+            }
+        }
+    };
+    match tokio::time::timeout(timeout, Box::pin(start)).await {
+        Ok(Some(conn)) => Box::pin(serve(ctx, conn, peer, Vec::new(), slot)).await,
+        Ok(None) => {}
+        Err(_) => tracing::debug!(%peer, "no TLS handshake within header-timeout"),
+    }
 }
 
 /// Serves one connection on the SHOUTcast port (`shoutcast-mount`): a SHOUTcast v1 source, or
@@ -85,7 +126,14 @@ pub async fn handle_shoutcast_port(
     slot: ClientSlot,
 ) {
     if let Some(http) = crate::ingest::shoutcast::handle(ctx.clone(), stream, peer, slot).await {
-        Box::pin(serve(ctx, http.stream, peer, http.already, http.slot)).await;
+        Box::pin(serve(
+            ctx,
+            Conn::Plain(http.stream),
+            peer,
+            http.already,
+            http.slot,
+        ))
+        .await;
     }
 }
 
@@ -94,15 +142,20 @@ pub async fn handle_shoutcast_port(
 /// budget, or already of `clients`).
 pub async fn serve(
     ctx: Arc<ServerCtx>,
-    mut stream: TcpStream,
+    mut stream: Conn,
     peer: SocketAddr,
     already: Vec<u8>,
     slot: ClientSlot,
 ) {
     let timeout = ctx.config().header_timeout();
     // From a load balancer of `paths.proxy-protocol-from`, the client's address comes from its
-    // PROXY header (`net/proxy.rs`). Boxed: most connections never wait here.
-    let (peer, already) = if already.is_empty() && ctx.filters().accepts_proxy_protocol(peer.ip()) {
+    // PROXY header (`net/proxy.rs`). Boxed: most connections never wait here. On a TLS
+    // connection the header would precede the handshake: not read there (a load balancer in
+    // front of a TLS socket terminates TLS itself or uses a plain or `auto` socket).
+    let (peer, already) = if already.is_empty()
+        && matches!(stream, Conn::Plain(_))
+        && ctx.filters().accepts_proxy_protocol(peer.ip())
+    {
         match Box::pin(crate::net::proxy::read(&mut stream, peer, timeout)).await {
             Ok(got) => got,
             Err(e) => {
@@ -171,7 +224,7 @@ pub async fn serve(
 /// Applies the access filters to a request whose head was read, then runs its handler.
 async fn dispatch(
     ctx: Arc<ServerCtx>,
-    mut stream: TcpStream,
+    mut stream: Conn,
     peer: SocketAddr,
     head: RequestHead,
     head_len: usize,
@@ -279,7 +332,7 @@ async fn dispatch(
 
 /// Answers a request refused by the access filters: `403 Forbidden`, logged with its agent and
 /// referer (so a denied agent shows in the access log), then closes the connection.
-async fn forbid(ctx: &ServerCtx, stream: &mut TcpStream, peer: SocketAddr, head: &RequestHead) {
+async fn forbid(ctx: &ServerCtx, stream: &mut Conn, peer: SocketAddr, head: &RequestHead) {
     let bytes = simple_response(403, &[("Content-Type", "text/plain")], "Forbidden\n");
     ctx.metrics.rejected.inc();
     ctx.access_log.log(&AccessEntry {
@@ -335,10 +388,11 @@ fn log_refusal(peer: SocketAddr, reason: &str) {
 /// `pending-per-address` reached) with 503 and `Retry-After`, and closes it.
 pub async fn refuse_head(
     ctx: Arc<ServerCtx>,
-    mut stream: TcpStream,
+    stream: TcpStream,
     peer: SocketAddr,
     why: HeadRefused,
 ) {
     log_refusal(peer, &why.to_string());
+    let mut stream = Conn::Plain(stream);
     let _ = service_unavailable(&ctx, &mut stream, peer, None, "Too many connections\n").await;
 }

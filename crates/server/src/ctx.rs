@@ -62,6 +62,8 @@ pub struct ServerCtx {
     pub cluster: crate::cluster::registry::Cluster,
     /// Source of [`ServerCtx::next_id`].
     pub(crate) next_id: AtomicU64,
+    /// The TLS configuration of the HTTPS sockets; a reload swaps its certificates.
+    pub tls: crate::net::tls::TlsAcceptor,
 }
 
 impl ServerCtx {

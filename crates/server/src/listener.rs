@@ -10,14 +10,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::net::conn::Conn;
 use bytes::Bytes;
 use throng_proto::http::RequestHead;
 use throng_proto::listener_head::{ListenerHead, PROBE_RANGE};
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 use crate::auth::ListenerAuth;
 use crate::ctx::ServerCtx;
+use crate::fanout::seal::{SealState, TlsListener};
 use crate::fanout::shard::{ListenerInfo, NewListener};
 use crate::mount::live::Mount;
 use crate::net::clients::ClientSlot;
@@ -57,7 +58,7 @@ fn is_range_probe(head: &RequestHead) -> bool {
 /// served as any other.
 async fn answer_range_probe(
     ctx: &ServerCtx,
-    stream: &mut TcpStream,
+    stream: &mut Conn,
     mount: &Mount,
     head: &RequestHead,
     peer: SocketAddr,
@@ -127,7 +128,7 @@ async fn wait_for_mount(find: impl Fn() -> Option<Arc<Mount>>) -> Option<Arc<Mou
 /// response head, the intro, and hand-over to a fan-out shard.
 pub async fn handle(
     ctx: Arc<ServerCtx>,
-    mut stream: TcpStream,
+    mut stream: Conn,
     head: RequestHead,
     peer: SocketAddr,
     slot: ClientSlot,
@@ -312,6 +313,16 @@ pub async fn handle(
         },
         None => None,
     };
+    // Over TLS the shard gets the socket and the transmit keys only (`fanout/seal.rs`).
+    let (stream, tls_conn) = stream.into_parts();
+    let tls = match tls_conn.map(SealState::from_rustls).transpose() {
+        Ok(t) => t.map(|s| Box::new(TlsListener::new(s))),
+        Err(e) => {
+            tracing::warn!(%peer, "cannot take over TLS listener: {e}");
+            mount.remove_listener();
+            return;
+        }
+    };
     let std_stream = match stream.into_std() {
         Ok(s) => s,
         Err(e) => {
@@ -359,5 +370,6 @@ pub async fn handle(
         metaint,
         info,
         client_slot: slot,
+        tls,
     });
 }

@@ -11,7 +11,8 @@
 //! changed restarts), file mounts, and the log level (through the binary's hook). Not applied
 //! (a restart is needed, as with nginx): listen addresses and the SHOUTcast port (the sockets
 //! are kept), shard threads (`workers`, `write-interval-ms`, `lag-policy`), the log files, the
-//! demo. A live source keeps the stream description and queue size it started with.
+//! demo, the HTTPS sockets (`tls.listen`, `tls.auto`; their certificates are reloaded). A live
+//! source keeps the stream description and queue size it started with.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,8 +54,10 @@ impl std::fmt::Debug for Reloader {
 }
 
 /// Keys a reload cannot apply: the running value stays until a restart.
-const NEEDS_RESTART: [&str; 9] = [
+const NEEDS_RESTART: [&str; 11] = [
     "listen",
+    "tls.listen",
+    "tls.auto",
     "shoutcast-mount",
     "workers",
     "limits.write-interval-ms",
@@ -107,6 +110,20 @@ pub async fn reload(ctx: &Arc<ServerCtx>, r: &mut Reloader) -> Result<String, St
         ctx.filters.store(Arc::new(Filters::new(&new.paths)));
     }
     ctx.registry.set_config(new.clone());
+    // Certificates are loaded again even when the configuration names the same files (a
+    // renewal rewrites them): new handshakes get them, established connections keep theirs.
+    if new.tls.enabled() {
+        match ctx.tls.reload(&new.tls) {
+            Ok(()) => {
+                tracing::info!("TLS certificates reloaded");
+                applied.push("TLS certificates reloaded".into());
+            }
+            Err(e) => {
+                tracing::error!("TLS certificates not reloaded, the previous ones are kept: {e}");
+                applied.push(format!("TLS certificates not reloaded: {e}"));
+            }
+        }
+    }
     ctx.clients.set_max(limit_for(new.limits.clients));
     ctx.intros.clear();
     let retuned = ctx

@@ -5,9 +5,9 @@
 
 use std::net::SocketAddr;
 
+use crate::net::conn::Conn;
 use throng_proto::http::{simple_response, RequestHead};
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 use crate::ctx::ServerCtx;
 use crate::observe::access_log::AccessEntry;
@@ -43,7 +43,7 @@ pub fn is_admin_path(path: &str) -> bool {
 /// Errors: the I/O error of writing the response or shutting the socket down (the client left).
 pub async fn reply(
     ctx: &ServerCtx,
-    stream: &mut TcpStream,
+    stream: &mut Conn,
     peer: SocketAddr,
     request: Option<&RequestHead>,
     status: u16,
@@ -76,7 +76,7 @@ pub async fn reply(
 /// Errors: as [`reply`].
 pub async fn service_unavailable(
     ctx: &ServerCtx,
-    stream: &mut TcpStream,
+    stream: &mut Conn,
     peer: SocketAddr,
     request: Option<&RequestHead>,
     body: &str,

@@ -60,7 +60,17 @@ pub enum ServerError {
     /// Taking over from the old process of a binary upgrade failed.
     #[error("upgrade: {0}")]
     Upgrade(#[from] crate::upgrade::UpgradeError),
+    /// The certificates of the HTTPS sockets could not be loaded.
+    #[error("{0}")]
+    Tls(#[from] crate::net::tls::TlsError),
 }
+
+/// The bound listen sockets: HTTP, the SHOUTcast port, HTTPS with what each speaks.
+type BoundSockets = (
+    Vec<TcpListener>,
+    Option<TcpListener>,
+    Vec<(TcpListener, Port)>,
+);
 
 /// File mounts carried across a binary upgrade, by mount name.
 pub use crate::ingest::file::ResumedFiles as Resumed;
@@ -71,6 +81,8 @@ pub struct Server {
     listen_sockets: Vec<TcpListener>,
     /// The SHOUTcast source port, when `shoutcast-mount` is set.
     shoutcast: Option<TcpListener>,
+    /// The HTTPS sockets (`[tls] listen` and `auto`).
+    tls_sockets: Vec<(TcpListener, Port)>,
     shutdown_tx: watch::Sender<bool>,
     /// Operator commands (signals, admin `reloadconfig`).
     commands: mpsc::UnboundedReceiver<Control>,
@@ -126,11 +138,17 @@ impl Server {
                 listen_sockets.push(bind(addr)?);
             }
         }
+        let mut tls_sockets = Vec::new();
+        for &addr in &config.tls.listen {
+            tls_sockets.push((bind(addr)?, Port::Tls));
+        }
+        for &addr in &config.tls.auto {
+            tls_sockets.push((bind(addr)?, Port::Auto));
+        }
         let mut server = Server::build(
             config,
             source,
-            listen_sockets,
-            shoutcast,
+            (listen_sockets, shoutcast, tls_sockets),
             chrono::Local::now(),
         )?;
         server.start_mounts(Resumed::new()).await?;
@@ -152,7 +170,8 @@ impl Server {
         mut handover: crate::upgrade::adopt::Handover,
     ) -> Result<Server, ServerError> {
         let taken = handover.take_sockets()?;
-        let mut server = Server::build(config, source, taken.http, taken.shoutcast, taken.started)?;
+        let sockets = (taken.http, taken.shoutcast, taken.tls);
+        let mut server = Server::build(config, source, sockets, taken.started)?;
         // The old process exits once this one took over: from then on signals are for this
         // one, so take them before saying so.
         server.install_signals().map_err(ServerError::Signals)?;
@@ -176,10 +195,10 @@ impl Server {
     fn build(
         config: Config,
         source: Option<ConfigSource>,
-        listen_sockets: Vec<TcpListener>,
-        shoutcast: Option<TcpListener>,
+        (listen_sockets, shoutcast, tls_sockets): BoundSockets,
         started: chrono::DateTime<chrono::Local>,
     ) -> Result<Server, ServerError> {
+        let tls = crate::net::tls::TlsAcceptor::from_config(&config.tls)?;
         let access_log = AccessLog::open(&config.logging.access_log).map_err(|source| {
             ServerError::AccessLog {
                 path: config.logging.access_log.clone(),
@@ -244,6 +263,7 @@ impl Server {
             intros: Default::default(),
             cluster: Default::default(),
             next_id: AtomicU64::new(1),
+            tls,
         });
         let reloader = Reloader {
             source,
@@ -255,6 +275,7 @@ impl Server {
             ctx,
             listen_sockets,
             shoutcast,
+            tls_sockets,
             shutdown_tx,
             commands,
             reloader,
@@ -286,6 +307,14 @@ impl Server {
         self.listen_sockets
             .iter()
             .filter_map(|l| l.local_addr().ok())
+            .collect()
+    }
+
+    /// The bound HTTPS addresses (`[tls] listen`, then `auto`).
+    pub fn tls_addrs(&self) -> Vec<SocketAddr> {
+        self.tls_sockets
+            .iter()
+            .filter_map(|(l, _)| l.local_addr().ok())
             .collect()
     }
 
@@ -332,6 +361,7 @@ impl Server {
             ctx,
             listen_sockets,
             shoutcast,
+            tls_sockets,
             shutdown_tx,
             mut commands,
             mut reloader,
@@ -347,6 +377,7 @@ impl Server {
             .into_iter()
             .map(|l| (l, Port::Http))
             .chain(shoutcast.map(|l| (l, Port::Shoutcast)))
+            .chain(tls_sockets)
         {
             match ListenSocket::new(l, port) {
                 Ok(s) => sockets.push(s),
@@ -354,8 +385,13 @@ impl Server {
             }
         }
         // Logged before accepting, so it precedes any request's line.
-        for a in sockets.iter().filter(|s| s.port == Port::Http) {
-            tracing::info!("listening on {}", a.addr);
+        for a in sockets.iter() {
+            match a.port {
+                Port::Http => tracing::info!("listening on {}", a.addr),
+                Port::Tls => tracing::info!("listening on {} (HTTPS)", a.addr),
+                Port::Auto => tracing::info!("listening on {} (HTTP and HTTPS)", a.addr),
+                Port::Shoutcast => {}
+            }
         }
         let mut accept_tasks = start_accepting(&ctx, &sockets);
         let _housekeeping = AbortOnDrop(tokio::spawn(housekeeping()));
@@ -569,12 +605,19 @@ async fn accept_loop(ctx: Arc<ServerCtx>, listener: TcpListener, port: Port) {
                     }
                 };
                 let ctx = ctx.clone();
-                if port == Port::Shoutcast {
-                    tokio::spawn(crate::connection::handle_shoutcast_port(
-                        ctx, stream, peer, slot,
-                    ));
-                } else {
-                    tokio::spawn(crate::connection::handle(ctx, stream, peer, slot));
+                match port {
+                    Port::Shoutcast => {
+                        tokio::spawn(crate::connection::handle_shoutcast_port(
+                            ctx, stream, peer, slot,
+                        ));
+                    }
+                    Port::Http => {
+                        tokio::spawn(crate::connection::handle(ctx, stream, peer, slot));
+                    }
+                    Port::Tls | Port::Auto => {
+                        let auto = port == Port::Auto;
+                        tokio::spawn(crate::connection::handle_tls(ctx, stream, peer, slot, auto));
+                    }
                 }
             }
             Err(e) => {

@@ -96,6 +96,17 @@ pub struct ServeArgs {
     /// Admin password (user `admin`), overriding the file.
     #[arg(long)]
     pub admin_password: Option<String>,
+    /// HTTPS listen address (replaces `[tls] listen` of the file), e.g. 0.0.0.0:8443; needs
+    /// --tls-cert and --tls-key (or certificates in the file).
+    #[arg(long)]
+    pub tls_listen: Vec<SocketAddr>,
+    /// PEM certificate chain for HTTPS, leaf first (e.g. Let's Encrypt's fullchain.pem);
+    /// replaces the file's `[[tls.certificate]]`.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert (PKCS#8, RSA or EC; e.g. Let's Encrypt's privkey.pem).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// Directory of the state file keeping generated passwords (passwords.toml); overrides
     /// `[paths] state-dir`; default $XDG_STATE_HOME/throng or ~/.local/state/throng.
     #[arg(long, env = "THRONG_STATE_DIR")]

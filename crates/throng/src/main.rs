@@ -171,6 +171,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             listen: args.listen.clone(),
             source_password: args.source_password.clone(),
             admin_password: args.admin_password.clone(),
+            tls_listen: args.tls_listen.clone(),
+            tls_cert: args.tls_cert.clone(),
+            tls_key: args.tls_key.clone(),
         },
         args.state_dir.clone(),
     );
@@ -225,6 +228,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         server.set_log_hook(log_hook);
         for addr in server.local_addrs() {
             eprintln!("throng: serving on http://{addr}/");
+        }
+        for addr in server.tls_addrs() {
+            eprintln!("throng: serving on https://{addr}/");
         }
         let config = server.ctx().config();
         if config.demo {

@@ -27,10 +27,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::net::conn::Conn;
 use throng_proto::auth::{parse_basic, secrets_equal};
 use throng_proto::http::{parse_query, RequestHead};
 use throng_proto::shoutcast::Login;
-use tokio::net::TcpStream;
 
 use crate::auth::throttle::LoginKind;
 use crate::ctx::ServerCtx;
@@ -80,12 +80,7 @@ impl Answer {
 pub const LOGIN_GRACE: Duration = Duration::from_secs(2);
 
 /// Serves one `/admin.cgi` request from client address `peer`.
-pub async fn handle(
-    ctx: Arc<ServerCtx>,
-    mut stream: TcpStream,
-    head: RequestHead,
-    peer: SocketAddr,
-) {
+pub async fn handle(ctx: Arc<ServerCtx>, mut stream: Conn, head: RequestHead, peer: SocketAddr) {
     let has_password = head.header("authorization").is_some()
         || parse_query(head.query.as_deref().unwrap_or(""))
             .iter()

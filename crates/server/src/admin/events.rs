@@ -8,9 +8,9 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use crate::net::conn::Conn;
 use throng_proto::http::{parse_query, simple_response, RequestHead};
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 use crate::ctx::ServerCtx;
 use crate::fanout::events::shard::NewSubscriber;
@@ -23,7 +23,7 @@ pub const PATH: &str = "/api/v1/events";
 /// Serves one event-stream request from `peer`, holding its `clients` unit `slot`.
 pub async fn handle(
     ctx: Arc<ServerCtx>,
-    mut stream: TcpStream,
+    mut stream: Conn,
     head: RequestHead,
     peer: SocketAddr,
     slot: ClientSlot,
@@ -58,6 +58,23 @@ pub async fn handle(
     if head.method == "HEAD" {
         log(&ctx, &head, peer, 200, response_head.len());
         if stream.write_all(&response_head).await.is_ok() {
+            let _ = stream.shutdown().await;
+        }
+        return;
+    }
+    if matches!(stream, Conn::Tls(_)) {
+        // Event shards write plain sockets (the TLS sealer serves audio listeners only).
+        let bytes = simple_response(
+            501,
+            &[
+                ("Content-Type", "text/plain"),
+                ("Access-Control-Allow-Origin", "*"),
+            ],
+            "The event stream is served over plain HTTP only\n",
+        );
+        ctx.metrics.rejected.inc();
+        log(&ctx, &head, peer, 501, bytes.len());
+        if stream.write_all(&bytes).await.is_ok() {
             let _ = stream.shutdown().await;
         }
         return;

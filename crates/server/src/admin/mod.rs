@@ -40,12 +40,12 @@ pub mod xml;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use crate::net::conn::Conn;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use axum::{Extension, Router};
-use tokio::net::TcpStream;
 
 use crate::auth::throttle::LoginKind;
 use crate::ctx::ServerCtx;
@@ -54,12 +54,7 @@ use crate::observe::access_log::AccessEntry;
 use crate::observe::metrics::MountView;
 
 /// Serves one admin/status connection (one request: no keep-alive).
-pub async fn serve(
-    ctx: Arc<ServerCtx>,
-    stream: TcpStream,
-    already_read: Vec<u8>,
-    peer: SocketAddr,
-) {
+pub async fn serve(ctx: Arc<ServerCtx>, stream: Conn, already_read: Vec<u8>, peer: SocketAddr) {
     let app = router(ctx.clone()).layer(Extension(peer));
     let io = hyper_util::rt::TokioIo::new(Rewind::new(stream, already_read));
     let svc = hyper_util::service::TowerToHyperService::new(app);

@@ -7,9 +7,9 @@
 
 use std::net::SocketAddr;
 
+use crate::net::conn::Conn;
 use throng_proto::http::RequestHead;
 use throng_proto::xml::escape_text;
-use tokio::net::TcpStream;
 
 use crate::admin::status::bitrate;
 use crate::ctx::ServerCtx;
@@ -102,7 +102,7 @@ pub fn xspf(ctx: &ServerCtx, mount: Option<&Mount>) -> String {
 }
 
 /// Answers `GET`/`HEAD` of a playlist path (see [`is_playlist`]) with `200` and the playlist.
-pub async fn serve(ctx: &ServerCtx, stream: &mut TcpStream, head: &RequestHead, peer: SocketAddr) {
+pub async fn serve(ctx: &ServerCtx, stream: &mut Conn, head: &RequestHead, peer: SocketAddr) {
     let Some((mount, is_xspf)) = split(&head.path) else {
         return;
     };

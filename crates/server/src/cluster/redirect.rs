@@ -12,8 +12,8 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use crate::net::conn::Conn;
 use throng_proto::http::RequestHead;
-use tokio::net::TcpStream;
 
 use crate::cluster::decide;
 use crate::ctx::ServerCtx;
@@ -52,7 +52,7 @@ fn is_relay(config: &crate::config::Config, head: &RequestHead) -> bool {
 /// gives one; returns whether it did (the connection is then closed).
 pub async fn answer(
     ctx: &ServerCtx,
-    stream: &mut TcpStream,
+    stream: &mut Conn,
     head: &RequestHead,
     peer: SocketAddr,
     full: bool,

@@ -102,6 +102,13 @@ pub fn check(config: &Config) -> Vec<Problem> {
             );
         }
     }
+    // Certificates and keys must load as the HTTPS sockets will load them.
+    for message in crate::net::tls::check(&config.tls) {
+        problems.push(Problem {
+            key: "tls.certificate".into(),
+            message,
+        });
+    }
     problems
 }
 

@@ -12,6 +12,7 @@ pub mod check;
 pub mod cluster;
 pub mod icecast_xml;
 pub mod source;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -90,6 +91,9 @@ pub struct Config {
     pub relay: Vec<RelayConfig>,
     /// Master server whose `/admin/streamlist.txt` is relayed (Icecast `<master-server>`).
     pub master: Option<MasterConfig>,
+    /// HTTPS sockets and certificates (`tls.rs`).
+    #[serde(skip_serializing_if = "tls::TlsConfig::is_default")]
+    pub tls: tls::TlsConfig,
     /// The now-playing event stream `/api/v1/events`.
     pub events: EventsConfig,
     /// Origin and edges: edge reports and overflow redirects (`config/cluster.rs`).
@@ -180,6 +184,10 @@ pub struct RelayConfig {
     pub relay_metadata: bool,
     /// Connect only while the local mount has listeners (Icecast `on-demand`).
     pub on_demand: bool,
+    /// Connect with TLS (HTTPS), verifying the upstream's certificate against `[tls] ca-file`
+    /// or the web PKI roots (Icecast 2.5 `<relay tls="1">`).
+    #[serde(skip_serializing_if = "is_false")]
+    pub tls: bool,
 }
 
 impl Default for RelayConfig {
@@ -193,6 +201,7 @@ impl Default for RelayConfig {
             password: None,
             relay_metadata: true,
             on_demand: false,
+            tls: false,
         }
     }
 }
@@ -492,6 +501,7 @@ impl Default for Config {
             shoutcast_mount: None,
             relay: Vec::new(),
             master: None,
+            tls: tls::TlsConfig::default(),
             events: EventsConfig::default(),
             cluster: cluster::ClusterConfig::default(),
         }
@@ -666,6 +676,7 @@ impl Config {
             })?;
         }
         self.cluster.validate().map_err(ConfigError::Invalid)?;
+        self.tls.validate().map_err(ConfigError::Invalid)?;
         if !self.demo_mount.starts_with('/') {
             return Err(ConfigError::Invalid(
                 "`demo-mount` must start with /".into(),

@@ -89,6 +89,12 @@ pub struct Overrides {
     pub source_password: Option<String>,
     /// `--admin-password`.
     pub admin_password: Option<String>,
+    /// `--tls-listen`: replaces `[tls] listen` of the file when not empty.
+    pub tls_listen: Vec<SocketAddr>,
+    /// `--tls-cert`: with `--tls-key`, replaces the file's certificates.
+    pub tls_cert: Option<PathBuf>,
+    /// `--tls-key`: the key of `--tls-cert`.
+    pub tls_key: Option<PathBuf>,
 }
 
 /// Everything a server needs to (re)build its configuration: the file, the command-line
@@ -194,6 +200,15 @@ impl ConfigSource {
         let o = &self.overrides;
         if !o.listen.is_empty() {
             config.listen = o.listen.clone();
+        }
+        if !o.tls_listen.is_empty() {
+            config.tls.listen = o.tls_listen.clone();
+        }
+        if let (Some(cert), Some(key)) = (&o.tls_cert, &o.tls_key) {
+            config.tls.certificate = vec![crate::config::tls::CertificateFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+            }];
         }
         if let Some(p) = &o.source_password {
             config.authentication.source_password = Some(p.clone());

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::fanout::cursor::CursorState;
+use crate::fanout::seal::SealExport;
 use crate::mount::live::Mount;
 use crate::net::clients::ClientSlot;
 
@@ -51,6 +52,8 @@ pub struct ExportedListener {
     pub mount: Arc<Mount>,
     /// Everything else.
     pub state: ListenerState,
+    /// A TLS listener's sealing state.
+    pub tls: Option<SealExport>,
 }
 
 /// A listener handed to a shard of the new process.
@@ -64,4 +67,6 @@ pub struct AdoptedListener {
     pub state: ListenerState,
     /// Its unit of the `clients` count.
     pub client_slot: ClientSlot,
+    /// A TLS listener's sealing state.
+    pub tls: Option<SealExport>,
 }

@@ -4,6 +4,7 @@
 pub mod cursor;
 pub mod events;
 pub mod handover;
+pub mod seal;
 pub mod shard;
 pub mod write_path;
 

@@ -33,6 +33,7 @@ use slab::Slab;
 use crate::config::LagPolicy;
 use crate::fanout::cursor::{Cursor, SegKind};
 use crate::fanout::handover::{AdoptedListener, ExportedListener, ListenerState};
+use crate::fanout::seal::{SealingWriter, TlsListener};
 use crate::fanout::shard::decide::{Close, ListenerView, MountView, Ticker, Verdict};
 use crate::fanout::write_path::{write_due, Written};
 use crate::mount::icy_meta::IcyMeta;
@@ -148,6 +149,8 @@ pub struct NewListener {
     pub info: ListenerInfo,
     /// Its unit of the `clients` count, released when the shard drops the listener.
     pub client_slot: ClientSlot,
+    /// For a listener over TLS: its transmit keys; everything sent is sealed (`seal.rs`).
+    pub tls: Option<Box<TlsListener>>,
 }
 
 /// Settings shared by all shards.
@@ -255,6 +258,7 @@ impl ShardHandle {
             ctx,
             load: load.clone(),
             scratch: Vec::new(),
+            seal_scratch: Vec::new(),
             moves: std::collections::HashMap::new(),
             epoch,
             now: epoch,
@@ -367,6 +371,8 @@ struct Slot {
     info: Box<ListenerInfo>,
     /// Released (dropped) when the listener goes.
     _client_slot: ClientSlot,
+    /// The sealing state of a listener over TLS.
+    tls: Option<Box<TlsListener>>,
 }
 
 struct ShardMount {
@@ -440,6 +446,8 @@ struct Shard {
     ctx: ShardContext,
     load: Arc<AtomicUsize>,
     scratch: Vec<(SegKind, usize)>,
+    /// Records sealed for TLS listeners, reused across them.
+    seal_scratch: Vec<u8>,
     /// Listeners to move to another mount at their next frame boundary, by slab key.
     moves: std::collections::HashMap<usize, Arc<Mount>>,
     epoch: Instant,
@@ -571,6 +579,7 @@ impl Shard {
             metaint,
             info,
             client_slot,
+            tls,
         } = l;
         let mi = self.mount_index(&mount);
         let fallback = self.ctx.fallback.clone();
@@ -592,7 +601,7 @@ impl Shard {
         if let Some(h) = ogg_headers {
             cursor.push_prefix((*h).clone());
         }
-        self.insert(stream, mi, &mount, cursor, 0, info, client_slot);
+        self.insert(stream, mi, &mount, cursor, 0, info, client_slot, tls);
     }
 
     /// Registers a listener's socket and inserts it on mount index `mi` (whose listener count
@@ -608,6 +617,7 @@ impl Shard {
         sent: u64,
         info: ListenerInfo,
         client_slot: ClientSlot,
+        tls: Option<Box<TlsListener>>,
     ) {
         let mut stream = TcpStream::from_std(stream);
         let key = self.slots.vacant_key();
@@ -635,6 +645,7 @@ impl Shard {
             deadline_s,
             info: Box::new(info),
             _client_slot: client_slot,
+            tls,
         });
         self.write(key);
     }
@@ -646,7 +657,20 @@ impl Shard {
             mount,
             state,
             client_slot,
+            tls,
         } = l;
+        let tls = match tls.map(TlsListener::import).transpose() {
+            Ok(t) => t.map(Box::new),
+            Err(e) => {
+                // Unusable keys: the socket is dropped here; the player reconnects.
+                tracing::warn!(
+                    id = state.id,
+                    "upgrade: a TLS listener's keys are unusable: {e}"
+                );
+                self.load.fetch_sub(1, Ordering::Relaxed);
+                return;
+            }
+        };
         mount.force_add_listener();
         self.ctx
             .metrics
@@ -668,6 +692,7 @@ impl Shard {
             sent,
             info,
             client_slot,
+            tls,
         );
     }
 
@@ -716,6 +741,7 @@ impl Shard {
                 stream,
                 mount,
                 state,
+                tls: slot.tls.as_ref().map(|t| t.export()),
             });
         }
         out
@@ -794,6 +820,9 @@ impl Shard {
         for _ in 0..16 {
             match slot.stream.read(&mut buf) {
                 Ok(0) => return true,
+                // A TLS listener sends nothing after its request but close_notify or a key
+                // update, which the shard does not decrypt: either way it goes.
+                Ok(_) if slot.tls.is_some() => return true,
                 Ok(_) => continue,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -866,13 +895,42 @@ impl Shard {
                 slot.cursor.skip_to(pos, headers.map(|h| (*h).clone()));
             }
         }
-        match write_due(
-            &slot.stream,
-            &mut slot.cursor,
-            &sm.snapshot,
-            &sm.icy,
-            &mut self.scratch,
-        ) {
+        let written = match slot.tls.as_deref_mut() {
+            None => write_due(
+                &slot.stream,
+                &mut slot.cursor,
+                &sm.snapshot,
+                &sm.icy,
+                &mut self.scratch,
+            ),
+            Some(tls) => {
+                // Sealed bytes a full socket left over go first, even when nothing new is due.
+                match tls.flush_tail(&slot.stream) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        slot.backlogged = true;
+                        return false;
+                    }
+                    Err(_) => {
+                        self.close(key, Close::WriteError);
+                        return false;
+                    }
+                }
+                let w = SealingWriter {
+                    inner: &slot.stream,
+                    tls,
+                    scratch: &mut self.seal_scratch,
+                };
+                write_due(
+                    w,
+                    &mut slot.cursor,
+                    &sm.snapshot,
+                    &sm.icy,
+                    &mut self.scratch,
+                )
+            }
+        };
+        match written {
             Written::Nothing => {
                 slot.backlogged = false;
                 if let Some(why) = decide::idle(

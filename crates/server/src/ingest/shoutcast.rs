@@ -247,7 +247,7 @@ pub async fn handle(
     let _ = stream.set_nodelay(true);
     crate::ingest::source::run(
         ctx,
-        stream,
+        stream.into(),
         head,
         body,
         peer,

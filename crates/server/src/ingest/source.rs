@@ -17,12 +17,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::net::conn::Conn;
 use throng_proto::auth::{parse_basic, secrets_equal};
 use throng_proto::format::Format;
 use throng_proto::http::RequestHead;
 use throng_proto::source_info::SourceInfo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use crate::auth::throttle::LoginKind;
 use crate::auth::SourceAuth;
@@ -123,7 +123,7 @@ pub enum SourceProtocol {
 /// Serves a source client; returns when its stream ends.
 pub async fn handle(
     ctx: Arc<ServerCtx>,
-    mut stream: TcpStream,
+    mut stream: Conn,
     head: RequestHead,
     body: Vec<u8>,
     peer: SocketAddr,
@@ -195,7 +195,7 @@ pub async fn handle(
 /// SHOUTcast source (already answered `OK2`) an access-log line and a close.
 async fn refuse(
     ctx: &ServerCtx,
-    stream: &mut TcpStream,
+    stream: &mut Conn,
     peer: SocketAddr,
     head: &RequestHead,
     protocol: SourceProtocol,
@@ -229,7 +229,7 @@ async fn refuse(
 /// it ends. `credentials` are the source user and password that metadata updates will accept.
 pub async fn run(
     ctx: Arc<ServerCtx>,
-    mut stream: TcpStream,
+    mut stream: Conn,
     head: RequestHead,
     body: Vec<u8>,
     peer: SocketAddr,
@@ -323,7 +323,7 @@ pub async fn resume(
 ) {
     let stream = match stream
         .set_nonblocking(true)
-        .and_then(|()| TcpStream::from_std(stream))
+        .and_then(|()| tokio::net::TcpStream::from_std(stream).map(Conn::from))
     {
         Ok(s) => s,
         Err(e) => {
@@ -338,7 +338,7 @@ pub async fn resume(
 /// when a binary upgrade asks for it, hands the connection and the unframed bytes over.
 async fn feed(
     ctx: Arc<ServerCtx>,
-    mut stream: TcpStream,
+    mut stream: Conn,
     mount: Arc<Mount>,
     mut feeder: Feeder,
     live: LiveMount,
@@ -397,7 +397,7 @@ async fn feed(
 /// Reads the stream until it ends; returns why it ended.
 async fn ingest(
     ctx: &ServerCtx,
-    stream: &mut TcpStream,
+    stream: &mut Conn,
     mount: &Mount,
     feeder: &mut Feeder,
     first: &[u8],

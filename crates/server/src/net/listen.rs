@@ -123,6 +123,33 @@ pub enum Port {
     Http,
     /// SHOUTcast v1 source logins (`shoutcast.rs`).
     Shoutcast,
+    /// HTTPS: TLS, then HTTP as on [`Port::Http`] (`[tls] listen`).
+    Tls,
+    /// HTTPS or HTTP, by the first byte of each connection (`[tls] auto`).
+    Auto,
+}
+
+impl Port {
+    /// The byte a binary upgrade sends for this port (0 and 1 were the `false`/`true` of
+    /// "is SHOUTcast" before TLS: the encoding is the same).
+    pub fn to_wire(self) -> u8 {
+        match self {
+            Port::Http => 0,
+            Port::Shoutcast => 1,
+            Port::Tls => 2,
+            Port::Auto => 3,
+        }
+    }
+
+    /// The port a binary upgrade's byte names (unknown bytes: HTTP).
+    pub fn from_wire(b: u8) -> Port {
+        match b {
+            1 => Port::Shoutcast,
+            2 => Port::Tls,
+            3 => Port::Auto,
+            _ => Port::Http,
+        }
+    }
 }
 
 /// A listen socket the run loop keeps: a descriptor of its own (the accept task holds another),

@@ -9,8 +9,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use throng_proto::proxy_protocol::{parse, ProxyError};
-use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// Why a connection from a load balancer was closed before its request.
 #[derive(Debug, thiserror::Error)]
@@ -31,8 +30,8 @@ pub enum ProxyReadError {
 /// read after the header. Waits at most `timeout`.
 ///
 /// Errors: [`ProxyReadError`].
-pub async fn read(
-    stream: &mut TcpStream,
+pub async fn read<S: AsyncRead + Unpin>(
+    stream: &mut S,
     peer: SocketAddr,
     timeout: Duration,
 ) -> Result<(SocketAddr, Vec<u8>), ProxyReadError> {

@@ -14,12 +14,14 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 use crate::ctx::ServerCtx;
-use crate::fanout::handover::AdoptedListener;
+use crate::fanout::handover::{AdoptedListener, ListenerState};
+use crate::fanout::seal::SealExport;
 use crate::ingest::file::ResumedFiles as Resumed;
 use crate::ingest::live_mount::LiveMount;
 use crate::mount::feeder::Feeder;
 use crate::mount::handover::{AdoptedRelay, FeedState, MountState};
 use crate::mount::live::Mount;
+use crate::net::listen::Port;
 use crate::upgrade::wire::{recv, send, Message, UPGRADE_FD_ENV};
 use crate::upgrade::UpgradeError;
 
@@ -36,6 +38,8 @@ pub struct TakenSockets {
     pub http: Vec<TcpListener>,
     /// The SHOUTcast source port, if any.
     pub shoutcast: Option<TcpListener>,
+    /// HTTPS sockets (`[tls] listen`, `auto`) with what each speaks.
+    pub tls: Vec<(TcpListener, Port)>,
     /// When the first process of this server started.
     pub started: chrono::DateTime<chrono::Local>,
     /// Source client connections and refused connections so far.
@@ -92,18 +96,19 @@ impl Handover {
         let mut taken = TakenSockets {
             http: Vec::new(),
             shoutcast: None,
+            tls: Vec::new(),
             started,
             counters,
         };
-        for ((addr, shoutcast), fd) in sockets.into_iter().zip(fds) {
+        for ((addr, port), fd) in sockets.into_iter().zip(fds) {
             let std = std::net::TcpListener::from(fd);
             std.set_nonblocking(true).map_err(wire_io)?;
             let l = TcpListener::from_std(std).map_err(wire_io)?;
             tracing::info!("upgrade: took over listen socket {addr}");
-            if shoutcast {
-                taken.shoutcast = Some(l);
-            } else {
-                taken.http.push(l);
+            match Port::from_wire(port) {
+                Port::Shoutcast => taken.shoutcast = Some(l),
+                Port::Http => taken.http.push(l),
+                p => taken.tls.push((l, p)),
             }
         }
         if taken.http.is_empty() {
@@ -141,8 +146,15 @@ impl Handover {
                     mounts.insert(old_id, mount);
                 }
                 Message::MountsDone => {}
-                Message::Listeners(states) => {
-                    for (state, fd) in states.into_iter().zip(fds) {
+                Message::Listeners(_) | Message::TlsListeners(_) => {
+                    let states: Vec<(ListenerState, Option<SealExport>)> = match msg {
+                        Message::Listeners(s) => s.into_iter().map(|s| (s, None)).collect(),
+                        Message::TlsListeners(s) => {
+                            s.into_iter().map(|(s, t)| (s, Some(t))).collect()
+                        }
+                        _ => Vec::new(),
+                    };
+                    for ((state, tls), fd) in states.into_iter().zip(fds) {
                         let stream = std::net::TcpStream::from(fd);
                         let Some(mount) = mounts.get(&state.mount_id).cloned() else {
                             tracing::warn!(
@@ -161,6 +173,7 @@ impl Handover {
                             mount,
                             state,
                             client_slot,
+                            tls,
                         });
                         listeners += 1;
                     }

@@ -36,7 +36,7 @@ use crate::fanout::handover::{ExportedListener, ListenerState};
 use crate::mount::freeze::FrozenFeed;
 use crate::mount::handover::{FeedState, MountState};
 use crate::mount::live::{Mount, SourceKind};
-use crate::net::listen::{ListenSocket, Port};
+use crate::net::listen::ListenSocket;
 use crate::upgrade::wire::{recv, send, Message, WireError, MAX_FDS, UPGRADE_FD_ENV};
 
 /// How long the new binary may take to start and load its configuration.
@@ -226,10 +226,7 @@ async fn hand_over(
         .collect::<std::io::Result<_>>()
         .map_err(WireError::Io)?;
     let msg = Message::ListenSockets {
-        sockets: sockets
-            .iter()
-            .map(|s| (s.addr, s.port == Port::Shoutcast))
-            .collect(),
+        sockets: sockets.iter().map(|s| (s.addr, s.port.to_wire())).collect(),
         started: ctx.started,
         counters: (
             ctx.metrics.source_connects.get(),
@@ -347,9 +344,23 @@ async fn pass(
         while it.peek().is_some() {
             batch.clear();
             batch.extend(it.by_ref().take(MAX_FDS));
-            let states: Vec<ListenerState> = batch.iter().map(|l| l.state.clone()).collect();
-            let raw: Vec<_> = batch.iter().map(|l| l.stream.as_raw_fd()).collect();
-            send(&mut s, &Message::Listeners(states), &raw)?;
+            // Plain listeners as before (an older binary reads them); TLS ones with their
+            // sealing state in a message of their own.
+            let (plain, tls): (Vec<&ExportedListener>, Vec<&ExportedListener>) =
+                batch.iter().partition(|l| l.tls.is_none());
+            if !plain.is_empty() {
+                let states: Vec<ListenerState> = plain.iter().map(|l| l.state.clone()).collect();
+                let raw: Vec<_> = plain.iter().map(|l| l.stream.as_raw_fd()).collect();
+                send(&mut s, &Message::Listeners(states), &raw)?;
+            }
+            if !tls.is_empty() {
+                let states = tls
+                    .iter()
+                    .filter_map(|l| Some((l.state.clone(), l.tls.clone()?)))
+                    .collect();
+                let raw: Vec<_> = tls.iter().map(|l| l.stream.as_raw_fd()).collect();
+                send(&mut s, &Message::TlsListeners(states), &raw)?;
+            }
         }
         // Dropping `batch` closes this process's descriptors; the connections live on in the
         // new process.

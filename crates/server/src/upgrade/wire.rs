@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::fanout::handover::ListenerState;
+use crate::fanout::seal::SealExport;
 use crate::mount::handover::MountState;
 
 /// Most descriptors in one message (Linux `SCM_MAX_FD` is 253).
@@ -58,8 +59,8 @@ pub enum Message {
     /// Old → new: the listen sockets (descriptors attached, in this order), and the server's
     /// start time (status `server_start` carries over).
     ListenSockets {
-        /// Per socket: its address and whether it is the SHOUTcast source port.
-        sockets: Vec<(SocketAddr, bool)>,
+        /// Per socket: its address and what it speaks ([`crate::net::listen::Port::to_wire`]).
+        sockets: Vec<(SocketAddr, u8)>,
         /// When the first process of this server started.
         started: chrono::DateTime<chrono::Local>,
         /// Server-wide counters that carry over: source client connections (status
@@ -84,6 +85,9 @@ pub enum Message {
         /// Listeners adopted.
         listeners: usize,
     },
+    /// Old → new: listeners over TLS with their sealing state, sockets attached in the same
+    /// order (last variant: an older binary never sends it).
+    TlsListeners(Vec<(ListenerState, SealExport)>),
 }
 
 /// Sends `msg` with `fds` attached.
@@ -180,7 +184,7 @@ mod tests {
         send(
             &mut a,
             &Message::ListenSockets {
-                sockets: vec![(addr, false)],
+                sockets: vec![(addr, 0)],
                 started: chrono::Local::now(),
                 counters: (0, 0),
             },

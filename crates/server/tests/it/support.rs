@@ -30,6 +30,8 @@ pub fn asset(name: &str) -> PathBuf {
 /// A server running on its own thread and runtime, stopped on drop.
 pub struct TestServer {
     pub addr: SocketAddr,
+    /// The HTTPS sockets (`[tls] listen`, then `auto`), if any.
+    pub tls_addrs: Vec<SocketAddr>,
     pub ctx: Arc<ServerCtx>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -58,7 +60,8 @@ impl TestServer {
                 .unwrap();
             rt.block_on(async move {
                 let server = Server::bind(config).await.expect("bind");
-                tx.send((server.local_addrs()[0], server.ctx())).unwrap();
+                tx.send((server.local_addrs()[0], server.tls_addrs(), server.ctx()))
+                    .unwrap();
                 server
                     .run(async {
                         let _ = stop_rx.await;
@@ -66,11 +69,12 @@ impl TestServer {
                     .await;
             });
         });
-        let (addr, ctx) = rx
+        let (addr, tls_addrs, ctx) = rx
             .recv_timeout(Duration::from_secs(10))
             .expect("server start");
         TestServer {
             addr,
+            tls_addrs,
             ctx,
             stop: Some(stop_tx),
             thread: Some(thread),

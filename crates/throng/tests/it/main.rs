@@ -10,4 +10,5 @@ mod logs;
 mod reload;
 mod serve;
 mod support;
+mod tls;
 mod upgrade;

@@ -47,6 +47,7 @@ impl Importer<'_> {
                 "source-password" => self.config.authentication.source_password = Self::string(el),
                 "limits" => self.limits(p, el)?,
                 "listen-socket" => self.listen_socket(p, el)?,
+                "tls-context" => self.tls_context(p, el)?,
                 "port" => {
                     if let Some(port) = self.unsigned::<u16>(p, el, "a port number")? {
                         self.legacy_socket.get_or_insert_with(|| legacy(p)).port = port;

@@ -9,7 +9,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use super::error::IcecastXmlError;
 use super::importer::Importer;
 use super::report::UnsupportedKind;
-use super::socket::{ip, legacy};
+use super::socket::{ip, legacy, tls_mode, SocketTls};
 use super::tree::Element;
 
 impl Importer<'_> {
@@ -20,8 +20,10 @@ impl Importer<'_> {
         el: &Element,
     ) -> Result<(), IcecastXmlError> {
         let mut s = legacy(path);
-        let mut ssl = false;
         self.any_listen_socket = true;
+        if let Some(word) = el.attr("tls") {
+            self.socket_tls(&mut s, &format!("{path}/@tls"), word);
+        }
         for c in &el.children {
             let p = format!("{path}/{}", c.name);
             let p = p.as_str();
@@ -34,23 +36,39 @@ impl Importer<'_> {
                 "bind-address" => s.bind = Some(ip(p, c)?),
                 "shoutcast-mount" => s.shoutcast_mount = Self::string(c),
                 "shoutcast-compat" => s.shoutcast_compat = self.flag(p, c, None)? == Some(true),
-                "ssl" => ssl = self.flag(p, c, None)? == Some(true),
+                "ssl" => {
+                    if self.flag(p, c, None)? == Some(true) {
+                        s.tls = SocketTls::On;
+                        s.tls_path = Some(p.to_owned());
+                    }
+                }
+                "tls" => {
+                    let word = c.text().unwrap_or_default().to_owned();
+                    self.socket_tls(&mut s, p, &word);
+                }
                 "so-sndbuf" => s.sndbuf = self.unsigned(p, c, "a size in bytes")?,
                 _ => self.unknown(p, None),
             }
         }
-        if ssl {
-            self.report(
-                &format!("{path}/ssl"),
-                Some(&format!("port {}", s.port)),
-                UnsupportedKind::NotSupported,
-                "TLS listen sockets; the socket is left out (put a TLS-terminating proxy in \
-                 front of Throng)",
-            );
-            return Ok(());
-        }
         self.sockets.push(s);
         Ok(())
+    }
+
+    /// Icecast 2.5's `tls` mode of socket `s`, from element or attribute `path`.
+    fn socket_tls(&mut self, s: &mut super::socket::Socket, path: &str, word: &str) {
+        match tls_mode(word) {
+            Some(SocketTls::Off) => {}
+            Some(mode) => {
+                s.tls = mode;
+                s.tls_path = Some(path.to_owned());
+            }
+            None => self.report(
+                path,
+                Some(&format!("port {}", s.port)),
+                UnsupportedKind::NotSupported,
+                format!("TLS mode {word:?} (Throng has auto, rfc2818 and disabled); plain HTTP"),
+            ),
+        }
     }
 
     /// Listen addresses and the SHOUTcast source mount from the sockets read.
@@ -74,7 +92,7 @@ impl Importer<'_> {
         }
         let first_port = sockets
             .iter()
-            .find(|s| !s.shoutcast_compat)
+            .find(|s| !s.shoutcast_compat && s.tls == SocketTls::Off)
             .map(|s| s.port)
             .ok_or(IcecastXmlError::NoListenSocket)?;
         let mut global_mount_used = false;
@@ -82,6 +100,22 @@ impl Importer<'_> {
         self.config.listen.clear();
         for s in sockets {
             let context = format!("port {}", s.port);
+            if s.tls != SocketTls::Off {
+                let ip = s.bind.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+                if self.config.tls.certificate.is_empty() {
+                    self.report(
+                        s.tls_path.as_deref().unwrap_or(&s.path),
+                        Some(&context),
+                        UnsupportedKind::NotSupported,
+                        "a TLS socket without <ssl-certificate> or <tls-context>: left out",
+                    );
+                } else if s.tls == SocketTls::Auto {
+                    self.config.tls.auto.push(SocketAddr::new(ip, s.port));
+                } else {
+                    self.config.tls.listen.push(SocketAddr::new(ip, s.port));
+                }
+                continue;
+            }
             if s.shoutcast_compat {
                 let mount = s.shoutcast_mount.clone().or_else(|| {
                     global_mount_used = true;

@@ -10,6 +10,7 @@ use super::error::IcecastXmlError;
 use super::importer::Importer;
 use super::report::UnsupportedKind;
 use super::tree::Element;
+use crate::config::tls::CertificateFiles;
 use crate::config::{parse_cidr, HttpHeader};
 
 impl Importer<'_> {
@@ -105,6 +106,33 @@ impl Importer<'_> {
         Ok(())
     }
 
+    /// Icecast 2.5's `<tls-context>`: `<tls-certificate>` (the chain) and `<tls-key>` (its key;
+    /// the certificate file when absent, as 2.4's one-file `<ssl-certificate>`).
+    pub(super) fn tls_context(&mut self, path: &str, el: &Element) -> Result<(), IcecastXmlError> {
+        let (mut cert, mut key) = (None, None);
+        for c in &el.children {
+            let p = format!("{path}/{}", c.name);
+            match c.name.as_str() {
+                "tls-certificate" => cert = Self::string(c),
+                "tls-key" => key = Self::string(c),
+                "tls-allowed-ciphers" => self.report(
+                    &p,
+                    None,
+                    UnsupportedKind::NotSupported,
+                    "cipher lists (rustls offers only its safe default suites)",
+                ),
+                _ => self.unknown(&p, None),
+            }
+        }
+        if let Some(cert) = cert {
+            self.config.tls.certificate = vec![CertificateFiles {
+                key: key.unwrap_or_else(|| cert.clone()).into(),
+                cert: cert.into(),
+            }];
+        }
+        Ok(())
+    }
+
     /// `<paths>`, as `_parse_paths` (plus Icecast-KH's `x-forwarded-for` and `deny-agents`).
     pub(super) fn paths(&mut self, path: &str, el: &Element) -> Result<(), IcecastXmlError> {
         for c in &el.children {
@@ -159,11 +187,20 @@ impl Importer<'_> {
                             .unwrap_or("?")
                     ),
                 ),
-                "ssl-certificate" | "ssl-allowed-ciphers" => self.report(
+                // One PEM file holding the certificate chain and its key (Icecast 2.4).
+                "ssl-certificate" => {
+                    if let Some(t) = text {
+                        self.config.tls.certificate = vec![CertificateFiles {
+                            cert: t.clone().into(),
+                            key: t.into(),
+                        }];
+                    }
+                }
+                "ssl-allowed-ciphers" => self.report(
                     &p,
                     None,
                     UnsupportedKind::NotSupported,
-                    "TLS (put a TLS-terminating proxy in front of Throng)",
+                    "cipher lists (rustls offers only its safe default suites)",
                 ),
                 "mime-types" => self.report(
                     &p,

@@ -24,6 +24,32 @@ pub(super) struct Socket {
     pub shoutcast_compat: bool,
     /// `<so-sndbuf>`: kernel send buffer per listener socket, in bytes.
     pub sndbuf: Option<usize>,
+    /// `<ssl>1` (Icecast 2.4) or `<tls>`/`tls=` (Icecast 2.5): what the socket speaks.
+    pub tls: SocketTls,
+    /// The element that asked for TLS, for reports.
+    pub tls_path: Option<String>,
+}
+
+/// What a listen socket speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum SocketTls {
+    /// Plain HTTP.
+    Off,
+    /// TLS only (`<ssl>1`, 2.5 `rfc2818`, `auto_no_plain`).
+    On,
+    /// Both, by the first byte (2.5 `auto`).
+    Auto,
+}
+
+/// Icecast 2.5's `tls` mode word (`disabled`, `auto`, `auto_no_plain`, `rfc2817`, `rfc2818`, or
+/// a boolean); `None` for a word it does not know.
+pub(super) fn tls_mode(word: &str) -> Option<SocketTls> {
+    match word.trim().to_ascii_lowercase().as_str() {
+        "disabled" | "off" | "false" | "no" | "0" => Some(SocketTls::Off),
+        "auto" => Some(SocketTls::Auto),
+        "auto_no_plain" | "rfc2818" | "on" | "true" | "yes" | "1" => Some(SocketTls::On),
+        _ => None,
+    }
 }
 
 /// A socket with Icecast's defaults (port 8000 on every address); also the implicit socket of a
@@ -36,6 +62,8 @@ pub(super) fn legacy(path: &str) -> Socket {
         shoutcast_mount: None,
         shoutcast_compat: false,
         sndbuf: None,
+        tls: SocketTls::Off,
+        tls_path: None,
     }
 }
 

@@ -2,7 +2,7 @@
 //! a file with every supported element (`tests/data/icecast-full.xml`) and small documents for
 //! each Icecast rule.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::sections::forwarder_cidr;
 use super::*;
@@ -265,7 +265,6 @@ fn every_supported_element_is_carried_over() {
         vec![
             ("icecast/limits/client-timeout", IgnoredByIcecast),
             ("icecast/limits/threadpool", IgnoredByIcecast),
-            ("icecast/listen-socket/ssl", NotSupported),
             ("icecast/http-headers/header/@status", NotSupported),
             ("icecast/mount/dump-file", NotSupported),
             ("icecast/directory/yp-url-timeout", NotSupported),
@@ -276,10 +275,12 @@ fn every_supported_element_is_carried_over() {
             ("icecast/logging/logsize", NotSupported),
             ("icecast/security/changeowner", NotSupported),
             ("icecast/bogus-element", Unknown),
+            // A TLS socket without a certificate, left out when the sockets are finished.
+            ("icecast/listen-socket/ssl", NotSupported),
             ("icecast/paths/basedir", IgnoredByIcecast),
         ]
     );
-    let dump = &imp.unsupported[4];
+    let dump = &imp.unsupported[3];
     assert_eq!(dump.name, "dump-file");
     assert_eq!(dump.context.as_deref(), Some("mount /live.mp3"));
     assert_eq!(
@@ -491,4 +492,55 @@ fn forwarder_wildcards_become_cidr_ranges() {
     assert_eq!(forwarder_cidr("::1").as_deref(), Some("::1"));
     assert_eq!(forwarder_cidr("10.*.0.1"), None);
     assert_eq!(forwarder_cidr("proxy.example.org"), None);
+}
+
+#[test]
+fn ssl_sockets_and_certificates_import_as_tls() {
+    // Icecast 2.4: `<ssl>1` and one PEM file holding chain and key.
+    let imp = import(
+        "<icecast><paths><ssl-certificate>/etc/icecast/icecast.pem</ssl-certificate></paths>\
+         <listen-socket><port>8000</port></listen-socket>\
+         <listen-socket><port>8443</port><ssl>1</ssl></listen-socket></icecast>",
+    );
+    let c = &imp.config;
+    assert_eq!(c.listen, vec!["0.0.0.0:8000".parse().unwrap()]);
+    assert_eq!(c.tls.listen, vec!["0.0.0.0:8443".parse().unwrap()]);
+    let pem = PathBuf::from("/etc/icecast/icecast.pem");
+    assert_eq!(c.tls.certificate[0].cert, pem);
+    assert_eq!(c.tls.certificate[0].key, pem);
+    roundtrip(c);
+    // Icecast 2.5: `<tls-context>` and `tls` modes, as element or attribute.
+    let imp = import(
+        "<icecast><tls-context><tls-certificate>/c.pem</tls-certificate><tls-key>/k.pem</tls-key></tls-context>\
+         <listen-socket><port>8000</port></listen-socket>\
+         <listen-socket tls=\"auto\"><port>8001</port></listen-socket>\
+         <listen-socket><port>8443</port><tls>rfc2818</tls></listen-socket>\
+         <listen-socket><port>8444</port><tls>rfc2817</tls></listen-socket></icecast>",
+    );
+    let c = &imp.config;
+    assert_eq!(c.tls.auto, vec!["0.0.0.0:8001".parse().unwrap()]);
+    assert_eq!(c.tls.listen, vec!["0.0.0.0:8443".parse().unwrap()]);
+    assert_eq!(
+        c.listen,
+        vec![
+            "0.0.0.0:8000".parse().unwrap(),
+            "0.0.0.0:8444".parse().unwrap()
+        ],
+        "an unknown mode stays plain (reported)"
+    );
+    assert_eq!(c.tls.certificate[0].key, PathBuf::from("/k.pem"));
+    assert!(imp
+        .unsupported
+        .iter()
+        .any(|u| u.path.ends_with("listen-socket/tls")));
+    // A TLS socket without a certificate is left out, reported.
+    let imp = import(
+        "<icecast><listen-socket><port>8000</port></listen-socket>\
+         <listen-socket><port>8443</port><ssl>1</ssl></listen-socket></icecast>",
+    );
+    assert!(imp.config.tls.listen.is_empty());
+    assert!(imp
+        .unsupported
+        .iter()
+        .any(|u| u.path.ends_with("listen-socket/ssl")));
 }

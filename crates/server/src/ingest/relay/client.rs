@@ -21,6 +21,8 @@ pub struct Upstream {
     pub port: u16,
     /// Path on the upstream server, starting with `/`.
     pub mount: String,
+    /// Speak TLS (`https://`), verifying the upstream's certificate for `host`.
+    pub tls: bool,
 }
 
 impl Upstream {
@@ -36,7 +38,8 @@ impl Upstream {
 
 impl std::fmt::Display for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "http://{}{}", self.authority(), self.mount)
+        let scheme = if self.tls { "https" } else { "http" };
+        write!(f, "{scheme}://{}{}", self.authority(), self.mount)
     }
 }
 
@@ -205,6 +208,7 @@ pub fn parse_http_url(url: &str) -> Option<Upstream> {
         host: host.to_owned(),
         port,
         mount: path.to_owned(),
+        tls: false,
     })
 }
 
@@ -221,6 +225,7 @@ pub fn parse_streamlist(body: &str, master: &Upstream) -> Vec<Upstream> {
                 host: master.host.clone(),
                 port: master.port,
                 mount: line.to_owned(),
+                tls: master.tls,
             })
         } else {
             parse_http_url(line)
@@ -281,6 +286,7 @@ mod tests {
             host: host.into(),
             port,
             mount: mount.into(),
+            tls: false,
         }
     }
 

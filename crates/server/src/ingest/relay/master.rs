@@ -44,6 +44,7 @@ fn master_of(cfg: &MasterConfig) -> Upstream {
         host: cfg.server.clone(),
         port: cfg.port,
         mount: "/admin/streamlist.txt".into(),
+        tls: false,
     }
 }
 
@@ -56,7 +57,7 @@ pub async fn fetch_streamlist(
     cfg: &MasterConfig,
 ) -> Result<Vec<Upstream>, RelayError> {
     let master = master_of(cfg);
-    let mut stream = connect(&master).await?;
+    let mut stream = connect(&master, None).await?;
     let req = streamlist_request(
         &master,
         &ctx.config().server_id,

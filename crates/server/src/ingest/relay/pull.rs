@@ -24,6 +24,8 @@ use throng_proto::http::{parse_response_head, HeadError, ResponseHead};
 use throng_proto::source_info::SourceInfo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+use crate::net::conn::ClientConn;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
@@ -146,6 +148,7 @@ impl RelaySpec {
                 host: c.server.clone(),
                 port: c.port,
                 mount: c.mount.clone(),
+                tls: c.tls,
             },
             local_mount: c.local().to_owned(),
             credentials: c.username.clone().zip(c.password.clone()),
@@ -320,7 +323,7 @@ async fn run_on_demand(ctx: Arc<ServerCtx>, spec: RelaySpec, mut stop: StopSigna
 
 /// The upstream's answer, ready to stream.
 struct Opened {
-    stream: TcpStream,
+    stream: ClientConn,
     head: ResponseHead,
     /// Body bytes that came with the head.
     rest: Vec<u8>,
@@ -328,21 +331,31 @@ struct Opened {
     upstream: Upstream,
 }
 
-/// Connects to `at` within [`CONNECT_TIMEOUT`].
+/// Connects to `at` within [`CONNECT_TIMEOUT`], with TLS for an `https://` upstream
+/// (verified against the certificates of `ca_file`, or the web PKI roots).
 ///
-/// Errors: [`RelayError::Connect`].
-pub(crate) async fn connect(at: &Upstream) -> Result<TcpStream, RelayError> {
+/// Errors: [`RelayError::Connect`] (a TLS handshake or certificate that fails included).
+pub(crate) async fn connect(
+    at: &Upstream,
+    ca_file: Option<&std::path::Path>,
+) -> Result<ClientConn, RelayError> {
     let addr = (at.host.as_str(), at.port);
-    match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
-        Ok(Ok(s)) => Ok(s),
-        Ok(Err(source)) => Err(RelayError::Connect {
-            upstream: at.authority(),
-            source,
-        }),
-        Err(_) => Err(RelayError::Connect {
-            upstream: at.authority(),
-            source: std::io::ErrorKind::TimedOut.into(),
-        }),
+    let err = |source| RelayError::Connect {
+        upstream: at.authority(),
+        source,
+    };
+    let open = async {
+        let tcp = TcpStream::connect(addr).await?;
+        if !at.tls {
+            return Ok(ClientConn::Plain(tcp));
+        }
+        let config = crate::net::tls::client_config(ca_file)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
+        ClientConn::tls(tcp, &at.host, config).await
+    };
+    match tokio::time::timeout(CONNECT_TIMEOUT, open).await {
+        Ok(r) => r.map_err(err),
+        Err(_) => Err(err(std::io::ErrorKind::TimedOut.into())),
     }
 }
 
@@ -351,7 +364,7 @@ pub(crate) async fn connect(at: &Upstream) -> Result<TcpStream, RelayError> {
 /// Errors: [`RelayError::HeadTimeout`], [`RelayError::Closed`], [`RelayError::Head`],
 /// [`RelayError::Io`].
 pub(crate) async fn read_response_head(
-    stream: &mut TcpStream,
+    stream: &mut ClientConn,
     timeout: Duration,
 ) -> Result<(ResponseHead, Vec<u8>), RelayError> {
     let read = async {
@@ -380,7 +393,8 @@ async fn open(ctx: &ServerCtx, spec: &RelaySpec) -> Result<Opened, RelayError> {
         .as_ref()
         .map(|(u, p)| (u.as_str(), p.as_str()));
     for _ in 0..=MAX_REDIRECTS {
-        let mut stream = connect(&at).await?;
+        let ca = ctx.config().tls.ca_file.clone();
+        let mut stream = connect(&at, ca.as_deref()).await?;
         let peer = stream.peer_addr()?;
         let request = relay_request(&at, &ctx.config().server_id, spec.metadata, credentials);
         stream.write_all(request.as_bytes()).await?;
@@ -467,6 +481,7 @@ async fn session(
             let stream = match std
                 .set_nonblocking(true)
                 .and_then(|()| TcpStream::from_std(std))
+                .map(ClientConn::Plain)
             {
                 Ok(s) => s,
                 Err(e) => return Ok((StreamEnd::ReadFailed(Peer::Upstream, e), Duration::ZERO)),
@@ -571,7 +586,7 @@ async fn session(
 #[allow(clippy::too_many_arguments)]
 async fn pump(
     ctx: &Arc<ServerCtx>,
-    stream: &mut TcpStream,
+    stream: &mut ClientConn,
     mount: &Arc<Mount>,
     feeder: &mut Feeder,
     first: &[u8],
