@@ -8,7 +8,8 @@
 # and ICY/SHOUTcast v1) and ezstream (1.0, libshout-based source client with an XML
 # config); for the deploy files' tests (crates/throng/tests/it/deploy.rs): systemd
 # (`systemd-analyze verify` of deploy/throng.service), man-db and groff-base (`man -l`
-# and `groff` render the man pages) and logrotate (runs deploy/logrotate/throng).
+# and `groff` render the man pages) and logrotate (runs deploy/logrotate/throng); nginx-light
+# (the caching proxy in front of HLS, crates/server/tests/it/hls.rs; its daemon is not started).
 # `apt-get update` only runs when something is
 # missing, so a second run is a no-op taking well under a second. Debian's
 # icecast2 package can start a daemon on port 8000 (Throng's default port): the
@@ -16,7 +17,7 @@
 # listens on 8000 afterwards.
 set -euo pipefail
 
-PKGS=(ffmpeg libshout-tools icecast2 curl liquidsoap ezstream systemd man-db groff-base logrotate)
+PKGS=(ffmpeg libshout-tools icecast2 curl liquidsoap ezstream systemd man-db groff-base logrotate nginx-light)
 export DEBIAN_FRONTEND=noninteractive
 
 SUDO=""

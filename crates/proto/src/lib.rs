@@ -22,6 +22,7 @@
 //! - [`forwarded`]: the client address behind trusted proxies (`X-Forwarded-For`).
 //! - [`mount_name`]: canonical mount names (no dot segments, backslashes or control
 //!   characters) and their percent-encoded form in links.
+//! - [`hls`]: packed-audio HLS: segment ID3 tags, segment cuts, playlists.
 
 pub mod adts;
 pub mod auth;
@@ -29,6 +30,7 @@ pub mod burst;
 pub mod format;
 pub mod forwarded;
 pub mod framer;
+pub mod hls;
 pub mod htpasswd;
 pub mod http;
 pub mod icy;
