@@ -56,6 +56,8 @@ pub struct ServerCtx {
     pub(crate) filters: ArcSwap<Filters>,
     /// Intro files, read once and shared.
     pub intros: IntroCache,
+    /// HLS packagers and sessions (`hls/`).
+    pub hls: Arc<crate::hls::Hls>,
     /// Source of [`ServerCtx::next_id`].
     pub(crate) next_id: AtomicU64,
 }

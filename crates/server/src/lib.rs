@@ -22,6 +22,7 @@ mod connection;
 mod control;
 mod ctx;
 mod fanout;
+mod hls;
 mod ingest;
 mod listener;
 mod logs;

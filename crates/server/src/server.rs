@@ -230,6 +230,7 @@ impl Server {
             auth: auth.into(),
             filters: filters.into(),
             intros: Default::default(),
+            hls: Default::default(),
             next_id: AtomicU64::new(1),
         });
         let reloader = Reloader {
@@ -328,6 +329,7 @@ impl Server {
                 ctx.config().shoutcast_default_mount()
             );
         }
+        crate::admin::hls::start(ctx.clone());
         let mut sockets = Vec::new();
         for (l, port) in listen_sockets
             .into_iter()

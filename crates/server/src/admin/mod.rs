@@ -25,6 +25,7 @@ pub mod api;
 pub mod auth;
 pub mod cgi;
 pub mod data;
+pub mod hls;
 pub mod html;
 pub mod icecast;
 pub mod ops;

@@ -9,6 +9,7 @@
 //! overrides, passwords); `check.rs` checks the files and directories it names.
 
 pub mod check;
+pub mod hls;
 pub mod icecast_xml;
 pub mod source;
 
@@ -19,6 +20,8 @@ use std::time::Duration;
 use rand::distributions::{Alphanumeric, DistString};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
+
+pub use hls::{HlsConfig, HlsSettings};
 
 /// Errors reading the configuration.
 #[derive(Debug, Error)]
@@ -89,6 +92,8 @@ pub struct Config {
     pub relay: Vec<RelayConfig>,
     /// Master server whose `/admin/streamlist.txt` is relayed (Icecast `<master-server>`).
     pub master: Option<MasterConfig>,
+    /// HLS output of MP3/AAC mounts (`config/hls.rs`).
+    pub hls: HlsConfig,
 }
 
 /// `[paths]`: files and access filters, as Icecast `<paths>` (and Icecast-KH for
@@ -432,6 +437,12 @@ pub struct MountConfig {
     /// Headers added to this mount's listener responses, after the global ones.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub http_headers: Vec<HttpHeader>,
+    /// Serve this mount as HLS too (default `[hls] enabled`).
+    pub hls: Option<bool>,
+    /// HLS segment target duration in seconds (default `[hls] segment-seconds`).
+    pub hls_segment_seconds: Option<u64>,
+    /// Segments in this mount's HLS playlist (default `[hls] window`).
+    pub hls_window: Option<usize>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -458,6 +469,7 @@ impl Default for Config {
             shoutcast_mount: None,
             relay: Vec::new(),
             master: None,
+            hls: HlsConfig::default(),
         }
     }
 }
@@ -548,6 +560,14 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.listen.is_empty() {
             return Err(ConfigError::Invalid("`listen` is empty".into()));
+        }
+        hls::check_seconds("hls.segment-seconds", Some(self.hls.segment_seconds))
+            .and_then(|()| hls::check_window("hls.window", Some(self.hls.window)))
+            .map_err(ConfigError::Invalid)?;
+        for m in &self.mount {
+            hls::check_seconds("hls-segment-seconds", m.hls_segment_seconds)
+                .and_then(|()| hls::check_window("hls-window", m.hls_window))
+                .map_err(ConfigError::Invalid)?;
         }
         if self.limits.metaint == 0 || self.limits.metaint > 1 << 20 {
             return Err(ConfigError::Invalid(
@@ -654,6 +674,17 @@ impl Config {
         self.mount
             .iter()
             .find(|m| m.name == name || glob::Pattern::new(&m.name).is_ok_and(|p| p.matches(name)))
+    }
+
+    /// The HLS settings of mount `name` (`config/hls.rs`); `None` when HLS is off for it.
+    pub fn hls_for(&self, name: &str) -> Option<HlsSettings> {
+        let m = self.mount_for(name);
+        hls::settings(
+            &self.hls,
+            m.and_then(|m| m.hls),
+            m.and_then(|m| m.hls_segment_seconds),
+            m.and_then(|m| m.hls_window),
+        )
     }
 
     /// The fallback of mount `name` in the configuration, if any.
