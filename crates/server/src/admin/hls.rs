@@ -114,7 +114,7 @@ pub fn start(ctx: Arc<ServerCtx>) {
             let now_ms = chrono::Utc::now().timestamp_millis();
             ctx.hls.tick(&ctx.registry, &ctx.config(), now_ms);
             n += 1;
-            if n % 5 == 0 {
+            if n.is_multiple_of(5) {
                 ctx.hls.sessions.expire(
                     Instant::now(),
                     &ctx.registry,
@@ -225,7 +225,7 @@ async fn serve_one(
             drop(window);
             seg.fetches
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let ctype = throng_proto::hls::cutter::segment_content_type(&seg.ext);
+            let ctype = throng_proto::hls::cutter::segment_content_type(seg.ext);
             send_body(
                 stream,
                 head,
@@ -260,8 +260,15 @@ async fn serve_one(
                     );
                     drop(window);
                     let sent = body.len() as u64;
-                    let ok = send_body(stream, head, PLAYLIST_TYPE, "no-cache", body.into(), false)
-                        .await;
+                    let ok = send_body(
+                        stream,
+                        head,
+                        PLAYLIST_TYPE,
+                        "private, no-store",
+                        body.into(),
+                        false,
+                    )
+                    .await;
                     let w = out.window.load();
                     // The master playlist counts in the session's bytes, not its segments.
                     ctx.hls

@@ -129,7 +129,7 @@ impl Packager {
     /// seconds when it starts, so segment URLs are not reused after a restart: segments last at
     /// least a second, except the one cut short by a switch).
     pub fn new(name: &str, settings: HlsSettings, first_seq: u64, now_ms: i64) -> Packager {
-        Packager {
+        let mut p = Packager {
             name: name.to_owned(),
             settings,
             window: Default::default(),
@@ -146,7 +146,9 @@ impl Packager {
             last_pdt_end_ms: None,
             bandwidth: 0,
             last_live_ms: now_ms,
-        }
+        };
+        p.publish_window();
+        p
     }
 
     /// The published window, shared with readers.
@@ -304,8 +306,7 @@ impl Packager {
         };
         self.last_pdt_end_ms = Some(pdt_ms + dur_ms);
         let ext = self.following.as_ref().map_or("mp3", |f| f.ext);
-        if len.duration_ns > 0 {
-            let bps = open.bytes_audio * 8 * 1_000_000_000 / len.duration_ns;
+        if let Some(bps) = (open.bytes_audio * 8 * 1_000_000_000).checked_div(len.duration_ns) {
             self.bandwidth = self.bandwidth.max(bps);
         }
         self.segments.push_back(Arc::new(Segment {

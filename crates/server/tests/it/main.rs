@@ -11,6 +11,7 @@ mod errors;
 mod fallback;
 mod fanout;
 mod filters;
+mod hls;
 mod ingest_faults;
 mod listeners;
 mod manageauth;
