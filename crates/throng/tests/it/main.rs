@@ -1,6 +1,7 @@
 //! Integration tests of the `throng` binary itself.
 
 mod bench_gate;
+mod bench_hls;
 mod chaos;
 mod check_config;
 mod deploy;
