@@ -12,6 +12,7 @@ mod fallback;
 mod fanout;
 mod filters;
 mod hls;
+mod hls_browser;
 mod ingest_faults;
 mod listeners;
 mod manageauth;
