@@ -12,7 +12,8 @@
 #     20 times, one second apart.
 # Loopback only; about 6 minutes. Prints the figures and leaves the reports in $OUT.
 #
-#   scripts/bench-hls.sh [N] [BIG]      # defaults 2000 and 18000; needs target/release/throng
+#   scripts/bench-hls.sh [N] [BIG]      # defaults 2000 and 18000 (BIG = 0: no big run);
+#                                       # builds target/release/throng when missing
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 n="${1:-2000}"
@@ -45,7 +46,7 @@ field() { # report field
 bench icy "http://127.0.0.1:$port/demo.mp3" "$n" --bitrate-kbps 64
 bench hls "http://127.0.0.1:$port/hls/demo.mp3/index.m3u8" "$n"
 sleep 12 # the sessions of the CPU run expire
-bench hls-big "http://127.0.0.1:$port/hls/demo.mp3/index.m3u8" "$big"
+[ "$big" -gt 0 ] && bench hls-big "http://127.0.0.1:$port/hls/demo.mp3/index.m3u8" "$big"
 
 python3 - "$port" >"$out/latency.txt" <<'PY'
 import sys, time, urllib.request, datetime, statistics
@@ -68,8 +69,7 @@ icy=$(field icy server_cpu_pct_per_1000)
 hls=$(field hls server_cpu_pct_per_1000)
 echo "ICY $icy   HLS $hls   HLS/ICY $(python3 -c "print(round($hls/$icy,3))" 2>/dev/null || echo -)"
 echo "ICY verdict $(field icy pass), starved $(field icy starved); HLS verdict $(field hls pass), starved $(field hls starved), requests/s $(field hls requests_per_s)"
-echo "== $big HLS players, 60 s hold"
-for f in listeners peak_streaming final_streaming starved failures_total requests_per_s ttfb_p50_ms ttfb_p99_ms server_cpu_user_pct server_cpu_sys_pct server_rss_max server_fds_max pass; do
+[ "$big" -gt 0 ] && echo "== $big HLS players, 60 s hold" && for f in listeners peak_streaming final_streaming starved failures_total requests_per_s ttfb_p50_ms ttfb_p99_ms server_cpu_user_pct server_cpu_sys_pct server_rss_max server_fds_max pass; do
   echo "$f $(field hls-big $f)"
 done
 echo "== latency source to player (classic HLS, 4 s segments, start 3 segments from the edge)"

@@ -3,8 +3,9 @@
 //! A player fetches the playlist URL (a master playlist: it follows the first variant, the
 //! session's media playlist), then the media playlist, starts three segments from the live edge
 //! (RFC 8216 section 6.3.3: not within three target durations of the end), fetches new segments
-//! in order over one keep-alive connection, and reloads the playlist every half target duration
-//! (section 6.3.4 allows reloading as often as that when nothing changed). Its buffer model: the
+//! in order over one keep-alive connection, and reloads the playlist as section 6.3.4 says: one
+//! target duration after the previous reload began when that one brought new segments, half a
+//! target duration when it did not. Its buffer model: the
 //! seconds of audio downloaded, minus the wall time since playback started; playback starts once
 //! [`START_SEGMENTS`] segments are in. A player whose buffer runs dry is starved (once counted,
 //! it waits for the next segment and plays on). Segment TTFB (request to first response byte)
@@ -513,7 +514,6 @@ impl HlsEngine {
     fn on_media(&mut self, i: usize, pl: &playlist::ParsedPlaylist, now: u64) {
         let p = &mut self.players[i];
         p.target_us = pl.target_duration.max(1) * 1_000_000;
-        p.next_poll_us = now + p.target_us / 2;
         let fresh: Vec<_> = match p.last_seq {
             None => {
                 let skip = pl.segments.len().saturating_sub(START_SEGMENTS);
@@ -529,6 +529,13 @@ impl HlsEngine {
         if let Some((n, _, _)) = fresh.last() {
             p.last_seq = Some(*n);
         }
+        // RFC 8216 section 6.3.4: the next reload one target duration after the previous one
+        // began when the playlist changed, half a target duration when it did not.
+        p.next_poll_us = if fresh.is_empty() {
+            p.sent_at_us + p.target_us / 2
+        } else {
+            p.sent_at_us + p.target_us
+        };
         p.queue.extend(fresh);
         self.next_request(i, now);
     }
@@ -542,8 +549,6 @@ impl HlsEngine {
             let req = Req::Segment(*n, *d);
             self.request(i, req, now);
         } else if p.media_path.is_some() && now >= p.next_poll_us {
-            let p = &mut self.players[i];
-            p.next_poll_us = now + p.target_us / 2;
             self.request(i, Req::Media, now);
         }
     }

@@ -15,6 +15,7 @@
 //!   for further HLS requests; any other request on such a connection closes it unanswered, so
 //!   clients retry it on a new connection, as they do for any closed idle connection.
 
+use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -157,12 +158,39 @@ pub async fn handle(
 
 /// Whether the connection stays open after answering `head`.
 fn keep_alive(head: &RequestHead) -> bool {
-    let conn = head.header("connection").unwrap_or("").to_ascii_lowercase();
+    let has = |token: &str| {
+        head.header("connection")
+            .is_some_and(|c| c.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+    };
     if head.minor_version == 0 {
-        conn.contains("keep-alive")
+        has("keep-alive")
     } else {
-        !conn.contains("close")
+        !has("close")
     }
+}
+
+/// The CORS header lines, formatted once.
+fn cors_lines() -> &'static str {
+    static LINES: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    LINES.get_or_init(|| CORS_HEADERS.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect())
+}
+
+/// The `Date` value, formatted at most once a second per thread.
+fn http_date() -> String {
+    thread_local! {
+        static DATE: std::cell::RefCell<(u64, String)> = const { std::cell::RefCell::new((0, String::new())) };
+    }
+    let now = std::time::SystemTime::now();
+    let secs = now
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    DATE.with(|d| {
+        let mut d = d.borrow_mut();
+        if d.0 != secs || d.1.is_empty() {
+            *d = (secs, httpdate::fmt_http_date(now));
+        }
+        d.1.clone()
+    })
 }
 
 /// Reads the next request head after `buf`; `None` when the peer closes or sends garbage.
@@ -451,18 +479,18 @@ async fn send_body(
             format!("Content-Range: bytes */{len}\r\n"),
         ),
     };
-    let mut out = format!(
+    let mut out = String::with_capacity(640 + if part.len() <= 16 * 1024 { part.len() } else { 0 });
+    let _ = write!(
+        out,
         "HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n\
          Cache-Control: {cache}\r\nDate: {}\r\n{extra}",
         part.len(),
-        httpdate::fmt_http_date(std::time::SystemTime::now()),
+        http_date(),
     );
     if ranges {
         out.push_str("Accept-Ranges: bytes\r\n");
     }
-    for (k, v) in CORS_HEADERS {
-        out.push_str(&format!("{k}: {v}\r\n"));
-    }
+    out.push_str(cors_lines());
     out.push_str(if keep_alive(head) {
         "Connection: keep-alive\r\n\r\n"
     } else {

@@ -84,7 +84,10 @@ impl Sessions {
         if let Some(old) = self.by_token.lock().insert(token, session) {
             // Same token twice (a client reusing an expired token raced itself): the older goes.
             old.mount.remove_listener();
-            metrics.listeners.get_or_create(&label).dec();
+            metrics
+                .listeners
+                .get_or_create(&MountLabel::new(&old.mount.name))
+                .dec();
         }
     }
 
