@@ -172,7 +172,12 @@ fn keep_alive(head: &RequestHead) -> bool {
 /// The CORS header lines, formatted once.
 fn cors_lines() -> &'static str {
     static LINES: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    LINES.get_or_init(|| CORS_HEADERS.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect())
+    LINES.get_or_init(|| {
+        CORS_HEADERS
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}\r\n"))
+            .collect()
+    })
 }
 
 /// The `Date` value, formatted at most once a second per thread.
@@ -479,7 +484,13 @@ async fn send_body(
             format!("Content-Range: bytes */{len}\r\n"),
         ),
     };
-    let mut out = String::with_capacity(640 + if part.len() <= 16 * 1024 { part.len() } else { 0 });
+    let mut out = String::with_capacity(
+        640 + if part.len() <= 16 * 1024 {
+            part.len()
+        } else {
+            0
+        },
+    );
     let _ = write!(
         out,
         "HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n\
