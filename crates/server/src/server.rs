@@ -402,6 +402,7 @@ impl Server {
         }
         // Give feeders a moment to publish their end, then close listeners.
         tokio::time::sleep(Duration::from_millis(50)).await;
+        ctx.hls.sessions.close_all(&ctx.metrics, &ctx.access_log);
         let c = ctx.clone();
         let _ = tokio::task::spawn_blocking(move || {
             c.fanout.shutdown();

@@ -51,6 +51,8 @@ pub enum EndReason {
     Killed,
     /// Its max-listener-duration or URL-auth time limit passed.
     TimeLimit,
+    /// The server shuts down.
+    Shutdown,
 }
 
 /// The timeout of a session of segments of `target_secs`: two target durations and a second.
@@ -199,6 +201,17 @@ impl Sessions {
         // Closed outside the lock: a URL-auth hook may take time.
         for (s, why) in ended {
             close(s, why, metrics, log, now);
+        }
+    }
+}
+
+impl Sessions {
+    /// Ends every session (the server shuts down): each is logged as when it stops fetching.
+    pub fn close_all(&self, metrics: &Metrics, log: &AccessLog) {
+        let all: Vec<Session> = self.by_token.lock().drain().map(|(_, s)| s).collect();
+        let now = Instant::now();
+        for s in all {
+            close(s, EndReason::Shutdown, metrics, log, now);
         }
     }
 }

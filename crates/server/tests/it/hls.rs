@@ -261,6 +261,16 @@ fn a_session_is_a_listener_until_it_stops_fetching() {
     let secs: u64 = fields[0].parse().unwrap();
     assert!(secs >= 5, "{line}");
     assert!(line.contains("\" 200 "), "{line}");
+    // A session still open when the server stops is logged too.
+    open_session(srv.addr, "/live.mp3");
+    drop(_source);
+    drop(srv);
+    let logged = std::fs::read_to_string(&log).unwrap();
+    let n = logged
+        .lines()
+        .filter(|l| l.contains("GET /hls/live.mp3/index.m3u8 HTTP/1.1\" 200"))
+        .count();
+    assert_eq!(n, 2, "{logged}");
 }
 
 #[test]
