@@ -94,3 +94,42 @@ for bin in ffmpeg ffprobe shout icecast2 curl liquidsoap ezstream systemd-analyz
 done
 "$(dirname "$0")/install-web-deps.sh"
 echo "install-deps: ok ($(ffmpeg -version | head -1 | cut -d' ' -f1-3); $(icecast2 -v 2>&1 | head -1); shout from libshout-tools $(dpkg-query -W -f='${Version}' libshout-tools); liquidsoap $(dpkg-query -W -f='${Version}' liquidsoap); ezstream $(dpkg-query -W -f='${Version}' ezstream))"
+
+# HLS (issue 14): nginx-light, the caching proxy the HLS test puts in front of Throng (its
+# daemon is never started; crates/server/tests/it/hls.rs runs its own), chromium and npm for
+# the hls.js browser test (crates/server/tests/it/hls_browser.rs), and hls.js itself, vendored
+# from npm into $THRONG_VENDOR (default /usr/local/share/throng-vendor). Idempotent.
+HLS_PKGS=(nginx-light chromium)
+hls_missing=()
+for p in "${HLS_PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    hls_missing+=("$p")
+  fi
+done
+# npm may come from elsewhere than Debian (NodeSource): only installed when there is none.
+command -v npm >/dev/null || hls_missing+=(npm)
+if [ "${#hls_missing[@]}" -gt 0 ]; then
+  echo "install-deps: installing ${hls_missing[*]}" >&2
+  $SUDO apt-get update -qq
+  rcd_created=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+    $SUDO chmod +x /usr/sbin/policy-rc.d
+    rcd_created=1
+  fi
+  rc=0
+  $SUDO apt-get install -y -qq --no-install-recommends "${hls_missing[@]}" || rc=$?
+  if [ "$rcd_created" = 1 ]; then $SUDO rm -f /usr/sbin/policy-rc.d; fi
+  if [ "$rc" -ne 0 ]; then echo "install-deps: apt-get install failed ($rc)" >&2; exit "$rc"; fi
+fi
+HLSJS_VERSION=1.7.4
+vendor="${THRONG_VENDOR:-/usr/local/share/throng-vendor}"
+if [ ! -f "$vendor/node_modules/hls.js/dist/hls.min.js" ] \
+  || ! grep -q "\"version\": \"$HLSJS_VERSION\"" "$vendor/node_modules/hls.js/package.json"; then
+  $SUDO mkdir -p "$vendor"
+  $SUDO npm install --silent --no-audit --no-fund --prefix "$vendor" "hls.js@$HLSJS_VERSION" >&2
+fi
+for bin in nginx chromium; do
+  command -v "$bin" >/dev/null || { echo "install-deps: $bin missing after install" >&2; exit 1; }
+done
+echo "install-deps: HLS peers ok (nginx $(nginx -v 2>&1 | cut -d/ -f2); hls.js $HLSJS_VERSION in $vendor)"

@@ -13,6 +13,7 @@
 //! Modules: [`profile`] (what to run), [`url`], [`connect`], [`listener`] (per-listener
 //! accounting), [`listener_counts`] (the counters shared by ticks and timeline rows), [`engine`]
 //! (the event loop), [`events`] + [`events_run`] (`run --events`: SSE subscribers and title-change delivery), [`stats`] (per-second messages, histograms), [`worker`] (threads and
+//! (the event loop), [`hls`] (HLS players: playlist polling, segments, a buffer model), [`stats`] (per-second messages, histograms), [`worker`] (threads and
 //! processes), [`sampler`], [`pidfind`] (`--pid-file`, `--pid-name`), [`source`], [`run`](mod@run) (one bench run), [`summary`],
 //! [`summary_metrics`] (the rows of the summary table), [`report`], [`meta`] (date, host, command line and server of a run), [`plots`], [`report_html`],
 //! [`progress`], [`compare`], [`testserver`].
@@ -24,6 +25,7 @@ pub mod connect;
 pub mod engine;
 pub mod events;
 pub mod events_run;
+pub mod hls;
 pub mod listener;
 pub mod listener_counts;
 pub mod meta;

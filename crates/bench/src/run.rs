@@ -17,6 +17,7 @@ use thiserror::Error;
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Listener URLs (`http://host:port/mount`); listeners are spread round-robin over them.
+    /// When every URL is an HLS playlist (`.m3u8`), each listener plays HLS like a player.
     #[arg(required = true)]
     pub urls: Vec<String>,
     /// The load profile.

@@ -171,6 +171,10 @@ pub enum Phase {
     Done,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// One worker's statistics for one second.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct WorkerTick {
@@ -201,6 +205,9 @@ pub struct WorkerTick {
     pub cpu_user_us: u64,
     /// Worker CPU time in kernel mode, cumulative (µs).
     pub cpu_sys_us: u64,
+    /// HLS players only: requests sent, cumulative (requests).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub requests_total: u64,
     /// Only on the last tick: each listener's longest gap between reads over the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub longest_gaps: Option<LogHist>,

@@ -109,6 +109,9 @@ pub struct Summary {
     pub frames_checked: u64,
     /// Garbage bytes found by the frame check (bytes).
     pub garbage_bytes: u64,
+    /// HLS players: requests (playlists and segments) per second over the run (requests/s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_s: Option<f64>,
     /// Hold seconds the hold averages are taken over (s).
     pub hold_seconds: u32,
     /// No listener starved, none failed, all non-stalled listeners streaming at the end.
@@ -254,6 +257,9 @@ impl Aggregator {
             s.bench_cpu_total_s += (t.cpu_user_us + t.cpu_sys_us) as f64 / 1e6;
         }
         s.failures_total = s.failures.values().sum();
+        let requests: u64 = self.latest.values().map(|t| t.requests_total).sum();
+        s.requests_per_s =
+            (requests > 0 && !rows.is_empty()).then(|| requests as f64 / rows.len() as f64);
         s.connects = self
             .ticks
             .values()

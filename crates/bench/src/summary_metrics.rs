@@ -56,6 +56,11 @@ pub fn metrics() -> Vec<Metric> {
             decimals: 2,
         },
         Metric {
+            label: "HLS requests per second",
+            get: |s| s.requests_per_s,
+            decimals: 0,
+        },
+        Metric {
             label: "TTFB p50 (ms)",
             get: |s| s.ttfb_p50_ms,
             decimals: 2,

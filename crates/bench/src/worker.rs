@@ -5,7 +5,7 @@
 //! stdout, and stops early when stdin closes (so workers never outlive the parent). Each process
 //! opens at most `max_per_worker` sockets, keeping under the per-process file limit.
 
-use crate::engine::{Engine, EngineSpec};
+use crate::engine::EngineSpec;
 use crate::stats::WorkerTick;
 use clap::Args;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -103,7 +103,7 @@ impl WorkerSet {
             let worker = spec.worker;
             match launcher {
                 None => {
-                    let engine = Engine::new(spec)?;
+                    let engine = crate::hls::Runner::new(spec)?;
                     let tx = tx.clone();
                     let stop = stop.clone();
                     let h = std::thread::Builder::new()
@@ -242,7 +242,7 @@ pub fn worker_command(_args: WorkerArgs) -> anyhow::Result<()> {
     let mut line = String::new();
     stdin.read_line(&mut line)?;
     let spec: EngineSpec = serde_json::from_str(&line)?;
-    let engine = Engine::new(spec)?;
+    let engine = crate::hls::Runner::new(spec)?;
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
     std::thread::spawn(move || {

@@ -24,6 +24,7 @@
 //! - [`proxy_protocol`]: the PROXY protocol v1/v2 header a load balancer sends first.
 //! - [`mount_name`]: canonical mount names (no dot segments, backslashes or control
 //!   characters) and their percent-encoded form in links.
+//! - [`hls`]: packed-audio HLS: segment ID3 tags, segment cuts, playlists.
 
 pub mod adts;
 pub mod auth;
@@ -31,6 +32,7 @@ pub mod burst;
 pub mod format;
 pub mod forwarded;
 pub mod framer;
+pub mod hls;
 pub mod htpasswd;
 pub mod http;
 pub mod icy;

@@ -315,6 +315,11 @@ async fn dispatch(
             ))
             .await;
         }
+        "GET" | "HEAD" if crate::admin::hls::is_hls_path(&head.path) => {
+            let rest = buf[head_len..].to_vec();
+            drop(buf);
+            Box::pin(crate::admin::hls::handle(ctx, stream, head, rest, peer)).await;
+        }
         "GET" | "HEAD" => {
             drop(buf);
             Box::pin(crate::listener::handle(ctx, stream, head, peer, slot)).await;

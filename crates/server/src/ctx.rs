@@ -60,6 +60,8 @@ pub struct ServerCtx {
     pub intros: IntroCache,
     /// The edges that report to this server (`cluster/registry.rs`).
     pub cluster: crate::cluster::registry::Cluster,
+    /// HLS packagers and sessions (`hls/`).
+    pub hls: Arc<crate::hls::Hls>,
     /// Source of [`ServerCtx::next_id`].
     pub(crate) next_id: AtomicU64,
     /// The TLS configuration of the HTTPS sockets; a reload swaps its certificates.

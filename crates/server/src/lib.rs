@@ -23,6 +23,7 @@ mod connection;
 mod control;
 mod ctx;
 mod fanout;
+mod hls;
 mod ingest;
 mod listener;
 mod logs;

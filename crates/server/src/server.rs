@@ -262,6 +262,7 @@ impl Server {
             filters: filters.into(),
             intros: Default::default(),
             cluster: Default::default(),
+            hls: Default::default(),
             next_id: AtomicU64::new(1),
             tls,
         });
@@ -372,6 +373,7 @@ impl Server {
                 ctx.config().shoutcast_default_mount()
             );
         }
+        crate::admin::hls::start(ctx.clone());
         let mut sockets = Vec::new();
         for (l, port) in listen_sockets
             .into_iter()
@@ -455,6 +457,7 @@ impl Server {
         }
         // Give feeders a moment to publish their end, then close listeners.
         tokio::time::sleep(Duration::from_millis(50)).await;
+        ctx.hls.sessions.close_all(&ctx.metrics, &ctx.access_log);
         let c = ctx.clone();
         let _ = tokio::task::spawn_blocking(move || {
             c.fanout.shutdown();

@@ -72,7 +72,14 @@ pub fn live_mount(ctx: &ServerCtx, name: &str) -> Result<Arc<Mount>, AdminError>
 
 /// The listeners on `mount` now, sorted by id (`listclients`).
 pub async fn listeners(ctx: &ServerCtx, mount: &Mount) -> Vec<ListenerRow> {
-    ctx.fanout.list(Some(&mount.name)).await
+    let mut rows = ctx.fanout.list(Some(&mount.name)).await;
+    rows.extend(
+        ctx.hls
+            .sessions
+            .rows(Some(&mount.name), std::time::Instant::now()),
+    );
+    rows.sort_by_key(|r| r.id);
+    rows
 }
 
 /// Parses an id as C `atoi` does (leading blanks, optional sign, digits; anything else ends
@@ -101,7 +108,8 @@ pub async fn kill_client(ctx: &ServerCtx, mount: &Mount, id: i64) -> bool {
         return false;
     };
     let on_mount = listeners(ctx, mount).await.iter().any(|r| r.id == id);
-    let killed = on_mount && ctx.fanout.kill(id).await;
+    let killed = on_mount
+        && (ctx.hls.sessions.kill(id, &ctx.metrics, &ctx.access_log) || ctx.fanout.kill(id).await);
     if killed {
         tracing::info!(mount = %mount.name, id, "admin: client removed");
     }

@@ -10,6 +10,7 @@
 
 pub mod check;
 pub mod cluster;
+pub mod hls;
 pub mod icecast_xml;
 pub mod source;
 pub mod tls;
@@ -21,6 +22,8 @@ use std::time::Duration;
 use rand::distributions::{Alphanumeric, DistString};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
+
+pub use hls::{HlsConfig, HlsSettings};
 
 /// Errors reading the configuration.
 #[derive(Debug, Error)]
@@ -98,6 +101,8 @@ pub struct Config {
     pub events: EventsConfig,
     /// Origin and edges: edge reports and overflow redirects (`config/cluster.rs`).
     pub cluster: cluster::ClusterConfig,
+    /// HLS output of MP3/AAC mounts (`config/hls.rs`).
+    pub hls: HlsConfig,
 }
 
 /// `[events]`: the server-sent event stream `/api/v1/events` (times in milliseconds).
@@ -475,6 +480,12 @@ pub struct MountConfig {
     /// Headers added to this mount's listener responses, after the global ones.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub http_headers: Vec<HttpHeader>,
+    /// Serve this mount as HLS too (default `[hls] enabled`).
+    pub hls: Option<bool>,
+    /// HLS segment target duration in seconds (default `[hls] segment-seconds`).
+    pub hls_segment_seconds: Option<u64>,
+    /// Segments in this mount's HLS playlist (default `[hls] window`).
+    pub hls_window: Option<usize>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -504,6 +515,7 @@ impl Default for Config {
             tls: tls::TlsConfig::default(),
             events: EventsConfig::default(),
             cluster: cluster::ClusterConfig::default(),
+            hls: HlsConfig::default(),
         }
     }
 }
@@ -594,6 +606,14 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.listen.is_empty() {
             return Err(ConfigError::Invalid("`listen` is empty".into()));
+        }
+        hls::check_seconds("hls.segment-seconds", Some(self.hls.segment_seconds))
+            .and_then(|()| hls::check_window("hls.window", Some(self.hls.window)))
+            .map_err(ConfigError::Invalid)?;
+        for m in &self.mount {
+            hls::check_seconds("hls-segment-seconds", m.hls_segment_seconds)
+                .and_then(|()| hls::check_window("hls-window", m.hls_window))
+                .map_err(ConfigError::Invalid)?;
         }
         if self.limits.metaint == 0 || self.limits.metaint > 1 << 20 {
             return Err(ConfigError::Invalid(
@@ -709,6 +729,17 @@ impl Config {
         self.mount
             .iter()
             .find(|m| m.name == name || glob::Pattern::new(&m.name).is_ok_and(|p| p.matches(name)))
+    }
+
+    /// The HLS settings of mount `name` (`config/hls.rs`); `None` when HLS is off for it.
+    pub fn hls_for(&self, name: &str) -> Option<HlsSettings> {
+        let m = self.mount_for(name);
+        hls::settings(
+            &self.hls,
+            m.and_then(|m| m.hls),
+            m.and_then(|m| m.hls_segment_seconds),
+            m.and_then(|m| m.hls_window),
+        )
     }
 
     /// The fallback of mount `name` in the configuration, if any.

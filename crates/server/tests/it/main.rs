@@ -15,6 +15,8 @@ mod events;
 mod fallback;
 mod fanout;
 mod filters;
+mod hls;
+mod hls_browser;
 mod ingest_faults;
 mod listeners;
 mod manageauth;

@@ -198,6 +198,9 @@ impl RawMount {
                 RawAuth::Url(u) => AuthConfig::Url(u.clone()),
             }),
             http_headers: self.http_headers.clone(),
+            hls: None,
+            hls_segment_seconds: None,
+            hls_window: None,
         }
     }
 }

@@ -1,0 +1,10 @@
+//! Packed-audio HTTP Live Streaming (RFC 8216 section 3.4) without transcoding, sans-IO: the
+//! ID3v2 tag that opens each segment ([`id3`]: the Apple `transportStreamTimestamp` PRIV frame
+//! and the timed title), the decision where a segment ends ([`cutter`]: the first frame
+//! boundary at or after the target duration, from frame durations in samples), and the media
+//! and master playlists ([`playlist`]). The server packages a mount's frames with them; the
+//! load generator parses playlists with [`playlist::parse_media`].
+
+pub mod cutter;
+pub mod id3;
+pub mod playlist;

@@ -1,0 +1,221 @@
+//! HLS playlists (RFC 8216 section 4): the master playlist naming a session's media playlist,
+//! the sliding live media playlist, and a parser of media playlists for the load generator.
+//!
+//! Version 3 is declared: decimal EXTINF durations need it (section 4.3.1.1 and 7). Every
+//! segment carries `EXT-X-PROGRAM-DATE-TIME` (section 4.3.2.6, millisecond precision, UTC), so
+//! a player can tell the latency from the wall clock; `EXT-X-DISCONTINUITY` (section 4.3.2.3)
+//! marks a change of source, fallback or format, and `EXT-X-DISCONTINUITY-SEQUENCE` counts those
+//! that slid out of the window (section 4.3.3.3).
+
+use std::fmt::Write;
+
+/// One segment line of a media playlist.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlaylistSegment {
+    /// Segment URI, relative to the playlist (e.g. `12.aac`).
+    pub uri: String,
+    /// Play time in seconds (written with 3 decimals).
+    pub duration_secs: f64,
+    /// A discontinuity precedes this segment.
+    pub discontinuity: bool,
+    /// Wall-clock time of the segment's first sample, in milliseconds since the Unix epoch.
+    pub program_date_time_ms: Option<i64>,
+}
+
+/// A live media playlist window.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MediaPlaylist {
+    /// `EXT-X-TARGETDURATION`, whole seconds.
+    pub target_duration: u64,
+    /// `EXT-X-MEDIA-SEQUENCE`: the sequence number of the first segment listed.
+    pub media_sequence: u64,
+    /// `EXT-X-DISCONTINUITY-SEQUENCE`: discontinuities before the first segment listed.
+    pub discontinuity_sequence: u64,
+    /// The segments, oldest first.
+    pub segments: Vec<PlaylistSegment>,
+    /// The stream has ended for good (`EXT-X-ENDLIST`).
+    pub ended: bool,
+}
+
+/// Formats milliseconds since the Unix epoch as an ISO 8601 UTC date-time with milliseconds
+/// (`2026-11-22T20:50:04.123Z`), as RFC 8216 section 4.3.2.6 requires (RFC 3339 profile).
+pub fn iso8601_ms(unix_ms: i64) -> String {
+    let secs = unix_ms.div_euclid(1000);
+    let ms = unix_ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (H. Hinnant, "chrono-compatible low-level date
+    // algorithms", days_from_civil inverse).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z",
+        sod / 3600,
+        sod / 60 % 60,
+        sod % 60
+    )
+}
+
+impl MediaPlaylist {
+    /// The playlist text.
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(160 + self.segments.len() * 80);
+        out.push_str("#EXTM3U\n#EXT-X-VERSION:3\n");
+        let _ = writeln!(out, "#EXT-X-TARGETDURATION:{}", self.target_duration);
+        let _ = writeln!(out, "#EXT-X-MEDIA-SEQUENCE:{}", self.media_sequence);
+        let _ = writeln!(
+            out,
+            "#EXT-X-DISCONTINUITY-SEQUENCE:{}",
+            self.discontinuity_sequence
+        );
+        for s in &self.segments {
+            if s.discontinuity {
+                out.push_str("#EXT-X-DISCONTINUITY\n");
+            }
+            if let Some(ms) = s.program_date_time_ms {
+                let _ = writeln!(out, "#EXT-X-PROGRAM-DATE-TIME:{}", iso8601_ms(ms));
+            }
+            let _ = writeln!(out, "#EXTINF:{:.3},\n{}", s.duration_secs, s.uri);
+        }
+        if self.ended {
+            out.push_str("#EXT-X-ENDLIST\n");
+        }
+        out
+    }
+}
+
+/// A master playlist with one variant: the media playlist `uri` at `bandwidth` bits/s (RFC 8216
+/// section 4.3.4.2; `BANDWIDTH` is required, `CODECS` is left out so players probe the
+/// segments).
+pub fn master(uri: &str, bandwidth: u64) -> String {
+    format!(
+        "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-STREAM-INF:BANDWIDTH={}\n{uri}\n",
+        bandwidth.max(1)
+    )
+}
+
+/// What a player needs from a media or master playlist.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ParsedPlaylist {
+    /// `EXT-X-TARGETDURATION` in seconds (0 when absent).
+    pub target_duration: u64,
+    /// `EXT-X-MEDIA-SEQUENCE` (0 when absent).
+    pub media_sequence: u64,
+    /// Segments as (sequence number, URI, duration in seconds), oldest first.
+    pub segments: Vec<(u64, String, f64)>,
+    /// The first variant URI, when this is a master playlist.
+    pub variant: Option<String>,
+    /// `EXT-X-ENDLIST` was present.
+    pub ended: bool,
+}
+
+/// Parses a playlist as a player does: tags it does not need are skipped. Errors only when the
+/// text does not start with `#EXTM3U` (RFC 8216 section 4.3.1.1).
+pub fn parse(text: &str) -> Option<ParsedPlaylist> {
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    if lines.next()? != "#EXTM3U" {
+        return None;
+    }
+    let mut p = ParsedPlaylist::default();
+    let mut extinf: Option<f64> = None;
+    let mut stream_inf = false;
+    let mut seq = None;
+    for l in lines {
+        if let Some(v) = l.strip_prefix("#EXT-X-TARGETDURATION:") {
+            p.target_duration = v.trim().parse().unwrap_or(0);
+        } else if let Some(v) = l.strip_prefix("#EXT-X-MEDIA-SEQUENCE:") {
+            p.media_sequence = v.trim().parse().unwrap_or(0);
+        } else if let Some(v) = l.strip_prefix("#EXTINF:") {
+            extinf = v.split(',').next().and_then(|d| d.trim().parse().ok());
+        } else if l.starts_with("#EXT-X-STREAM-INF") {
+            stream_inf = true;
+        } else if l == "#EXT-X-ENDLIST" {
+            p.ended = true;
+        } else if !l.starts_with('#') {
+            if stream_inf {
+                p.variant.get_or_insert_with(|| l.to_owned());
+                stream_inf = false;
+            } else if let Some(d) = extinf.take() {
+                let n = *seq.get_or_insert(p.media_sequence);
+                p.segments.push((n, l.to_owned(), d));
+                seq = Some(n + 1);
+            }
+        }
+    }
+    Some(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_iso8601_utc() {
+        assert_eq!(iso8601_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso8601_ms(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(iso8601_ms(1_795_380_604_005), "2026-11-22T20:50:04.005Z");
+        assert_eq!(iso8601_ms(-1), "1969-12-31T23:59:59.999Z");
+    }
+
+    fn seg(uri: &str, d: f64, disc: bool, ms: i64) -> PlaylistSegment {
+        PlaylistSegment {
+            uri: uri.into(),
+            duration_secs: d,
+            discontinuity: disc,
+            program_date_time_ms: Some(ms),
+        }
+    }
+
+    #[test]
+    fn media_playlist_layout() {
+        let p = MediaPlaylist {
+            target_duration: 4,
+            media_sequence: 7,
+            discontinuity_sequence: 1,
+            segments: vec![
+                seg("7.mp3", 4.0228, false, 0),
+                seg("8.aac", 2.5, true, 4_023),
+            ],
+            ended: false,
+        };
+        assert_eq!(
+            p.render(),
+            "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:4\n#EXT-X-MEDIA-SEQUENCE:7\n\
+             #EXT-X-DISCONTINUITY-SEQUENCE:1\n\
+             #EXT-X-PROGRAM-DATE-TIME:1970-01-01T00:00:00.000Z\n#EXTINF:4.023,\n7.mp3\n\
+             #EXT-X-DISCONTINUITY\n#EXT-X-PROGRAM-DATE-TIME:1970-01-01T00:00:04.023Z\n\
+             #EXTINF:2.500,\n8.aac\n"
+        );
+        let parsed = parse(&p.render()).unwrap();
+        assert_eq!(parsed.target_duration, 4);
+        assert_eq!(
+            parsed.segments,
+            vec![(7, "7.mp3".into(), 4.023), (8, "8.aac".into(), 2.5)]
+        );
+        assert!(!parsed.ended);
+    }
+
+    #[test]
+    fn master_names_the_session_playlist() {
+        let m = master("index.m3u8?session=abc", 128_000);
+        let p = parse(&m).unwrap();
+        assert_eq!(p.variant.as_deref(), Some("index.m3u8?session=abc"));
+        assert!(p.segments.is_empty());
+        assert!(m.contains("BANDWIDTH=128000"));
+    }
+
+    #[test]
+    fn parse_needs_extm3u_and_ends() {
+        assert!(parse("#EXTINF:1,\na.aac\n").is_none());
+        let p = parse("#EXTM3U\n#EXTINF:1.5,\na.aac\n#EXT-X-ENDLIST\n").unwrap();
+        assert!(p.ended);
+        assert_eq!(p.segments, vec![(0, "a.aac".into(), 1.5)]);
+    }
+}

@@ -1,0 +1,118 @@
+//! HLS output (issue 14): per mount name a [`Packager`] turning what a listener of that name
+//! hears into packed-audio segments and a sliding playlist ([`packager`]), and the HLS
+//! sessions, which count as listeners while they keep fetching ([`session`]). [`Hls::tick`] is
+//! driven by one task (`admin/hls.rs` starts it); the HTTP side (`admin/hls.rs`) reads the
+//! published windows and opens, touches and ends sessions here.
+
+pub mod packager;
+pub mod session;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use parking_lot::{Mutex, RwLock};
+
+use crate::config::{Config, HlsSettings};
+use crate::mount::registry::Registry;
+
+pub use packager::{Packager, Window};
+pub use session::Sessions;
+
+/// A packager with nothing to follow is dropped after this long (ms), unless it is a
+/// configured mount name.
+pub const IDLE_PACKAGER_MS: i64 = 10 * 60 * 1000;
+
+/// What readers need of one mount name's HLS output.
+#[derive(Debug, Clone)]
+pub struct Output {
+    /// The published segments and playlist.
+    pub window: Arc<ArcSwap<Window>>,
+    /// Its settings.
+    pub settings: HlsSettings,
+}
+
+/// Every mount name's HLS output and every HLS session.
+#[derive(Debug, Default)]
+pub struct Hls {
+    packagers: Mutex<HashMap<String, Packager>>,
+    outputs: RwLock<HashMap<String, Output>>,
+    /// The HLS sessions (listeners).
+    pub sessions: Sessions,
+}
+
+impl Hls {
+    /// The output for mount name `name`, if it is packaged.
+    pub fn output(&self, name: &str) -> Option<Output> {
+        self.outputs.read().get(name).cloned()
+    }
+
+    /// Packages what each mount produced since the last call: starts a packager for every live
+    /// MP3/AAC mount and every configured (non-glob) mount name with HLS on, feeds each with the
+    /// mount a listener of its name hears now (`Registry::resolve`), and drops packagers whose
+    /// HLS was turned off, or which had nothing to follow for [`IDLE_PACKAGER_MS`]. `now_ms`:
+    /// wall clock, ms since the Unix epoch.
+    pub fn tick(&self, registry: &Registry, config: &Config, now_ms: i64) {
+        let mut packagers = self.packagers.lock();
+        let mut changed = false;
+        let live = registry.list();
+        let configured = config
+            .mount
+            .iter()
+            .map(|m| m.name.as_str())
+            .filter(|n| !n.contains(['*', '?', '[']));
+        let names: Vec<String> = live
+            .iter()
+            .filter(|m| throng_proto::hls::cutter::segment_extension(m.settings.format).is_some())
+            .map(|m| m.name.clone())
+            .chain(configured.map(str::to_owned))
+            .collect();
+        for name in names {
+            if packagers.contains_key(&name) {
+                continue;
+            }
+            if let Some(settings) = config.hls_for(&name) {
+                let first_seq = u64::try_from(now_ms / 1000).unwrap_or(0);
+                packagers.insert(
+                    name.clone(),
+                    Packager::new(&name, settings, first_seq, now_ms),
+                );
+                changed = true;
+            }
+        }
+        packagers.retain(|name, p| {
+            let keep = match config.hls_for(name) {
+                None => false,
+                Some(s) => {
+                    p.retune(s);
+                    now_ms - p.last_live_ms < IDLE_PACKAGER_MS
+                        || config.mount.iter().any(|m| &m.name == name)
+                }
+            };
+            changed |= !keep;
+            keep
+        });
+        for p in packagers.values_mut() {
+            p.tick(registry.resolve(&p.name), now_ms);
+        }
+        if changed {
+            *self.outputs.write() = packagers
+                .iter()
+                .map(|(n, p)| {
+                    let out = Output {
+                        window: p.window(),
+                        settings: p.settings(),
+                    };
+                    (n.clone(), out)
+                })
+                .collect();
+        } else {
+            let mut outputs = self.outputs.write();
+            for (n, p) in packagers.iter() {
+                if let Some(o) = outputs.get_mut(n) {
+                    o.settings = p.settings();
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,444 @@
+//! HLS output (issue 14) with real clients: ffmpeg reads a mount's `hls_url` across a fallback
+//! switch and a title change with no error; ffprobe reads the segments' ID3 (the Apple
+//! `transportStreamTimestamp` PRIV and the timed title); a session counts as a listener (status,
+//! `listclients`, `/metrics`, access log) and goes away once it stops fetching; max-listeners
+//! and listener authentication apply to the playlist; segments take `Range`; and nginx as a
+//! caching proxy in front serves many players while Throng serves each segment a few times.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use throng_proto::auth::basic_authorization;
+use throng_proto::hls::id3::parse_tag;
+use throng_proto::hls::playlist::parse;
+
+use crate::support::*;
+
+fn admin_header() -> String {
+    format!("Authorization: {}", basic_authorization("admin", ADMIN_PW))
+}
+
+/// GET `path` (HTTP/1.0), asserting 200; the body as text.
+fn get_text(addr: std::net::SocketAddr, path: &str) -> String {
+    let (head, body) = http_get(addr, path, &[]);
+    assert_eq!(head.status, 200, "GET {path}");
+    String::from_utf8(body).unwrap()
+}
+
+/// Opens a session on `mount`: the master playlist's media-playlist path.
+fn open_session(addr: std::net::SocketAddr, mount: &str) -> String {
+    let base = format!("/hls{mount}/");
+    let master = get_text(addr, &format!("{base}index.m3u8"));
+    let variant = parse(&master).unwrap().variant.expect("a variant");
+    format!("{base}{variant}")
+}
+
+/// Segments (sequence, URI) listed in the media playlist at `path` (`/hls/<mount>/...`).
+fn segments(addr: std::net::SocketAddr, path: &str) -> Vec<(u64, String)> {
+    let p = parse(&get_text(addr, path)).unwrap();
+    p.segments.into_iter().map(|(n, u, _)| (n, u)).collect()
+}
+
+/// Waits until the playlist at `path` lists at least `n` segments.
+fn wait_segments(addr: std::net::SocketAddr, path: &str, n: usize) {
+    wait_until(Duration::from_secs(30), || segments(addr, path).len() >= n)
+        .unwrap_or_else(|_| panic!("{path}: fewer than {n} segments"));
+}
+
+/// Waits until mount `name` is live and packaged.
+fn wait_hls(srv: &TestServer, name: &str) {
+    srv.wait_mount(name);
+    wait_until(Duration::from_secs(10), || {
+        srv.ctx.hls.output(name).is_some()
+    })
+    .unwrap_or_else(|_| panic!("{name} never packaged"));
+}
+
+fn fallback_config(dir: &std::path::Path) -> String {
+    let file = dir.join("fallback.mp3");
+    std::fs::copy(asset("demo.mp3"), &file).unwrap();
+    format!(
+        "[hls]\nsegment-seconds = 2\n[[mount]]\nname = \"/fallback.mp3\"\nfile = {file:?}\n\
+         [[mount]]\nname = \"/live.mp3\"\nfallback-mount = \"/fallback.mp3\"\n"
+    )
+}
+
+#[test]
+fn ffmpeg_reads_hls_across_a_fallback_switch_and_a_title_change() {
+    require("ffmpeg");
+    require("ffprobe");
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&fallback_config(dir.path()));
+    srv.wait_mount("/fallback.mp3");
+    let source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
+    wait_hls(&srv, "/live.mp3");
+    let url = srv.mount_status("/live.mp3").unwrap()["hls_url"]
+        .as_str()
+        .expect("hls_url in /api/v1/status")
+        .to_owned();
+    assert!(url.ends_with("/hls/live.mp3/index.m3u8"), "{url}");
+    let legacy = srv.json("/status-json.xsl");
+    assert!(
+        legacy.to_string().contains("/hls/live.mp3/index.m3u8"),
+        "hls_url in status-json.xsl"
+    );
+    let media = open_session(srv.addr, "/live.mp3");
+    wait_segments(srv.addr, &media, 3);
+
+    let url = srv.url("/hls/live.mp3/index.m3u8");
+    let mut ffmpeg = Proc(
+        Command::new("ffmpeg")
+            // ffmpeg times packed audio from the segments' ID3 timestamps but reads the audio
+            // 1024 bytes ahead, so at a segment boundary its packet times can step back a frame
+            // or two (notes from its muxer, not decode errors): the output is re-timed by
+            // sample count, as a player plays, so only demux and decode errors are reported.
+            .args(["-nostdin", "-v", "error", "-i", &url, "-t", "30"])
+            .args(["-af", "asetpts=N/SR/TB"])
+            .args(["-f", "null", "-"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn ffmpeg"),
+    );
+    std::thread::sleep(Duration::from_secs(6));
+    let (head, _) = http_get(
+        srv.addr,
+        "/admin/metadata?mount=/live.mp3&mode=updinfo&song=Daft%20Punk%20-%20Aerodynamic",
+        &[&admin_header()],
+    );
+    assert_eq!(head.status, 200);
+    // The next segment carries the title as timed ID3 (TIT2, TPE1), after the PRIV timestamp.
+    let out = srv.ctx.hls.output("/live.mp3").unwrap();
+    let mut titled = None;
+    wait_until(Duration::from_secs(10), || {
+        titled = out
+            .window
+            .load()
+            .segments
+            .iter()
+            .find(|s| parse_tag(&s.data).unwrap().title.as_deref() == Some("Aerodynamic"))
+            .cloned();
+        titled.is_some()
+    })
+    .expect("a segment with the new title");
+    let titled = titled.unwrap();
+    let tag = parse_tag(&titled.data).unwrap();
+    assert_eq!(tag.artist.as_deref(), Some("Daft Punk"));
+    assert!(tag.pts_90k.is_some());
+    std::thread::sleep(Duration::from_secs(4));
+    source.stop();
+    // The switch to the fallback is marked.
+    wait_until(Duration::from_secs(15), || {
+        get_text(srv.addr, &media).contains("#EXT-X-DISCONTINUITY\n")
+    })
+    .expect("EXT-X-DISCONTINUITY after the fallback switch");
+    // ffmpeg plays the fallback for the rest of its 30 s.
+    let started = Instant::now();
+    let status = loop {
+        if let Some(s) = ffmpeg.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "ffmpeg did not finish"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let mut errors = String::new();
+    ffmpeg
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut errors)
+        .unwrap();
+    assert!(status.success(), "ffmpeg failed: {errors}");
+    assert_eq!(errors, "", "ffmpeg reported errors");
+    // Timestamps keep increasing across the switch.
+    let window = out.window.load();
+    let pts: Vec<u64> = window
+        .segments
+        .iter()
+        .map(|s| parse_tag(&s.data).unwrap().pts_90k.unwrap())
+        .collect();
+    assert!(pts.windows(2).all(|w| w[1] > w[0]), "{pts:?}");
+    // ffprobe (a real ID3 parser) reads both frames.
+    let path = dir.path().join(format!("{}.{}", titled.seq, titled.ext));
+    std::fs::write(&path, &titled.data).unwrap();
+    let probe = Command::new("ffprobe")
+        .args(["-v", "error", "-show_format"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let probe = String::from_utf8_lossy(&probe.stdout);
+    assert!(
+        probe.contains("com.apple.streaming.transportStreamTimestamp"),
+        "{probe}"
+    );
+    assert!(probe.contains("TAG:title="), "{probe}");
+}
+
+#[test]
+fn timed_title_reaches_the_next_segment() {
+    let srv = TestServer::start("[hls]\nsegment-seconds = 1\n");
+    let _source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
+    wait_hls(&srv, "/live.mp3");
+    let media = open_session(srv.addr, "/live.mp3");
+    wait_segments(srv.addr, &media, 2);
+    let (head, _) = http_get(
+        srv.addr,
+        "/admin/metadata?mount=/live.mp3&mode=updinfo&song=Artist%20-%20Song",
+        &[&admin_header()],
+    );
+    assert_eq!(head.status, 200);
+    let found = wait_until(Duration::from_secs(10), || {
+        segments(srv.addr, &media).iter().any(|(_, uri)| {
+            let (_, body) = http_get(srv.addr, &format!("/hls/live.mp3/{uri}"), &[]);
+            let tag = parse_tag(&body).unwrap();
+            tag.title.as_deref() == Some("Song") && tag.artist.as_deref() == Some("Artist")
+        })
+    });
+    assert!(found.is_ok(), "no segment carries the new title");
+}
+
+fn metric(srv: &TestServer, line_start: &str) -> Option<f64> {
+    let (_, body) = http_get(srv.addr, "/metrics", &[]);
+    String::from_utf8_lossy(&body)
+        .lines()
+        .find(|l| l.starts_with(line_start))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+#[test]
+fn a_session_is_a_listener_until_it_stops_fetching() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let toml = format!(
+        "listen = [\"127.0.0.1:0\"]\nworkers = 2\n[hls]\nsegment-seconds = 1\n\
+         [authentication]\nsource-password = \"{SOURCE_PW}\"\nadmin-password = \"{ADMIN_PW}\"\n\
+         [logging]\naccess-log = {log:?}\n"
+    );
+    let srv = TestServer::start_config(throng_server::Config::from_toml(&toml).unwrap());
+    let _source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
+    wait_hls(&srv, "/live.mp3");
+    let listeners = || srv.mount_status("/live.mp3").unwrap()["listeners"].as_u64();
+    assert_eq!(listeners(), Some(0));
+    let media = open_session(srv.addr, "/live.mp3");
+    assert_eq!(listeners(), Some(1));
+    let (_, body) = http_get(
+        srv.addr,
+        "/admin/listclients?mount=/live.mp3",
+        &[&admin_header()],
+    );
+    let xml = String::from_utf8_lossy(&body);
+    assert!(xml.contains("<listener>"), "{xml}");
+    assert_eq!(
+        metric(&srv, "throng_listeners{mount=\"/live.mp3\"}"),
+        Some(1.0)
+    );
+    // Fetching like a player (every target duration) keeps it; 3 s without a fetch ends it.
+    for _ in 0..5 {
+        std::thread::sleep(Duration::from_millis(1000));
+        for (_, uri) in segments(srv.addr, &media) {
+            http_get(srv.addr, &format!("/hls/live.mp3/{uri}"), &[]);
+        }
+        assert_eq!(listeners(), Some(1), "still fetching");
+    }
+    wait_until(Duration::from_secs(10), || listeners() == Some(0))
+        .expect("session gone after it stopped fetching");
+    assert_eq!(
+        metric(&srv, "throng_listeners{mount=\"/live.mp3\"}"),
+        Some(0.0)
+    );
+    let logged = std::fs::read_to_string(&log).unwrap();
+    let line = logged
+        .lines()
+        .find(|l| l.contains("GET /hls/live.mp3/index.m3u8 HTTP/1.1\" 200"))
+        .unwrap_or_else(|| panic!("no session line in {logged}"));
+    // bytes and a duration of at least 5 s
+    let fields: Vec<&str> = line.rsplit(' ').collect();
+    let secs: u64 = fields[0].parse().unwrap();
+    assert!(secs >= 5, "{line}");
+    assert!(line.contains("\" 200 "), "{line}");
+    // A session still open when the server stops is logged too.
+    open_session(srv.addr, "/live.mp3");
+    drop(_source);
+    drop(srv);
+    let logged = std::fs::read_to_string(&log).unwrap();
+    let n = logged
+        .lines()
+        .filter(|l| l.contains("GET /hls/live.mp3/index.m3u8 HTTP/1.1\" 200"))
+        .count();
+    assert_eq!(n, 2, "{logged}");
+}
+
+#[test]
+fn max_listeners_and_auth_apply_to_the_playlist() {
+    let dir = tempfile::tempdir().unwrap();
+    let htpasswd = dir.path().join("users");
+    // Icecast's md5 of "secret"; Apache apr1 of "password".
+    std::fs::write(
+        &htpasswd,
+        "fan:5ebe2294ecd0e0f08eab7690d2a6ee69\nann:$apr1$lZL6V/ci$eIMz/iKDkbtys/uU7LEK00\n",
+    )
+    .unwrap();
+    let srv = TestServer::start(&format!(
+        "[[mount]]\nname = \"/live.mp3\"\nmax-listeners = 1\n\
+         authentication = {{ type = \"htpasswd\", filename = {htpasswd:?} }}\n"
+    ));
+    let _source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
+    wait_hls(&srv, "/live.mp3");
+    let (head, _) = http_get(srv.addr, "/hls/live.mp3/index.m3u8", &[]);
+    assert_eq!(head.status, 401);
+    let auth = format!("Authorization: {}", basic_authorization("fan", "secret"));
+    let (head, body) = http_get(srv.addr, "/hls/live.mp3/index.m3u8", &[&auth]);
+    assert_eq!(head.status, 200, "{}", String::from_utf8_lossy(&body));
+    let ann = format!("Authorization: {}", basic_authorization("ann", "password"));
+    let (head, _) = http_get(srv.addr, "/hls/live.mp3/index.m3u8", &[&ann]);
+    assert_eq!(head.status, 403, "max-listeners holds for HLS sessions");
+}
+
+#[test]
+fn segments_are_cacheable_and_take_ranges() {
+    let srv = TestServer::start("[hls]\nsegment-seconds = 1\n");
+    let _source = Source::start(srv.addr, "/live.mp3", "SOURCE", 2.0);
+    wait_hls(&srv, "/live.mp3");
+    let media = open_session(srv.addr, "/live.mp3");
+    wait_segments(srv.addr, &media, 2);
+    let (head, _) = http_get(srv.addr, &media, &[]);
+    assert_eq!(head.header("cache-control"), Some("max-age=1"));
+    assert_eq!(
+        head.header("content-type"),
+        Some("application/vnd.apple.mpegurl")
+    );
+    let (_, uri) = segments(srv.addr, &media).remove(0);
+    let path = format!("/hls/live.mp3/{uri}");
+    let (head, full) = http_get(srv.addr, &path, &[]);
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-type"), Some("audio/mpeg"));
+    assert!(head
+        .header("cache-control")
+        .is_some_and(|c| c.contains("public") && c.contains("max-age=86400")));
+    assert_eq!(head.header("access-control-allow-origin"), Some("*"));
+    assert_eq!(
+        head.header("content-length"),
+        Some(full.len().to_string().as_str())
+    );
+    let (head, part) = http_get(srv.addr, &path, &["Range: bytes=10-19"]);
+    assert_eq!(head.status, 206);
+    assert_eq!(part, full[10..20]);
+    let cr = format!("bytes 10-19/{}", full.len());
+    assert_eq!(head.header("content-range"), Some(cr.as_str()));
+    let (head, _) = http_get(srv.addr, &path, &[&format!("Range: bytes={}-", full.len())]);
+    assert_eq!(head.status, 416);
+    let (head, _) = http_get(srv.addr, "/hls/live.mp3/1.mp3", &[]);
+    assert_eq!(head.status, 404);
+    // Keep-alive: two requests on one HTTP/1.1 connection.
+    let raw = format!(
+        "GET {path} HTTP/1.1\r\nHost: t\r\n\r\nGET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    );
+    let out = exchange(srv.addr, raw.as_bytes());
+    let text = String::from_utf8_lossy(&out);
+    assert_eq!(text.matches("HTTP/1.1 200 OK").count(), 2);
+}
+
+/// nginx (Debian package) started with a temporary config as a caching proxy.
+struct Nginx {
+    _proc: Proc,
+    port: u16,
+}
+
+fn start_nginx(dir: &std::path::Path, upstream: std::net::SocketAddr) -> Nginx {
+    require("nginx");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let d = dir.display();
+    let conf = format!(
+        "daemon off;\nmaster_process off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
+         events {{ worker_connections 1024; }}\n\
+         http {{\n  access_log {d}/access.log;\n  client_body_temp_path {d}/body;\n  \
+         proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  \
+         scgi_temp_path {d}/scgi;\n  proxy_cache_path {d}/cache keys_zone=hls:10m;\n  \
+         upstream throng {{ server {upstream}; keepalive 16; }}\n  \
+         server {{\n    listen 127.0.0.1:{port};\n    location /hls/ {{\n      \
+         proxy_pass http://throng;\n      proxy_http_version 1.1;\n      \
+         proxy_set_header Connection \"\";\n      proxy_cache hls;\n      \
+         proxy_cache_lock on;\n      proxy_cache_key $uri$is_args$args;\n    }}\n  }}\n}}\n"
+    );
+    let path = dir.join("nginx.conf");
+    std::fs::write(&path, conf).unwrap();
+    let proc = Proc(
+        Command::new("nginx")
+            .arg("-c")
+            .arg(&path)
+            .arg("-p")
+            .arg(dir)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn nginx"),
+    );
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    wait_until(Duration::from_secs(10), || {
+        std::net::TcpStream::connect(addr).is_ok()
+    })
+    .expect("nginx listening");
+    Nginx { _proc: proc, port }
+}
+
+#[test]
+fn nginx_in_front_fetches_each_segment_a_few_times() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start("[hls]\nsegment-seconds = 1\n");
+    let _source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
+    wait_hls(&srv, "/live.mp3");
+    let direct = open_session(srv.addr, "/live.mp3");
+    wait_segments(srv.addr, &direct, 2);
+    let nginx = start_nginx(dir.path(), srv.addr);
+    let proxy: std::net::SocketAddr = format!("127.0.0.1:{}", nginx.port).parse().unwrap();
+    const PLAYERS: usize = 40;
+    let players: Vec<_> = (0..PLAYERS)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let media = open_session(proxy, "/live.mp3");
+                let mut fetched = std::collections::BTreeSet::new();
+                let until = Instant::now() + Duration::from_secs(6);
+                while Instant::now() < until {
+                    for (seq, uri) in segments(proxy, &media) {
+                        if fetched.insert(seq) {
+                            let (head, body) =
+                                http_get(proxy, &format!("/hls/live.mp3/{uri}"), &[]);
+                            assert_eq!(head.status, 200);
+                            assert!(parse_tag(&body).is_some());
+                        }
+                    }
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+                fetched.len()
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for p in players {
+        total += p.join().unwrap();
+    }
+    let out = srv.ctx.hls.output("/live.mp3").unwrap();
+    let window = out.window.load();
+    let max = window
+        .segments
+        .iter()
+        .map(|s| s.fetches.load(std::sync::atomic::Ordering::Relaxed))
+        .max()
+        .unwrap();
+    assert!(total >= PLAYERS * 6, "players fetched {total} segments");
+    // Each segment went to Throng at most a few times, whatever the number of players.
+    assert!(max <= 3, "a segment was fetched {max} times from Throng");
+    // Sessions through the proxy are listeners too (one per player, plus the direct one).
+    let n = srv.mount_status("/live.mp3").unwrap()["listener_peak"]
+        .as_u64()
+        .unwrap();
+    assert!(n as usize >= PLAYERS, "{n} listeners");
+}

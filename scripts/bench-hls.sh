@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# HLS against ICY on one `throng serve` (release build), in one run, so the ratios hold on a
+# shared, noisy machine (docs/BENCHMARKS.md, "HLS output"):
+#  1. server CPU per listener: N ICY listeners of the demo mount (64 kbit/s MP3), then N HLS
+#     players of the same mount (`/hls/demo.mp3/index.m3u8`, SEG s segments), each for a 60 s hold,
+#     the server sampled by the bench (--pid); the ratio is HLS ÷ ICY of "server CPU per 1k
+#     listeners";
+#  2. BIG HLS players (default 18,000) for a 60 s hold: starved players, segment TTFB, requests/s;
+#  3. latency source to player of classic HLS: a player starts three segments from the live
+#     edge (RFC 8216 6.3.3), so its latency is the wall clock minus the EXT-X-PROGRAM-DATE-TIME
+#     of that segment (the time its first sample reached the server) when it starts; sampled
+#     20 times, one second apart.
+# Loopback only; about 6 minutes. Prints the figures and leaves the reports in $OUT.
+#
+#   scripts/bench-hls.sh [N] [BIG]      # defaults 2000 and 18000 (BIG = 0: no big run);
+#                                       # builds target/release/throng when missing
+#   SEG=6 scripts/bench-hls.sh 2000 0   # the same with 6 s segments (default SEG=4)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+n="${1:-2000}"
+big="${2:-18000}"
+bin="$PWD/target/release/throng"
+[ -x "$bin" ] || cargo build --release -p throng
+port=18411
+out="${OUT:-$(mktemp -d)}"
+mkdir -p "$out"
+seg="${SEG:-4}"
+printf 'listen = ["127.0.0.1:%s"]\ndemo = true\n[hls]\nsegment-seconds = %s\nwindow = 6\n' "$port" "$seg" >"$out/throng.toml"
+"$bin" serve --config "$out/throng.toml" >"$out/serve.log" 2>&1 &
+pid=$!
+trap 'kill "$pid" 2>/dev/null || true' EXIT
+for _ in $(seq 100); do
+  curl -sf "http://127.0.0.1:$port/hls/demo.mp3/index.m3u8" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+sleep $(( 3 * seg )) # three segments in the window
+
+bench() { # name url n [args...]
+  local name="$1" url="$2" count="$3"
+  shift 3
+  "$bin" bench run "$url" -n "$count" --ramp 1000 --hold 60s --pid "$pid" --no-progress \
+    --name "$name" --out "$out/$name" "$@" >"$out/$name.txt" 2>&1 || true
+}
+field() { # report field
+  python3 -c "import json,sys; s=json.load(open('$out/$1/report.json'))['summary']; v=s.get('$2'); print('-' if v is None else (round(v,3) if isinstance(v,float) else v))"
+}
+
+bench icy "http://127.0.0.1:$port/demo.mp3" "$n" --bitrate-kbps 64
+bench hls "http://127.0.0.1:$port/hls/demo.mp3/index.m3u8" "$n"
+sleep $(( 2 * seg + 2 )) # the sessions of the CPU run expire
+[ "$big" -gt 0 ] && bench hls-big "http://127.0.0.1:$port/hls/demo.mp3/index.m3u8" "$big"
+
+python3 - "$port" >"$out/latency.txt" <<'PY'
+import sys, time, urllib.request, datetime, statistics
+port = sys.argv[1]
+base = f"http://127.0.0.1:{port}/hls/demo.mp3/"
+master = urllib.request.urlopen(base + "index.m3u8").read().decode()
+media = base + [l for l in master.splitlines() if l and not l.startswith("#")][0]
+lat = []
+for _ in range(20):
+    text = urllib.request.urlopen(media).read().decode()
+    pdts = [l.split(":", 1)[1] for l in text.splitlines() if l.startswith("#EXT-X-PROGRAM-DATE-TIME:")]
+    start = datetime.datetime.fromisoformat(pdts[-3].replace("Z", "+00:00")).timestamp()
+    lat.append(time.time() - start)
+    time.sleep(1)
+print(f"latency_s median {statistics.median(lat):.1f} min {min(lat):.1f} max {max(lat):.1f}")
+PY
+
+echo "== server CPU per 1k listeners (% of a core), $n listeners, 60 s hold, $seg s segments"
+icy=$(field icy server_cpu_pct_per_1000)
+hls=$(field hls server_cpu_pct_per_1000)
+echo "ICY $icy   HLS $hls   HLS/ICY $(python3 -c "print(round($hls/$icy,3))" 2>/dev/null || echo -)"
+echo "ICY verdict $(field icy pass), starved $(field icy starved); HLS verdict $(field hls pass), starved $(field hls starved), requests/s $(field hls requests_per_s)"
+[ "$big" -gt 0 ] && echo "== $big HLS players, 60 s hold" && for f in listeners peak_streaming final_streaming starved failures_total requests_per_s ttfb_p50_ms ttfb_p99_ms server_cpu_user_pct server_cpu_sys_pct server_rss_max server_fds_max pass; do
+  echo "$f $(field hls-big $f)"
+done
+echo "== latency source to player (classic HLS, $seg s segments, start 3 segments from the edge)"
+cat "$out/latency.txt"
+echo "reports: $out"
