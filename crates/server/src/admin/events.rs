@@ -3,7 +3,8 @@
 //! with a JSON error, as the other `/api/v1` errors), builds the first bytes (head, `retry:`,
 //! then the snapshot or, with a `Last-Event-ID` still in the ring, nothing: the replay follows
 //! from the log), logs the request and hands the socket to an event shard
-//! (`fanout/events/`). `HEAD` gets the head alone.
+//! (`fanout/events/`), over HTTPS with its transmit keys (sealed there as audio is). `HEAD`
+//! gets the head alone.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use tokio::io::AsyncWriteExt;
 
 use crate::ctx::ServerCtx;
 use crate::fanout::events::shard::NewSubscriber;
+use crate::fanout::seal::{SealState, TlsListener};
 use crate::net::clients::ClientSlot;
 use crate::observe::access_log::AccessEntry;
 
@@ -62,28 +64,20 @@ pub async fn handle(
         }
         return;
     }
-    if matches!(stream, Conn::Tls(_)) {
-        // Event shards write plain sockets (the TLS sealer serves audio listeners only).
-        let bytes = simple_response(
-            501,
-            &[
-                ("Content-Type", "text/plain"),
-                ("Access-Control-Allow-Origin", "*"),
-            ],
-            "The event stream is served over plain HTTP only\n",
-        );
-        ctx.metrics.rejected.inc();
-        log(&ctx, &head, peer, 501, bytes.len());
-        if stream.write_all(&bytes).await.is_ok() {
-            let _ = stream.shutdown().await;
-        }
-        return;
-    }
     let last_seen = throng_proto::sse::last_event_id(head.header("last-event-id"), &query);
     let (first, next) = ctx
         .events
         .first_bytes(&response_head, filter.as_deref(), last_seen);
     log(&ctx, &head, peer, 200, response_head.len());
+    // Over TLS the event shard gets the socket and the transmit keys only (`fanout/seal.rs`).
+    let (stream, tls_conn) = stream.into_parts();
+    let tls = match tls_conn.map(SealState::from_rustls).transpose() {
+        Ok(t) => t.map(|s| Box::new(TlsListener::new(s))),
+        Err(e) => {
+            tracing::warn!(%peer, "cannot take over TLS event subscriber: {e}");
+            return;
+        }
+    };
     let Ok(std_stream) = stream.into_std() else {
         return;
     };
@@ -98,6 +92,7 @@ pub async fn handle(
         filter: filter.map(Into::into),
         ip: peer.ip(),
         client_slot: slot,
+        tls,
     });
 }
 

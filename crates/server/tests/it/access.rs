@@ -136,10 +136,6 @@ fn server_with(extra: &str, auth: &str) -> TestServer {
     TestServer::start_config(throng_server::Config::from_toml(&toml).expect("test config"))
 }
 
-fn admin_header() -> String {
-    format!("Authorization: {}", basic_authorization("admin", ADMIN_PW))
-}
-
 fn header_of<'a>(head: &'a throng_proto::http::ResponseHead, name: &str) -> Option<&'a str> {
     head.headers
         .iter()

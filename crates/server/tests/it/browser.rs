@@ -14,10 +14,6 @@ use throng_proto::http::{parse_response_head, ResponseHead};
 
 use crate::support::*;
 
-fn admin_header() -> String {
-    format!("Authorization: {}", basic_authorization("admin", ADMIN_PW))
-}
-
 fn count(head: &ResponseHead, name: &str) -> usize {
     head.headers
         .iter()

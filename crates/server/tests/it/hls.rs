@@ -15,10 +15,6 @@ use throng_proto::hls::playlist::parse;
 
 use crate::support::*;
 
-fn admin_header() -> String {
-    format!("Authorization: {}", basic_authorization("admin", ADMIN_PW))
-}
-
 /// GET `path` (HTTP/1.0), asserting 200; the body as text.
 fn get_text(addr: std::net::SocketAddr, path: &str) -> String {
     let (head, body) = http_get(addr, path, &[]);

@@ -159,6 +159,11 @@ pub fn status_of(addr: SocketAddr, raw: &[u8]) -> u16 {
         .status
 }
 
+/// The `Authorization` header line of the test server's admin (`admin` / [`ADMIN_PW`]).
+pub fn admin_header() -> String {
+    format!("Authorization: {}", basic_authorization("admin", ADMIN_PW))
+}
+
 /// GET `path` with extra header lines; returns the head and the body (read to close).
 pub fn http_get(addr: SocketAddr, path: &str, headers: &[&str]) -> (ResponseHead, Vec<u8>) {
     let mut req = format!("GET {path} HTTP/1.0\r\nHost: test\r\n");

@@ -169,9 +169,30 @@ fn curl_and_ffmpeg_listen_over_https_and_status_answers_over_tls() {
         String::from_utf8_lossy(&body).contains("throng"),
         "metrics over TLS"
     );
-    // The event stream's shards write plain sockets: over TLS it says so.
-    let (_, body) = curl(tls, &cert.0, "/api/v1/events", 5);
-    assert!(String::from_utf8_lossy(&body).contains("plain HTTP only"));
+    // The event stream over TLS: the snapshot, then a title change made meanwhile, both
+    // sealed by the event shard.
+    let admin = srv.addr;
+    let update = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        let (head, _) = crate::support::http_get(
+            admin,
+            "/admin/metadata?mount=/live.mp3&mode=updinfo&song=Sealed%20Title",
+            &[&crate::support::admin_header()],
+        );
+        assert_eq!(head.status, 200);
+    });
+    let (code, body) = curl(tls, &cert.0, "/api/v1/events", 4);
+    update.join().unwrap();
+    let events = String::from_utf8_lossy(&body);
+    assert_eq!(code, 28, "the event stream stays open over TLS: {events}");
+    assert!(
+        events.contains("event: mount") && events.contains("\"/live.mp3\""),
+        "snapshot over TLS: {events}"
+    );
+    assert!(
+        events.contains("event: title") && events.contains("Sealed Title"),
+        "title event over TLS: {events}"
+    );
     let (head, _) = crate::support::http_get(auto, "/status-json.xsl", &[]);
     assert_eq!(head.status, 200, "plain HTTP on the auto socket");
     // A request that is not TLS on the TLS-only socket gets no HTTP answer.

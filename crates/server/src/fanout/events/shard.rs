@@ -22,6 +22,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 
 use crate::fanout::events::log::{EventLog, Ring};
+use crate::fanout::seal::{SealingWriter, TlsListener};
 use crate::net::clients::ClientSlot;
 use crate::observe::metrics::Metrics;
 
@@ -46,6 +47,9 @@ pub struct NewSubscriber {
     pub ip: IpAddr,
     /// Its unit of the `clients` count, released when the subscriber is gone.
     pub client_slot: ClientSlot,
+    /// Over HTTPS: its transmit keys; everything it is sent is sealed (`fanout/seal.rs`), as
+    /// for an audio listener over TLS.
+    pub tls: Option<Box<TlsListener>>,
 }
 
 /// Settings of the event shards.
@@ -69,6 +73,7 @@ struct Sub {
     active: bool,
     ip: IpAddr,
     _client_slot: ClientSlot,
+    tls: Option<Box<TlsListener>>,
 }
 
 enum Command {
@@ -120,6 +125,7 @@ impl EventShardHandle {
             seen,
             last_beat: Instant::now(),
             last_sweep: Instant::now(),
+            seal_scratch: Vec::new(),
         };
         let thread = std::thread::Builder::new()
             .name(format!("events-{index}"))
@@ -174,6 +180,8 @@ struct EventShard {
     /// The last heartbeat round.
     last_beat: Instant,
     last_sweep: Instant,
+    /// Records sealed for subscribers over TLS, reused across them.
+    seal_scratch: Vec<u8>,
 }
 
 /// What one `writev` did.
@@ -264,6 +272,7 @@ impl EventShard {
             active: false,
             ip: s.ip,
             _client_slot: s.client_slot,
+            tls: s.tls,
         });
         self.write(key, ring, now);
     }
@@ -310,6 +319,9 @@ impl EventShard {
         for _ in 0..16 {
             match s.stream.read(&mut buf) {
                 Ok(0) => return true,
+                // Over TLS a subscriber says nothing but close_notify (its keys stay with
+                // the handshake's rustls, gone): anything read ends it, as for listeners.
+                Ok(_) if s.tls.is_some() => return true,
                 Ok(_) => continue,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -347,6 +359,14 @@ impl EventShard {
 
     fn write_once(&mut self, key: usize, ring: &Ring) -> Wrote {
         let s = &mut self.subs[key];
+        if let Some(tls) = s.tls.as_deref_mut() {
+            // Sealed bytes a full socket left over go before anything new.
+            match tls.flush_tail(&s.stream) {
+                Ok(true) => {}
+                Ok(false) => return Wrote::Blocked,
+                Err(_) => return Wrote::Close(Close::WriteError),
+            }
+        }
         if s.next < ring.first() {
             // The events it needs left the ring: it is too far behind to catch up.
             return Wrote::Close(Close::TooSlow);
@@ -374,7 +394,17 @@ impl EventShard {
             return Wrote::Nothing;
         }
         let total: usize = iov.iter().map(|b| b.len()).sum();
-        let n = match (&s.stream).write_vectored(&iov) {
+        let wrote = match s.tls.as_deref_mut() {
+            None => (&s.stream).write_vectored(&iov),
+            // Sealed as one or a few records; all of it counts as taken once any went out.
+            Some(tls) => SealingWriter {
+                inner: &s.stream,
+                tls,
+                scratch: &mut self.seal_scratch,
+            }
+            .write_vectored(&iov),
+        };
+        let n = match wrote {
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Wrote::Blocked,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return Wrote::Blocked,
