@@ -50,7 +50,12 @@ pub fn hls_url(ctx: &ServerCtx, m: &crate::mount::live::Mount) -> Option<String>
     ctx.hls.output(&m.name)?;
     let base = m.listen_url(&ctx.config().hostname, ctx.port);
     let origin = base.strip_suffix(m.name.as_str()).unwrap_or(&base);
-    Some(format!("{origin}{}", hls_path(&m.name)))
+    // Percent-encoded as any link to a mount (`href_path`): the station page and players use it
+    // as it is.
+    Some(format!(
+        "{origin}{}",
+        hls_path(&throng_proto::mount_name::href_path(&m.name))
+    ))
 }
 
 /// What an HLS path names.

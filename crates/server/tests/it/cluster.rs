@@ -346,7 +346,7 @@ fn proxy_protocol_through_haproxy_gives_the_client_address() {
     let (e2, _s2, log2) = edge(2);
     let (v1, v2) = (free_port(), free_port());
     let _haproxy = haproxy(v1, v2, &[e1.addr, e2.addr]);
-    // Two clients per frontend, so round-robin puts one of each on each edge.
+    // Two clients per frontend.
     let clients = [
         listen_from("127.0.0.11", v1),
         listen_from("127.0.0.12", v1),
@@ -365,12 +365,8 @@ fn proxy_protocol_through_haproxy_gives_the_client_address() {
         );
     }
     assert!(!both.contains("<IP>127.0.0.1</IP>"), "{both}");
-    // Each edge got listeners through both frontends (v1 and v2 headers).
-    for e in [&e1, &e2] {
-        let l = listclients(e);
-        assert!(l.contains("<IP>127.0.0.1"), "{l}");
-        assert!(l.contains("<IP>127.0.0.2"), "{l}");
-    }
+    // The .1x clients came through the `send-proxy` (v1) frontend and the .2x ones through
+    // `send-proxy-v2`: both headers were read (which edge each landed on is HAProxy's choice).
     drop(clients);
     let mut logs = String::new();
     wait_until(Duration::from_secs(10), || {

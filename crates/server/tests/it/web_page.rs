@@ -534,6 +534,10 @@ fn station_page_links_of_odd_mount_names_are_percent_encoded() {
         json!([
             "/my%20radio%22%3E%3F%23.mp3.m3u",
             "/my%20radio%22%3E%3F%23.mp3.xspf",
+            format!(
+                "http://localhost:{}/hls/my%20radio%22%3E%3F%23.mp3/index.m3u8",
+                srv.addr.port()
+            ),
             "/my%20radio%22%3E%3F%23.mp3",
             "/my%20radio%22%3E%3F%23.mp3",
             "/my radio\">?#.mp3",
