@@ -23,6 +23,7 @@
 //! - [`sse`]: Server-Sent Events framing and parsing (`/api/v1/events`).
 //! - [`mount_name`]: canonical mount names (no dot segments, backslashes or control
 //!   characters) and their percent-encoded form in links.
+//! - [`opus_rtp`]: Ogg/Opus pages to Opus packets with continuous 48 kHz RTP timestamps (WHEP).
 
 pub mod adts;
 pub mod auth;
@@ -39,6 +40,7 @@ pub mod mp3;
 pub mod ogg;
 pub mod ogg_comments;
 pub mod ogg_rechain;
+pub mod opus_rtp;
 pub mod shoutcast;
 pub mod source_info;
 pub mod sse;
