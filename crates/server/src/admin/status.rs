@@ -192,6 +192,7 @@ pub fn v1_mount(ctx: &ServerCtx, m: &Mount) -> Value {
     json!({
         "mount": m.name,
         "listenurl": m.listen_url(&ctx.config().hostname, ctx.port),
+        "whep_url": crate::whep::whep_url(ctx, m),
         "content_type": m.settings.content_type,
         "format": format!("{:?}", m.settings.format).to_lowercase(),
         "source": match m.settings.kind {

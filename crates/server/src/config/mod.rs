@@ -91,6 +91,21 @@ pub struct Config {
     pub master: Option<MasterConfig>,
     /// The now-playing event stream `/api/v1/events`.
     pub events: EventsConfig,
+    /// WebRTC playback (WHEP) of Ogg/Opus mounts; off unless `udp-listen` is set.
+    pub webrtc: WebrtcConfig,
+}
+
+/// `[webrtc]`: WHEP playback (draft-ietf-wish-whep) of Ogg/Opus mounts over one UDP socket,
+/// ICE-lite (`POST /whep/<mount>`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct WebrtcConfig {
+    /// UDP address every WebRTC peer's media goes through (e.g. `0.0.0.0:8443`); none (the
+    /// default) turns WHEP off.
+    pub udp_listen: Option<SocketAddr>,
+    /// Address announced as the ICE candidate when it differs from `udp-listen` (behind NAT,
+    /// or when listening on `0.0.0.0`); the port is `udp-listen`'s.
+    pub public_address: Option<std::net::IpAddr>,
 }
 
 /// `[events]`: the server-sent event stream `/api/v1/events` (times in milliseconds).
@@ -485,6 +500,7 @@ impl Default for Config {
             relay: Vec::new(),
             master: None,
             events: EventsConfig::default(),
+            webrtc: WebrtcConfig::default(),
         }
     }
 }

@@ -5,6 +5,7 @@ pub mod cursor;
 pub mod events;
 pub mod handover;
 pub mod shard;
+pub mod whep;
 pub mod write_path;
 
 use std::sync::Arc;

@@ -28,3 +28,4 @@ mod status;
 mod support;
 mod web_page;
 mod web_ui;
+mod whep;
