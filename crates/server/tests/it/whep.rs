@@ -4,6 +4,7 @@
 //! stream) and a fallback switch keep the session playing with continuous timestamps.
 
 use std::net::{SocketAddr, UdpSocket};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use str0m::change::SdpAnswer;
@@ -252,4 +253,70 @@ fn whep_post_is_a_listener_request_auth_max_listeners_and_bad_offers() {
     // max-listeners = 1 holds for WHEP viewers.
     let _first = Viewer::connect(srv.addr, "/whep/tone.opus", &[]);
     assert_eq!(post(srv.addr, "/whep/tone.opus", &sdp, &offer).0, 403);
+}
+
+#[test]
+fn a_whep_session_survives_a_title_change_and_a_fallback_switch() {
+    require("ffmpeg");
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&format!(
+        "{}{}[[mount]]\nname = \"/live.opus\"\nfallback-mount = \"/fallback.opus\"\n",
+        webrtc_config(),
+        tone_mount(dir.path(), "/fallback.opus"),
+    ));
+    srv.wait_mount("/fallback.opus");
+    let source = Proc(
+        Command::new("ffmpeg")
+            .args(["-nostdin", "-v", "error", "-re", "-stream_loop", "-1", "-i"])
+            .arg(asset("test-tone.opus"))
+            .args(["-c", "copy", "-content_type", "audio/ogg", "-f", "ogg"])
+            .arg(format!(
+                "icecast://source:{SOURCE_PW}@{}/live.opus",
+                srv.addr
+            ))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn ffmpeg"),
+    );
+    srv.wait_mount("/live.opus");
+    // ffmpeg's Ogg muxer sends pages about once a second: let a few arrive.
+    std::thread::sleep(Duration::from_secs(2));
+    let mut v = Viewer::connect(srv.addr, "/whep/live.opus", &[]);
+    v.run_for(Duration::from_secs(3));
+    assert!(v.connected);
+    assert_eq!(listeners_on(&srv, "/live.opus"), 1);
+    let mark = v.packets.len();
+    assert!(mark > 0, "media before the title change");
+
+    // A title change starts a new chained Ogg stream (new serial, new header pages).
+    let auth = format!("Authorization: {}", basic_authorization("admin", ADMIN_PW));
+    let (head, _) = http_get(
+        srv.addr,
+        "/admin/metadata?mount=/live.opus&mode=updinfo&song=New%20Title",
+        &[&auth],
+    );
+    assert_eq!(head.status, 200);
+    v.run_for(Duration::from_secs(4));
+    let (n, ordered) = v.check_in_order(mark);
+    assert!(n >= 100, "packets keep coming after the title change: {n}");
+    assert!(ordered, "timestamps continue across the new chain");
+
+    // The source goes: the session moves to the fallback and keeps playing.
+    let mark = v.packets.len();
+    drop(source);
+    v.run_for(Duration::from_secs(5));
+    wait_until(Duration::from_secs(5), || {
+        listeners_on(&srv, "/fallback.opus") == 1
+    })
+    .expect("the viewer counts on the fallback");
+    let mark2 = v.packets.len();
+    v.run_for(Duration::from_secs(2));
+    let (n, ordered) = v.check_in_order(mark);
+    assert!(ordered, "timestamps continue across the fallback switch");
+    assert!(
+        v.packets.len() - mark2 >= 60,
+        "fallback audio flows: {} packets in 2 s ({n} since the switch)",
+        v.packets.len() - mark2
+    );
 }
