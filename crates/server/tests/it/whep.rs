@@ -320,3 +320,84 @@ fn a_whep_session_survives_a_title_change_and_a_fallback_switch() {
         v.packets.len() - mark2
     );
 }
+
+/// Headless Chromium negotiates WHEP with the server from a page of its origin
+/// (`RTCPeerConnection` + `fetch` POST of the offer) and receives audio: `getStats()` shows
+/// inbound-rtp audio packets rising and none lost on loopback; `DELETE` frees the session.
+#[test]
+fn chromium_plays_a_mount_over_whep() {
+    let Some(path) = crate::cdp::chromium_path() else {
+        assert!(
+            !crate::cdp::browser_required(),
+            "chromium is not installed and THRONG_REQUIRE_BROWSER is set: run scripts/install-deps.sh"
+        );
+        eprintln!("SKIPPED: chromium is not installed (scripts/install-deps.sh installs it)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&format!(
+        "{}{}",
+        webrtc_config(),
+        tone_mount(dir.path(), "/tone.opus")
+    ));
+    srv.wait_mount("/tone.opus");
+    let b = crate::cdp::Browser::launch(&path);
+    let tab = b.new_tab();
+    b.navigate(&tab, &srv.url("/"));
+    let status = b
+        .eval(
+            &tab,
+            r#"(async () => {
+                const pc = new RTCPeerConnection();
+                pc.addTransceiver('audio', { direction: 'recvonly' });
+                await pc.setLocalDescription(await pc.createOffer());
+                const r = await fetch('/whep/tone.opus', {
+                    method: 'POST',
+                    headers: { 'Content-Type': 'application/sdp' },
+                    body: pc.localDescription.sdp,
+                });
+                window.whepResource = r.headers.get('Location');
+                await pc.setRemoteDescription({ type: 'answer', sdp: await r.text() });
+                window.pc = pc;
+                return r.status;
+            })()"#,
+        )
+        .unwrap();
+    assert_eq!(status, 201);
+    let stats = r#"(async () => {
+        let o = null;
+        (await window.pc.getStats()).forEach(r => {
+            if (r.type === 'inbound-rtp' && r.kind === 'audio') {
+                o = { received: r.packetsReceived, lost: r.packetsLost };
+            }
+        });
+        return o;
+    })()"#;
+    let first = b
+        .wait_js(
+            &tab,
+            &format!("{stats}.then(o => o && o.received > 0 ? o : null)"),
+            Duration::from_secs(15),
+        )
+        .expect("Chromium receives audio over WHEP");
+    std::thread::sleep(Duration::from_secs(3));
+    let later = b.eval(&tab, stats).unwrap();
+    let (r0, r1) = (
+        first["received"].as_u64().unwrap(),
+        later["received"].as_u64().unwrap(),
+    );
+    assert!(r1 >= r0 + 100, "packets keep rising: {first} then {later}");
+    assert_eq!(later["lost"].as_i64(), Some(0), "{later}");
+    assert_eq!(listeners_on(&srv, "/tone.opus"), 1);
+    let deleted = b
+        .eval(
+            &tab,
+            "fetch(window.whepResource, { method: 'DELETE' }).then(r => r.status)",
+        )
+        .unwrap();
+    assert_eq!(deleted, 200);
+    wait_until(Duration::from_secs(5), || {
+        listeners_on(&srv, "/tone.opus") == 0
+    })
+    .expect("DELETE frees the session");
+}
