@@ -36,6 +36,63 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// A session whose mount ended with no live fallback is closed after this long.
 pub const ENDED_GRACE: Duration = Duration::from_secs(10);
 
+/// A viewer whose receiver reports show more loss than this fraction is degraded (issue 16).
+pub const DEGRADED_LOSS: f32 = 0.01;
+
+/// A connected viewer that sent no new receiver report for this long is degraded.
+pub const REPORT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How often the degraded-viewers gauges are recomputed.
+pub const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// What the server knows of a viewer's reception, from its RTCP receiver reports (RFC 3550
+/// §6.4.2) as str0m sums them up.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ViewerHealth {
+    /// When ICE and DTLS completed (`None`: not yet).
+    pub connected_at: Option<Instant>,
+    /// Highest sequence number reported received, and when that report arrived.
+    pub last_report: Option<(u64, Instant)>,
+    /// Fraction of packets lost in the reports of the last stats interval (0 to 1).
+    pub loss: f32,
+    /// Round-trip time from the last report.
+    pub rtt: Option<Duration>,
+}
+
+impl ViewerHealth {
+    /// Takes a stats event's reception figures in, at `now`.
+    pub fn update(
+        &mut self,
+        max_seq: Option<u64>,
+        loss: Option<f32>,
+        rtt: Option<Duration>,
+        now: Instant,
+    ) {
+        if let Some(seq) = max_seq {
+            if self.last_report.is_none_or(|(s, _)| s != seq) {
+                self.last_report = Some((seq, now));
+            }
+        }
+        if let Some(l) = loss {
+            self.loss = l;
+        }
+        if rtt.is_some() {
+            self.rtt = rtt;
+        }
+    }
+
+    /// Whether the viewer is degraded at `now`: connected, and with over [`DEGRADED_LOSS`]
+    /// loss or no new report for [`REPORT_TIMEOUT`] (counted from the connection when none
+    /// came yet). A viewer still connecting is not counted.
+    pub fn is_degraded(&self, now: Instant) -> bool {
+        let Some(connected) = self.connected_at else {
+            return false;
+        };
+        let last = self.last_report.map_or(connected, |(_, t)| t);
+        self.loss > DEGRADED_LOSS || now.saturating_duration_since(last) > REPORT_TIMEOUT
+    }
+}
+
 /// Why a WHEP session could not be created.
 #[derive(Debug, thiserror::Error)]
 pub enum WhepError {
@@ -180,6 +237,7 @@ struct Session {
     ext_ts: Option<(u32, u64)>,
     created: Instant,
     connected: bool,
+    health: ViewerHealth,
     ended_since: Option<Instant>,
     peer: SocketAddr,
 }
@@ -201,6 +259,8 @@ impl Engine {
         let mut buf = vec![0u8; 2000];
         let mut packets = Vec::new();
         let mut next_media = Instant::now();
+        let mut next_health = Instant::now() + HEALTH_INTERVAL;
+        let mut gauged: std::collections::HashSet<String> = Default::default();
         loop {
             loop {
                 match self.rx.try_recv() {
@@ -216,6 +276,10 @@ impl Engine {
             if now >= next_media {
                 self.pump_media(now, &mut packets);
                 next_media = now + MEDIA_TICK;
+            }
+            if now >= next_health {
+                self.gauge_health(now, &mut gauged);
+                next_health = now + HEALTH_INTERVAL;
             }
             // Drive every session to its next timeout; the earliest bounds the wait.
             let mut wake = next_media;
@@ -249,6 +313,30 @@ impl Engine {
             }
             let _ = self.socket.set_nonblocking(false);
         }
+    }
+
+    /// Sets each mount's degraded-viewers gauge (zero for mounts whose viewers all left).
+    fn gauge_health(&mut self, now: Instant, gauged: &mut std::collections::HashSet<String>) {
+        let mut counts: HashMap<String, i64> = HashMap::new();
+        for s in self.sessions.values() {
+            let n = counts.entry(s.mount.name.clone()).or_default();
+            *n += i64::from(s.health.is_degraded(now));
+        }
+        for name in gauged.iter() {
+            if !counts.contains_key(name) {
+                self.metrics
+                    .whep_degraded
+                    .get_or_create(&MountLabel::new(name))
+                    .set(0);
+            }
+        }
+        for (name, n) in &counts {
+            self.metrics
+                .whep_degraded
+                .get_or_create(&MountLabel::new(name))
+                .set(*n);
+        }
+        *gauged = counts.into_keys().collect();
     }
 
     fn command(&mut self, cmd: Command) {
@@ -315,6 +403,7 @@ impl Engine {
                 ext_ts: None,
                 created: now,
                 connected: false,
+                health: ViewerHealth::default(),
                 ended_since: None,
                 peer: viewer.peer,
             },
@@ -369,7 +458,16 @@ impl Engine {
                     let _ = self.socket.send_to(&t.contents, t.destination);
                 }
                 Ok(Output::Event(e)) => match e {
-                    Event::Connected => s.connected = true,
+                    Event::Connected => {
+                        s.connected = true;
+                        s.health.connected_at = Some(Instant::now());
+                    }
+                    Event::MediaEgressStats(st) => s.health.update(
+                        st.remote.map(|r| *r.maximum_sequence_number),
+                        st.loss,
+                        st.rtt,
+                        Instant::now(),
+                    ),
                     Event::IceConnectionStateChange(IceConnectionState::Disconnected) => {
                         return None;
                     }
@@ -563,5 +661,37 @@ fn push_pages(depack: &mut OpusDepacketizer, mut data: &[u8], out: &mut Vec<Opus
             }
             _ => break,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn health_needs_reports_and_low_loss() {
+        let t0 = Instant::now();
+        let mut h = ViewerHealth::default();
+        // Still connecting: never degraded.
+        assert!(!h.is_degraded(t0 + Duration::from_secs(60)));
+        h.connected_at = Some(t0);
+        assert!(!h.is_degraded(t0 + Duration::from_secs(5)));
+        // No report at all 5 s after connecting.
+        assert!(h.is_degraded(t0 + Duration::from_millis(5001)));
+        h.update(
+            Some(100),
+            Some(0.0),
+            Some(Duration::from_millis(2)),
+            t0 + Duration::from_secs(4),
+        );
+        assert!(!h.is_degraded(t0 + Duration::from_secs(8)));
+        // The same report again is not a new one.
+        h.update(Some(100), None, None, t0 + Duration::from_secs(8));
+        assert!(h.is_degraded(t0 + Duration::from_millis(9001)));
+        h.update(Some(150), Some(0.02), None, t0 + Duration::from_secs(10));
+        assert!(h.is_degraded(t0 + Duration::from_secs(10)), "2 % loss");
+        h.update(Some(200), Some(0.005), None, t0 + Duration::from_secs(11));
+        assert!(!h.is_degraded(t0 + Duration::from_secs(11)), "0.5 % loss");
+        assert_eq!(h.rtt, Some(Duration::from_millis(2)));
     }
 }

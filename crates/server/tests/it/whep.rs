@@ -401,3 +401,37 @@ fn chromium_plays_a_mount_over_whep() {
     })
     .expect("DELETE frees the session");
 }
+
+/// The value of `throng_whep_degraded_viewers` for `mount` in `/metrics`.
+fn degraded_on(srv: &TestServer, mount: &str) -> Option<u64> {
+    let (_, body) = http_get(srv.addr, "/metrics", &[]);
+    let line = format!("throng_whep_degraded_viewers{{mount=\"{mount}\"}} ");
+    String::from_utf8_lossy(&body)
+        .lines()
+        .find_map(|l| l.strip_prefix(&line).and_then(|v| v.trim().parse().ok()))
+}
+
+#[test]
+fn a_viewer_without_receiver_reports_counts_as_degraded() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&format!(
+        "{}{}",
+        webrtc_config(),
+        tone_mount(dir.path(), "/tone.opus")
+    ));
+    srv.wait_mount("/tone.opus");
+    let mut v = Viewer::connect(srv.addr, "/whep/tone.opus", &[]);
+    v.run_for(Duration::from_secs(4));
+    assert!(v.connected);
+    // Reporting, on loopback: healthy.
+    v.run_for(Duration::from_secs(3));
+    assert_eq!(degraded_on(&srv, "/tone.opus"), Some(0));
+    // The viewer stops sending RTCP (its client is no longer driven): degraded after 5 s.
+    wait_until(Duration::from_secs(10), || {
+        degraded_on(&srv, "/tone.opus") == Some(1)
+    })
+    .expect("a silent viewer is counted as degraded");
+    // It reports again: healthy again.
+    v.run_for(Duration::from_secs(3));
+    assert_eq!(degraded_on(&srv, "/tone.opus"), Some(0));
+}
