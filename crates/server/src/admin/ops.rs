@@ -72,7 +72,13 @@ pub fn live_mount(ctx: &ServerCtx, name: &str) -> Result<Arc<Mount>, AdminError>
 
 /// The listeners on `mount` now, sorted by id (`listclients`).
 pub async fn listeners(ctx: &ServerCtx, mount: &Mount) -> Vec<ListenerRow> {
-    ctx.fanout.list(Some(&mount.name)).await
+    let mut rows = ctx.fanout.list(Some(&mount.name)).await;
+    // WebRTC (WHEP) viewers are listeners too.
+    if let Some(whep) = &ctx.whep {
+        rows.extend(whep.list(Some(&mount.name)).await);
+        rows.sort_by_key(|r| r.id);
+    }
+    rows
 }
 
 /// Parses an id as C `atoi` does (leading blanks, optional sign, digits; anything else ends
@@ -101,7 +107,12 @@ pub async fn kill_client(ctx: &ServerCtx, mount: &Mount, id: i64) -> bool {
         return false;
     };
     let on_mount = listeners(ctx, mount).await.iter().any(|r| r.id == id);
-    let killed = on_mount && ctx.fanout.kill(id).await;
+    let killed = on_mount
+        && (ctx.fanout.kill(id).await
+            || match &ctx.whep {
+                Some(whep) => whep.kill(id).await,
+                None => false,
+            });
     if killed {
         tracing::info!(mount = %mount.name, id, "admin: client removed");
     }

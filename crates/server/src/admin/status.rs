@@ -177,7 +177,7 @@ pub fn v1_status(ctx: &ServerCtx) -> Value {
             "admin": ctx.config().admin_email,
             "started_iso8601": iso8601(&ctx.started),
             "uptime_s": (chrono::Local::now() - ctx.started).num_seconds(),
-            "listeners": ctx.fanout.listeners(),
+            "listeners": ctx.fanout.listeners() + ctx.whep.as_ref().map_or(0, |w| w.sessions()),
             "clients": ctx.clients.open(),
             "sources": ctx.registry.list().len(),
         },

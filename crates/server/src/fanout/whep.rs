@@ -23,6 +23,7 @@ use str0m::{Candidate, Event, IceConnectionState, Input, Output, Rtc};
 use throng_proto::ogg;
 use throng_proto::opus_rtp::{OpusDepacketizer, OpusPacket};
 
+use crate::fanout::shard::ListenerRow;
 use crate::mount::live::Mount;
 use crate::mount::registry::{Fallback, Registry};
 use crate::observe::metrics::{Metrics, MountLabel};
@@ -117,8 +118,16 @@ pub struct NewViewer {
     pub requested: String,
     /// The SDP offer (`application/sdp`).
     pub offer: String,
-    /// Client address, for logs.
+    /// Client address.
     pub peer: SocketAddr,
+    /// Listener id (`listclients`, `killclient`), from `ServerCtx::next_id`.
+    pub listener_id: u64,
+    /// `User-Agent` of the POST, if sent.
+    pub agent: Option<String>,
+    /// `Referer` of the POST, if sent.
+    pub referer: Option<String>,
+    /// Authenticated user, if any.
+    pub user: Option<String>,
 }
 
 /// A created session: its unguessable resource id and the SDP answer.
@@ -137,6 +146,11 @@ enum Command {
         tokio::sync::oneshot::Sender<Result<Created, WhepError>>,
     ),
     Remove(String, tokio::sync::oneshot::Sender<bool>),
+    List(
+        Option<String>,
+        tokio::sync::oneshot::Sender<Vec<ListenerRow>>,
+    ),
+    Kill(u64, tokio::sync::oneshot::Sender<bool>),
 }
 
 /// Handle to the engine thread.
@@ -152,6 +166,8 @@ impl std::fmt::Debug for Command {
         match self {
             Command::Add(v, _) => write!(f, "Add({})", v.requested),
             Command::Remove(id, _) => write!(f, "Remove({id})"),
+            Command::List(m, _) => write!(f, "List({m:?})"),
+            Command::Kill(id, _) => write!(f, "Kill({id})"),
         }
     }
 }
@@ -222,6 +238,28 @@ impl WhepEngine {
         }
         rx.await.unwrap_or(false)
     }
+
+    /// The viewers on `mount` (all when `None`) as listener rows, sorted by id.
+    pub async fn list(&self, mount: Option<&str>) -> Vec<ListenerRow> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self
+            .tx
+            .send(Command::List(mount.map(str::to_owned), tx))
+            .is_err()
+        {
+            return Vec::new();
+        }
+        rx.await.unwrap_or_default()
+    }
+
+    /// Disconnects the viewer with listener id `id`; `false` when there is none.
+    pub async fn kill(&self, id: u64) -> bool {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.tx.send(Command::Kill(id, tx)).is_err() {
+            return false;
+        }
+        rx.await.unwrap_or(false)
+    }
 }
 
 /// One viewer.
@@ -238,6 +276,13 @@ struct Session {
     created: Instant,
     connected: bool,
     health: ViewerHealth,
+    /// Listener id, agent, referer, user.
+    listener_id: u64,
+    agent: Option<String>,
+    referer: Option<String>,
+    user: Option<String>,
+    /// Opus payload bytes written.
+    sent: u64,
     ended_since: Option<Instant>,
     peer: SocketAddr,
 }
@@ -356,6 +401,38 @@ impl Engine {
                 }
                 let _ = reply.send(found);
             }
+            Command::List(mount, reply) => {
+                let mut rows: Vec<ListenerRow> = self
+                    .sessions
+                    .values()
+                    .filter(|s| mount.as_ref().is_none_or(|m| *m == s.mount.name))
+                    .map(|s| ListenerRow {
+                        id: s.listener_id,
+                        ip: s.peer.ip(),
+                        agent: s.agent.clone(),
+                        referer: s.referer.clone(),
+                        user: s.user.clone(),
+                        connected_secs: s.created.elapsed().as_secs(),
+                        mount: s.mount.name.clone(),
+                        requested_mount: s.requested.clone(),
+                        lag_bytes: 0,
+                        sent: s.sent,
+                    })
+                    .collect();
+                rows.sort_by_key(|r| r.id);
+                let _ = reply.send(rows);
+            }
+            Command::Kill(listener_id, reply) => {
+                let id = self
+                    .sessions
+                    .iter()
+                    .find(|(_, s)| s.listener_id == listener_id)
+                    .map(|(id, _)| id.clone());
+                if let Some(id) = &id {
+                    self.close(id, "killed by the admin");
+                }
+                let _ = reply.send(id.is_some());
+            }
         }
     }
 
@@ -404,6 +481,11 @@ impl Engine {
                 created: now,
                 connected: false,
                 health: ViewerHealth::default(),
+                listener_id: viewer.listener_id,
+                agent: viewer.agent,
+                referer: viewer.referer,
+                user: viewer.user,
+                sent: 0,
                 ended_since: None,
                 peer: viewer.peer,
             },
@@ -551,6 +633,7 @@ impl Engine {
                 let Some(writer) = s.rtc.writer(s.mid) else {
                     break;
                 };
+                s.sent += p.data.len() as u64;
                 if let Err(e) = writer.write(pt, now, time, p.data) {
                     tracing::debug!(%id, "WebRTC write: {e}");
                 }

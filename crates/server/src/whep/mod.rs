@@ -178,12 +178,12 @@ async fn post(
         return;
     }
     let id = ctx.next_id();
-    match ctx
+    let user = match ctx
         .auth()
         .authorize_listener(&head, peer, &requested, id)
         .await
     {
-        ListenerAuth::Allowed { .. } => {}
+        ListenerAuth::Allowed { user, .. } => user,
         ListenerAuth::Refused {
             status, message, ..
         } => {
@@ -194,7 +194,7 @@ async fn post(
             let _ = reply(&ctx, &mut stream, peer, Some(&head), status, &h, &message).await;
             return;
         }
-    }
+    };
     let Some(mount) = ctx.registry.resolve(&requested) else {
         let _ = reply(
             &ctx,
@@ -239,6 +239,10 @@ async fn post(
         requested: requested.clone(),
         offer,
         peer,
+        listener_id: id,
+        agent: head.header("user-agent").map(str::to_owned),
+        referer: head.header("referer").map(str::to_owned),
+        user,
     };
     match engine.add(viewer).await {
         Ok(created) => {

@@ -435,3 +435,45 @@ fn a_viewer_without_receiver_reports_counts_as_degraded() {
     v.run_for(Duration::from_secs(3));
     assert_eq!(degraded_on(&srv, "/tone.opus"), Some(0));
 }
+
+#[test]
+fn whep_viewers_are_listed_and_killable_as_listeners() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&format!(
+        "{}{}",
+        webrtc_config(),
+        tone_mount(dir.path(), "/tone.opus")
+    ));
+    srv.wait_mount("/tone.opus");
+    let mut v = Viewer::connect(srv.addr, "/whep/tone.opus", &["User-Agent: whep-test"]);
+    v.run_for(Duration::from_secs(2));
+    assert!(v.connected);
+    let auth = format!("Authorization: {}", basic_authorization("admin", ADMIN_PW));
+    let (head, body) = http_get(srv.addr, "/admin/listclients?mount=/tone.opus", &[&auth]);
+    assert_eq!(head.status, 200);
+    let xml = String::from_utf8_lossy(&body).into_owned();
+    assert!(xml.contains("<UserAgent>whep-test</UserAgent>"), "{xml}");
+    let id: u64 = xml
+        .split("<ID>")
+        .nth(1)
+        .and_then(|r| r.split('<').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("a listener id in {xml}"));
+    assert_eq!(srv.json("/api/v1/status")["server"]["listeners"], 1);
+    let (head, body) = http_get(
+        srv.addr,
+        &format!("/admin/killclient?mount=/tone.opus&id={id}"),
+        &[&auth],
+    );
+    assert_eq!(head.status, 200);
+    assert!(
+        String::from_utf8_lossy(&body).contains("<return>1</return>"),
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    wait_until(Duration::from_secs(5), || {
+        listeners_on(&srv, "/tone.opus") == 0
+    })
+    .expect("killclient ends the WHEP session");
+    assert_eq!(srv.ctx.whep.as_ref().unwrap().sessions(), 0);
+}
