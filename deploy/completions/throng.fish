@@ -90,10 +90,12 @@ complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_sub
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l change-interval -d 'With `--events`: time between two title changes' -r
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l max-latency -d 'With `--events`: the verdict needs the p99 delivery latency within this' -r
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l max-rss-per-subscriber -d 'With `--events`: the verdict needs the server\'s RSS growth per subscriber within this (bytes; checked when the server is sampled with `--pid`, `--pid-file` or `--pid-name`)' -r
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l whep-threads -d 'With `--whep`: client threads driving the viewers' -r
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l worker-exe -d 'Program to run as a worker process (default: this executable, as `<exe> bench worker`)' -r -F
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l icy -d 'Ask for ICY metadata (`Icy-MetaData: 1`) and check the block framing of every listener'
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l no-progress -d 'No live progress display'
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l events -d 'The URLs are event streams (`http://host:port/api/v1/events`): load them with SSE subscribers and measure the delivery of title changes instead of audio'
+complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -l whep -d 'The URLs are WHEP endpoints (`http://host:port/whep/<mount>`): load them with WebRTC viewers (str0m clients) instead of HTTP listeners'
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from compare" -l out -d 'Output directory (default: the scenario\'s `out`, else `bench-results/<scenario name>`)' -r -F
 complete -c throng -n "__fish_throng_using_subcommand bench; and __fish_seen_subcommand_from compare" -l listeners -d 'Override the scenario\'s listener count (listeners)' -r

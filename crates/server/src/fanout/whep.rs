@@ -94,6 +94,37 @@ impl ViewerHealth {
     }
 }
 
+/// A packet later than this behind its schedule re-anchors the pacing at now.
+pub const MAX_LATE: Duration = Duration::from_millis(200);
+
+/// A packet due further ahead than this (a source running fast) re-anchors the pacing at now.
+pub const MAX_AHEAD: Duration = Duration::from_secs(3);
+
+/// Sends Opus packets in real time: the first packet is due at once, each next one when its
+/// RTP timestamp (48 kHz) says, relative to that anchor.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pacer {
+    anchor: Option<(Instant, u64)>,
+}
+
+impl Pacer {
+    /// When the packet with extended RTP timestamp `ts` is due, at `now`; re-anchors (due
+    /// now) on the first packet, a timestamp before the anchor, a packet over [`MAX_LATE`]
+    /// late or over [`MAX_AHEAD`] early.
+    pub fn due(&mut self, ts: u64, now: Instant) -> Instant {
+        if let Some((t0, ts0)) = self.anchor {
+            if ts >= ts0 {
+                let due = t0 + Duration::from_micros((ts - ts0) * 1_000_000 / 48_000);
+                if due + MAX_LATE >= now && due <= now + MAX_AHEAD {
+                    return due;
+                }
+            }
+        }
+        self.anchor = Some((now, ts));
+        now
+    }
+}
+
 /// Why a WHEP session could not be created.
 #[derive(Debug, thiserror::Error)]
 pub enum WhepError {
@@ -283,6 +314,9 @@ struct Session {
     user: Option<String>,
     /// Opus payload bytes written.
     sent: u64,
+    /// Packets read but not yet due (extended RTP timestamp, payload).
+    outbox: std::collections::VecDeque<(u64, Vec<u8>)>,
+    pacer: Pacer,
     ended_since: Option<Instant>,
     peer: SocketAddr,
 }
@@ -486,6 +520,8 @@ impl Engine {
                 referer: viewer.referer,
                 user: viewer.user,
                 sent: 0,
+                outbox: Default::default(),
+                pacer: Pacer::default(),
                 ended_since: None,
                 peer: viewer.peer,
             },
@@ -629,12 +665,23 @@ impl Engine {
                     }
                 };
                 s.ext_ts = Some((p.rtp_ts, ext));
-                let time = MediaTime::new(ext, Frequency::FORTY_EIGHT_KHZ);
+                s.outbox.push_back((ext, p.data));
+            }
+            // Paced: each packet goes when its media time is due (an Ogg page brings up to
+            // a second of packets at once).
+            while let Some((ext, _)) = s.outbox.front() {
+                if s.pacer.due(*ext, now) > now {
+                    break;
+                }
+                let Some((ext, data)) = s.outbox.pop_front() else {
+                    break;
+                };
                 let Some(writer) = s.rtc.writer(s.mid) else {
                     break;
                 };
-                s.sent += p.data.len() as u64;
-                if let Err(e) = writer.write(pt, now, time, p.data) {
+                s.sent += data.len() as u64;
+                let time = MediaTime::new(ext, Frequency::FORTY_EIGHT_KHZ);
+                if let Err(e) = writer.write(pt, now, time, data) {
                     tracing::debug!(%id, "WebRTC write: {e}");
                 }
             }
@@ -750,6 +797,27 @@ fn push_pages(depack: &mut OpusDepacketizer, mut data: &[u8], out: &mut Vec<Opus
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pacer_spreads_a_page_of_packets_in_real_time() {
+        let t0 = Instant::now();
+        let mut p = Pacer::default();
+        assert_eq!(p.due(1000, t0), t0);
+        // A page of 50 packets arriving at once: due 20 ms apart.
+        assert_eq!(p.due(1000 + 960, t0), t0 + Duration::from_millis(20));
+        assert_eq!(p.due(1000 + 49 * 960, t0), t0 + Duration::from_millis(980));
+        // The next page, 100 ms late: packets go at once but keep the schedule.
+        let late = t0 + Duration::from_millis(1100);
+        assert_eq!(
+            p.due(1000 + 50 * 960, late),
+            t0 + Duration::from_millis(1000)
+        );
+        // 300 ms late (a source switch, a stall): re-anchored.
+        let later = t0 + Duration::from_millis(1340);
+        assert_eq!(p.due(1000 + 51 * 960, later), later);
+        // Far ahead (a source pushing too fast): re-anchored too.
+        assert_eq!(p.due(1000 + 500 * 960, later), later);
+    }
 
     #[test]
     fn health_needs_reports_and_low_loss() {
