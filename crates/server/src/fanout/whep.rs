@@ -317,6 +317,8 @@ struct Session {
     /// Packets read but not yet due (extended RTP timestamp, payload).
     outbox: std::collections::VecDeque<(u64, Vec<u8>)>,
     pacer: Pacer,
+    /// When the session must next be driven (its str0m timeout, or now after input).
+    wake: Instant,
     ended_since: Option<Instant>,
     peer: SocketAddr,
 }
@@ -360,15 +362,26 @@ impl Engine {
                 self.gauge_health(now, &mut gauged);
                 next_health = now + HEALTH_INTERVAL;
             }
-            // Drive every session to its next timeout; the earliest bounds the wait.
-            let mut wake = next_media;
-            let ids: Vec<String> = self.sessions.keys().cloned().collect();
-            for id in ids {
-                match self.drive(&id) {
-                    Some(t) => wake = wake.min(t),
-                    None => self.close(&id, "peer gone"),
-                }
+            // Drive the sessions that are due (their timeout passed, they got input or media);
+            // the earliest next timeout bounds the wait.
+            let now = Instant::now();
+            let due: Vec<String> = self
+                .sessions
+                .iter()
+                .filter(|(_, s)| s.wake <= now)
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in due {
+                self.drive_and_schedule(&id);
             }
+            let wake = self
+                .sessions
+                .values()
+                .map(|s| s.wake)
+                .min()
+                .unwrap_or(next_media)
+                .min(next_media)
+                .min(next_health);
             let wait = wake
                 .saturating_duration_since(Instant::now())
                 .max(Duration::from_millis(1));
@@ -522,6 +535,7 @@ impl Engine {
                 sent: 0,
                 outbox: Default::default(),
                 pacer: Pacer::default(),
+                wake: now,
                 ended_since: None,
                 peer: viewer.peer,
             },
@@ -631,6 +645,19 @@ impl Engine {
             if let Err(e) = s.rtc.handle_input(input) {
                 tracing::debug!(%id, "WebRTC input refused: {e}");
             }
+            s.wake = Instant::now();
+        }
+    }
+
+    /// Drives session `id` and records its next timeout, or closes it when it is dead.
+    fn drive_and_schedule(&mut self, id: &str) {
+        match self.drive(id) {
+            Some(t) => {
+                if let Some(s) = self.sessions.get_mut(id) {
+                    s.wake = t;
+                }
+            }
+            None => self.close(id, "peer gone"),
         }
     }
 
@@ -680,6 +707,7 @@ impl Engine {
                     break;
                 };
                 s.sent += data.len() as u64;
+                s.wake = now;
                 let time = MediaTime::new(ext, Frequency::FORTY_EIGHT_KHZ);
                 if let Err(e) = writer.write(pt, now, time, data) {
                     tracing::debug!(%id, "WebRTC write: {e}");
