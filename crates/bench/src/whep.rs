@@ -279,24 +279,36 @@ pub fn run(
             let mut viewers: Vec<Viewer> = Vec::new();
             let mut failed = 0u32;
             let mut buf = vec![0u8; 2000];
-            let mut next = t as u32;
             let mut hold_packets: Option<Vec<u64>> = None;
-            while Instant::now() < end {
-                // Start the viewers due by now (this thread's share of the ramp).
-                while next < n
-                    && start + Duration::from_secs_f64(f64::from(next) / ramp.max(1.0))
-                        <= Instant::now()
-                {
+            // This thread's share of the ramp is set up (POST, answer) on a connector thread,
+            // so the blocking requests never hold up the viewers already playing.
+            let (tx, rx) = std::sync::mpsc::channel::<Result<Viewer, String>>();
+            let connector = std::thread::spawn(move || {
+                let mut next = t as u32;
+                while next < n && Instant::now() < end {
+                    let due = start + Duration::from_secs_f64(f64::from(next) / ramp.max(1.0));
+                    if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                        std::thread::sleep(wait);
+                    }
                     let (addr, path) = &targets[next as usize % targets.len()];
                     let bind = std::net::IpAddr::from([127, 0, 0, 1 + (next / 10_000) as u8]);
-                    match Viewer::connect(addr, path, bind) {
+                    let v = Viewer::connect(addr, path, bind)
+                        .map_err(|e| format!("whep viewer {next}: {e}"));
+                    if tx.send(v).is_err() {
+                        break;
+                    }
+                    next += threads as u32;
+                }
+            });
+            while Instant::now() < end {
+                for v in rx.try_iter() {
+                    match v {
                         Ok(v) => viewers.push(v),
                         Err(e) => {
                             failed += 1;
-                            eprintln!("whep viewer {next}: {e}");
+                            eprintln!("{e}");
                         }
                     }
-                    next += threads as u32;
                 }
                 if hold_packets.is_none() && Instant::now() >= hold_start {
                     hold_packets = Some(viewers.iter().map(|v| v.track.packets).collect());
@@ -306,6 +318,7 @@ pub fn run(
                 }
                 std::thread::sleep(Duration::from_millis(2));
             }
+            let _ = connector.join();
             let now = Instant::now();
             for v in viewers.iter_mut() {
                 v.track.finish(now);
