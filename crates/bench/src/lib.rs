@@ -12,8 +12,7 @@
 //!
 //! Modules: [`profile`] (what to run), [`url`], [`connect`], [`listener`] (per-listener
 //! accounting), [`listener_counts`] (the counters shared by ticks and timeline rows), [`engine`]
-//! (the event loop), [`events`] + [`events_run`] (`run --events`: SSE subscribers and title-change delivery), [`stats`] (per-second messages, histograms), [`worker`] (threads and
-//! (the event loop), [`hls`] (HLS players: playlist polling, segments, a buffer model), [`stats`] (per-second messages, histograms), [`worker`] (threads and
+//! (the event loop), [`events`] + [`events_run`] (`run --events`: SSE subscribers and title-change delivery), [`hls`] (HLS players: playlist polling, segments, a buffer model), [`whep`] (`run --whep`: WebRTC viewers), [`stats`] (per-second messages, histograms), [`worker`] (threads and
 //! processes), [`sampler`], [`pidfind`] (`--pid-file`, `--pid-name`), [`source`], [`run`](mod@run) (one bench run), [`summary`],
 //! [`summary_metrics`] (the rows of the summary table), [`report`], [`meta`] (date, host, command line and server of a run), [`plots`], [`report_html`],
 //! [`progress`], [`compare`], [`testserver`].
@@ -45,6 +44,7 @@ pub mod summary_metrics;
 pub mod testserver;
 pub mod tls;
 pub mod url;
+pub mod whep;
 pub mod worker;
 
 /// Arguments of `throng bench`.

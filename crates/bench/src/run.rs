@@ -65,6 +65,9 @@ pub struct RunArgs {
     /// Event-stream runs (`--events`) and their title changes.
     #[command(flatten)]
     pub events: crate::events_run::EventArgs,
+    /// WebRTC (WHEP) runs (`--whep`).
+    #[command(flatten)]
+    pub whep: crate::whep::WhepArgs,
     /// Program to run as a worker process (default: this executable, as `<exe> bench worker`).
     #[arg(long, hide = true)]
     pub worker_exe: Option<PathBuf>,
@@ -269,6 +272,23 @@ pub fn run_command(a: RunArgs) -> anyhow::Result<bool> {
     } else {
         a.metrics_url.clone().map(SampleTarget::Metrics)
     };
+    if a.whep.whep {
+        let pid = match &sample {
+            Some(SampleTarget::Pid(p)) => Some(*p),
+            _ => None,
+        };
+        let r = crate::whep::run(
+            &a.urls,
+            a.profile.listeners,
+            a.profile.ramp,
+            std::time::Duration::from_secs_f64(a.profile.hold.0),
+            a.whep.whep_threads,
+            pid,
+            &a.out,
+        )?;
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(r.failed == 0 && r.degraded == 0);
+    }
     if a.events.events {
         let plan = crate::events_run::EventsPlan {
             name: a.name.clone(),

@@ -25,6 +25,7 @@
 //! - [`mount_name`]: canonical mount names (no dot segments, backslashes or control
 //!   characters) and their percent-encoded form in links.
 //! - [`hls`]: packed-audio HLS: segment ID3 tags, segment cuts, playlists.
+//! - [`opus_rtp`]: Ogg/Opus pages to Opus packets with continuous 48 kHz RTP timestamps (WHEP).
 
 pub mod adts;
 pub mod auth;
@@ -42,6 +43,7 @@ pub mod mp3;
 pub mod ogg;
 pub mod ogg_comments;
 pub mod ogg_rechain;
+pub mod opus_rtp;
 pub mod proxy_protocol;
 pub mod shoutcast;
 pub mod source_info;

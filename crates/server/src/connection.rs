@@ -281,6 +281,11 @@ async fn dispatch(
         "PUT" | "DELETE" if head.path.starts_with("/api/") => {
             Box::pin(crate::admin::serve(ctx, stream, buf, peer)).await;
         }
+        "POST" | "DELETE" | "OPTIONS" if crate::whep::is_whep_path(&head.path) => {
+            let body = buf[head_len..].to_vec();
+            drop(buf);
+            Box::pin(crate::whep::handle(ctx, stream, head, body, peer)).await;
+        }
         "SOURCE" | "PUT" => {
             let body = buf[head_len..].to_vec();
             drop(buf);
@@ -366,6 +371,7 @@ fn share_of(ctx: &ServerCtx, head: &RequestHead) -> Option<Share> {
     match head.method.as_str() {
         "PUT" | "DELETE" if head.path.starts_with("/api/") => Some(reserved),
         "SOURCE" | "PUT" => Some(reserved),
+        "POST" if crate::whep::is_whep_path(&head.path) => Some(Share::Listener),
         // Event-stream subscribers are many and public: listeners' share.
         "GET" | "HEAD" if head.path == crate::admin::events::PATH => Some(Share::Listener),
         "GET" | "HEAD" | "POST" if is_admin_path(&head.path) => Some(reserved),

@@ -43,6 +43,8 @@ pub struct ServerCtx {
     pub fanout: FanOut,
     /// The `/api/v1/events` fan-out.
     pub events: crate::fanout::events::EventHub,
+    /// The WHEP (WebRTC playback) engine, when `[webrtc] udp-listen` is set.
+    pub whep: Option<crate::fanout::whep::WhepEngine>,
     /// Open connections of any kind, against the `clients` limit.
     pub clients: Arc<Clients>,
     /// When the server started.

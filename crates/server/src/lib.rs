@@ -35,6 +35,7 @@ mod respond;
 mod server;
 mod signals;
 mod upgrade;
+mod whep;
 
 pub use config::Config;
 pub use control::{Control, ControlHandle};

@@ -243,6 +243,18 @@ impl Server {
             port,
         )
         .map_err(ServerError::FanOut)?;
+        let whep = match config.webrtc.udp_listen {
+            Some(addr) => Some(
+                crate::fanout::whep::WhepEngine::start(
+                    addr,
+                    config.webrtc.public_address,
+                    registry.clone(),
+                    metrics.clone(),
+                )
+                .map_err(ServerError::FanOut)?,
+            ),
+            None => None,
+        };
         let clients = Clients::new(limit_for(config.limits.clients), metrics.clients.clone());
         let (shutdown_tx, shutdown) = watch::channel(false);
         let (control, commands) = ControlHandle::channel();
@@ -254,6 +266,7 @@ impl Server {
             access_log,
             fanout,
             events,
+            whep,
             clients,
             started,
             port,

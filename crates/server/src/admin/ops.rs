@@ -78,6 +78,10 @@ pub async fn listeners(ctx: &ServerCtx, mount: &Mount) -> Vec<ListenerRow> {
             .sessions
             .rows(Some(&mount.name), std::time::Instant::now()),
     );
+    // WebRTC (WHEP) viewers are listeners too.
+    if let Some(whep) = &ctx.whep {
+        rows.extend(whep.list(Some(&mount.name)).await);
+    }
     rows.sort_by_key(|r| r.id);
     rows
 }
@@ -109,7 +113,12 @@ pub async fn kill_client(ctx: &ServerCtx, mount: &Mount, id: i64) -> bool {
     };
     let on_mount = listeners(ctx, mount).await.iter().any(|r| r.id == id);
     let killed = on_mount
-        && (ctx.hls.sessions.kill(id, &ctx.metrics, &ctx.access_log) || ctx.fanout.kill(id).await);
+        && (ctx.hls.sessions.kill(id, &ctx.metrics, &ctx.access_log)
+            || ctx.fanout.kill(id).await
+            || match &ctx.whep {
+                Some(whep) => whep.kill(id).await,
+                None => false,
+            });
     if killed {
         tracing::info!(mount = %mount.name, id, "admin: client removed");
     }

@@ -180,7 +180,7 @@ pub fn v1_status(ctx: &ServerCtx) -> Value {
             "admin": ctx.config().admin_email,
             "started_iso8601": iso8601(&ctx.started),
             "uptime_s": (chrono::Local::now() - ctx.started).num_seconds(),
-            "listeners": ctx.fanout.listeners(),
+            "listeners": ctx.fanout.listeners() + ctx.whep.as_ref().map_or(0, |w| w.sessions()),
             "clients": ctx.clients.open(),
             "sources": ctx.registry.list().len(),
         },
@@ -195,6 +195,7 @@ pub fn v1_mount(ctx: &ServerCtx, m: &Mount) -> Value {
     json!({
         "mount": m.name,
         "listenurl": m.listen_url(&ctx.config().hostname, ctx.port),
+        "whep_url": crate::whep::whep_url(ctx, m),
         "content_type": m.settings.content_type,
         "format": format!("{:?}", m.settings.format).to_lowercase(),
         "source": match m.settings.kind {

@@ -103,6 +103,21 @@ pub struct Config {
     pub cluster: cluster::ClusterConfig,
     /// HLS output of MP3/AAC mounts (`config/hls.rs`).
     pub hls: HlsConfig,
+    /// WebRTC playback (WHEP) of Ogg/Opus mounts; off unless `udp-listen` is set.
+    pub webrtc: WebrtcConfig,
+}
+
+/// `[webrtc]`: WHEP playback (draft-ietf-wish-whep) of Ogg/Opus mounts over one UDP socket,
+/// ICE-lite (`POST /whep/<mount>`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct WebrtcConfig {
+    /// UDP address every WebRTC peer's media goes through (e.g. `0.0.0.0:8443`); none (the
+    /// default) turns WHEP off.
+    pub udp_listen: Option<SocketAddr>,
+    /// Address announced as the ICE candidate when it differs from `udp-listen` (behind NAT,
+    /// or when listening on `0.0.0.0`); the port is `udp-listen`'s.
+    pub public_address: Option<std::net::IpAddr>,
 }
 
 /// `[events]`: the server-sent event stream `/api/v1/events` (times in milliseconds).
@@ -516,6 +531,7 @@ impl Default for Config {
             events: EventsConfig::default(),
             cluster: cluster::ClusterConfig::default(),
             hls: HlsConfig::default(),
+            webrtc: WebrtcConfig::default(),
         }
     }
 }

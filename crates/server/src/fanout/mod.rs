@@ -6,6 +6,7 @@ pub mod events;
 pub mod handover;
 pub mod seal;
 pub mod shard;
+pub mod whep;
 pub mod write_path;
 
 use std::sync::Arc;

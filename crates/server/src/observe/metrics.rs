@@ -125,6 +125,9 @@ pub struct Metrics {
     pub events_sent: Counter,
     /// `throng_event_subscribers_dropped_total`: subscribers dropped for not keeping up.
     pub event_subscribers_dropped: Counter,
+    /// `throng_whep_degraded_viewers{mount}`: WebRTC (WHEP) viewers whose RTCP receiver
+    /// reports show over 1 % loss, or that sent none for 5 s.
+    pub whep_degraded: Family<MountLabel, Gauge>,
 }
 
 impl Default for Metrics {
@@ -152,6 +155,7 @@ impl Metrics {
             event_subscribers: Gauge::default(),
             events_sent: Counter::default(),
             event_subscribers_dropped: Counter::default(),
+            whep_degraded: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -216,6 +220,11 @@ impl Metrics {
             "Live mounts fed by a relay",
             m.relays.clone(),
         );
+        registry.register(
+            "throng_whep_degraded_viewers",
+            "WebRTC viewers with over 1 % loss or no receiver report for 5 s",
+            m.whep_degraded.clone(),
+        );
         // `process_*`: CPU, memory and descriptors of this process (`process.rs`).
         registry.register_collector(Box::new(crate::observe::process::ProcessCollector));
         Metrics { registry, ..m }
@@ -247,6 +256,7 @@ impl Metrics {
         self.bytes_sent.remove(label);
         self.slow_listeners.remove(label);
         self.source_bytes.remove(label);
+        self.whep_degraded.remove(label);
         true
     }
 

@@ -32,3 +32,4 @@ mod support;
 mod tls;
 mod web_page;
 mod web_ui;
+mod whep;

@@ -3,6 +3,7 @@
 mod bench_events;
 mod bench_gate;
 mod bench_hls;
+mod bench_whep;
 mod chaos;
 mod check_config;
 mod deploy;

@@ -1,0 +1,479 @@
+//! WHEP playback (issue 16): a str0m WebRTC client POSTs an SDP offer to `/whep/<mount>`,
+//! completes ICE-lite and DTLS over the server's one UDP socket and receives the mount's Opus
+//! packets in order at 48 kHz; `DELETE` frees the session; a title change (a new chained Ogg
+//! stream) and a fallback switch keep the session playing with continuous timestamps.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use str0m::change::SdpAnswer;
+use str0m::media::{Direction, MediaKind};
+use str0m::net::{Protocol, Receive};
+use str0m::{Candidate, Event, Input, Output, Rtc};
+use throng_proto::auth::basic_authorization;
+use throng_proto::http::parse_response_head;
+
+use crate::support::*;
+
+/// A WebRTC viewer: a str0m `Rtc` receiving audio only, on its own UDP socket.
+struct Viewer {
+    rtc: Rtc,
+    socket: UdpSocket,
+    /// WHEP resource path (the `Location` of the 201).
+    resource: String,
+    /// RTP timestamps (48 kHz) and arrival times of the packets received so far.
+    packets: Vec<(u64, Instant)>,
+    connected: bool,
+}
+
+/// POSTs `body` with `headers` to `path`; returns the status, the headers and the body.
+fn post(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[&str],
+    body: &str,
+) -> (u16, Vec<(String, String)>, String) {
+    let mut req = format!(
+        "POST {path} HTTP/1.1\r\nHost: test\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for h in headers {
+        req.push_str(h);
+        req.push_str("\r\n");
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    let out = exchange(addr, req.as_bytes());
+    let (head, len) = parse_response_head(&out).unwrap().unwrap();
+    let body = String::from_utf8_lossy(&out[len..]).into_owned();
+    (head.status, head.headers, body)
+}
+
+impl Viewer {
+    /// An offer for one receive-only Opus audio track.
+    fn offer() -> (Rtc, UdpSocket, String, str0m::change::SdpPendingOffer) {
+        let mut rtc = Rtc::builder()
+            .clear_codecs()
+            .enable_opus(true, false)
+            .build(Instant::now());
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let c = Candidate::host(socket.local_addr().unwrap(), "udp").unwrap();
+        rtc.add_local_candidate(c);
+        let mut api = rtc.sdp_api();
+        api.add_media(MediaKind::Audio, Direction::RecvOnly, None, None, None);
+        let (offer, pending) = api.apply().unwrap();
+        (rtc, socket, offer.to_sdp_string(), pending)
+    }
+
+    /// Negotiates with `POST path` (extra `headers`); panics unless 201.
+    fn connect(addr: SocketAddr, path: &str, headers: &[&str]) -> Viewer {
+        let (mut rtc, socket, offer, pending) = Self::offer();
+        let mut h = vec!["Content-Type: application/sdp"];
+        h.extend_from_slice(headers);
+        let (status, head, answer) = post(addr, path, &h, &offer);
+        assert_eq!(status, 201, "POST {path}: {answer}");
+        let header = |n: &str| {
+            head.iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(n))
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(header("content-type").as_deref(), Some("application/sdp"));
+        let resource = header("location").expect("Location");
+        let answer = SdpAnswer::from_sdp_string(&answer).expect("SDP answer");
+        rtc.sdp_api().accept_answer(pending, answer).unwrap();
+        Viewer {
+            rtc,
+            socket,
+            resource,
+            packets: Vec::new(),
+            connected: false,
+        }
+    }
+
+    /// Runs the client for `d`, collecting media.
+    fn run_for(&mut self, d: Duration) {
+        let end = Instant::now() + d;
+        let mut buf = vec![0u8; 2000];
+        while Instant::now() < end {
+            let timeout = loop {
+                match self.rtc.poll_output().expect("client rtc") {
+                    Output::Timeout(t) => break t,
+                    Output::Transmit(t) => {
+                        let _ = self.socket.send_to(&t.contents, t.destination);
+                    }
+                    Output::Event(Event::Connected) => self.connected = true,
+                    Output::Event(Event::MediaData(m)) => {
+                        self.packets.push((m.time.numer(), Instant::now()));
+                    }
+                    Output::Event(_) => {}
+                }
+            };
+            let wait = timeout
+                .min(end)
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1));
+            self.socket.set_read_timeout(Some(wait)).unwrap();
+            let input = match self.socket.recv_from(&mut buf) {
+                Ok((n, source)) => Input::Receive(
+                    Instant::now(),
+                    Receive {
+                        proto: Protocol::Udp,
+                        source,
+                        destination: self.socket.local_addr().unwrap(),
+                        contents: buf[..n].try_into().unwrap(),
+                    },
+                ),
+                Err(_) => Input::Timeout(Instant::now()),
+            };
+            self.rtc.handle_input(input).unwrap();
+        }
+    }
+
+    /// Packets received since index `from`: count, and whether each timestamp follows the
+    /// previous by one 20 ms frame (960 at 48 kHz).
+    fn check_in_order(&self, from: usize) -> (usize, bool) {
+        let p = &self.packets[from.min(self.packets.len())..];
+        let ordered = p.windows(2).all(|w| w[1].0.wrapping_sub(w[0].0) == 960);
+        (p.len(), ordered)
+    }
+}
+
+fn webrtc_config() -> String {
+    let port = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    format!("[webrtc]\nudp-listen = \"127.0.0.1:{port}\"\n")
+}
+
+fn tone_mount(dir: &std::path::Path, name: &str) -> String {
+    let file = dir.join(format!(
+        "{}.opus",
+        name.trim_start_matches('/').replace('.', "_")
+    ));
+    std::fs::copy(asset("test-tone.opus"), &file).unwrap();
+    format!("[[mount]]\nname = \"{name}\"\nfile = {file:?}\n")
+}
+
+fn listeners_on(srv: &TestServer, mount: &str) -> u64 {
+    srv.mount_status(mount)
+        .map_or(0, |m| m["listeners"].as_u64().unwrap())
+}
+
+#[test]
+fn a_whep_viewer_receives_opus_in_order_and_delete_frees_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&format!(
+        "{}{}",
+        webrtc_config(),
+        tone_mount(dir.path(), "/tone.opus")
+    ));
+    srv.wait_mount("/tone.opus");
+    let status = srv.mount_status("/tone.opus").unwrap();
+    assert_eq!(
+        status["whep_url"].as_str(),
+        Some(format!("http://localhost:{}/whep/tone.opus", srv.addr.port()).as_str()),
+        "{status}"
+    );
+    let mut v = Viewer::connect(srv.addr, "/whep/tone.opus", &[]);
+    assert!(v.resource.starts_with("/whep/tone.opus/"), "{}", v.resource);
+    v.run_for(Duration::from_secs(4));
+    assert!(v.connected, "ICE and DTLS completed");
+    assert_eq!(listeners_on(&srv, "/tone.opus"), 1);
+    // Skip the first second (the join burst), then count two seconds of packets.
+    let mark = v.packets.len();
+    v.run_for(Duration::from_secs(3));
+    let (n, ordered) = v.check_in_order(mark);
+    assert!(ordered, "timestamps advance 960 per packet");
+    assert!((100..=200).contains(&n), "~150 packets in 3 s, got {n}");
+
+    let req = format!("DELETE {} HTTP/1.1\r\nHost: test\r\n\r\n", v.resource);
+    assert_eq!(status_of(srv.addr, req.as_bytes()), 200);
+    wait_until(Duration::from_secs(5), || {
+        listeners_on(&srv, "/tone.opus") == 0
+    })
+    .expect("DELETE frees the listener slot");
+    assert_eq!(srv.ctx.whep.as_ref().unwrap().sessions(), 0);
+    // The resource is gone.
+    assert_eq!(status_of(srv.addr, req.as_bytes()), 404);
+}
+
+#[test]
+fn whep_options_answers_cors_and_accept_post() {
+    let srv = TestServer::start(&webrtc_config());
+    let out = exchange(
+        srv.addr,
+        b"OPTIONS /whep/any.opus HTTP/1.1\r\nHost: test\r\nOrigin: http://x\r\n\r\n",
+    );
+    let (head, _) = parse_response_head(&out).unwrap().unwrap();
+    assert_eq!(head.status, 204);
+    assert_eq!(head.header("accept-post"), Some("application/sdp"));
+    assert_eq!(head.header("access-control-allow-origin"), Some("*"));
+    assert!(head
+        .header("access-control-allow-methods")
+        .is_some_and(|m| m.contains("POST") && m.contains("DELETE")));
+}
+
+#[test]
+fn whep_post_is_a_listener_request_auth_max_listeners_and_bad_offers() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users");
+    // fred: Icecast's md5("secret").
+    std::fs::write(&users, "fred:5ebe2294ecd0e0f08eab7690d2a6ee69\n").unwrap();
+    let srv = TestServer::start(&format!(
+        "{}{}max-listeners = 1\n{}authentication = {{ type = \"htpasswd\", filename = {:?} }}\n",
+        webrtc_config(),
+        tone_mount(dir.path(), "/tone.opus"),
+        tone_mount(dir.path(), "/auth.opus"),
+        users.display().to_string()
+    ));
+    srv.wait_mount("/tone.opus");
+    srv.wait_mount("/auth.opus");
+    let (_, _, offer, _) = Viewer::offer();
+    let sdp = ["Content-Type: application/sdp"];
+    // Not SDP, no such mount.
+    assert_eq!(
+        post(
+            srv.addr,
+            "/whep/tone.opus",
+            &["Content-Type: text/plain"],
+            &offer
+        )
+        .0,
+        415
+    );
+    assert_eq!(post(srv.addr, "/whep/none.opus", &sdp, &offer).0, 404);
+    assert_eq!(post(srv.addr, "/whep/tone.opus", &sdp, "v=garbage").0, 400);
+    // Listener authentication on the POST.
+    assert_eq!(post(srv.addr, "/whep/auth.opus", &sdp, &offer).0, 401);
+    let auth = format!("Authorization: {}", basic_authorization("fred", "secret"));
+    let _authed = Viewer::connect(srv.addr, "/whep/auth.opus", &[&auth]);
+    // max-listeners = 1 holds for WHEP viewers.
+    let _first = Viewer::connect(srv.addr, "/whep/tone.opus", &[]);
+    assert_eq!(post(srv.addr, "/whep/tone.opus", &sdp, &offer).0, 403);
+}
+
+#[test]
+fn a_whep_session_survives_a_title_change_and_a_fallback_switch() {
+    require("ffmpeg");
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&format!(
+        "{}{}[[mount]]\nname = \"/live.opus\"\nfallback-mount = \"/fallback.opus\"\n",
+        webrtc_config(),
+        tone_mount(dir.path(), "/fallback.opus"),
+    ));
+    srv.wait_mount("/fallback.opus");
+    let source = Proc(
+        Command::new("ffmpeg")
+            .args(["-nostdin", "-v", "error", "-re", "-stream_loop", "-1", "-i"])
+            .arg(asset("test-tone.opus"))
+            .args(["-c", "copy", "-content_type", "audio/ogg", "-f", "ogg"])
+            .arg(format!(
+                "icecast://source:{SOURCE_PW}@{}/live.opus",
+                srv.addr
+            ))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn ffmpeg"),
+    );
+    srv.wait_mount("/live.opus");
+    // ffmpeg's Ogg muxer sends pages about once a second: let a few arrive.
+    std::thread::sleep(Duration::from_secs(2));
+    let mut v = Viewer::connect(srv.addr, "/whep/live.opus", &[]);
+    v.run_for(Duration::from_secs(3));
+    assert!(v.connected);
+    assert_eq!(listeners_on(&srv, "/live.opus"), 1);
+    let mark = v.packets.len();
+    assert!(mark > 0, "media before the title change");
+
+    // A title change starts a new chained Ogg stream (new serial, new header pages).
+    let auth = format!("Authorization: {}", basic_authorization("admin", ADMIN_PW));
+    let (head, _) = http_get(
+        srv.addr,
+        "/admin/metadata?mount=/live.opus&mode=updinfo&song=New%20Title",
+        &[&auth],
+    );
+    assert_eq!(head.status, 200);
+    v.run_for(Duration::from_secs(4));
+    let (n, ordered) = v.check_in_order(mark);
+    assert!(n >= 100, "packets keep coming after the title change: {n}");
+    assert!(ordered, "timestamps continue across the new chain");
+
+    // The source goes: the session moves to the fallback and keeps playing.
+    let mark = v.packets.len();
+    drop(source);
+    v.run_for(Duration::from_secs(5));
+    wait_until(Duration::from_secs(5), || {
+        listeners_on(&srv, "/fallback.opus") == 1
+    })
+    .expect("the viewer counts on the fallback");
+    let mark2 = v.packets.len();
+    v.run_for(Duration::from_secs(2));
+    let (n, ordered) = v.check_in_order(mark);
+    assert!(ordered, "timestamps continue across the fallback switch");
+    assert!(
+        v.packets.len() - mark2 >= 60,
+        "fallback audio flows: {} packets in 2 s ({n} since the switch)",
+        v.packets.len() - mark2
+    );
+}
+
+/// Headless Chromium negotiates WHEP with the server from a page of its origin
+/// (`RTCPeerConnection` + `fetch` POST of the offer) and receives audio: `getStats()` shows
+/// inbound-rtp audio packets rising and none lost on loopback; `DELETE` frees the session.
+#[test]
+fn chromium_plays_a_mount_over_whep() {
+    let Some(path) = crate::cdp::chromium_path() else {
+        assert!(
+            !crate::cdp::browser_required(),
+            "chromium is not installed and THRONG_REQUIRE_BROWSER is set: run scripts/install-deps.sh"
+        );
+        eprintln!("SKIPPED: chromium is not installed (scripts/install-deps.sh installs it)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&format!(
+        "{}{}",
+        webrtc_config(),
+        tone_mount(dir.path(), "/tone.opus")
+    ));
+    srv.wait_mount("/tone.opus");
+    let b = crate::cdp::Browser::launch(&path);
+    let tab = b.new_tab();
+    b.navigate(&tab, &srv.url("/"));
+    let status = b
+        .eval(
+            &tab,
+            r#"(async () => {
+                const pc = new RTCPeerConnection();
+                pc.addTransceiver('audio', { direction: 'recvonly' });
+                await pc.setLocalDescription(await pc.createOffer());
+                const r = await fetch('/whep/tone.opus', {
+                    method: 'POST',
+                    headers: { 'Content-Type': 'application/sdp' },
+                    body: pc.localDescription.sdp,
+                });
+                window.whepResource = r.headers.get('Location');
+                await pc.setRemoteDescription({ type: 'answer', sdp: await r.text() });
+                window.pc = pc;
+                return r.status;
+            })()"#,
+        )
+        .unwrap();
+    assert_eq!(status, 201);
+    let stats = r#"(async () => {
+        let o = null;
+        (await window.pc.getStats()).forEach(r => {
+            if (r.type === 'inbound-rtp' && r.kind === 'audio') {
+                o = { received: r.packetsReceived, lost: r.packetsLost };
+            }
+        });
+        return o;
+    })()"#;
+    let first = b
+        .wait_js(
+            &tab,
+            &format!("{stats}.then(o => o && o.received > 0 ? o : null)"),
+            Duration::from_secs(15),
+        )
+        .expect("Chromium receives audio over WHEP");
+    std::thread::sleep(Duration::from_secs(3));
+    let later = b.eval(&tab, stats).unwrap();
+    let (r0, r1) = (
+        first["received"].as_u64().unwrap(),
+        later["received"].as_u64().unwrap(),
+    );
+    assert!(r1 >= r0 + 100, "packets keep rising: {first} then {later}");
+    assert_eq!(later["lost"].as_i64(), Some(0), "{later}");
+    assert_eq!(listeners_on(&srv, "/tone.opus"), 1);
+    let deleted = b
+        .eval(
+            &tab,
+            "fetch(window.whepResource, { method: 'DELETE' }).then(r => r.status)",
+        )
+        .unwrap();
+    assert_eq!(deleted, 200);
+    wait_until(Duration::from_secs(5), || {
+        listeners_on(&srv, "/tone.opus") == 0
+    })
+    .expect("DELETE frees the session");
+}
+
+/// The value of `throng_whep_degraded_viewers` for `mount` in `/metrics`.
+fn degraded_on(srv: &TestServer, mount: &str) -> Option<u64> {
+    let (_, body) = http_get(srv.addr, "/metrics", &[]);
+    let line = format!("throng_whep_degraded_viewers{{mount=\"{mount}\"}} ");
+    String::from_utf8_lossy(&body)
+        .lines()
+        .find_map(|l| l.strip_prefix(&line).and_then(|v| v.trim().parse().ok()))
+}
+
+#[test]
+fn a_viewer_without_receiver_reports_counts_as_degraded() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&format!(
+        "{}{}",
+        webrtc_config(),
+        tone_mount(dir.path(), "/tone.opus")
+    ));
+    srv.wait_mount("/tone.opus");
+    let mut v = Viewer::connect(srv.addr, "/whep/tone.opus", &[]);
+    v.run_for(Duration::from_secs(4));
+    assert!(v.connected);
+    // Reporting, on loopback: healthy.
+    v.run_for(Duration::from_secs(3));
+    assert_eq!(degraded_on(&srv, "/tone.opus"), Some(0));
+    // The viewer stops sending RTCP (its client is no longer driven): degraded after 5 s.
+    wait_until(Duration::from_secs(10), || {
+        degraded_on(&srv, "/tone.opus") == Some(1)
+    })
+    .expect("a silent viewer is counted as degraded");
+    // It reports again: healthy again.
+    v.run_for(Duration::from_secs(3));
+    assert_eq!(degraded_on(&srv, "/tone.opus"), Some(0));
+}
+
+#[test]
+fn whep_viewers_are_listed_and_killable_as_listeners() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&format!(
+        "{}{}",
+        webrtc_config(),
+        tone_mount(dir.path(), "/tone.opus")
+    ));
+    srv.wait_mount("/tone.opus");
+    let mut v = Viewer::connect(srv.addr, "/whep/tone.opus", &["User-Agent: whep-test"]);
+    v.run_for(Duration::from_secs(2));
+    assert!(v.connected);
+    let auth = format!("Authorization: {}", basic_authorization("admin", ADMIN_PW));
+    let (head, body) = http_get(srv.addr, "/admin/listclients?mount=/tone.opus", &[&auth]);
+    assert_eq!(head.status, 200);
+    let xml = String::from_utf8_lossy(&body).into_owned();
+    assert!(xml.contains("<UserAgent>whep-test</UserAgent>"), "{xml}");
+    let id: u64 = xml
+        .split("<ID>")
+        .nth(1)
+        .and_then(|r| r.split('<').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("a listener id in {xml}"));
+    assert_eq!(srv.json("/api/v1/status")["server"]["listeners"], 1);
+    let (head, body) = http_get(
+        srv.addr,
+        &format!("/admin/killclient?mount=/tone.opus&id={id}"),
+        &[&auth],
+    );
+    assert_eq!(head.status, 200);
+    assert!(
+        String::from_utf8_lossy(&body).contains("<return>1</return>"),
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    wait_until(Duration::from_secs(5), || {
+        listeners_on(&srv, "/tone.opus") == 0
+    })
+    .expect("killclient ends the WHEP session");
+    assert_eq!(srv.ctx.whep.as_ref().unwrap().sessions(), 0);
+}

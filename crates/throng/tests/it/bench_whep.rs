@@ -1,0 +1,66 @@
+//! `throng bench run --whep` against a real `throng serve` with WebRTC on: every viewer sets up,
+//! receives 50 Opus packets per second in order and none is degraded (exit 0, report written);
+//! against a mount that does not exist every viewer fails and the verdict is FAIL (exit 1).
+
+use std::process::Command;
+
+#[test]
+fn whep_bench_verifies_viewers_and_gates_on_them() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let tone = dir.path().join("tone.opus");
+    std::fs::copy(crate::support::asset("test-tone.opus"), &tone).unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = udp.local_addr().unwrap().port();
+    drop(udp);
+    let config = dir.path().join("throng.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "listen = [\"127.0.0.1:0\"]\n[authentication]\nsource-password = \"pw\"\nadmin-password = \"adminpw\"\n[webrtc]\nudp-listen = \"127.0.0.1:{port}\"\n[[mount]]\nname = \"/tone.opus\"\nfile = {tone:?}\n"
+        ),
+    )
+    .unwrap();
+    let (mut child, addr, _) = crate::support::spawn_serve(["-c".as_ref(), config.as_os_str()]);
+    let run = |path: &str, out: &str| {
+        Command::new(env!("CARGO_BIN_EXE_throng"))
+            .args(["bench", "run", "--whep", &format!("http://{addr}{path}")])
+            .args([
+                "-n",
+                "10",
+                "--ramp",
+                "20",
+                "--hold",
+                "6s",
+                "--no-progress",
+                "--out",
+            ])
+            .arg(dir.path().join(out))
+            .output()
+            .expect("running throng bench")
+    };
+    // Let the file mount come up.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let ok = run("/whep/tone.opus", "ok");
+    let missing = run("/whep/none.opus", "missing");
+    let _ = (child.kill(), child.wait());
+    let show = |o: &std::process::Output| {
+        format!(
+            "{:?}\n{}\n{}",
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    assert_eq!(ok.status.code(), Some(0), "{}", show(&ok));
+    let report = std::fs::read_to_string(dir.path().join("ok").join("report-whep.json")).unwrap();
+    assert!(report.contains("\"receiving\": 10,"), "{report}");
+    assert!(report.contains("\"degraded\": 0,"), "{report}");
+    let rate: f64 = report
+        .split("\"packets_per_viewer_second\": ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("packets per viewer-second in {report}"));
+    assert!((45.0..=55.0).contains(&rate), "{report}");
+    assert_eq!(missing.status.code(), Some(1), "{}", show(&missing));
+}
