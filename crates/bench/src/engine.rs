@@ -21,7 +21,7 @@ use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use thiserror::Error;
 use throng_proto::format::Format;
 use throng_proto::framer::Framer;
@@ -260,17 +260,11 @@ impl Engine {
         mut report: impl FnMut(&WorkerTick) -> bool,
     ) -> Result<(), EngineError> {
         // Align second 0 with the common start time.
-        let now_unix = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
-        if self.spec.start_unix_ms > now_unix {
-            std::thread::sleep(Duration::from_millis(self.spec.start_unix_ms - now_unix));
-        }
+        crate::profile::sleep_until_unix_ms(self.spec.start_unix_ms);
         self.epoch = Instant::now();
         let n = self.slots.len() as u32;
         let total = self.spec.profile.listeners.max(1);
-        let rate = (self.spec.profile.ramp * n as f64 / total as f64).max(0.001);
+        let rate = self.spec.profile.worker_ramp(n);
         let hold_us = (self.spec.profile.hold.0 * 1e6) as u64;
         let churn_rate = self.spec.profile.effective_churn_rate() * n as f64 / total as f64;
         let storm_at_us = self

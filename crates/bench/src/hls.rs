@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use throng_proto::hls::playlist;
 use throng_proto::http::parse_response_head;
 
@@ -192,17 +192,10 @@ impl HlsEngine {
         stop: &AtomicBool,
         mut report: impl FnMut(&WorkerTick) -> bool,
     ) -> Result<(), EngineError> {
-        let now_unix = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
-        if self.spec.start_unix_ms > now_unix {
-            std::thread::sleep(Duration::from_millis(self.spec.start_unix_ms - now_unix));
-        }
+        crate::profile::sleep_until_unix_ms(self.spec.start_unix_ms);
         self.epoch = Instant::now();
         let n = self.players.len() as u32;
-        let total = self.spec.profile.listeners.max(1);
-        let rate = (self.spec.profile.ramp * n as f64 / total as f64).max(0.001);
+        let rate = self.spec.profile.worker_ramp(n);
         let hold_us = (self.spec.profile.hold.0 * 1e6) as u64;
         let mut started = 0u32;
         let mut hold_start: Option<u64> = if n == 0 { Some(0) } else { None };

@@ -209,6 +209,13 @@ fn bad(field: &'static str, why: impl Into<String>) -> ProfileError {
 }
 
 impl Profile {
+    /// The connect rate (listeners per second) of a worker holding `n` of the profile's
+    /// listeners: its share of `ramp`, at least 0.001/s.
+    pub fn worker_ramp(&self, n: u32) -> f64 {
+        let total = self.listeners.max(1);
+        (self.ramp * f64::from(n) / f64::from(total)).max(0.001)
+    }
+
     /// Checks ranges (window 1–15 s, positive ramp, fractions within 0–1, ...).
     pub fn validate(&self) -> Result<(), ProfileError> {
         if self.listeners == 0 {
@@ -306,6 +313,18 @@ pub fn is_stalled(id: u32, fraction: f64) -> bool {
 /// Whether global listener `id` is decode-checked, for a sample share `fraction`.
 pub fn is_sampled(id: u32, fraction: f64) -> bool {
     is_stalled(id, fraction)
+}
+
+/// Sleeps until the wall-clock time `start_unix_ms` (milliseconds since the Unix epoch), so
+/// every worker's second 0 is the same instant; returns at once when that time has passed.
+pub fn sleep_until_unix_ms(start_unix_ms: u64) {
+    let now_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    if start_unix_ms > now_unix {
+        std::thread::sleep(std::time::Duration::from_millis(start_unix_ms - now_unix));
+    }
 }
 
 #[cfg(test)]

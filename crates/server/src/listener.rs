@@ -211,22 +211,15 @@ pub async fn handle(
             retry_after,
         } => {
             tracing::info!(%peer, mount = %requested, status, "listener refused: {message}");
-            let retry = retry_after.map(|s| s.to_string());
-            let mut headers: Vec<(&str, &str)> = Vec::new();
-            if status == 401 {
-                headers.push(("WWW-Authenticate", crate::respond::REALM));
-            }
-            if let Some(r) = &retry {
-                headers.push(("Retry-After", r));
-            }
-            let _ = reply(
+            crate::respond::refuse_listener(
                 &ctx,
                 &mut stream,
                 peer,
-                Some(&head),
+                &head,
+                &[],
                 status,
-                &headers,
                 &message,
+                retry_after,
             )
             .await;
             return;

@@ -69,6 +69,35 @@ pub async fn reply(
     stream.shutdown().await
 }
 
+/// Answers a listener request that authentication refused (`ListenerAuth::Refused`): `status`
+/// with `message` as the body, after the `extra` headers (CORS for browser requests), plus
+/// `WWW-Authenticate` (Basic, [`REALM`]) on a 401 and `Retry-After` (seconds) when given, as
+/// Icecast 2.4.4 `auth.c` answers a refused listener. The same answer for ICY listeners, HLS
+/// playlists and WHEP offers.
+///
+/// Errors: none returned; a failed write only means the client has gone.
+#[allow(clippy::too_many_arguments)]
+pub async fn refuse_listener(
+    ctx: &ServerCtx,
+    stream: &mut Conn,
+    peer: SocketAddr,
+    request: &RequestHead,
+    extra: &[(&str, &str)],
+    status: u16,
+    message: &str,
+    retry_after: Option<u64>,
+) {
+    let retry = retry_after.map(|s| s.to_string());
+    let mut headers: Vec<(&str, &str)> = extra.to_vec();
+    if status == 401 {
+        headers.push(("WWW-Authenticate", REALM));
+    }
+    if let Some(r) = &retry {
+        headers.push(("Retry-After", r));
+    }
+    let _ = reply(ctx, stream, peer, Some(request), status, &headers, message).await;
+}
+
 /// Answers a connection refused for a limit (`clients`, its reserve, or the budget of
 /// connections reading their head): `503 Service Unavailable` with `Retry-After`
 /// ([`RETRY_AFTER_SECS`]) and `body`, logged as [`reply`] does, then closes it.

@@ -362,15 +362,17 @@ async fn admit(
                 retry_after,
             } => {
                 tracing::info!(%peer, mount = %name, status, "HLS session refused: {message}");
-                let retry = retry_after.map(|s| s.to_string());
-                let mut headers: Vec<(&str, &str)> = Vec::new();
-                if status == 401 {
-                    headers.push(("WWW-Authenticate", crate::respond::REALM));
-                }
-                if let Some(r) = &retry {
-                    headers.push(("Retry-After", r));
-                }
-                let _ = reply(ctx, stream, peer, Some(head), status, &headers, &message).await;
+                crate::respond::refuse_listener(
+                    ctx,
+                    stream,
+                    peer,
+                    head,
+                    &[],
+                    status,
+                    &message,
+                    retry_after,
+                )
+                .await;
                 return false;
             }
         };

@@ -185,13 +185,21 @@ async fn post(
     {
         ListenerAuth::Allowed { user, .. } => user,
         ListenerAuth::Refused {
-            status, message, ..
+            status,
+            message,
+            retry_after,
         } => {
-            let mut h = cors.clone();
-            if status == 401 {
-                h.push(("WWW-Authenticate", crate::respond::REALM));
-            }
-            let _ = reply(&ctx, &mut stream, peer, Some(&head), status, &h, &message).await;
+            crate::respond::refuse_listener(
+                &ctx,
+                &mut stream,
+                peer,
+                &head,
+                &cors,
+                status,
+                &message,
+                retry_after,
+            )
+            .await;
             return;
         }
     };
