@@ -2,7 +2,8 @@
 //! handshake is done (`tls.rs`). Both read and write as tokio streams, so the source, admin,
 //! status and error paths serve HTTPS unchanged; a listener's TLS connection leaves this type
 //! for a fan-out shard with its transmit keys ([`Conn::into_parts`]). [`ClientConn`] is the
-//! same for connections the server opens (relays to `https://` upstreams).
+//! same for connections the server opens (relays to `https://` upstreams). Both are one
+//! [`MaybeTls`], so reading and writing are written once for either side of TLS.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -10,19 +11,44 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-/// A client connection, plain or TLS.
+/// A connection, plain TCP or TLS over TCP with its handshake done; `T` is the TLS stream of
+/// one side ([`Conn`]: the server's, [`ClientConn`]: the client's). Reads and writes go to
+/// whichever it is.
 #[derive(Debug)]
-pub enum Conn {
+pub enum MaybeTls<T> {
     /// Plain TCP.
     Plain(TcpStream),
     /// TLS over TCP, handshake done (boxed: rustls's state is large, and a plain connection
     /// must stay small).
-    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+    Tls(Box<T>),
 }
 
-impl From<TcpStream> for Conn {
-    fn from(s: TcpStream) -> Conn {
-        Conn::Plain(s)
+/// A client connection to this server, plain or TLS.
+pub type Conn = MaybeTls<tokio_rustls::server::TlsStream<TcpStream>>;
+
+/// A connection this server opened to another (a relay's upstream), plain or TLS (the
+/// server's certificate verified).
+pub type ClientConn = MaybeTls<tokio_rustls::client::TlsStream<TcpStream>>;
+
+impl<T> From<TcpStream> for MaybeTls<T> {
+    fn from(s: TcpStream) -> MaybeTls<T> {
+        MaybeTls::Plain(s)
+    }
+}
+
+impl<T> MaybeTls<T> {
+    /// The plain socket as a std stream, for hand-over to a thread or another process.
+    ///
+    /// Errors: the conversion's I/O error; `Unsupported` for a TLS connection, whose keys are
+    /// not carried (the peer connects again).
+    pub fn into_std(self) -> std::io::Result<std::net::TcpStream> {
+        match self {
+            MaybeTls::Plain(s) => s.into_std(),
+            MaybeTls::Tls(_) => Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "a TLS connection cannot be handed over",
+            )),
+        }
     }
 }
 
@@ -42,21 +68,6 @@ impl Conn {
         self.tcp().set_nodelay(on)
     }
 
-    /// The plain socket as a blocking-mode-agnostic std stream, for hand-over to a thread or
-    /// another process.
-    ///
-    /// Errors: the conversion's I/O error; `Unsupported` for a TLS connection, whose keys are
-    /// not carried (the client reconnects).
-    pub fn into_std(self) -> std::io::Result<std::net::TcpStream> {
-        match self {
-            Conn::Plain(s) => s.into_std(),
-            Conn::Tls(_) => Err(std::io::Error::new(
-                std::io::ErrorKind::Unsupported,
-                "a TLS connection cannot be handed over",
-            )),
-        }
-    }
-
     /// The TCP socket and, for TLS, the rustls connection (whose secrets the caller extracts).
     pub fn into_parts(self) -> (TcpStream, Option<rustls::ServerConnection>) {
         match self {
@@ -67,73 +78,6 @@ impl Conn {
             }
         }
     }
-}
-
-impl AsyncRead for Conn {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Conn::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Conn::Tls(t) => Pin::new(t.as_mut()).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for Conn {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            Conn::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            Conn::Tls(t) => Pin::new(t.as_mut()).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Conn::Plain(s) => Pin::new(s).poll_flush(cx),
-            Conn::Tls(t) => Pin::new(t.as_mut()).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Conn::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            Conn::Tls(t) => Pin::new(t.as_mut()).poll_shutdown(cx),
-        }
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            Conn::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            Conn::Tls(t) => Pin::new(t.as_mut()).poll_write_vectored(cx, bufs),
-        }
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        match self {
-            Conn::Plain(s) => s.is_write_vectored(),
-            Conn::Tls(t) => t.is_write_vectored(),
-        }
-    }
-}
-
-/// A connection this server opened to another (a relay's upstream): plain or TLS.
-#[derive(Debug)]
-pub enum ClientConn {
-    /// Plain TCP.
-    Plain(TcpStream),
-    /// TLS over TCP, handshake done and the server's certificate verified.
-    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
 }
 
 impl ClientConn {
@@ -167,58 +111,62 @@ impl ClientConn {
     pub fn peer_addr(&self) -> std::io::Result<std::net::SocketAddr> {
         self.tcp().peer_addr()
     }
-
-    /// The plain socket as a std stream, for hand-over to another process.
-    ///
-    /// Errors: the conversion's I/O error; `Unsupported` for TLS (its keys are not carried:
-    /// the relay connects again).
-    pub fn into_std(self) -> std::io::Result<std::net::TcpStream> {
-        match self {
-            ClientConn::Plain(s) => s.into_std(),
-            ClientConn::Tls(_) => Err(std::io::Error::new(
-                std::io::ErrorKind::Unsupported,
-                "a TLS connection cannot be handed over",
-            )),
-        }
-    }
 }
 
-impl AsyncRead for ClientConn {
+impl<T: AsyncRead + Unpin> AsyncRead for MaybeTls<T> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
-            ClientConn::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            ClientConn::Tls(t) => Pin::new(t.as_mut()).poll_read(cx, buf),
+            MaybeTls::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            MaybeTls::Tls(t) => Pin::new(t.as_mut()).poll_read(cx, buf),
         }
     }
 }
 
-impl AsyncWrite for ClientConn {
+impl<T: AsyncWrite + Unpin> AsyncWrite for MaybeTls<T> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         match self.get_mut() {
-            ClientConn::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            ClientConn::Tls(t) => Pin::new(t.as_mut()).poll_write(cx, buf),
+            MaybeTls::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            MaybeTls::Tls(t) => Pin::new(t.as_mut()).poll_write(cx, buf),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
-            ClientConn::Plain(s) => Pin::new(s).poll_flush(cx),
-            ClientConn::Tls(t) => Pin::new(t.as_mut()).poll_flush(cx),
+            MaybeTls::Plain(s) => Pin::new(s).poll_flush(cx),
+            MaybeTls::Tls(t) => Pin::new(t.as_mut()).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
-            ClientConn::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            ClientConn::Tls(t) => Pin::new(t.as_mut()).poll_shutdown(cx),
+            MaybeTls::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            MaybeTls::Tls(t) => Pin::new(t.as_mut()).poll_shutdown(cx),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            MaybeTls::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            MaybeTls::Tls(t) => Pin::new(t.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            MaybeTls::Plain(s) => s.is_write_vectored(),
+            MaybeTls::Tls(t) => t.is_write_vectored(),
         }
     }
 }
