@@ -9,7 +9,12 @@
 # with LOGDIR the servers' logs are copied there first. The bench's listeners come from 39
 # loopback addresses standing for 100,000 clients, so `pending-per-address` is raised.
 #
-# usage: scripts/run-cluster.sh [BASE=8300] [EDGES=6] [REDIRECT=overflow] [LOGDIR]
+# WRITE_INTERVAL_MS is every server's `[limits] write-interval-ms` (default 1000, the server's
+# default): the fan-out's cost follows the writes per listener per second, so 2000 halves the
+# writes (each then carries 2 s of audio, well inside a player's burst-on-connect buffer).
+# EDGES=0 runs the origin alone (the single-process CPU peer, configured as the cluster is).
+#
+# usage: scripts/run-cluster.sh [BASE=8300] [EDGES=6] [REDIRECT=overflow] [LOGDIR] [WRITE_INTERVAL_MS=1000]
 # Used by bench/scenarios/cluster-100k.toml and cluster-redirect.toml (scripts/bench-cluster.sh).
 set -euo pipefail
 
@@ -17,6 +22,7 @@ BASE=${1:-8300}
 EDGES=${2:-6}
 REDIRECT=${3:-overflow}
 LOGDIR=${4:-}
+WRITE_INTERVAL_MS=${5:-1000}
 HERE=$(cd "$(dirname "$0")" && pwd)
 THRONG=${THRONG:-$HERE/../target/release/throng}
 SECRET=bench-cluster-secret
@@ -38,6 +44,7 @@ common() {
 workers = 1
 [limits]
 pending-per-address = 100000
+write-interval-ms = $WRITE_INTERVAL_MS
 [authentication]
 source-password = "hackme-bench"
 admin-password = "hackme-bench"

@@ -282,3 +282,33 @@ fn scenario_paths_are_relative_to_the_scenario_file() {
         "{err}"
     );
 }
+
+/// Every scenario shipped in `bench/scenarios/` parses and validates, and every script it runs
+/// (a program under `scripts/`) exists, so a typo in a scenario fails CI rather than the next
+/// benchmark run. Release binaries (`target/release/...`) are not built in CI and not checked.
+#[test]
+fn shipped_scenarios_load_and_their_scripts_exist() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/scenarios");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        let scenario = throng_bench::compare::Scenario::load(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        for srv in &scenario.servers {
+            if srv.command[0].contains("scripts/") {
+                scenario
+                    .program(srv)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            }
+        }
+        checked += 1;
+    }
+    assert!(
+        checked >= 5,
+        "only {checked} scenarios in {}",
+        dir.display()
+    );
+}
