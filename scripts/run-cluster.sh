@@ -9,10 +9,12 @@
 # with LOGDIR the servers' logs are copied there first. The bench's listeners come from 39
 # loopback addresses standing for 100,000 clients, so `pending-per-address` is raised.
 #
-# WRITE_INTERVAL_MS is every server's `[limits] write-interval-ms` (default 1000, the server's
-# default): the fan-out's cost follows the writes per listener per second, so 2000 halves the
-# writes (each then carries 2 s of audio, well inside a player's burst-on-connect buffer).
-# EDGES=0 runs the origin alone (the single-process CPU peer, configured as the cluster is).
+# WRITE_INTERVAL_MS is the edges' `[limits] write-interval-ms` (default 1000, the server's
+# default): the fan-out's cost follows the writes per listener per second, so 1500 cuts the
+# writes by a third (each then carries 1.5 s of audio, well inside a player's burst-on-connect
+# buffer). The origin keeps 1000 while it feeds edges: its relay connections are written at its
+# interval, and an edge's listeners' gaps add the relay's chunking to their own. EDGES=0 runs the
+# origin alone at WRITE_INTERVAL_MS (the single-process CPU peer, configured as an edge is).
 #
 # usage: scripts/run-cluster.sh [BASE=8300] [EDGES=6] [REDIRECT=overflow] [LOGDIR] [WRITE_INTERVAL_MS=1000]
 # Used by bench/scenarios/cluster-100k.toml and cluster-redirect.toml (scripts/bench-cluster.sh).
@@ -39,12 +41,13 @@ stop() {
 trap 'stop; exit 0' TERM INT
 trap stop EXIT
 
+# common INTERVAL_MS: the settings every server shares.
 common() {
   cat <<EOT
 workers = 1
 [limits]
 pending-per-address = 100000
-write-interval-ms = $WRITE_INTERVAL_MS
+write-interval-ms = $1
 [authentication]
 source-password = "hackme-bench"
 admin-password = "hackme-bench"
@@ -56,7 +59,7 @@ EOT
 {
   echo "listen = [\"127.0.0.1:$BASE\"]"
   echo "demo = true"
-  common
+  if [ "$EDGES" -gt 0 ]; then common 1000; else common "$WRITE_INTERVAL_MS"; fi
   printf '[cluster]\nsecret = "%s"\nredirect = "%s"\nedge-timeout = 10\n' "$SECRET" "$REDIRECT"
 } >"$DIR/origin.toml"
 "$THRONG" serve --config "$DIR/origin.toml" --state-dir "$DIR" >"$DIR/origin.log" 2>&1 &
@@ -66,7 +69,7 @@ for i in $(seq 1 "$EDGES"); do
   port=$((BASE + i))
   {
     echo "listen = [\"127.0.0.1:$port\"]"
-    common
+    common "$WRITE_INTERVAL_MS"
     printf '[[relay]]\nserver = "127.0.0.1"\nport = %s\nmount = "/demo.mp3"\nusername = "edge"\npassword = "%s"\n' "$BASE" "$SECRET"
     printf '[cluster]\norigin = "http://127.0.0.1:%s"\npublic-url = "http://127.0.0.1:%s"\nsecret = "%s"\nreport-interval = 2\n' "$BASE" "$port" "$SECRET"
   } >"$DIR/edge$i.toml"
