@@ -9,12 +9,11 @@
 # with LOGDIR the servers' logs are copied there first. The bench's listeners come from 39
 # loopback addresses standing for 100,000 clients, so `pending-per-address` is raised.
 #
-# WRITE_INTERVAL_MS is the edges' `[limits] write-interval-ms` (default 1000, the server's
+# WRITE_INTERVAL_MS is every server's `[limits] write-interval-ms` (default 1000, the server's
 # default): the fan-out's cost follows the writes per listener per second, so 1500 cuts the
 # writes by a third (each then carries 1.5 s of audio, well inside a player's burst-on-connect
-# buffer). The origin keeps 1000 while it feeds edges: its relay connections are written at its
-# interval, and an edge's listeners' gaps add the relay's chunking to their own. EDGES=0 runs the
-# origin alone at WRITE_INTERVAL_MS (the single-process CPU peer, configured as an edge is).
+# buffer). The edges' relay connections are written at every tick of the origin's shard (a tenth
+# of the interval) whatever it is. EDGES=0 runs the origin alone (the single-process CPU peer).
 #
 # usage: scripts/run-cluster.sh [BASE=8300] [EDGES=6] [REDIRECT=overflow] [LOGDIR] [WRITE_INTERVAL_MS=1000]
 # Used by bench/scenarios/cluster-100k.toml and cluster-redirect.toml (scripts/bench-cluster.sh).
@@ -59,7 +58,7 @@ EOT
 {
   echo "listen = [\"127.0.0.1:$BASE\"]"
   echo "demo = true"
-  if [ "$EDGES" -gt 0 ]; then common 1000; else common "$WRITE_INTERVAL_MS"; fi
+  common "$WRITE_INTERVAL_MS"
   printf '[cluster]\nsecret = "%s"\nredirect = "%s"\nedge-timeout = 10\n' "$SECRET" "$REDIRECT"
 } >"$DIR/origin.toml"
 "$THRONG" serve --config "$DIR/origin.toml" --state-dir "$DIR" >"$DIR/origin.log" 2>&1 &

@@ -342,6 +342,7 @@ pub async fn handle(
         (a, b) => a.or(b),
     };
     let started = Instant::now();
+    let relay = crate::cluster::redirect::is_relay(&ctx.config(), &head);
     let info = ListenerInfo {
         id,
         ip: peer.ip(),
@@ -364,5 +365,6 @@ pub async fn handle(
         info,
         client_slot: slot,
         tls,
+        relay,
     });
 }

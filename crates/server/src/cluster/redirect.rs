@@ -36,8 +36,10 @@ pub fn target(ctx: &ServerCtx, head: &RequestHead, full: bool) -> Option<String>
     Some(decide::location(&edge, &head.target))
 }
 
-/// Whether `head` carries the credentials of an edge or of the relay user.
-fn is_relay(config: &crate::config::Config, head: &RequestHead) -> bool {
+/// Whether `head` carries the Basic credentials of an edge (user `edge`, the cluster secret) or
+/// of the relay user (`[authentication] relay-user`/`relay-password`): a downstream relay,
+/// never redirected, and written at every tick of its shard (`NewListener::relay`).
+pub fn is_relay(config: &crate::config::Config, head: &RequestHead) -> bool {
     use throng_proto::auth::{parse_basic, secrets_equal};
     let Some(c) = head.header("authorization").and_then(parse_basic) else {
         return false;

@@ -41,6 +41,9 @@ pub struct ListenerState {
     pub sent: u64,
     /// Its place in the stream.
     pub cursor: CursorState,
+    /// A downstream relay's connection, visited at every tick (see `NewListener::relay`).
+    #[serde(default)]
+    pub relay: bool,
 }
 
 /// A listener a shard gave up: its socket (blocking mode unspecified) and its state.

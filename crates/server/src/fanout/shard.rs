@@ -151,6 +151,11 @@ pub struct NewListener {
     pub client_slot: ClientSlot,
     /// For a listener over TLS: its transmit keys; everything sent is sealed (`seal.rs`).
     pub tls: Option<Box<TlsListener>>,
+    /// A downstream relay (an edge's or the relay user's `[[relay]]`, `cluster/redirect.rs`
+    /// `is_relay`): visited at every tick ([`decide::extra_tick_visit`]), a tenth of the write
+    /// interval, instead of once per interval, so a relay hop adds at most that much latency
+    /// and the edge's own listeners do not see its chunking on top of theirs.
+    pub relay: bool,
 }
 
 /// Settings shared by all shards.
@@ -260,6 +265,7 @@ impl ShardHandle {
             scratch: Vec::new(),
             seal_scratch: Vec::new(),
             moves: std::collections::HashMap::new(),
+            relays: Vec::new(),
             epoch,
             now: epoch,
             now_s: 0,
@@ -373,6 +379,8 @@ struct Slot {
     _client_slot: ClientSlot,
     /// The sealing state of a listener over TLS.
     tls: Option<Box<TlsListener>>,
+    /// A downstream relay, also kept in `Shard::relays`.
+    relay: bool,
 }
 
 struct ShardMount {
@@ -450,6 +458,8 @@ struct Shard {
     seal_scratch: Vec<u8>,
     /// Listeners to move to another mount at their next frame boundary, by slab key.
     moves: std::collections::HashMap<usize, Arc<Mount>>,
+    /// Slab keys of the downstream relays ([`NewListener::relay`]), visited at every tick.
+    relays: Vec<usize>,
     epoch: Instant,
     /// The clock, read once per pass of the loop (right after the poll returns); every
     /// decision of that pass uses it.
@@ -499,6 +509,7 @@ impl Shard {
             if let Some(bucket) = ticker.due(self.now) {
                 self.refresh_mounts();
                 self.walk_bucket(bucket);
+                self.visit_relays(bucket);
             }
         }
     }
@@ -580,6 +591,7 @@ impl Shard {
             info,
             client_slot,
             tls,
+            relay,
         } = l;
         let mi = self.mount_index(&mount);
         let fallback = self.ctx.fallback.clone();
@@ -601,7 +613,7 @@ impl Shard {
         if let Some(h) = ogg_headers {
             cursor.push_prefix((*h).clone());
         }
-        self.insert(stream, mi, &mount, cursor, 0, info, client_slot, tls);
+        self.insert(stream, mi, &mount, cursor, 0, info, client_slot, tls, relay);
     }
 
     /// Registers a listener's socket and inserts it on mount index `mi` (whose listener count
@@ -618,6 +630,7 @@ impl Shard {
         info: ListenerInfo,
         client_slot: ClientSlot,
         tls: Option<Box<TlsListener>>,
+        relay: bool,
     ) {
         let mut stream = TcpStream::from_std(stream);
         let key = self.slots.vacant_key();
@@ -646,7 +659,11 @@ impl Shard {
             info: Box::new(info),
             _client_slot: client_slot,
             tls,
+            relay,
         });
+        if relay {
+            self.relays.push(key);
+        }
         self.write(key);
     }
 
@@ -684,6 +701,7 @@ impl Shard {
         sm.listeners += 1;
         let info = adopted_info(&state);
         let sent = state.sent;
+        let relay = state.relay;
         self.insert(
             stream,
             mi,
@@ -693,6 +711,7 @@ impl Shard {
             info,
             client_slot,
             tls,
+            relay,
         );
     }
 
@@ -717,6 +736,7 @@ impl Shard {
                 self.mounts[slot.mount] = None;
             }
             self.load.fetch_sub(1, Ordering::Relaxed);
+            self.relays.clear();
             let info = &slot.info;
             let deadline_ms = info
                 .deadline
@@ -734,6 +754,7 @@ impl Shard {
                 mount_id,
                 sent: slot.sent,
                 cursor: slot.cursor.export(),
+                relay: slot.relay,
             };
             // mio's stream owns the descriptor; it moves to a std stream, still open.
             let stream = std::net::TcpStream::from(std::os::fd::OwnedFd::from(slot.stream));
@@ -810,6 +831,21 @@ impl Shard {
                 self.write(key);
             }
             key += BUCKETS;
+        }
+    }
+
+    /// Writes the downstream relays that `bucket`'s walk did not visit: each relay gets a visit
+    /// at every tick.
+    fn visit_relays(&mut self, bucket: usize) {
+        if self.relays.is_empty() {
+            return;
+        }
+        // A write may close a relay (and edit `relays`): walk a copy (a handful of keys).
+        let keys = self.relays.clone();
+        for key in keys {
+            if decide::extra_tick_visit(key, bucket) && self.slots.contains(key) {
+                self.write(key);
+            }
         }
     }
 
@@ -963,6 +999,9 @@ impl Shard {
         self.moves.remove(&key);
         let mut slot = self.slots.remove(key);
         let _ = self.poll.registry().deregister(&mut slot.stream);
+        if slot.relay {
+            self.relays.retain(|&k| k != key);
+        }
         let sm = self.mounts[slot.mount]
             .as_mut()
             .expect("mount of a live slot");

@@ -392,3 +392,62 @@ fn proxy_protocol_through_haproxy_gives_the_client_address() {
     assert_eq!(l.head.status, 200);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Reads `stream` for `d` and counts the separate deliveries: reads that return data more than
+/// 100 ms after the previous one (one write the kernel splits over several reads counts once).
+fn deliveries(stream: &mut TcpStream, d: Duration) -> usize {
+    let end = std::time::Instant::now() + d;
+    let mut buf = vec![0u8; 1 << 17];
+    let mut last: Option<std::time::Instant> = None;
+    let mut count = 0;
+    while let Some(left) = end.checked_duration_since(std::time::Instant::now()) {
+        stream
+            .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .unwrap();
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                let now = std::time::Instant::now();
+                if last.is_none_or(|t| now - t > Duration::from_millis(100)) {
+                    count += 1;
+                }
+                last = Some(now);
+            }
+        }
+    }
+    count
+}
+
+/// An edge's relay connection (the edge credentials) is written at every tick of the origin's
+/// shard, a tenth of the write interval, so a relay hop adds little latency and does not stretch
+/// the edge's listeners' gaps; an ordinary listener is written once per interval. With a 4 s
+/// interval the relay gets new audio several times in 3 s, the listener at most once.
+#[test]
+fn an_edges_relay_connection_is_written_at_every_tick() {
+    let srv = TestServer::start(&format!(
+        "demo = true\n[limits]\nwrite-interval-ms = 4000\n[cluster]\nsecret = \"{SECRET}\"\n"
+    ));
+    srv.wait_mount("/demo.mp3");
+    let mut relay = TcpStream::connect(srv.addr).unwrap();
+    write!(
+        relay,
+        "GET /demo.mp3 HTTP/1.0\r\nAuthorization: {}\r\n\r\n",
+        basic_authorization("edge", SECRET)
+    )
+    .unwrap();
+    let mut listener = Listener::open(srv.addr, "/demo.mp3", false);
+    // The head and the burst-on-connect come at once; what follows is the regular writes.
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = deliveries(&mut relay, Duration::from_millis(300));
+    let _ = deliveries(&mut listener.stream, Duration::from_millis(10));
+    let relay_writes = deliveries(&mut relay, Duration::from_secs(3));
+    let listener_writes = deliveries(&mut listener.stream, Duration::from_secs(3));
+    assert!(
+        relay_writes >= 3,
+        "relay written {relay_writes} times in 3 s"
+    );
+    assert!(
+        listener_writes <= 1,
+        "listener written {listener_writes} times in 3 s"
+    );
+}

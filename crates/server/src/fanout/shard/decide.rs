@@ -5,7 +5,7 @@
 //! whether it lags more than queue-size and what the lag policy does then ([`visit`], giving a
 //! [`Verdict`]); after a write, whether more is due at once ([`more_due`]) and whether a drained
 //! listener is closed or waits for an on-demand fallback ([`idle`]); whether a pending move may
-//! happen ([`move_ready`]); whether a burst makes the queue run ahead of the regular visits
+//! happen ([`move_ready`]); which ticks visit a downstream relay ([`extra_tick_visit`]); whether a burst makes the queue run ahead of the regular visits
 //! and which listeners then get an extra one ([`runs_ahead`], [`needs_extra_visit`]). `now` is always passed in: nothing here reads the clock, touches a
 //! socket or allocates, so `shard.rs` reads the clock once per pass of its loop, does only what
 //! these functions say, and every rule is unit-tested below with made-up instants.
@@ -123,6 +123,14 @@ pub fn runs_ahead(advance: u64, span: u64) -> bool {
 #[inline]
 pub fn needs_extra_visit(pos: u64, head: u64, span: u64) -> bool {
     head.saturating_sub(pos) > span / 4
+}
+
+/// A downstream relay at slab `key` gets a visit at the tick that walks `bucket` besides its
+/// own bucket's: every tick visits every relay once (`key % BUCKETS` is its own bucket, walked
+/// already), so a relay is written within a tenth of the write interval of new audio.
+#[inline]
+pub fn extra_tick_visit(key: usize, bucket: usize) -> bool {
+    key % BUCKETS != bucket
 }
 
 /// Whole seconds from `epoch` to `now` (0 if `now` is earlier), as the shard keeps its clock.
@@ -428,6 +436,24 @@ mod tests {
         assert!(!past_deadline(30, 29));
         assert!(past_deadline(30, 30));
         assert!(past_deadline(30, 31));
+    }
+
+    // Downstream relays.
+
+    #[test]
+    fn a_relay_is_visited_exactly_once_per_tick() {
+        for key in [0usize, 3, 17, 1009] {
+            for bucket in 0..BUCKETS {
+                // The bucket walk visits it when the bucket is its own; the extra visit
+                // covers every other tick, never both.
+                let walked = key % BUCKETS == bucket;
+                assert_ne!(
+                    walked,
+                    extra_tick_visit(key, bucket),
+                    "key {key} bucket {bucket}"
+                );
+            }
+        }
     }
 
     // The grace of an ended feed.
