@@ -248,8 +248,10 @@ impl Server {
                 crate::fanout::whep::WhepEngine::start(
                     addr,
                     config.webrtc.public_address,
+                    fanout.shards(),
                     registry.clone(),
                     metrics.clone(),
+                    access_log.clone(),
                 )
                 .map_err(ServerError::FanOut)?,
             ),
