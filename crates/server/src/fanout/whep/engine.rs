@@ -132,6 +132,7 @@ impl EngineHandle {
             touched: Vec::new(),
             load: load.clone(),
             gauged: HashMap::new(),
+            stats: Stats::default(),
         };
         std::thread::Builder::new()
             .name(format!("whep-{index}"))
@@ -265,6 +266,22 @@ struct Engine {
     load: Arc<AtomicUsize>,
     /// Degraded viewers per mount as last counted here.
     gauged: HashMap<String, i64>,
+    stats: Stats,
+}
+
+/// What an engine did since its last stats line (debug log, target `throng_whep_stats`).
+#[derive(Debug, Default)]
+struct Stats {
+    turns: u64,
+    datagrams_in: u64,
+    datagrams_out: u64,
+    send_errors: u64,
+    drives: u64,
+    packets: u64,
+    media_passes: u64,
+    /// Longest media pass and the latest start of one after its tick (µs).
+    media_pass_max_us: u64,
+    media_late_max_us: u64,
 }
 
 /// Why a session is closed (debug log).
@@ -302,8 +319,14 @@ impl Engine {
                 self.drive_touched();
             }
             let now = Instant::now();
+            self.stats.turns += 1;
             if now >= next_media {
+                let late = now.saturating_duration_since(next_media).as_micros() as u64;
+                self.stats.media_late_max_us = self.stats.media_late_max_us.max(late);
                 self.pump_media(now, &mut packets);
+                let took = now.elapsed().as_micros() as u64;
+                self.stats.media_pass_max_us = self.stats.media_pass_max_us.max(took);
+                self.stats.media_passes += 1;
                 // Keep the tick's phase: a late pass does not push every later one back.
                 next_media += MEDIA_TICK;
                 if next_media <= now {
@@ -312,6 +335,8 @@ impl Engine {
             }
             if now >= next_health {
                 self.health(now);
+                tracing::debug!(target: "throng_whep_stats", engine = self.index, sessions = self.ids.len(), "{:?}", self.stats);
+                self.stats = Stats::default();
                 next_health = now + HEALTH_INTERVAL;
             }
             let now = Instant::now();
@@ -341,7 +366,10 @@ impl Engine {
     fn read_socket(&mut self, buf: &mut [u8]) -> bool {
         for _ in 0..READ_BATCH {
             match self.socket.recv_from(buf) {
-                Ok((n, source)) => self.receive(n, buf, source),
+                Ok((n, source)) => {
+                    self.stats.datagrams_in += 1;
+                    self.receive(n, buf, source);
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
@@ -556,6 +584,7 @@ impl Engine {
 
     /// Polls one session's output until its next timeout; `None` when it is dead.
     fn drive(&mut self, key: usize) -> Option<Instant> {
+        self.stats.drives += 1;
         let s = self.slots.get_mut(key)?.as_mut()?;
         if !s.rtc.is_alive() {
             return None;
@@ -577,7 +606,9 @@ impl Engine {
                     return Some(t);
                 }
                 Ok(Output::Transmit(t)) => {
+                    self.stats.datagrams_out += 1;
                     if let Err(e) = self.socket.send_to(&t.contents, t.destination) {
+                        self.stats.send_errors += 1;
                         tracing::trace!(id = %s.id, "WebRTC send: {e}");
                     }
                 }
@@ -741,6 +772,7 @@ impl Engine {
                     break;
                 };
                 s.sent += data.len() as u64;
+                self.stats.packets += 1;
                 wrote = true;
                 let time = MediaTime::new(ext, Frequency::FORTY_EIGHT_KHZ);
                 if let Err(e) = writer.write(pt, now, time, data) {

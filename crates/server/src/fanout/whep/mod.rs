@@ -4,7 +4,7 @@
 //! ICE candidate carries its engine's port). A new session goes to the engine with the fewest
 //! sessions ([`least_loaded`]); its resource id starts with the engine's index so `DELETE`
 //! goes straight to it; `listclients`, `killclient`, the session count and the
-//! degraded-viewers gauge ([`DegradedTally`]) are summed over engines.
+//! degraded-viewers gauge ([`shared::DegradedTally`]) are summed over engines.
 //!
 //! Why a WHEP thread beside each shard rather than the sessions on the shard threads' own mio
 //! poll: a shard's loop is timed for cheap coalesced TCP writes (its tick schedule in
