@@ -17,7 +17,7 @@ use throng_proto::http::parse_response_head;
 use crate::support::*;
 
 /// A WebRTC viewer: a str0m `Rtc` receiving audio only, on its own UDP socket.
-struct Viewer {
+pub(crate) struct Viewer {
     rtc: Rtc,
     socket: UdpSocket,
     /// WHEP resource path (the `Location` of the 201).
@@ -28,7 +28,7 @@ struct Viewer {
 }
 
 /// POSTs `body` with `headers` to `path`; returns the status, the headers and the body.
-fn post(
+pub(crate) fn post(
     addr: SocketAddr,
     path: &str,
     headers: &[&str],
@@ -52,7 +52,7 @@ fn post(
 
 impl Viewer {
     /// An offer for one receive-only Opus audio track.
-    fn offer() -> (Rtc, UdpSocket, String, str0m::change::SdpPendingOffer) {
+    pub(crate) fn offer() -> (Rtc, UdpSocket, String, str0m::change::SdpPendingOffer) {
         let mut rtc = Rtc::builder()
             .clear_codecs()
             .enable_opus(true, false)
@@ -139,7 +139,8 @@ impl Viewer {
     }
 }
 
-fn webrtc_config() -> String {
+/// A `[webrtc]` table on a free loopback UDP port.
+pub(crate) fn webrtc_config() -> String {
     let port = UdpSocket::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -148,7 +149,8 @@ fn webrtc_config() -> String {
     format!("[webrtc]\nudp-listen = \"127.0.0.1:{port}\"\n")
 }
 
-fn tone_mount(dir: &std::path::Path, name: &str) -> String {
+/// A `[[mount]]` playing a copy of the test tone (Ogg/Opus) in `dir` as `name`.
+pub(crate) fn tone_mount(dir: &std::path::Path, name: &str) -> String {
     let file = dir.join(format!(
         "{}.opus",
         name.trim_start_matches('/').replace('.', "_")
