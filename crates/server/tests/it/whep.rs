@@ -690,4 +690,20 @@ fn a_whep_session_end_sends_listener_remove_and_an_access_log_line() {
     assert!(line.contains("\"whep-log-test\""), "{line}");
     let secs: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
     assert!(secs >= 2, "{line}");
+
+    // A session still playing when the server shuts down is logged too.
+    let mut v = Viewer::connect(
+        srv.addr,
+        "/whep/tone.opus",
+        &[&auth, "User-Agent: whep-at-shutdown"],
+    );
+    v.run_for(Duration::from_secs(1));
+    assert!(v.connected);
+    drop(srv);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.contains("201") && l.contains("\"whep-at-shutdown\"")),
+        "the session closed by the shutdown is in the access log:\n{text}"
+    );
 }

@@ -65,6 +65,8 @@ enum Command {
         tokio::sync::oneshot::Sender<Vec<ListenerRow>>,
     ),
     Kill(u64, tokio::sync::oneshot::Sender<bool>),
+    /// Close every session (logged, hooks run) and stop the thread; answer when done.
+    Shutdown(mpsc::Sender<()>),
 }
 
 impl std::fmt::Debug for Command {
@@ -74,6 +76,7 @@ impl std::fmt::Debug for Command {
             Command::Remove(id, _) => write!(f, "Remove({id})"),
             Command::List(m, _) => write!(f, "List({m:?})"),
             Command::Kill(id, _) => write!(f, "Kill({id})"),
+            Command::Shutdown(_) => write!(f, "Shutdown"),
         }
     }
 }
@@ -183,6 +186,15 @@ impl EngineHandle {
             return Vec::new();
         }
         rx.await.unwrap_or_default()
+    }
+
+    /// Closes every session (each logged, its close hook run) and stops the engine thread,
+    /// waiting at most `timeout` (blocking: call it off the async runtime).
+    pub fn shutdown(&self, timeout: Duration) {
+        let (tx, rx) = mpsc::channel();
+        if self.send(Command::Shutdown(tx)) {
+            let _ = rx.recv_timeout(timeout);
+        }
     }
 
     /// Disconnects the viewer with listener id `id`; `false` when there is none here.
@@ -306,6 +318,11 @@ impl Engine {
         loop {
             loop {
                 match self.rx.try_recv() {
+                    Ok(Command::Shutdown(done)) => {
+                        self.close_all();
+                        let _ = done.send(());
+                        return;
+                    }
                     Ok(cmd) => self.command(cmd),
                     Err(mpsc::TryRecvError::Empty) => break,
                     Err(mpsc::TryRecvError::Disconnected) => {
@@ -456,6 +473,10 @@ impl Engine {
                     self.close(key, Close::Killed);
                 }
                 let _ = reply.send(key.is_some());
+            }
+            Command::Shutdown(done) => {
+                self.close_all();
+                let _ = done.send(());
             }
         }
     }

@@ -149,6 +149,14 @@ impl WhepEngine {
         rows
     }
 
+    /// Closes every session of every engine (access-log lines, close hooks) and stops the
+    /// engines; blocking, at most `timeout` per engine. For the server's shutdown.
+    pub fn shutdown(&self, timeout: std::time::Duration) {
+        for e in &self.engines {
+            e.shutdown(timeout);
+        }
+    }
+
     /// Disconnects the viewer with listener id `id`; `false` when there is none.
     pub async fn kill(&self, id: u64) -> bool {
         let mut found = false;
