@@ -3,7 +3,7 @@
 //! /whep/<mount>/<session>`; `DELETE` on that resource ends the session; `OPTIONS` answers the
 //! browser's CORS preflight with `Accept-Post: application/sdp`. The POST is a listener
 //! request: the mount's listener authentication, max-listeners and fallbacks apply as for a
-//! `GET`. The media itself is the WHEP engine's (`fanout/whep.rs`).
+//! `GET`. The media itself is the WHEP engines' (`fanout/whep/`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
