@@ -25,6 +25,8 @@ pub(crate) struct Viewer {
     /// RTP timestamps (48 kHz) and arrival times of the packets received so far.
     packets: Vec<(u64, Instant)>,
     connected: bool,
+    /// The UDP port of the server's ICE candidate in the answer (its engine's port).
+    engine_port: Option<u16>,
 }
 
 /// POSTs `body` with `headers` to `path`; returns the status, the headers and the body.
@@ -80,6 +82,12 @@ impl Viewer {
         };
         assert_eq!(header("content-type").as_deref(), Some("application/sdp"));
         let resource = header("location").expect("Location");
+        // `a=candidate:<foundation> <component> udp <priority> <ip> <port> typ host`.
+        let engine_port = answer
+            .lines()
+            .find_map(|l| l.strip_prefix("a=candidate:"))
+            .and_then(|c| c.split_whitespace().nth(5))
+            .and_then(|p| p.parse().ok());
         let answer = SdpAnswer::from_sdp_string(&answer).expect("SDP answer");
         rtc.sdp_api().accept_answer(pending, answer).unwrap();
         Viewer {
@@ -88,6 +96,7 @@ impl Viewer {
             resource,
             packets: Vec::new(),
             connected: false,
+            engine_port,
         }
     }
 
@@ -139,14 +148,16 @@ impl Viewer {
     }
 }
 
-/// A `[webrtc]` table on a free loopback UDP port.
+/// A `[webrtc]` table on a free loopback UDP port whose next port is free too (the test
+/// servers run two shards, so two engines: port and port + 1).
 pub(crate) fn webrtc_config() -> String {
-    let port = UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    format!("[webrtc]\nudp-listen = \"127.0.0.1:{port}\"\n")
+    loop {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = a.local_addr().unwrap().port();
+        if port < u16::MAX && UdpSocket::bind(("127.0.0.1", port + 1)).is_ok() {
+            return format!("[webrtc]\nudp-listen = \"127.0.0.1:{port}\"\n");
+        }
+    }
 }
 
 /// A `[[mount]]` playing a copy of the test tone (Ogg/Opus) in `dir` as `name`.
@@ -706,4 +717,47 @@ fn a_whep_session_end_sends_listener_remove_and_an_access_log_line() {
             .any(|l| l.contains("201") && l.contains("\"whep-at-shutdown\"")),
         "the session closed by the shutdown is in the access log:\n{text}"
     );
+}
+
+/// Sessions spread over the engines (one per fan-out shard, `workers = 2` here): two viewers
+/// get answers naming the two engines' ports (`udp-listen` port and port + 1), both play, and
+/// a DELETE reaches the right engine.
+#[test]
+fn viewers_spread_over_the_engines_and_their_ports() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&format!(
+        "{}{}",
+        webrtc_config(),
+        tone_mount(dir.path(), "/tone.opus")
+    ));
+    srv.wait_mount("/tone.opus");
+    let whep = srv.ctx.whep.as_ref().unwrap();
+    let ports: Vec<u16> = whep.local_addrs().iter().map(|a| a.port()).collect();
+    assert_eq!(ports.len(), 2, "one engine per shard");
+    assert_eq!(ports[1], ports[0] + 1, "consecutive ports: {ports:?}");
+    let mut a = Viewer::connect(srv.addr, "/whep/tone.opus", &[]);
+    let mut b = Viewer::connect(srv.addr, "/whep/tone.opus", &[]);
+    let mut got: Vec<u16> = [a.engine_port, b.engine_port]
+        .into_iter()
+        .map(|p| p.expect("a candidate port"))
+        .collect();
+    got.sort_unstable();
+    assert_eq!(
+        got, ports,
+        "the least-loaded engine takes the second viewer"
+    );
+    for _ in 0..3 {
+        a.run_for(Duration::from_millis(500));
+        b.run_for(Duration::from_millis(500));
+    }
+    assert!(a.connected && b.connected);
+    assert!(!a.packets.is_empty() && !b.packets.is_empty());
+    assert_eq!(listeners_on(&srv, "/tone.opus"), 2);
+    let req = format!("DELETE {} HTTP/1.1\r\nHost: test\r\n\r\n", b.resource);
+    assert_eq!(status_of(srv.addr, req.as_bytes()), 200);
+    wait_until(Duration::from_secs(5), || {
+        listeners_on(&srv, "/tone.opus") == 1
+    })
+    .expect("the DELETE ends the second engine's session");
+    assert_eq!(whep.sessions(), 1);
 }
