@@ -248,8 +248,10 @@ impl Server {
                 crate::fanout::whep::WhepEngine::start(
                     addr,
                     config.webrtc.public_address,
+                    fanout.shards(),
                     registry.clone(),
                     metrics.clone(),
+                    access_log.clone(),
                 )
                 .map_err(ServerError::FanOut)?,
             ),
@@ -474,6 +476,9 @@ impl Server {
         let c = ctx.clone();
         let _ = tokio::task::spawn_blocking(move || {
             c.fanout.shutdown();
+            if let Some(whep) = &c.whep {
+                whep.shutdown(Duration::from_secs(2));
+            }
             // The shards logged every listener they closed: write those lines before exiting.
             c.access_log.flush(Duration::from_secs(5));
             if c.access_log.dropped() > 0 {

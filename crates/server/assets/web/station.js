@@ -2,6 +2,10 @@
 // listener counts and the mount list current from the event stream /api/v1/events
 // (Server-Sent Events: `mount`, `title`, `listeners`, `mount_stop`). Without the event stream
 // (an older server, a proxy that drops it) it polls /api/v1/status every 10 s instead.
+// Mounts with a `whep_url` get a "Low latency" button playing them over WebRTC (WHEP,
+// draft-ietf-wish-whep): an RTCPeerConnection's offer POSTed to /whep/<mount>, the 201's SDP
+// answer applied, the resource (Location) DELETEd on stop. The session playing is
+// `window.throngWhep` ({ mount, pc, resource }), for tests and debugging.
 // Replace it with <webroot>/static/station.js.
 "use strict";
 (function () {
@@ -51,6 +55,75 @@
     return name.split("/").map(encodeURIComponent).join("/");
   }
 
+  var whep = null; // { mount, pc, resource, card }
+
+  function whepButton(card, on) {
+    var b = card.querySelector(".rtc");
+    b.setAttribute("aria-pressed", on ? "true" : "false");
+    text(b, on ? "Stop low latency" : "Low latency");
+  }
+
+  // Ends the WHEP session playing, if any: closes the peer connection and DELETEs the resource.
+  function stopWhep() {
+    if (!whep) return;
+    var w = whep;
+    whep = null;
+    window.throngWhep = null;
+    try { w.pc.close(); } catch (_) {}
+    if (w.audio) { w.audio.srcObject = null; w.audio.remove(); }
+    if (w.resource) fetch(w.resource, { method: "DELETE" }).catch(function () {});
+    whepButton(w.card, false);
+  }
+
+  function startWhep(card, name, path) {
+    stopWhep();
+    cards.forEach(function (other) {
+      var a = other.querySelector(".audio");
+      if (!a.paused) a.pause();
+    });
+    var pc = new RTCPeerConnection();
+    var audio = document.createElement("audio");
+    audio.className = "rtc-audio";
+    audio.autoplay = true;
+    audio.volume = Number(card.querySelector(".volume").value);
+    card.appendChild(audio);
+    var w = { mount: name, pc: pc, resource: null, card: card, audio: audio };
+    whep = w;
+    window.throngWhep = w;
+    whepButton(card, true);
+    pc.addTransceiver("audio", { direction: "recvonly" });
+    pc.ontrack = function (e) {
+      audio.srcObject = e.streams && e.streams[0] ? e.streams[0] : new MediaStream([e.track]);
+      var p = audio.play();
+      if (p && p.catch) p.catch(function () {});
+    };
+    pc.createOffer()
+      .then(function (offer) { return pc.setLocalDescription(offer); })
+      .then(function () {
+        return fetch("/whep" + path, {
+          method: "POST",
+          headers: { "Content-Type": "application/sdp" },
+          body: pc.localDescription.sdp,
+        });
+      })
+      .then(function (r) {
+        if (r.status !== 201) throw new Error("WHEP " + r.status);
+        var loc = r.headers.get("Location");
+        if (loc) w.resource = new URL(loc, location.href).href;
+        return r.text();
+      })
+      .then(function (sdp) {
+        if (whep !== w) { if (w.resource) fetch(w.resource, { method: "DELETE" }).catch(function () {}); return; }
+        return pc.setRemoteDescription({ type: "answer", sdp: sdp });
+      })
+      .catch(function () { if (whep === w) stopWhep(); });
+    pc.addEventListener("connectionstatechange", function () {
+      if (whep === w && (pc.connectionState === "failed" || pc.connectionState === "closed")) stopWhep();
+    });
+  }
+
+  window.addEventListener("pagehide", stopWhep);
+
   function makeCard(mount) {
     var node = template.content.firstElementChild.cloneNode(true);
     var name = mount.mount;
@@ -60,8 +133,14 @@
     var button = node.querySelector(".play");
     var playText = node.querySelector(".play-text");
     audio.src = path;
+    var rtc = node.querySelector(".rtc");
+    rtc.addEventListener("click", function () {
+      if (whep && whep.card === node) stopWhep();
+      else startWhep(node, name, path);
+    });
     button.addEventListener("click", function () {
       if (audio.paused) {
+        stopWhep();
         cards.forEach(function (other) {
           var a = other.querySelector(".audio");
           if (a !== audio && !a.paused) a.pause();
@@ -75,7 +154,10 @@
       }
     });
     var volume = node.querySelector(".volume");
-    volume.addEventListener("input", function () { audio.volume = Number(volume.value); });
+    volume.addEventListener("input", function () {
+      audio.volume = Number(volume.value);
+      if (whep && whep.card === node) whep.audio.volume = Number(volume.value);
+    });
     audio.addEventListener("waiting", function () { button.classList.add("buffering"); });
     audio.addEventListener("playing", function () { button.classList.remove("buffering"); });
     audio.addEventListener("play", function () {
@@ -118,6 +200,8 @@
     card.querySelector(".genre-row").hidden = !genre;
     var hls = card.querySelector(".hls");
     if (m.hls_url) { hls.href = m.hls_url; hls.hidden = false; } else { hls.hidden = true; }
+    // Status documents say `whep_url` (null when the mount has none); events may not carry it.
+    if ("whep_url" in m) card.querySelector(".rtc").hidden = !(m.whep_url && window.RTCPeerConnection);
     updateEmpty();
   }
 
@@ -126,6 +210,7 @@
     if (!card) return;
     var audio = card.querySelector(".audio");
     if (!audio.paused) audio.pause();
+    if (whep && whep.card === card) stopWhep();
     card.remove();
     cards.delete(name);
     updateEmpty();

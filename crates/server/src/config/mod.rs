@@ -107,13 +107,13 @@ pub struct Config {
     pub webrtc: WebrtcConfig,
 }
 
-/// `[webrtc]`: WHEP playback (draft-ietf-wish-whep) of Ogg/Opus mounts over one UDP socket,
-/// ICE-lite (`POST /whep/<mount>`).
+/// `[webrtc]`: WHEP playback (draft-ietf-wish-whep) of Ogg/Opus mounts, ICE-lite
+/// (`POST /whep/<mount>`), over one UDP socket per fan-out shard (`fanout/whep/`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
 pub struct WebrtcConfig {
-    /// UDP address every WebRTC peer's media goes through (e.g. `0.0.0.0:8443`); none (the
-    /// default) turns WHEP off.
+    /// UDP address of the first WebRTC engine (e.g. `0.0.0.0:8443`); engine i of the
+    /// one-per-shard engines binds port + i. None (the default) turns WHEP off.
     pub udp_listen: Option<SocketAddr>,
     /// Address announced as the ICE candidate when it differs from `udp-listen` (behind NAT,
     /// or when listening on `0.0.0.0`); the port is `udp-listen`'s.

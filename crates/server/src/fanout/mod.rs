@@ -49,6 +49,11 @@ impl FanOut {
         shard.join(Box::new(l));
     }
 
+    /// How many shards there are (the WHEP engines are as many).
+    pub fn shards(&self) -> usize {
+        self.shards.len()
+    }
+
     /// Listeners held by all shards.
     pub fn listeners(&self) -> usize {
         self.shards.iter().map(|s| s.load()).sum()

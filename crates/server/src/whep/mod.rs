@@ -3,18 +3,20 @@
 //! /whep/<mount>/<session>`; `DELETE` on that resource ends the session; `OPTIONS` answers the
 //! browser's CORS preflight with `Accept-Post: application/sdp`. The POST is a listener
 //! request: the mount's listener authentication, max-listeners and fallbacks apply as for a
-//! `GET`. The media itself is the WHEP engine's (`fanout/whep.rs`).
+//! `GET`. The media itself is the WHEP engines' (`fanout/whep/`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::net::conn::Conn;
 use throng_proto::format::Format;
+use throng_proto::http::simple_response;
 use throng_proto::http::RequestHead;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::auth::ListenerAuth;
 use crate::ctx::ServerCtx;
+use crate::fanout::shard::ListenerInfo;
 use crate::fanout::whep::NewViewer;
 use crate::respond::reply;
 
@@ -94,7 +96,10 @@ pub async fn handle(
     }
 }
 
-/// `POST /whep/<mount>`: a new viewer.
+/// `POST /whep/<mount>`: a new viewer. Everything the head decides (content type, length,
+/// mount name, listener authentication) is checked before the body is read, so a refused
+/// client never gets the server to read (or wait for) its body; the body is capped at
+/// [`MAX_OFFER_BYTES`] (`413` above).
 async fn post(
     ctx: Arc<ServerCtx>,
     mut stream: Conn,
@@ -105,85 +110,30 @@ async fn post(
 ) {
     let cors: Vec<(&str, &str)> = CORS.to_vec();
     let engine = ctx.whep.clone().expect("checked by handle");
-    let len: usize = head
+    let len: Option<usize> = head
         .header("content-length")
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0);
-    if len == 0 || len > MAX_OFFER_BYTES {
-        let _ = reply(
-            &ctx,
-            &mut stream,
-            peer,
-            Some(&head),
-            400,
-            &cors,
-            "SDP offer expected\n",
-        )
-        .await;
-        return;
-    }
-    let read = tokio::time::timeout(ctx.config().header_timeout(), async {
-        while body.len() < len {
-            if stream.read_buf(&mut body).await? == 0 {
-                return Err(std::io::ErrorKind::UnexpectedEof.into());
-            }
-        }
-        Ok::<_, std::io::Error>(())
-    })
-    .await;
-    if !matches!(read, Ok(Ok(()))) {
-        return;
-    }
-    body.truncate(len);
+        .and_then(|v| v.trim().parse().ok());
     let is_sdp = head
         .header("content-type")
         .is_some_and(|t| t.trim().starts_with("application/sdp"));
-    let Ok(offer) = String::from_utf8(body) else {
-        let _ = reply(
-            &ctx,
-            &mut stream,
-            peer,
-            Some(&head),
-            400,
-            &cors,
-            "SDP offer expected\n",
-        )
-        .await;
-        return;
+    let len = match offer_check(is_sdp, len, &requested) {
+        OfferCheck::Read(n) => n,
+        OfferCheck::Refuse(status, message) => {
+            let _ = reply(&ctx, &mut stream, peer, Some(&head), status, &cors, message).await;
+            return;
+        }
     };
-    if !is_sdp {
-        let _ = reply(
-            &ctx,
-            &mut stream,
-            peer,
-            Some(&head),
-            415,
-            &cors,
-            "application/sdp expected\n",
-        )
-        .await;
-        return;
-    }
-    if !throng_proto::mount_name::is_canonical(&requested) {
-        let _ = reply(
-            &ctx,
-            &mut stream,
-            peer,
-            Some(&head),
-            404,
-            &cors,
-            "No such mount\n",
-        )
-        .await;
-        return;
-    }
     let id = ctx.next_id();
-    let user = match ctx
+    let (user, time_limit, on_close) = match ctx
         .auth()
         .authorize_listener(&head, peer, &requested, id)
         .await
     {
-        ListenerAuth::Allowed { user, .. } => user,
+        ListenerAuth::Allowed {
+            user,
+            time_limit,
+            on_close,
+        } => (user, time_limit, on_close),
         ListenerAuth::Refused {
             status,
             message,
@@ -202,6 +152,33 @@ async fn post(
             .await;
             return;
         }
+    };
+    // Only now the body: at most `len` bytes, within the header timeout.
+    let read = tokio::time::timeout(ctx.config().header_timeout(), async {
+        while body.len() < len {
+            if stream.read_buf(&mut body).await? == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+        Ok::<_, std::io::Error>(())
+    })
+    .await;
+    if !matches!(read, Ok(Ok(()))) {
+        return;
+    }
+    body.truncate(len);
+    let Ok(offer) = String::from_utf8(body) else {
+        let _ = reply(
+            &ctx,
+            &mut stream,
+            peer,
+            Some(&head),
+            400,
+            &cors,
+            "SDP offer expected\n",
+        )
+        .await;
+        return;
     };
     let Some(mount) = ctx.registry.resolve(&requested) else {
         let _ = reply(
@@ -242,15 +219,34 @@ async fn post(
         .await;
         return;
     }
+    // The same time limit as an ICY listener's: max-listener-duration, URL-auth time limit.
+    let duration = ctx
+        .config()
+        .mount_for(&requested)
+        .and_then(|m| m.max_listener_duration)
+        .filter(|&s| s > 0)
+        .map(std::time::Duration::from_secs);
+    let limit = match (duration, time_limit) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let started = std::time::Instant::now();
     let viewer = NewViewer {
         mount,
-        requested: requested.clone(),
         offer,
         peer,
-        listener_id: id,
-        agent: head.header("user-agent").map(str::to_owned),
-        referer: head.header("referer").map(str::to_owned),
-        user,
+        info: ListenerInfo {
+            id,
+            ip: peer.ip(),
+            request_line: head.request_line(),
+            agent: head.header("user-agent").map(str::to_owned),
+            referer: head.header("referer").map(str::to_owned),
+            started,
+            requested_mount: requested.clone(),
+            user,
+            deadline: limit.map(|l| started + l),
+            on_close,
+        },
     };
     match engine.add(viewer).await {
         Ok(created) => {
@@ -258,16 +254,12 @@ async fn post(
             let mut h = cors.clone();
             h.push(("Content-Type", "application/sdp"));
             h.push(("Location", &location));
-            let _ = reply(
-                &ctx,
-                &mut stream,
-                peer,
-                Some(&head),
-                201,
-                &h,
-                &created.answer,
-            )
-            .await;
+            // Not logged here: the session's access-log line is written when it ends, with
+            // its duration and bytes, as a listener's is.
+            let bytes = simple_response(201, &h, &created.answer);
+            if stream.write_all(&bytes).await.is_ok() {
+                let _ = stream.shutdown().await;
+            }
         }
         Err(e) => {
             tracing::info!(%peer, mount = %requested, "WHEP offer refused: {e}");
@@ -281,6 +273,69 @@ async fn post(
                 &format!("{e}\n"),
             )
             .await;
+        }
+    }
+}
+
+/// What the head of a WHEP `POST` allows, before its body is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OfferCheck {
+    /// Read this many body bytes (then authenticate and parse).
+    Read(usize),
+    /// Answer this status and message without reading the body: `415` when the
+    /// `Content-Type` is not `application/sdp` (WHEP draft §4.2), `400` without a
+    /// `Content-Length` (or zero), `413` above [`MAX_OFFER_BYTES`], `404` for a mount name that
+    /// is not canonical.
+    Refuse(u16, &'static str),
+}
+
+/// Decides from the head alone whether to read a WHEP offer's body: `is_sdp` (the
+/// `Content-Type`), `len` (the `Content-Length`, `None` when absent or unreadable) and the
+/// mount name `requested`.
+pub fn offer_check(is_sdp: bool, len: Option<usize>, requested: &str) -> OfferCheck {
+    if !is_sdp {
+        return OfferCheck::Refuse(415, "application/sdp expected\n");
+    }
+    match len {
+        None | Some(0) => OfferCheck::Refuse(400, "SDP offer expected\n"),
+        Some(n) if n > MAX_OFFER_BYTES => OfferCheck::Refuse(413, "SDP offer too large\n"),
+        Some(_) if !throng_proto::mount_name::is_canonical(requested) => {
+            OfferCheck::Refuse(404, "No such mount\n")
+        }
+        Some(n) => OfferCheck::Read(n),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_head_decides_before_the_body_is_read() {
+        assert_eq!(
+            offer_check(true, Some(300), "/a.opus"),
+            OfferCheck::Read(300)
+        );
+        assert_eq!(offer_check(false, Some(300), "/a.opus").status(), Some(415));
+        assert_eq!(offer_check(true, None, "/a.opus").status(), Some(400));
+        assert_eq!(offer_check(true, Some(0), "/a.opus").status(), Some(400));
+        assert_eq!(
+            offer_check(true, Some(MAX_OFFER_BYTES), "/a.opus"),
+            OfferCheck::Read(MAX_OFFER_BYTES)
+        );
+        assert_eq!(
+            offer_check(true, Some(MAX_OFFER_BYTES + 1), "/a.opus").status(),
+            Some(413)
+        );
+        assert_eq!(offer_check(true, Some(300), "/../x").status(), Some(404));
+    }
+
+    impl OfferCheck {
+        fn status(self) -> Option<u16> {
+            match self {
+                OfferCheck::Refuse(s, _) => Some(s),
+                OfferCheck::Read(_) => None,
+            }
         }
     }
 }

@@ -183,6 +183,7 @@ fn every_metric_the_dashboard_queries_is_exported() {
         "process_cpu_seconds_total",
         "process_resident_memory_bytes",
         "throng_event_subscribers",
+        "throng_whep_degraded_viewers",
     ] {
         assert!(
             wanted.contains(needed),
@@ -192,9 +193,12 @@ fn every_metric_the_dashboard_queries_is_exported() {
 
     // Traffic that creates every per-mount series: a source at 4× real time, a listener,
     // and a listener that never reads, dropped once it lags more than queue-size.
-    let srv = TestServer::start(
-        "[limits]\nqueue-size = 100000\nburst-size = 16000\nlistener-sndbuf = 16384",
-    );
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&format!(
+        "[limits]\nqueue-size = 100000\nburst-size = 16000\nlistener-sndbuf = 16384\n{}{}",
+        crate::whep::webrtc_config(),
+        crate::whep::tone_mount(dir.path(), "/tone.opus")
+    ));
     let _src = Source::start(srv.addr, "/live.mp3", "PUT", 4.0);
     srv.wait_mount("/live.mp3");
     let mount = srv.ctx.registry.get("/live.mp3").unwrap();
@@ -218,6 +222,17 @@ fn every_metric_the_dashboard_queries_is_exported() {
     }
     // A rejected request too.
     let _ = http_get(srv.addr, "/nothing-here.mp3", &[]);
+    // A WebRTC (WHEP) session: its mount's degraded-viewers gauge is set within a second.
+    srv.wait_mount("/tone.opus");
+    let (_, _, offer, _) = crate::whep::Viewer::offer();
+    let (status, _, _) = crate::whep::post(
+        srv.addr,
+        "/whep/tone.opus",
+        &["Content-Type: application/sdp"],
+        &offer,
+    );
+    assert_eq!(status, 201);
+    std::thread::sleep(Duration::from_millis(1500));
 
     let (head, body) = http_get(srv.addr, "/metrics", &[]);
     assert_eq!(head.status, 200);

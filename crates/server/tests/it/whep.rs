@@ -17,7 +17,7 @@ use throng_proto::http::parse_response_head;
 use crate::support::*;
 
 /// A WebRTC viewer: a str0m `Rtc` receiving audio only, on its own UDP socket.
-struct Viewer {
+pub(crate) struct Viewer {
     rtc: Rtc,
     socket: UdpSocket,
     /// WHEP resource path (the `Location` of the 201).
@@ -25,10 +25,12 @@ struct Viewer {
     /// RTP timestamps (48 kHz) and arrival times of the packets received so far.
     packets: Vec<(u64, Instant)>,
     connected: bool,
+    /// The UDP port of the server's ICE candidate in the answer (its engine's port).
+    engine_port: Option<u16>,
 }
 
 /// POSTs `body` with `headers` to `path`; returns the status, the headers and the body.
-fn post(
+pub(crate) fn post(
     addr: SocketAddr,
     path: &str,
     headers: &[&str],
@@ -52,7 +54,7 @@ fn post(
 
 impl Viewer {
     /// An offer for one receive-only Opus audio track.
-    fn offer() -> (Rtc, UdpSocket, String, str0m::change::SdpPendingOffer) {
+    pub(crate) fn offer() -> (Rtc, UdpSocket, String, str0m::change::SdpPendingOffer) {
         let mut rtc = Rtc::builder()
             .clear_codecs()
             .enable_opus(true, false)
@@ -80,6 +82,12 @@ impl Viewer {
         };
         assert_eq!(header("content-type").as_deref(), Some("application/sdp"));
         let resource = header("location").expect("Location");
+        // `a=candidate:<foundation> <component> udp <priority> <ip> <port> typ host`.
+        let engine_port = answer
+            .lines()
+            .find_map(|l| l.strip_prefix("a=candidate:"))
+            .and_then(|c| c.split_whitespace().nth(5))
+            .and_then(|p| p.parse().ok());
         let answer = SdpAnswer::from_sdp_string(&answer).expect("SDP answer");
         rtc.sdp_api().accept_answer(pending, answer).unwrap();
         Viewer {
@@ -88,6 +96,7 @@ impl Viewer {
             resource,
             packets: Vec::new(),
             connected: false,
+            engine_port,
         }
     }
 
@@ -139,16 +148,20 @@ impl Viewer {
     }
 }
 
-fn webrtc_config() -> String {
-    let port = UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    format!("[webrtc]\nudp-listen = \"127.0.0.1:{port}\"\n")
+/// A `[webrtc]` table on a free loopback UDP port whose next port is free too (the test
+/// servers run two shards, so two engines: port and port + 1).
+pub(crate) fn webrtc_config() -> String {
+    loop {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = a.local_addr().unwrap().port();
+        if port < u16::MAX && UdpSocket::bind(("127.0.0.1", port + 1)).is_ok() {
+            return format!("[webrtc]\nudp-listen = \"127.0.0.1:{port}\"\n");
+        }
+    }
 }
 
-fn tone_mount(dir: &std::path::Path, name: &str) -> String {
+/// A `[[mount]]` playing a copy of the test tone (Ogg/Opus) in `dir` as `name`.
+pub(crate) fn tone_mount(dir: &std::path::Path, name: &str) -> String {
     let file = dir.join(format!(
         "{}.opus",
         name.trim_start_matches('/').replace('.', "_")
@@ -250,6 +263,18 @@ fn whep_post_is_a_listener_request_auth_max_listeners_and_bad_offers() {
     assert_eq!(post(srv.addr, "/whep/auth.opus", &sdp, &offer).0, 401);
     let auth = format!("Authorization: {}", basic_authorization("fred", "secret"));
     let _authed = Viewer::connect(srv.addr, "/whep/auth.opus", &[&auth]);
+    // A refused POST is answered from its head: the server neither reads nor waits for a
+    // body it announced (60,000 bytes, never sent), and an offer over the cap is refused
+    // before a byte of it is read.
+    let t0 = Instant::now();
+    let head = "POST /whep/auth.opus HTTP/1.1\r\nHost: test\r\nContent-Type: application/sdp\r\nContent-Length: 60000\r\n\r\n";
+    assert_eq!(status_of(srv.addr, head.as_bytes()), 401);
+    assert!(
+        t0.elapsed() < Duration::from_secs(3),
+        "answered without the body"
+    );
+    let big = "POST /whep/tone.opus HTTP/1.1\r\nHost: test\r\nContent-Type: application/sdp\r\nContent-Length: 10000000\r\n\r\n";
+    assert_eq!(status_of(srv.addr, big.as_bytes()), 413);
     // max-listeners = 1 holds for WHEP viewers.
     let _first = Viewer::connect(srv.addr, "/whep/tone.opus", &[]);
     assert_eq!(post(srv.addr, "/whep/tone.opus", &sdp, &offer).0, 403);
@@ -402,6 +427,77 @@ fn chromium_plays_a_mount_over_whep() {
     .expect("DELETE frees the session");
 }
 
+/// The station page's "Low latency" button plays a mount with a `whep_url` over WebRTC in
+/// headless Chromium: its peer connection receives audio (`getStats`: inbound packets rising,
+/// none lost on loopback), and pressing it again DELETEs the session.
+#[test]
+fn the_station_page_low_latency_button_plays_over_whep() {
+    let Some(path) = crate::cdp::chromium_path() else {
+        assert!(
+            !crate::cdp::browser_required(),
+            "chromium is not installed and THRONG_REQUIRE_BROWSER is set: run scripts/install-deps.sh"
+        );
+        eprintln!("SKIPPED: chromium is not installed (scripts/install-deps.sh installs it)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&format!(
+        "{}{}",
+        webrtc_config(),
+        tone_mount(dir.path(), "/tone.opus")
+    ));
+    srv.wait_mount("/tone.opus");
+    let b = crate::cdp::Browser::launch(&path);
+    let tab = b.new_tab();
+    b.navigate(&tab, &srv.url("/"));
+    let button = "document.querySelector('[data-mount=\"/tone.opus\"] .rtc')";
+    b.wait_js(
+        &tab,
+        &format!("{button} && !{button}.hidden"),
+        Duration::from_secs(10),
+    )
+    .expect("a low-latency button on the Opus mount's card");
+    b.eval(&tab, &format!("{button}.click()")).unwrap();
+    let stats = r#"(async () => {
+        if (!window.throngWhep) return null;
+        let o = null;
+        (await window.throngWhep.pc.getStats()).forEach(r => {
+            if (r.type === 'inbound-rtp' && r.kind === 'audio') {
+                o = { received: r.packetsReceived, lost: r.packetsLost };
+            }
+        });
+        return o;
+    })()"#;
+    let first = b
+        .wait_js(
+            &tab,
+            &format!("{stats}.then(o => o && o.received > 0 ? o : null)"),
+            Duration::from_secs(15),
+        )
+        .expect("the station page's player receives audio over WHEP");
+    std::thread::sleep(Duration::from_secs(3));
+    let later = b.eval(&tab, stats).unwrap();
+    let (r0, r1) = (
+        first["received"].as_u64().unwrap(),
+        later["received"].as_u64().unwrap(),
+    );
+    assert!(r1 >= r0 + 100, "packets keep rising: {first} then {later}");
+    assert_eq!(later["lost"].as_i64(), Some(0), "{later}");
+    assert_eq!(listeners_on(&srv, "/tone.opus"), 1);
+    assert_eq!(
+        b.eval(&tab, &format!("{button}.getAttribute('aria-pressed')"))
+            .unwrap(),
+        "true"
+    );
+    // Pressed again: the session is DELETEd.
+    b.eval(&tab, &format!("{button}.click()")).unwrap();
+    wait_until(Duration::from_secs(5), || {
+        listeners_on(&srv, "/tone.opus") == 0
+    })
+    .expect("stopping the low-latency player frees the session");
+    assert_eq!(srv.ctx.whep.as_ref().unwrap().sessions(), 0);
+}
+
 /// The value of `throng_whep_degraded_viewers` for `mount` in `/metrics`.
 fn degraded_on(srv: &TestServer, mount: &str) -> Option<u64> {
     let (_, body) = http_get(srv.addr, "/metrics", &[]);
@@ -476,4 +572,192 @@ fn whep_viewers_are_listed_and_killable_as_listeners() {
     })
     .expect("killclient ends the WHEP session");
     assert_eq!(srv.ctx.whep.as_ref().unwrap().sessions(), 0);
+}
+
+/// A recording HTTP callback server: the bodies POSTed to it, in order; every request is
+/// accepted (`icecast-auth-user: 1`, Icecast's URL-auth "yes").
+struct Recorder {
+    addr: SocketAddr,
+    bodies: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Recorder {
+    fn start() -> Recorder {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let bodies = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let b = bodies.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                // Read the head, then Content-Length bytes of body.
+                let body = loop {
+                    let Ok(n) = conn.read(&mut chunk) else {
+                        break None;
+                    };
+                    if n == 0 {
+                        break None;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    let text = String::from_utf8_lossy(&buf).into_owned();
+                    if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| {
+                                let (k, v) = l.split_once(':')?;
+                                k.eq_ignore_ascii_case("content-length")
+                                    .then(|| v.trim().parse().ok())?
+                            })
+                            .unwrap_or(0);
+                        if body.len() >= len {
+                            break Some(body.to_owned());
+                        }
+                    }
+                };
+                if let Some(body) = body {
+                    b.lock().unwrap().push(body);
+                }
+                let _ = conn.write_all(
+                    b"HTTP/1.1 200 OK\r\nicecast-auth-user: 1\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+                );
+            }
+        });
+        Recorder { addr, bodies }
+    }
+
+    fn with_action(&self, action: &str) -> Vec<String> {
+        let key = format!("action={action}&");
+        self.bodies
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|b| b.starts_with(&key))
+            .cloned()
+            .collect()
+    }
+}
+
+/// The end of a WHEP session is the end of a listener: URL auth's `listener_remove` goes
+/// then (not when the offer is answered) with the session's duration, and the access log
+/// gets the session's line (its POST, `201`, its duration) when it ends.
+#[test]
+fn a_whep_session_end_sends_listener_remove_and_an_access_log_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let cb = Recorder::start();
+    let toml = format!(
+        "listen = [\"127.0.0.1:0\"]\nworkers = 2\n{}{}[mount.authentication]\ntype = \"url\"\nlistener-add = \"http://{}/add\"\nlistener-remove = \"http://{}/remove\"\n[authentication]\nsource-password = \"{SOURCE_PW}\"\nadmin-password = \"{ADMIN_PW}\"\n[logging]\naccess-log = {:?}\n",
+        webrtc_config(),
+        tone_mount(dir.path(), "/tone.opus"),
+        cb.addr,
+        cb.addr,
+        log.display().to_string(),
+    );
+    let srv = TestServer::start_config(throng_server::Config::from_toml(&toml).expect("config"));
+    srv.wait_mount("/tone.opus");
+    let auth = format!("Authorization: {}", basic_authorization("fred", "pw"));
+    let mut v = Viewer::connect(
+        srv.addr,
+        "/whep/tone.opus",
+        &[&auth, "User-Agent: whep-log-test"],
+    );
+    v.run_for(Duration::from_millis(2500));
+    assert!(v.connected);
+    assert_eq!(cb.with_action("listener_add").len(), 1);
+    assert!(
+        cb.with_action("listener_remove").is_empty(),
+        "no listener_remove while the session plays: {:?}",
+        cb.with_action("listener_remove")
+    );
+    let req = format!("DELETE {} HTTP/1.1\r\nHost: test\r\n\r\n", v.resource);
+    assert_eq!(status_of(srv.addr, req.as_bytes()), 200);
+    wait_until(Duration::from_secs(10), || {
+        !cb.with_action("listener_remove").is_empty()
+    })
+    .expect("listener_remove when the session ends");
+    let rm = cb.with_action("listener_remove").remove(0);
+    let duration: u64 = rm
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("duration="))
+        .and_then(|d| d.parse().ok())
+        .unwrap_or_else(|| panic!("a duration in {rm}"));
+    assert!((2..30).contains(&duration), "duration {duration} in {rm}");
+    let mut line = None;
+    wait_until(Duration::from_secs(5), || {
+        line = std::fs::read_to_string(&log).ok().and_then(|t| {
+            t.lines()
+                .find(|l| l.contains("\"POST /whep/tone.opus HTTP/1.1\" 201"))
+                .map(str::to_owned)
+        });
+        line.is_some()
+    })
+    .expect("the session's access-log line");
+    let line = line.unwrap();
+    assert!(line.contains("fred"), "{line}");
+    assert!(line.contains("\"whep-log-test\""), "{line}");
+    let secs: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(secs >= 2, "{line}");
+
+    // A session still playing when the server shuts down is logged too.
+    let mut v = Viewer::connect(
+        srv.addr,
+        "/whep/tone.opus",
+        &[&auth, "User-Agent: whep-at-shutdown"],
+    );
+    v.run_for(Duration::from_secs(1));
+    assert!(v.connected);
+    drop(srv);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.contains("201") && l.contains("\"whep-at-shutdown\"")),
+        "the session closed by the shutdown is in the access log:\n{text}"
+    );
+}
+
+/// Sessions spread over the engines (one per fan-out shard, `workers = 2` here): two viewers
+/// get answers naming the two engines' ports (`udp-listen` port and port + 1), both play, and
+/// a DELETE reaches the right engine.
+#[test]
+fn viewers_spread_over_the_engines_and_their_ports() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&format!(
+        "{}{}",
+        webrtc_config(),
+        tone_mount(dir.path(), "/tone.opus")
+    ));
+    srv.wait_mount("/tone.opus");
+    let whep = srv.ctx.whep.as_ref().unwrap();
+    let ports: Vec<u16> = whep.local_addrs().iter().map(|a| a.port()).collect();
+    assert_eq!(ports.len(), 2, "one engine per shard");
+    assert_eq!(ports[1], ports[0] + 1, "consecutive ports: {ports:?}");
+    let mut a = Viewer::connect(srv.addr, "/whep/tone.opus", &[]);
+    let mut b = Viewer::connect(srv.addr, "/whep/tone.opus", &[]);
+    let mut got: Vec<u16> = [a.engine_port, b.engine_port]
+        .into_iter()
+        .map(|p| p.expect("a candidate port"))
+        .collect();
+    got.sort_unstable();
+    assert_eq!(
+        got, ports,
+        "the least-loaded engine takes the second viewer"
+    );
+    for _ in 0..3 {
+        a.run_for(Duration::from_millis(500));
+        b.run_for(Duration::from_millis(500));
+    }
+    assert!(a.connected && b.connected);
+    assert!(!a.packets.is_empty() && !b.packets.is_empty());
+    assert_eq!(listeners_on(&srv, "/tone.opus"), 2);
+    let req = format!("DELETE {} HTTP/1.1\r\nHost: test\r\n\r\n", b.resource);
+    assert_eq!(status_of(srv.addr, req.as_bytes()), 200);
+    wait_until(Duration::from_secs(5), || {
+        listeners_on(&srv, "/tone.opus") == 1
+    })
+    .expect("the DELETE ends the second engine's session");
+    assert_eq!(whep.sessions(), 1);
 }

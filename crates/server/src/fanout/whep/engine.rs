@@ -1,0 +1,986 @@
+//! One WHEP engine: a thread owning one UDP socket (non-blocking, on a mio poll with a waker
+//! for commands) and its viewers' str0m `Rtc`s (ICE-lite, DTLS-SRTP, one audio track), feeding
+//! each viewer the Opus packets of its mount's queue, read like a listener reads it (from the
+//! live edge, following fallbacks when the mount ends).
+//!
+//! The loop does per turn only what is due: the sessions whose str0m timeout passed (a
+//! [`Timers`] heap, not a scan of every `Rtc`), the sessions that just got a datagram (driven
+//! once after the socket is drained, however many datagrams came), and every
+//! [`MEDIA_TICK`] the paced Opus packets of the connected sessions (each session is driven right
+//! after its packets are written, so its SRTP datagrams go out in that same pass). Incoming
+//! datagrams go to the session that owns their source address, or, for a new address, the one
+//! whose local ICE ufrag the STUN `USERNAME` names ([`stun_local_ufrag`]); a session ends with
+//! its access-log line and its close hook (URL auth `listener_remove`), as a listener's does.
+//!
+//! Ogg pages become Opus packets with continuous RTP timestamps in
+//! `throng_proto::opus_rtp`; this file is only the I/O and the session bookkeeping.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mio::net::UdpSocket;
+use mio::{Events, Interest, Poll, Token, Waker};
+use str0m::change::SdpOffer;
+use str0m::format::Codec;
+use str0m::media::{Frequency, MediaKind, MediaTime, Mid, Pt};
+use str0m::net::{Protocol, Receive};
+use str0m::rtp::Extension;
+use str0m::{Candidate, Event, IceConnectionState, Input, Output, Rtc};
+use throng_proto::ogg;
+use throng_proto::opus_rtp::{OpusDepacketizer, OpusPacket};
+
+use super::shared::{
+    session_id, set_degraded, Created, EngineShared, NewViewer, Pacer, ViewerHealth, WhepError,
+    CONNECT_TIMEOUT, ENDED_GRACE, HEALTH_INTERVAL, MEDIA_TICK,
+};
+use super::timers::Timers;
+use crate::fanout::shard::{ClosedListener, ListenerInfo, ListenerRow};
+use crate::mount::live::Mount;
+use crate::mount::registry::{Fallback, Registry};
+use crate::observe::access_log::AccessEntry;
+use crate::observe::metrics::{Metrics, MountLabel};
+
+/// Kernel socket buffers asked for (bytes): room for a burst of handshakes and a media pass.
+pub const SOCKET_BUFFER: usize = 4 << 20;
+
+/// Most datagrams read in one loop turn before timers and media get their turn.
+const READ_BATCH: usize = 1024;
+
+const SOCKET: Token = Token(0);
+const WAKER: Token = Token(1);
+
+/// Commands to an engine thread.
+enum Command {
+    Add(
+        Box<NewViewer>,
+        tokio::sync::oneshot::Sender<Result<Created, WhepError>>,
+    ),
+    Remove(String, tokio::sync::oneshot::Sender<bool>),
+    List(
+        Option<String>,
+        tokio::sync::oneshot::Sender<Vec<ListenerRow>>,
+    ),
+    Kill(u64, tokio::sync::oneshot::Sender<bool>),
+    /// Close every session (logged, hooks run) and stop the thread; answer when done.
+    Shutdown(mpsc::Sender<()>),
+}
+
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Command::Add(v, _) => write!(f, "Add({})", v.info.requested_mount),
+            Command::Remove(id, _) => write!(f, "Remove({id})"),
+            Command::List(m, _) => write!(f, "List({m:?})"),
+            Command::Kill(id, _) => write!(f, "Kill({id})"),
+            Command::Shutdown(_) => write!(f, "Shutdown"),
+        }
+    }
+}
+
+/// Handle to one engine thread.
+#[derive(Debug, Clone)]
+pub struct EngineHandle {
+    tx: mpsc::Sender<Command>,
+    waker: Arc<Waker>,
+    /// Sessions open or being created on this engine.
+    pub load: Arc<AtomicUsize>,
+    /// The UDP address announced to its peers.
+    pub local: SocketAddr,
+}
+
+impl EngineHandle {
+    /// Binds `addr` and starts engine `index`; `public` replaces the address in the ICE
+    /// candidate. Errors: the socket cannot be bound or the thread not started.
+    pub fn spawn(
+        index: usize,
+        addr: SocketAddr,
+        public: Option<IpAddr>,
+        shared: EngineShared,
+    ) -> std::io::Result<EngineHandle> {
+        let socket = bind(addr)?;
+        let local = socket.local_addr()?;
+        let candidate = SocketAddr::new(public.unwrap_or(local.ip()), local.port());
+        let poll = Poll::new()?;
+        let mut socket = UdpSocket::from_std(socket);
+        poll.registry()
+            .register(&mut socket, SOCKET, Interest::READABLE)?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let (tx, rx) = mpsc::channel();
+        let load = Arc::new(AtomicUsize::new(0));
+        // One DTLS certificate for all the engine's sessions: generating a key pair per session
+        // was a large share of a session's setup CPU (WebRTC lets an endpoint reuse its
+        // certificate, RFC 8827 §6.5; the answer's fingerprint names it).
+        let cert = str0m::crypto::from_feature_flags()
+            .dtls_provider
+            .generate_certificate();
+        let mut engine = Engine {
+            index,
+            cert,
+            socket,
+            poll,
+            candidate,
+            rx,
+            shared,
+            slots: Vec::new(),
+            free: Vec::new(),
+            ids: HashMap::new(),
+            by_listener: HashMap::new(),
+            by_addr: HashMap::new(),
+            by_ufrag: HashMap::new(),
+            timers: Timers::default(),
+            touched: Vec::new(),
+            load: load.clone(),
+            gauged: HashMap::new(),
+            stats: Stats::default(),
+        };
+        std::thread::Builder::new()
+            .name(format!("whep-{index}"))
+            .spawn(move || engine.run())?;
+        Ok(EngineHandle {
+            tx,
+            waker,
+            load,
+            local: candidate,
+        })
+    }
+
+    fn send(&self, cmd: Command) -> bool {
+        if self.tx.send(cmd).is_err() {
+            return false;
+        }
+        let _ = self.waker.wake();
+        true
+    }
+
+    /// Creates a session for `viewer`; on error the listener slot taken on `viewer.mount` is
+    /// given back.
+    pub async fn add(&self, viewer: NewViewer) -> Result<Created, WhepError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let mount = viewer.mount.clone();
+        self.load.fetch_add(1, Ordering::Relaxed);
+        if !self.send(Command::Add(Box::new(viewer), tx)) {
+            self.load.fetch_sub(1, Ordering::Relaxed);
+            mount.remove_listener();
+            return Err(WhepError::Stopped);
+        }
+        rx.await.unwrap_or(Err(WhepError::Stopped))
+    }
+
+    /// Ends session `id`; `false` when there is none.
+    pub async fn remove(&self, id: &str) -> bool {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if !self.send(Command::Remove(id.to_owned(), tx)) {
+            return false;
+        }
+        rx.await.unwrap_or(false)
+    }
+
+    /// The viewers on `mount` (all when `None`) as listener rows.
+    pub async fn list(&self, mount: Option<&str>) -> Vec<ListenerRow> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if !self.send(Command::List(mount.map(str::to_owned), tx)) {
+            return Vec::new();
+        }
+        rx.await.unwrap_or_default()
+    }
+
+    /// Closes every session (each logged, its close hook run) and stops the engine thread,
+    /// waiting at most `timeout` (blocking: call it off the async runtime).
+    pub fn shutdown(&self, timeout: Duration) {
+        let (tx, rx) = mpsc::channel();
+        if self.send(Command::Shutdown(tx)) {
+            let _ = rx.recv_timeout(timeout);
+        }
+    }
+
+    /// Disconnects the viewer with listener id `id`; `false` when there is none here.
+    pub async fn kill(&self, id: u64) -> bool {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if !self.send(Command::Kill(id, tx)) {
+            return false;
+        }
+        rx.await.unwrap_or(false)
+    }
+}
+
+/// A UDP socket bound to `addr` with [`SOCKET_BUFFER`]-byte kernel buffers, non-blocking.
+fn bind(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::DGRAM,
+        Some(socket2::Protocol::UDP),
+    )?;
+    // Best effort: the kernel caps them at its rmem_max / wmem_max.
+    let _ = socket.set_recv_buffer_size(SOCKET_BUFFER);
+    let _ = socket.set_send_buffer_size(SOCKET_BUFFER);
+    socket.bind(&addr.into())?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}
+
+/// One viewer.
+struct Session {
+    id: String,
+    rtc: Rtc,
+    mount: Arc<Mount>,
+    mid: Mid,
+    /// The Opus payload type the answer settled on (known once the session is connected).
+    pt: Option<Pt>,
+    /// Next absolute queue offset to read; `None` until the first read (live edge).
+    pos: Option<u64>,
+    depack: OpusDepacketizer,
+    /// Last RTP timestamp written, extended to 64 bits.
+    ext_ts: Option<(u32, u64)>,
+    connected: bool,
+    health: ViewerHealth,
+    /// The listener's facts: id, request line, agent, user, start, deadline, close hook.
+    info: ListenerInfo,
+    /// Local ICE ufrag (routes the first STUN request from a new address).
+    ufrag: String,
+    /// Source addresses routed to this session.
+    addrs: Vec<SocketAddr>,
+    /// Opus payload bytes written.
+    sent: u64,
+    /// Bytes of the `201` answer, counted in the access-log line.
+    answer_bytes: u64,
+    /// Packets read but not yet due (extended RTP timestamp, payload).
+    outbox: VecDeque<(u64, Vec<u8>)>,
+    pacer: Pacer,
+    ended_since: Option<Instant>,
+    peer: SocketAddr,
+    /// Set while the session is in the engine's `touched` list.
+    touched: bool,
+}
+
+/// The engine thread's state.
+struct Engine {
+    index: usize,
+    cert: Option<str0m::config::DtlsCert>,
+    socket: UdpSocket,
+    poll: Poll,
+    candidate: SocketAddr,
+    rx: mpsc::Receiver<Command>,
+    shared: EngineShared,
+    /// Sessions by slot key.
+    slots: Vec<Option<Session>>,
+    free: Vec<usize>,
+    ids: HashMap<String, usize>,
+    by_listener: HashMap<u64, usize>,
+    by_addr: HashMap<SocketAddr, usize>,
+    by_ufrag: HashMap<String, usize>,
+    timers: Timers,
+    /// Sessions that got input this turn, to drive once.
+    touched: Vec<usize>,
+    load: Arc<AtomicUsize>,
+    /// Degraded viewers per mount as last counted here.
+    gauged: HashMap<String, i64>,
+    stats: Stats,
+}
+
+/// What an engine did since its last stats line (debug log, target `throng_whep_stats`).
+#[derive(Debug, Default)]
+struct Stats {
+    turns: u64,
+    datagrams_in: u64,
+    datagrams_out: u64,
+    send_errors: u64,
+    drives: u64,
+    packets: u64,
+    media_passes: u64,
+    /// Longest media pass and the latest start of one after its tick (µs).
+    media_pass_max_us: u64,
+    media_late_max_us: u64,
+}
+
+/// Why a session is closed (debug log).
+#[derive(Debug, Clone, Copy)]
+enum Close {
+    Delete,
+    Killed,
+    PeerGone,
+    MountEnded,
+    TimeLimit,
+    Shutdown,
+}
+
+impl Engine {
+    fn run(&mut self) {
+        let mut buf = vec![0u8; 2048];
+        let mut events = Events::with_capacity(16);
+        let mut packets = Vec::new();
+        let mut next_media = Instant::now();
+        let mut next_health = Instant::now() + HEALTH_INTERVAL;
+        let mut readable = true;
+        loop {
+            loop {
+                match self.rx.try_recv() {
+                    Ok(Command::Shutdown(done)) => {
+                        self.close_all();
+                        let _ = done.send(());
+                        return;
+                    }
+                    Ok(cmd) => self.command(cmd),
+                    Err(mpsc::TryRecvError::Empty) => break,
+                    Err(mpsc::TryRecvError::Disconnected) => {
+                        self.close_all();
+                        return;
+                    }
+                }
+            }
+            if readable {
+                readable = self.read_socket(&mut buf);
+                self.drive_touched();
+            }
+            let now = Instant::now();
+            self.stats.turns += 1;
+            if now >= next_media {
+                let late = now.saturating_duration_since(next_media).as_micros() as u64;
+                self.stats.media_late_max_us = self.stats.media_late_max_us.max(late);
+                self.pump_media(now, &mut packets);
+                let took = now.elapsed().as_micros() as u64;
+                self.stats.media_pass_max_us = self.stats.media_pass_max_us.max(took);
+                self.stats.media_passes += 1;
+                // Keep the tick's phase: a late pass does not push every later one back.
+                next_media += MEDIA_TICK;
+                if next_media <= now {
+                    next_media = now + MEDIA_TICK;
+                }
+            }
+            if now >= next_health {
+                self.health(now);
+                tracing::debug!(target: "throng_whep_stats", engine = self.index, sessions = self.ids.len(), "{:?}", self.stats);
+                self.stats = Stats::default();
+                next_health = now + HEALTH_INTERVAL;
+            }
+            let now = Instant::now();
+            while let Some(key) = self.timers.pop_due(now) {
+                self.drive_and_schedule(key);
+            }
+            if readable {
+                continue;
+            }
+            let wake = self
+                .timers
+                .next()
+                .unwrap_or(next_media)
+                .min(next_media)
+                .min(next_health);
+            let wait = wake.saturating_duration_since(Instant::now());
+            if let Err(e) = self.poll.poll(&mut events, Some(wait)) {
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    tracing::warn!("WebRTC engine poll: {e}");
+                }
+            }
+            readable = events.iter().any(|e| e.token() == SOCKET);
+        }
+    }
+
+    /// Reads up to [`READ_BATCH`] datagrams; `true` when more may be waiting.
+    fn read_socket(&mut self, buf: &mut [u8]) -> bool {
+        for _ in 0..READ_BATCH {
+            match self.socket.recv_from(buf) {
+                Ok((n, source)) => {
+                    self.stats.datagrams_in += 1;
+                    self.receive(n, buf, source);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // An ICMP error of an earlier send (port unreachable): try again.
+                    tracing::trace!("WebRTC socket: {e}");
+                }
+            }
+        }
+        true
+    }
+
+    fn session(&mut self, key: usize) -> Option<&mut Session> {
+        self.slots.get_mut(key).and_then(Option::as_mut)
+    }
+
+    /// Sets each mount's degraded-viewers gauge (summed over engines) and closes sessions past
+    /// their time limit.
+    fn health(&mut self, now: Instant) {
+        let mut counts: HashMap<String, i64> = HashMap::new();
+        let mut expired = Vec::new();
+        for (key, s) in self.slots.iter().enumerate() {
+            let Some(s) = s else { continue };
+            let n = counts.entry(s.mount.name.clone()).or_default();
+            *n += i64::from(s.health.is_degraded(now));
+            if s.info.deadline.is_some_and(|d| now >= d) {
+                expired.push(key);
+            }
+        }
+        for key in expired {
+            self.close(key, Close::TimeLimit);
+        }
+        if counts != self.gauged || !counts.is_empty() {
+            let sums = self
+                .shared
+                .degraded
+                .report(self.index, self.shared.engines, &counts);
+            set_degraded(&self.shared.metrics, &sums);
+        }
+        self.gauged = counts;
+    }
+
+    fn command(&mut self, cmd: Command) {
+        match cmd {
+            Command::Add(viewer, reply) => {
+                let mount = viewer.mount.clone();
+                let result = self.add(*viewer);
+                if result.is_err() {
+                    mount.remove_listener();
+                    self.load.fetch_sub(1, Ordering::Relaxed);
+                }
+                let _ = reply.send(result);
+            }
+            Command::Remove(id, reply) => {
+                let key = self.ids.get(&id).copied();
+                if let Some(key) = key {
+                    self.close(key, Close::Delete);
+                }
+                let _ = reply.send(key.is_some());
+            }
+            Command::List(mount, reply) => {
+                let rows: Vec<ListenerRow> = self
+                    .slots
+                    .iter()
+                    .flatten()
+                    .filter(|s| mount.as_ref().is_none_or(|m| *m == s.mount.name))
+                    .map(|s| ListenerRow {
+                        id: s.info.id,
+                        ip: s.info.ip,
+                        agent: s.info.agent.clone(),
+                        referer: s.info.referer.clone(),
+                        user: s.info.user.clone(),
+                        connected_secs: s.info.started.elapsed().as_secs(),
+                        mount: s.mount.name.clone(),
+                        requested_mount: s.info.requested_mount.clone(),
+                        lag_bytes: 0,
+                        sent: s.sent,
+                    })
+                    .collect();
+                let _ = reply.send(rows);
+            }
+            Command::Kill(listener_id, reply) => {
+                let key = self.by_listener.get(&listener_id).copied();
+                if let Some(key) = key {
+                    self.close(key, Close::Killed);
+                }
+                let _ = reply.send(key.is_some());
+            }
+            Command::Shutdown(done) => {
+                self.close_all();
+                let _ = done.send(());
+            }
+        }
+    }
+
+    fn add(&mut self, viewer: NewViewer) -> Result<Created, WhepError> {
+        let offer = SdpOffer::from_sdp_string(&viewer.offer)
+            .map_err(|e| WhepError::BadOffer(e.to_string()))?;
+        let now = Instant::now();
+        // No header extensions but the mid: in particular no transport-wide congestion
+        // control, whose feedback (a datagram from every viewer every ~100 ms, sequence
+        // bookkeeping for every packet sent) only serves a bandwidth estimate that a
+        // fixed-rate audio track does not use. Loss and RTT still come from receiver reports.
+        let mut config = Rtc::builder()
+            .set_ice_lite(true)
+            .clear_codecs()
+            .enable_opus(true, false)
+            .clear_extension_map()
+            .set_extension(4, Extension::RtpMid)
+            .set_stats_interval(Some(Duration::from_secs(1)));
+        if let Some(cert) = &self.cert {
+            config = config.set_dtls_cert(cert.clone());
+        }
+        let mut rtc = config.build(now);
+        let cand = Candidate::host(self.candidate, "udp")
+            .map_err(|e| WhepError::BadOffer(e.to_string()))?;
+        rtc.add_local_candidate(cand);
+        let answer = rtc
+            .sdp_api()
+            .accept_offer(offer)
+            .map_err(|e| WhepError::BadOffer(e.to_string()))?;
+        // The audio section of the offer, which the answer accepted.
+        let mid = audio_mid(&viewer.offer).filter(|m| {
+            rtc.media(*m)
+                .is_some_and(|media| media.kind() == MediaKind::Audio)
+        });
+        let mid = mid.ok_or(WhepError::NoAudio)?;
+        let ufrag = rtc.direct_api().local_ice_credentials().ufrag;
+        let id = session_id(self.index);
+        let label = MountLabel::new(&viewer.mount.name);
+        self.shared.metrics.connects.get_or_create(&label).inc();
+        self.shared.metrics.listeners.get_or_create(&label).inc();
+        tracing::debug!(peer = %viewer.peer, mount = %viewer.mount.name, %id, "WHEP session created");
+        let answer = answer.to_sdp_string();
+        let key = self.free.pop().unwrap_or_else(|| {
+            self.slots.push(None);
+            self.slots.len() - 1
+        });
+        self.ids.insert(id.clone(), key);
+        self.by_listener.insert(viewer.info.id, key);
+        self.by_ufrag.insert(ufrag.clone(), key);
+        self.slots[key] = Some(Session {
+            id: id.clone(),
+            rtc,
+            mount: viewer.mount,
+            mid,
+            pt: None,
+            pos: None,
+            depack: OpusDepacketizer::new(rand::random()),
+            ext_ts: None,
+            connected: false,
+            health: ViewerHealth::default(),
+            info: viewer.info,
+            ufrag,
+            addrs: Vec::new(),
+            sent: 0,
+            answer_bytes: answer.len() as u64,
+            outbox: VecDeque::new(),
+            pacer: Pacer::default(),
+            ended_since: None,
+            peer: viewer.peer,
+            touched: false,
+        });
+        self.timers.schedule(key, now);
+        Ok(Created { id, answer })
+    }
+
+    fn close(&mut self, key: usize, why: Close) {
+        let Some(mut s) = self.slots.get_mut(key).and_then(Option::take) else {
+            return;
+        };
+        self.free.push(key);
+        self.timers.cancel(key);
+        self.ids.remove(&s.id);
+        self.by_listener.remove(&s.info.id);
+        self.by_ufrag.remove(&s.ufrag);
+        for a in &s.addrs {
+            if self.by_addr.get(a) == Some(&key) {
+                self.by_addr.remove(a);
+            }
+        }
+        s.rtc.disconnect();
+        s.mount.remove_listener();
+        self.load.fetch_sub(1, Ordering::Relaxed);
+        let metrics = &self.shared.metrics;
+        let label = MountLabel::new(&s.mount.name);
+        metrics.listeners.get_or_create(&label).dec();
+        metrics.disconnects.get_or_create(&label).inc();
+        let secs = s.info.started.elapsed().as_secs();
+        tracing::debug!(peer = %s.peer, mount = %s.mount.name, id = %s.id, "WHEP session closed: {why:?}");
+        let bytes = s.answer_bytes + s.sent;
+        self.shared.access_log.log(&AccessEntry {
+            ip: s.info.ip,
+            user: s.info.user.as_deref(),
+            request_line: &s.info.request_line,
+            status: 201,
+            bytes,
+            referer: s.info.referer.as_deref(),
+            agent: s.info.agent.as_deref(),
+            duration_secs: secs,
+        });
+        if let Some(hook) = s.info.on_close.take() {
+            (hook.0)(&ClosedListener {
+                info: &s.info,
+                mount: &s.mount.name,
+                sent: bytes,
+                duration_secs: secs,
+            });
+        }
+    }
+
+    fn close_all(&mut self) {
+        for key in 0..self.slots.len() {
+            self.close(key, Close::Shutdown);
+        }
+    }
+
+    /// Polls one session's output until its next timeout; `None` when it is dead.
+    fn drive(&mut self, key: usize) -> Option<Instant> {
+        self.stats.drives += 1;
+        let s = self.slots.get_mut(key)?.as_mut()?;
+        if !s.rtc.is_alive() {
+            return None;
+        }
+        let mut now = Instant::now();
+        if !s.connected && now.saturating_duration_since(s.info.started) > CONNECT_TIMEOUT {
+            return None;
+        }
+        loop {
+            match s.rtc.poll_output() {
+                Ok(Output::Timeout(t)) => {
+                    if t <= now {
+                        now = Instant::now();
+                        if s.rtc.handle_input(Input::Timeout(now)).is_err() {
+                            return None;
+                        }
+                        continue;
+                    }
+                    return Some(t);
+                }
+                Ok(Output::Transmit(t)) => {
+                    self.stats.datagrams_out += 1;
+                    if let Err(e) = self.socket.send_to(&t.contents, t.destination) {
+                        self.stats.send_errors += 1;
+                        tracing::trace!(id = %s.id, "WebRTC send: {e}");
+                    }
+                }
+                Ok(Output::Event(e)) => match e {
+                    Event::Connected => {
+                        s.connected = true;
+                        s.health.connected_at = Some(Instant::now());
+                        s.pt = s.rtc.writer(s.mid).and_then(|w| {
+                            w.payload_params()
+                                .find(|p| p.spec().codec == Codec::Opus)
+                                .map(|p| p.pt())
+                        });
+                    }
+                    Event::MediaEgressStats(st) => s.health.update(
+                        st.remote.map(|r| *r.maximum_sequence_number),
+                        st.loss,
+                        st.rtt,
+                        Instant::now(),
+                    ),
+                    Event::IceConnectionStateChange(IceConnectionState::Disconnected) => {
+                        return None;
+                    }
+                    _ => {}
+                },
+                Err(e) => {
+                    tracing::debug!(id = %s.id, "WebRTC session error: {e}");
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Hands the datagram `buf[..n]` from `source` to its session and marks it to drive.
+    fn receive(&mut self, n: usize, buf: &[u8], source: SocketAddr) {
+        let data = &buf[..n];
+        let Ok(contents) = data.try_into() else {
+            return;
+        };
+        let input = Input::Receive(
+            Instant::now(),
+            Receive {
+                proto: Protocol::Udp,
+                source,
+                destination: self.candidate,
+                contents,
+            },
+        );
+        let known = self.by_addr.get(&source).copied().filter(|&k| {
+            self.slots[k]
+                .as_ref()
+                .is_some_and(|s| s.rtc.accepts(&input))
+        });
+        let key = match known {
+            Some(k) => k,
+            None => {
+                // A new address: its STUN request names our ufrag; else ask each session.
+                let by_name = stun_local_ufrag(data)
+                    .and_then(|u| self.by_ufrag.get(u).copied())
+                    .filter(|&k| {
+                        self.slots[k]
+                            .as_ref()
+                            .is_some_and(|s| s.rtc.accepts(&input))
+                    });
+                let Some(k) = by_name.or_else(|| {
+                    self.slots
+                        .iter()
+                        .position(|s| s.as_ref().is_some_and(|s| s.rtc.accepts(&input)))
+                }) else {
+                    return;
+                };
+                self.by_addr.insert(source, k);
+                if let Some(s) = self.slots[k].as_mut() {
+                    if !s.addrs.contains(&source) {
+                        s.addrs.push(source);
+                    }
+                }
+                k
+            }
+        };
+        let Some(s) = self.slots[key].as_mut() else {
+            return;
+        };
+        if let Err(e) = s.rtc.handle_input(input) {
+            tracing::debug!(id = %s.id, "WebRTC input refused: {e}");
+        }
+        if !s.touched {
+            s.touched = true;
+            self.touched.push(key);
+        }
+    }
+
+    /// Drives every session that got input since the last call, once each.
+    fn drive_touched(&mut self) {
+        let touched = std::mem::take(&mut self.touched);
+        for &key in &touched {
+            if let Some(s) = self.session(key) {
+                s.touched = false;
+                self.drive_and_schedule(key);
+            }
+        }
+        self.touched = touched;
+        self.touched.clear();
+    }
+
+    /// Drives session `key` and records its next timeout, or closes it when it is dead.
+    fn drive_and_schedule(&mut self, key: usize) {
+        match self.drive(key) {
+            Some(t) => self.timers.schedule(key, t),
+            None => self.close(key, Close::PeerGone),
+        }
+    }
+
+    /// Reads each connected session's mount queue, writes the Opus packets due and drives the
+    /// sessions written to.
+    fn pump_media(&mut self, now: Instant, packets: &mut Vec<OpusPacket>) {
+        let mut ended = Vec::new();
+        let mut written = Vec::new();
+        for (key, slot) in self.slots.iter_mut().enumerate() {
+            let Some(s) = slot else { continue };
+            if !s.connected {
+                continue;
+            }
+            packets.clear();
+            if !read_queue(s, &self.shared.registry, &self.shared.metrics, packets) {
+                let since = *s.ended_since.get_or_insert(now);
+                if now.duration_since(since) > ENDED_GRACE {
+                    ended.push(key);
+                }
+                continue;
+            }
+            s.ended_since = None;
+            if s.pt.is_none() {
+                s.pt = s.rtc.writer(s.mid).and_then(|w| {
+                    w.payload_params()
+                        .find(|p| p.spec().codec == Codec::Opus)
+                        .map(|p| p.pt())
+                });
+            }
+            let Some(pt) = s.pt else { continue };
+            for p in packets.drain(..) {
+                let ext = match s.ext_ts {
+                    None => u64::from(p.rtp_ts),
+                    Some((last, ext)) => {
+                        ext.wrapping_add(i64::from(p.rtp_ts.wrapping_sub(last) as i32) as u64)
+                    }
+                };
+                s.ext_ts = Some((p.rtp_ts, ext));
+                s.outbox.push_back((ext, p.data));
+            }
+            // Paced: each packet goes when its media time is due (an Ogg page brings up to
+            // a second of packets at once).
+            let mut wrote = false;
+            while let Some((ext, _)) = s.outbox.front() {
+                if s.pacer.due(*ext, now) > now {
+                    break;
+                }
+                let Some((ext, data)) = s.outbox.pop_front() else {
+                    break;
+                };
+                let Some(writer) = s.rtc.writer(s.mid) else {
+                    break;
+                };
+                s.sent += data.len() as u64;
+                self.stats.packets += 1;
+                wrote = true;
+                let time = MediaTime::new(ext, Frequency::FORTY_EIGHT_KHZ);
+                if let Err(e) = writer.write(pt, now, time, data) {
+                    tracing::debug!(id = %s.id, "WebRTC write: {e}");
+                }
+            }
+            if wrote {
+                written.push(key);
+            }
+        }
+        for key in written {
+            self.drive_and_schedule(key);
+        }
+        for key in ended {
+            self.close(key, Close::MountEnded);
+        }
+    }
+}
+
+/// Reads the pages added to `s`'s mount since its position into `out`, switching to a live
+/// fallback when the mount ended; `false` when the mount ended with nowhere to go.
+fn read_queue(
+    s: &mut Session,
+    registry: &Registry,
+    metrics: &Metrics,
+    out: &mut Vec<OpusPacket>,
+) -> bool {
+    let mut q = s.mount.queue.load();
+    if q.ended && s.pos.is_none_or(|p| p >= q.head) {
+        match registry.fallback_target(&s.mount) {
+            Fallback::Live(m) if !Arc::ptr_eq(&m, &s.mount) => {
+                tracing::debug!(from = %s.mount.name, to = %m.name, requested = %s.info.requested_mount, "WHEP viewer follows fallback");
+                s.mount.remove_listener();
+                metrics
+                    .listeners
+                    .get_or_create(&MountLabel::new(&s.mount.name))
+                    .dec();
+                m.force_add_listener();
+                metrics
+                    .listeners
+                    .get_or_create(&MountLabel::new(&m.name))
+                    .inc();
+                s.mount = m;
+                s.pos = None;
+                q = s.mount.queue.load();
+            }
+            Fallback::Starting => return true,
+            _ => return false,
+        }
+    }
+    // Nothing new since the last read: the common case on most ticks.
+    if s.pos == Some(q.head) {
+        return true;
+    }
+    let pos = match s.pos {
+        Some(p) if p >= q.tail() => p,
+        _ => {
+            // Join (or rejoin after lagging) at the live edge: the current header pages, then
+            // the newest chunk.
+            let start = q.chunks.last().map_or(q.head, |c| c.start);
+            let headers = q
+                .chunks
+                .last()
+                .and_then(|c| {
+                    if c.is_header {
+                        None
+                    } else {
+                        c.ogg_headers.clone()
+                    }
+                })
+                .or_else(|| {
+                    if q.chunks.is_empty() {
+                        q.ogg_headers.clone()
+                    } else {
+                        None
+                    }
+                });
+            if let Some(h) = headers {
+                push_pages(&mut s.depack, &h, out);
+            }
+            start
+        }
+    };
+    let mut at = pos;
+    if let Some(i) = q.chunk_index(pos) {
+        for c in &q.chunks[i..] {
+            let skip = at.saturating_sub(c.start) as usize;
+            push_pages(&mut s.depack, &c.data[skip.min(c.data.len())..], out);
+            at = c.end();
+        }
+    }
+    s.pos = Some(at.max(pos));
+    true
+}
+
+/// The `a=mid` of the first audio media section of an SDP (RFC 8866 §5.14, RFC 8843 §15).
+fn audio_mid(sdp: &str) -> Option<Mid> {
+    let mut in_audio = false;
+    for line in sdp.lines() {
+        let line = line.trim_end();
+        if let Some(m) = line.strip_prefix("m=") {
+            in_audio = m.starts_with("audio ");
+        } else if in_audio {
+            if let Some(mid) = line.strip_prefix("a=mid:") {
+                return Some(Mid::from(mid));
+            }
+        }
+    }
+    None
+}
+
+/// Pushes every Ogg page in `data` (whole pages, back to back) to `depack`.
+fn push_pages(depack: &mut OpusDepacketizer, mut data: &[u8], out: &mut Vec<OpusPacket>) {
+    while !data.is_empty() {
+        match ogg::parse_page(data) {
+            ogg::PageParse::Page(page) => {
+                let len = page.bytes.len();
+                depack.push_page(&page, out);
+                data = &data[len..];
+            }
+            _ => break,
+        }
+    }
+}
+
+/// The receiver's (our) ufrag in a STUN Binding request: the `USERNAME` attribute (RFC 8489
+/// §14.3) is `<receiver ufrag>:<sender ufrag>` in ICE (RFC 8445 §7.2.2). `None` when `data`
+/// is not a STUN message (RFC 8489 §5: first two bits zero, magic cookie) or has no username.
+pub fn stun_local_ufrag(data: &[u8]) -> Option<&str> {
+    const MAGIC: [u8; 4] = [0x21, 0x12, 0xA4, 0x42];
+    const USERNAME: u16 = 0x0006;
+    if data.len() < 20 || data[0] & 0xC0 != 0 || data[4..8] != MAGIC {
+        return None;
+    }
+    let len = usize::from(u16::from_be_bytes([data[2], data[3]]));
+    let mut attrs = data.get(20..20 + len)?;
+    while attrs.len() >= 4 {
+        let kind = u16::from_be_bytes([attrs[0], attrs[1]]);
+        let alen = usize::from(u16::from_be_bytes([attrs[2], attrs[3]]));
+        let value = attrs.get(4..4 + alen)?;
+        if kind == USERNAME {
+            let name = std::str::from_utf8(value).ok()?;
+            return name.split(':').next();
+        }
+        // Attributes are padded to 4 bytes.
+        let padded = 4 + alen.div_ceil(4) * 4;
+        attrs = attrs.get(padded..).unwrap_or(&[]);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stun(attrs: &[(u16, &[u8])]) -> Vec<u8> {
+        let mut body = Vec::new();
+        for (kind, value) in attrs {
+            body.extend_from_slice(&kind.to_be_bytes());
+            body.extend_from_slice(&(value.len() as u16).to_be_bytes());
+            body.extend_from_slice(value);
+            while body.len() % 4 != 0 {
+                body.push(0);
+            }
+        }
+        let mut m = vec![0x00, 0x01];
+        m.extend_from_slice(&(body.len() as u16).to_be_bytes());
+        m.extend_from_slice(&[0x21, 0x12, 0xA4, 0x42]);
+        m.extend_from_slice(&[7; 12]);
+        m.extend_from_slice(&body);
+        m
+    }
+
+    #[test]
+    fn the_stun_username_names_the_session() {
+        // PRIORITY first (4 bytes), then a USERNAME needing padding.
+        let m = stun(&[(0x0024, &[0, 0, 0, 1]), (0x0006, b"srvA:cli")]);
+        assert_eq!(stun_local_ufrag(&m), Some("srvA"));
+        let m = stun(&[(0x8022, b"odd"), (0x0006, b"abcd:e")]);
+        assert_eq!(stun_local_ufrag(&m), Some("abcd"));
+        // No username, not STUN (DTLS, RTP), truncated.
+        assert_eq!(stun_local_ufrag(&stun(&[(0x0024, &[0; 4])])), None);
+        assert_eq!(stun_local_ufrag(&[22, 254, 253, 0, 0][..]), None);
+        let mut rtp = stun(&[(0x0006, b"a:b")]);
+        rtp[0] = 0x80;
+        assert_eq!(stun_local_ufrag(&rtp), None);
+        let m = stun(&[(0x0006, b"srvA:cli")]);
+        assert_eq!(stun_local_ufrag(&m[..m.len() - 4]), None);
+    }
+}

@@ -1,0 +1,197 @@
+//! The WHEP media engines: WebRTC viewers (ICE-lite, DTLS-SRTP, one Opus audio track, str0m)
+//! spread over one engine per fan-out shard, each engine a thread of its own with its own UDP
+//! socket (`[webrtc] udp-listen` port for the first, port + 1, ... for the next: the answer's
+//! ICE candidate carries its engine's port). A new session goes to the engine with the fewest
+//! sessions ([`least_loaded`]); its resource id starts with the engine's index so `DELETE`
+//! goes straight to it; `listclients`, `killclient`, the session count and the
+//! degraded-viewers gauge ([`shared::DegradedTally`]) are summed over engines.
+//!
+//! Why a WHEP thread beside each shard rather than the sessions on the shard threads' own mio
+//! poll: a shard's loop is timed for cheap coalesced TCP writes (its tick schedule in
+//! `fanout/shard/decide.rs`), while a WebRTC session costs a DTLS handshake of several
+//! milliseconds of pure-Rust public-key crypto when it starts and an SRTP-sealed datagram every
+//! 20 ms after; on the shard threads every handshake would stall the ICY listeners of that
+//! shard. As separate threads, one per shard, the kernel interleaves both kinds of work on the
+//! cores, and the engines scale with the shard count like the shards do. The engine loop
+//! itself (`engine.rs`) wakes only the sessions that are due ([`timers::Timers`]).
+
+pub mod engine;
+pub mod shared;
+pub mod timers;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::fanout::shard::ListenerRow;
+use crate::mount::registry::Registry;
+use crate::observe::access_log::AccessLog;
+use crate::observe::metrics::Metrics;
+
+pub use shared::{engine_of, Created, EngineShared, NewViewer, WhepError};
+
+/// The index of the engine with the fewest sessions (the first of equals).
+///
+/// Panics: `loads` is empty.
+pub fn least_loaded(loads: &[usize]) -> usize {
+    loads
+        .iter()
+        .enumerate()
+        .min_by_key(|(i, n)| (**n, *i))
+        .map(|(i, _)| i)
+        .expect("at least one engine")
+}
+
+/// The UDP address of engine `index`: `listen` with its port + `index` (port 0 stays 0, an
+/// ephemeral port for each); `None` past port 65535.
+pub fn engine_addr(listen: SocketAddr, index: usize) -> Option<SocketAddr> {
+    if listen.port() == 0 {
+        return Some(listen);
+    }
+    let port = u16::try_from(usize::from(listen.port()) + index).ok()?;
+    Some(SocketAddr::new(listen.ip(), port))
+}
+
+/// Handle to the engine threads.
+#[derive(Debug, Clone)]
+pub struct WhepEngine {
+    engines: Vec<engine::EngineHandle>,
+}
+
+impl std::fmt::Debug for EngineShared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineShared").finish_non_exhaustive()
+    }
+}
+
+impl WhepEngine {
+    /// Starts `count` engines (at least one), engine `i` bound to [`engine_addr`]`(listen,
+    /// i)`; `public` replaces the address in the ICE candidates.
+    ///
+    /// Errors: a socket cannot be bound (the port range is taken or past 65535) or a thread
+    /// cannot start.
+    pub fn start(
+        listen: SocketAddr,
+        public: Option<IpAddr>,
+        count: usize,
+        registry: Arc<Registry>,
+        metrics: Arc<Metrics>,
+        access_log: AccessLog,
+    ) -> std::io::Result<WhepEngine> {
+        // The pure-Rust crypto backend (a no-op when one is installed already).
+        str0m::crypto::from_feature_flags().install_process_default();
+        let count = count.clamp(1, 256);
+        let shared = EngineShared {
+            registry,
+            metrics,
+            access_log,
+            degraded: Arc::default(),
+            engines: count,
+        };
+        let engines = (0..count)
+            .map(|i| {
+                let addr = engine_addr(listen, i).ok_or_else(|| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        format!("WebRTC engine {i}: port past 65535"),
+                    )
+                })?;
+                engine::EngineHandle::spawn(i, addr, public, shared.clone())
+            })
+            .collect::<std::io::Result<Vec<_>>>()?;
+        Ok(WhepEngine { engines })
+    }
+
+    /// The UDP address announced to peers by the first engine.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.engines[0].local
+    }
+
+    /// The UDP address announced by each engine, in order.
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.engines.iter().map(|e| e.local).collect()
+    }
+
+    /// Open sessions (and sessions being created), over all engines.
+    pub fn sessions(&self) -> usize {
+        self.engines
+            .iter()
+            .map(|e| e.load.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Creates a session for `viewer` on the engine with the fewest sessions: returns its id
+    /// and SDP answer. On error the listener slot taken on `viewer.mount` is given back.
+    pub async fn add(&self, viewer: NewViewer) -> Result<Created, WhepError> {
+        let loads: Vec<usize> = self
+            .engines
+            .iter()
+            .map(|e| e.load.load(Ordering::Relaxed))
+            .collect();
+        self.engines[least_loaded(&loads)].add(viewer).await
+    }
+
+    /// Ends session `id`; `false` when there is none.
+    pub async fn remove(&self, id: &str) -> bool {
+        match engine_of(id).and_then(|i| self.engines.get(i)) {
+            Some(e) => e.remove(id).await,
+            None => false,
+        }
+    }
+
+    /// The viewers on `mount` (all when `None`) as listener rows, sorted by id.
+    pub async fn list(&self, mount: Option<&str>) -> Vec<ListenerRow> {
+        let mut rows = Vec::new();
+        for e in &self.engines {
+            rows.extend(e.list(mount).await);
+        }
+        rows.sort_by_key(|r| r.id);
+        rows
+    }
+
+    /// Closes every session of every engine (access-log lines, close hooks) and stops the
+    /// engines; blocking, at most `timeout` per engine. For the server's shutdown.
+    pub fn shutdown(&self, timeout: std::time::Duration) {
+        for e in &self.engines {
+            e.shutdown(timeout);
+        }
+    }
+
+    /// Disconnects the viewer with listener id `id`; `false` when there is none.
+    pub async fn kill(&self, id: u64) -> bool {
+        let mut found = false;
+        for e in &self.engines {
+            found |= e.kill(id).await;
+        }
+        found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn new_sessions_go_to_the_engine_with_fewest() {
+        assert_eq!(least_loaded(&[0]), 0);
+        assert_eq!(least_loaded(&[3, 1, 2]), 1);
+        assert_eq!(least_loaded(&[2, 1, 1]), 1, "the first of equals");
+        // Filling two engines alternates.
+        let mut loads = [0usize; 2];
+        for _ in 0..10 {
+            let i = least_loaded(&loads);
+            loads[i] += 1;
+        }
+        assert_eq!(loads, [5, 5]);
+    }
+
+    #[test]
+    fn engines_take_consecutive_ports() {
+        let a: SocketAddr = "0.0.0.0:8443".parse().unwrap();
+        assert_eq!(engine_addr(a, 0), Some(a));
+        assert_eq!(engine_addr(a, 2), "0.0.0.0:8445".parse().ok());
+        let zero: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        assert_eq!(engine_addr(zero, 3), Some(zero));
+        let top: SocketAddr = "127.0.0.1:65535".parse().unwrap();
+        assert_eq!(engine_addr(top, 1), None);
+    }
+}
