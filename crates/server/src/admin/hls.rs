@@ -7,15 +7,22 @@
 //!   and answers a master playlist naming `index.m3u8?session=<token>`, the session's media
 //!   playlist. A media-playlist request with an unknown (expired) token is admitted the same
 //!   way and reopens the session under that token.
-//! - Media playlists: `Cache-Control: max-age=1`. Segments: shared by all sessions, numbered
+//! - Media playlists: rendered once per new segment and shared by every session (the token is
+//!   only in the playlist URL), `Cache-Control: max-age=1`. They advertise
+//!   `EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES`: a reload carrying `_HLS_msn=M` is held until
+//!   segment `M` is cut (at most three target durations, then `503`; `400` when `M` is more
+//!   than two beyond the newest), RFC 8216bis section 6.2.5.2, so a player asking for the next
+//!   segment gets it the moment it exists, with no reload wasted. Segments: shared by all sessions, numbered
 //!   from the packager's start time so URLs are never reused, served with `Content-Length`,
 //!   `Cache-Control: public, max-age=86400, immutable`, `Accept-Ranges` and `206` for a `Range`,
 //!   so any cache in front (nginx, a CDN) fans them out. CORS as for streams.
 //! - Connections are kept alive (HTTP/1.1 by default, HTTP/1.0 with `Connection: keep-alive`)
 //!   for further HLS requests; any other request on such a connection closes it unanswered, so
-//!   clients retry it on a new connection, as they do for any closed idle connection.
+//!   clients retry it on a new connection, as they do for any closed idle connection. A
+//!   response is one `writev` of head and body; the read buffer is kept across requests.
 
 use std::fmt::Write as _;
+use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,7 +38,9 @@ use crate::auth::ListenerAuth;
 use crate::ctx::ServerCtx;
 use crate::fanout::shard::ListenerInfo;
 use crate::hls::session::{timeout_for, Session};
+use crate::hls::{Output, Window};
 use crate::respond::reply;
+use throng_proto::hls::playlist::{hls_msn, reload_decision, Reload};
 
 /// Path prefix of every HLS URL.
 pub const PREFIX: &str = "/hls";
@@ -138,9 +147,11 @@ pub async fn handle(
     ctx: Arc<ServerCtx>,
     mut stream: Conn,
     mut head: RequestHead,
-    mut rest: Vec<u8>,
+    rest: Vec<u8>,
     peer: SocketAddr,
 ) {
+    let mut buf = rest;
+    buf.reserve(1024);
     loop {
         let keep = serve_one(&ctx, &mut stream, &head, peer).await && keep_alive(&head);
         if !keep {
@@ -148,13 +159,10 @@ pub async fn handle(
             return;
         }
         let timeout = ctx.config().header_timeout();
-        let next = tokio::time::timeout(timeout, read_head(&mut stream, std::mem::take(&mut rest)));
+        let next = tokio::time::timeout(timeout, read_head(&mut stream, &mut buf));
         match next.await {
-            Ok(Some((h, r)))
-                if matches!(h.method.as_str(), "GET" | "HEAD") && is_hls_path(&h.path) =>
-            {
+            Ok(Some(h)) if matches!(h.method.as_str(), "GET" | "HEAD") && is_hls_path(&h.path) => {
                 head = h;
-                rest = r;
             }
             _ => return,
         }
@@ -203,19 +211,23 @@ fn http_date() -> String {
     })
 }
 
-/// Reads the next request head after `buf`; `None` when the peer closes or sends garbage.
-async fn read_head(stream: &mut Conn, mut buf: Vec<u8>) -> Option<(RequestHead, Vec<u8>)> {
+/// Reads the next request head into `buf` (which may already hold bytes of it) and removes it
+/// from `buf`, leaving what follows; `None` when the peer closes or sends garbage.
+async fn read_head(stream: &mut Conn, buf: &mut Vec<u8>) -> Option<RequestHead> {
     loop {
         if !buf.is_empty() {
-            if let Ok(Some((head, len))) = parse_request_head(&buf) {
-                return Some((head, buf.split_off(len)));
+            if let Ok(Some((head, len))) = parse_request_head(buf) {
+                buf.drain(..len);
+                return Some(head);
             }
             if buf.len() >= MAX_HEAD_BYTES {
                 return None;
             }
         }
-        buf.reserve(1024);
-        if stream.read_buf(&mut buf).await.ok()? == 0 {
+        if buf.capacity() - buf.len() < 512 {
+            buf.reserve(1024);
+        }
+        if stream.read_buf(buf).await.ok()? == 0 {
             return None;
         }
     }
@@ -316,12 +328,61 @@ async fn serve_one(
                 }
             }
             let token = token.unwrap_or_default();
-            let window = out.window.load_full();
+            let msn = head.query.as_deref().and_then(hls_msn);
+            let window = match held_window(ctx, &out, msn, &token).await {
+                Ok(w) => w,
+                Err(status) => {
+                    let msg = if status == 400 {
+                        "_HLS_msn is more than two segments ahead\n"
+                    } else {
+                        "the segment asked for was not cut in time\n"
+                    };
+                    let _ = reply(ctx, stream, peer, Some(head), status, &[], msg).await;
+                    return false;
+                }
+            };
             let body = window.playlist.clone();
             ctx.hls
                 .sessions
                 .touch(&token, &window, body.len() as u64, Instant::now());
             send_body(stream, head, PLAYLIST_TYPE, "max-age=1", body, false).await
+        }
+    }
+}
+
+/// The window to answer a media-playlist request with: the current one, or, for a blocking
+/// reload (`_HLS_msn=msn`), the first one listing segment `msn`, waited for at most three
+/// target durations (RFC 8216bis section 6.2.5.2). The session `token` is touched when the
+/// request is held, so it stays a listener while it waits. `Err(400)` when `msn` is too far
+/// ahead, `Err(503)` when the segment was not cut in time.
+async fn held_window(
+    ctx: &ServerCtx,
+    out: &Output,
+    msn: Option<u64>,
+    token: &str,
+) -> Result<Arc<Window>, u16> {
+    let mut updates = out.updates.clone();
+    let mut deadline = None;
+    loop {
+        // Marked seen before the window is read: a publication after the read wakes the wait.
+        updates.borrow_and_update();
+        let window = out.window.load_full();
+        match reload_decision(msn, window.segments.last().map(|s| s.seq)) {
+            Reload::Now => return Ok(window),
+            Reload::BadRequest => return Err(400),
+            Reload::Wait => {}
+        }
+        let until = *deadline.get_or_insert_with(|| {
+            ctx.hls
+                .sessions
+                .touch(token, &empty_like(&window), 0, Instant::now());
+            tokio::time::Instant::now() + Duration::from_secs(3 * window.target_secs.max(1))
+        });
+        match tokio::time::timeout_at(until, updates.changed()).await {
+            Ok(Ok(())) => {}
+            // The packager is gone (HLS turned off): answer what there is.
+            Ok(Err(_)) => return Ok(out.window.load_full()),
+            Err(_) => return Err(503),
         }
     }
 }
@@ -491,13 +552,7 @@ async fn send_body(
             format!("Content-Range: bytes */{len}\r\n"),
         ),
     };
-    let mut out = String::with_capacity(
-        640 + if part.len() <= 16 * 1024 {
-            part.len()
-        } else {
-            0
-        },
-    );
+    let mut out = String::with_capacity(640);
     let _ = write!(
         out,
         "HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n\
@@ -514,15 +569,29 @@ async fn send_body(
     } else {
         "Connection: close\r\n\r\n"
     });
-    let mut bytes = out.into_bytes();
+    let bytes = out.into_bytes();
     if head.method == "HEAD" {
         return stream.write_all(&bytes).await.is_ok();
     }
-    if part.len() <= 16 * 1024 {
-        bytes.extend_from_slice(&part);
-        return stream.write_all(&bytes).await.is_ok();
+    write_both(stream, &bytes, &part).await
+}
+
+/// Writes `head` then `body`, both in one `writev` when the socket takes them; false on a
+/// write error.
+async fn write_both(stream: &mut Conn, mut head: &[u8], mut body: &[u8]) -> bool {
+    while !head.is_empty() {
+        let n = match stream
+            .write_vectored(&[IoSlice::new(head), IoSlice::new(body)])
+            .await
+        {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => n,
+        };
+        let h = n.min(head.len());
+        head = &head[h..];
+        body = &body[n - h..];
     }
-    stream.write_all(&bytes).await.is_ok() && stream.write_all(&part).await.is_ok()
+    body.is_empty() || stream.write_all(body).await.is_ok()
 }
 
 #[cfg(test)]

@@ -30,6 +30,8 @@ pub struct Output {
     pub window: Arc<ArcSwap<Window>>,
     /// Its settings.
     pub settings: HlsSettings,
+    /// Changes after every publication of `window` (held playlist requests wait on it).
+    pub updates: tokio::sync::watch::Receiver<u64>,
 }
 
 /// Every mount name's HLS output and every HLS session.
@@ -102,6 +104,7 @@ impl Hls {
                     let out = Output {
                         window: p.window(),
                         settings: p.settings(),
+                        updates: p.updates(),
                     };
                     (n.clone(), out)
                 })
