@@ -67,33 +67,29 @@ pub fn hls_url(ctx: &ServerCtx, m: &crate::mount::live::Mount) -> Option<String>
     ))
 }
 
-/// What an HLS path names.
+/// What an HLS path names (borrowed from the path: no allocation per request).
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Target {
+enum Target<'a> {
     /// `/hls/<mount>/index.m3u8`.
-    Playlist(String),
+    Playlist(&'a str),
     /// `/hls/<mount>/<seq>.<ext>`.
-    Segment(String, u64, String),
+    Segment(&'a str, u64, &'a str),
 }
 
-fn parse_path(path: &str) -> Option<Target> {
+fn parse_path(path: &str) -> Option<Target<'_>> {
     let rest = path.strip_prefix(PREFIX)?;
     let (mount, file) = rest.rsplit_once('/')?;
     if mount.len() < 2 || !throng_proto::mount_name::is_canonical(mount) {
         return None;
     }
     if file == "index.m3u8" {
-        return Some(Target::Playlist(mount.to_owned()));
+        return Some(Target::Playlist(mount));
     }
     let (seq, ext) = file.split_once('.')?;
     if !matches!(ext, "mp3" | "aac") || seq.is_empty() || !seq.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    Some(Target::Segment(
-        mount.to_owned(),
-        seq.parse().ok()?,
-        ext.to_owned(),
-    ))
+    Some(Target::Segment(mount, seq.parse().ok()?, ext))
 }
 
 /// Whether `path` is an HLS URL this module serves.
@@ -102,11 +98,11 @@ pub fn is_hls_path(path: &str) -> bool {
 }
 
 /// The `session` query parameter, when it is a plausible token (1 to 64 ASCII alphanumerics).
-fn session_token(head: &RequestHead) -> Option<String> {
+fn session_token(head: &RequestHead) -> Option<&str> {
     head.query.as_deref()?.split('&').find_map(|kv| {
         let t = kv.strip_prefix("session=")?;
         (!t.is_empty() && t.len() <= 64 && t.bytes().all(|b| b.is_ascii_alphanumeric()))
-            .then(|| t.to_owned())
+            .then_some(t)
     })
 }
 
@@ -152,13 +148,14 @@ pub async fn handle(
 ) {
     let mut buf = rest;
     buf.reserve(1024);
+    // Read once per connection: a config reload applies to new connections.
+    let timeout = ctx.config().header_timeout();
     loop {
         let keep = serve_one(&ctx, &mut stream, &head, peer).await && keep_alive(&head);
         if !keep {
             let _ = stream.shutdown().await;
             return;
         }
-        let timeout = ctx.config().header_timeout();
         let next = tokio::time::timeout(timeout, read_head(&mut stream, &mut buf));
         match next.await {
             Ok(Some(h)) if matches!(h.method.as_str(), "GET" | "HEAD") && is_hls_path(&h.path) => {
@@ -193,8 +190,8 @@ fn cors_lines() -> &'static str {
     })
 }
 
-/// The `Date` value, formatted at most once a second per thread.
-fn http_date() -> String {
+/// Appends the `Date` value, formatted at most once a second per thread, to `out`.
+fn push_http_date(out: &mut String) {
     thread_local! {
         static DATE: std::cell::RefCell<(u64, String)> = const { std::cell::RefCell::new((0, String::new())) };
     }
@@ -207,7 +204,7 @@ fn http_date() -> String {
         if d.0 != secs || d.1.is_empty() {
             *d = (secs, httpdate::fmt_http_date(now));
         }
-        d.1.clone()
+        out.push_str(&d.1);
     })
 }
 
@@ -265,14 +262,9 @@ async fn serve_one(
     };
     match target {
         Target::Segment(mount, seq, ext) => {
-            let Some(out) = ctx.hls.output(&mount) else {
+            let Some(seg) = ctx.hls.segment(mount, seq).filter(|s| s.ext == ext) else {
                 return not_found(ctx, stream, head, peer).await;
             };
-            let window = out.window.load();
-            let Some(seg) = window.segment(seq).filter(|s| s.ext == ext).cloned() else {
-                return not_found(ctx, stream, head, peer).await;
-            };
-            drop(window);
             seg.fetches
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let ctype = throng_proto::hls::cutter::segment_content_type(seg.ext);
@@ -281,25 +273,46 @@ async fn serve_one(
                 head,
                 ctype,
                 "public, max-age=86400, immutable",
-                seg.data.clone(),
+                &seg.data,
                 true,
             )
             .await
         }
         Target::Playlist(mount) => {
-            let Some(out) = ctx.hls.output(&mount) else {
+            let token = session_token(head);
+            let known = token.is_some_and(|t| ctx.hls.sessions.contains(t));
+            let msn = head.query.as_deref().and_then(hls_msn);
+            if known && msn.is_none() {
+                // The common reload: the shared playlist, no clone of the output.
+                let Some(window) = ctx.hls.window(mount) else {
+                    return not_found(ctx, stream, head, peer).await;
+                };
+                let token = token.unwrap_or_default();
+                ctx.hls.sessions.touch(
+                    token,
+                    &window,
+                    window.playlist.len() as u64,
+                    Instant::now(),
+                );
+                return send_body(
+                    stream,
+                    head,
+                    PLAYLIST_TYPE,
+                    "max-age=1",
+                    &window.playlist,
+                    false,
+                )
+                .await;
+            }
+            let Some(out) = ctx.hls.output(mount) else {
                 return not_found(ctx, stream, head, peer).await;
             };
-            let token = session_token(head);
-            let known = token
-                .as_deref()
-                .is_some_and(|t| ctx.hls.sessions.contains(t));
             if !known {
                 let target = out.window.load().target_secs;
                 let t = token
-                    .clone()
+                    .map(str::to_owned)
                     .unwrap_or_else(|| Alphanumeric.sample_string(&mut rand::thread_rng(), 24));
-                if !admit(ctx, stream, head, peer, &mount, &t, target).await {
+                if !admit(ctx, stream, head, peer, mount, &t, target).await {
                     return false;
                 }
                 if token.is_none() {
@@ -315,7 +328,7 @@ async fn serve_one(
                         head,
                         PLAYLIST_TYPE,
                         "private, no-store",
-                        body.into(),
+                        body.as_bytes(),
                         false,
                     )
                     .await;
@@ -328,8 +341,7 @@ async fn serve_one(
                 }
             }
             let token = token.unwrap_or_default();
-            let msn = head.query.as_deref().and_then(hls_msn);
-            let window = match held_window(ctx, &out, msn, &token).await {
+            let window = match held_window(ctx, &out, msn, token).await {
                 Ok(w) => w,
                 Err(status) => {
                     let msg = if status == 400 {
@@ -341,11 +353,18 @@ async fn serve_one(
                     return false;
                 }
             };
-            let body = window.playlist.clone();
             ctx.hls
                 .sessions
-                .touch(&token, &window, body.len() as u64, Instant::now());
-            send_body(stream, head, PLAYLIST_TYPE, "max-age=1", body, false).await
+                .touch(token, &window, window.playlist.len() as u64, Instant::now());
+            send_body(
+                stream,
+                head,
+                PLAYLIST_TYPE,
+                "max-age=1",
+                &window.playlist,
+                false,
+            )
+            .await
         }
     }
 }
@@ -528,7 +547,7 @@ async fn send_body(
     head: &RequestHead,
     ctype: &str,
     cache: &str,
-    body: Bytes,
+    body: &[u8],
     ranges: bool,
 ) -> bool {
     let len = body.len() as u64;
@@ -538,28 +557,32 @@ async fn send_body(
         Ok(None)
     };
     let (status, reason, part, extra) = match range {
-        Ok(None) => (200, "OK", body, String::new()),
+        Ok(None) => (200, "OK", body, None),
         Ok(Some((s, e))) => (
             206,
             "Partial Content",
-            body.slice(s as usize..=e as usize),
-            format!("Content-Range: bytes {s}-{e}/{len}\r\n"),
+            &body[s as usize..=e as usize],
+            Some(format!("Content-Range: bytes {s}-{e}/{len}\r\n")),
         ),
         Err(()) => (
             416,
             "Range Not Satisfiable",
-            Bytes::new(),
-            format!("Content-Range: bytes */{len}\r\n"),
+            &body[..0],
+            Some(format!("Content-Range: bytes */{len}\r\n")),
         ),
     };
     let mut out = String::with_capacity(640);
     let _ = write!(
         out,
         "HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n\
-         Cache-Control: {cache}\r\nDate: {}\r\n{extra}",
+         Cache-Control: {cache}\r\nDate: ",
         part.len(),
-        http_date(),
     );
+    push_http_date(&mut out);
+    out.push_str("\r\n");
+    if let Some(extra) = extra {
+        out.push_str(&extra);
+    }
     if ranges {
         out.push_str("Accept-Ranges: bytes\r\n");
     }
@@ -573,7 +596,7 @@ async fn send_body(
     if head.method == "HEAD" {
         return stream.write_all(&bytes).await.is_ok();
     }
-    write_both(stream, &bytes, &part).await
+    write_both(stream, &bytes, part).await
 }
 
 /// Writes `head` then `body`, both in one `writev` when the socket takes them; false on a
@@ -606,15 +629,11 @@ mod tests {
     fn paths() {
         assert_eq!(
             parse_path("/hls/live.mp3/index.m3u8"),
-            Some(Target::Playlist("/live.mp3".into()))
+            Some(Target::Playlist("/live.mp3"))
         );
         assert_eq!(
             parse_path("/hls/radio/a.aac/1700000000.aac"),
-            Some(Target::Segment(
-                "/radio/a.aac".into(),
-                1_700_000_000,
-                "aac".into()
-            ))
+            Some(Target::Segment("/radio/a.aac", 1_700_000_000, "aac"))
         );
         assert_eq!(parse_path("/hls/live.mp3/x.mp3"), None);
         assert_eq!(parse_path("/hls/live.mp3/1.ogg"), None);
@@ -627,7 +646,7 @@ mod tests {
     #[test]
     fn tokens_and_keep_alive() {
         let h = head("GET /hls/a/index.m3u8?x=1&session=Ab3 HTTP/1.1\r\n\r\n");
-        assert_eq!(session_token(&h).as_deref(), Some("Ab3"));
+        assert_eq!(session_token(&h), Some("Ab3"));
         assert!(keep_alive(&h));
         let h = head("GET /hls/a/index.m3u8?session=a%20b HTTP/1.0\r\n\r\n");
         assert_eq!(session_token(&h), None);

@@ -49,6 +49,20 @@ impl Hls {
         self.outputs.read().get(name).cloned()
     }
 
+    /// The window published for mount name `name`, if it is packaged (no clone of the
+    /// [`Output`]: one reference count, for the per-request path).
+    pub fn window(&self, name: &str) -> Option<Arc<Window>> {
+        self.outputs.read().get(name).map(|o| o.window.load_full())
+    }
+
+    /// Segment `seq` of mount name `name`, if packaged and still in memory.
+    pub fn segment(&self, name: &str, seq: u64) -> Option<Arc<packager::Segment>> {
+        self.outputs
+            .read()
+            .get(name)
+            .and_then(|o| o.window.load().segment(seq).cloned())
+    }
+
     /// Packages what each mount produced since the last call: starts a packager for every live
     /// MP3/AAC mount and every configured (non-glob) mount name with HLS on, feeds each with the
     /// mount a listener of its name hears now (`Registry::resolve`), and drops packagers whose
