@@ -281,7 +281,12 @@ async fn serve_one(
         Target::Playlist(mount) => {
             let token = session_token(head);
             let known = token.is_some_and(|t| ctx.hls.sessions.contains(t));
-            let msn = head.query.as_deref().and_then(hls_msn);
+            // `_HLS_msn` counts only where blocking reload is offered (`[hls] blocking-reload`).
+            let msn = head
+                .query
+                .as_deref()
+                .and_then(hls_msn)
+                .filter(|_| ctx.hls.blocking_reload(mount));
             if known && msn.is_none() {
                 // The common reload: the shared playlist, no clone of the output.
                 let Some(window) = ctx.hls.window(mount) else {

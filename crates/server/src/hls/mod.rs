@@ -55,6 +55,14 @@ impl Hls {
         self.outputs.read().get(name).map(|o| o.window.load_full())
     }
 
+    /// Whether mount name `name` offers blocking playlist reload (`[hls] blocking-reload`).
+    pub fn blocking_reload(&self, name: &str) -> bool {
+        self.outputs
+            .read()
+            .get(name)
+            .is_some_and(|o| o.settings.blocking_reload)
+    }
+
     /// Segment `seq` of mount name `name`, if packaged and still in memory.
     pub fn segment(&self, name: &str, seq: u64) -> Option<Arc<packager::Segment>> {
         self.outputs

@@ -366,7 +366,7 @@ impl Packager {
                 })
                 .collect(),
             ended: false,
-            can_block_reload: true,
+            can_block_reload: self.settings.blocking_reload,
         };
         self.window.store(Arc::new(Window {
             segments: self.segments.iter().cloned().collect(),

@@ -468,3 +468,19 @@ fn blocking_reload_holds_until_the_segment_is_cut() {
     let (head, _) = http_get(srv.addr, &format!("{media}&_HLS_msn={}", next + 5), &[]);
     assert_eq!(head.status, 400);
 }
+
+#[test]
+fn blocking_reload_can_be_turned_off() {
+    let srv = TestServer::start("[hls]\nsegment-seconds = 1\nblocking-reload = false\n");
+    let _source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
+    wait_hls(&srv, "/live.mp3");
+    let media = open_session(srv.addr, "/live.mp3");
+    wait_segments(srv.addr, &media, 2);
+    let text = get_text(srv.addr, &media);
+    assert!(!text.contains("EXT-X-SERVER-CONTROL"), "{text}");
+    let newest = parse(&text).unwrap().segments.last().unwrap().0;
+    // `_HLS_msn` is ignored: far ahead is answered at once with the current playlist, not 400.
+    let (head, body) = http_get(srv.addr, &format!("{media}&_HLS_msn={}", newest + 50), &[]);
+    assert_eq!(head.status, 200);
+    assert!(parse(&String::from_utf8(body).unwrap()).is_some());
+}
