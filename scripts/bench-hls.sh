@@ -15,6 +15,9 @@
 #   scripts/bench-hls.sh [N] [BIG]      # defaults 2000 and 18000 (BIG = 0: no big run);
 #                                       # builds target/release/throng when missing
 #   SEG=6 scripts/bench-hls.sh 2000 0   # the same with 6 s segments (default SEG=4)
+#   HLS_ARGS=--hls-no-blocking-reload scripts/bench-hls.sh 2000 0
+#                                       # players that reload on the RFC 8216 timer instead of
+#                                       # blocking playlist reload (extra `bench run` flags)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 n="${1:-2000}"
@@ -46,9 +49,11 @@ field() { # report field
 }
 
 bench icy "http://127.0.0.1:$port/demo.mp3" "$n" --bitrate-kbps 64
-bench hls "http://127.0.0.1:$port/hls/demo.mp3/index.m3u8" "$n"
+# shellcheck disable=SC2086 # HLS_ARGS: flags, split on purpose
+bench hls "http://127.0.0.1:$port/hls/demo.mp3/index.m3u8" "$n" ${HLS_ARGS:-}
 sleep $(( 2 * seg + 2 )) # the sessions of the CPU run expire
-[ "$big" -gt 0 ] && bench hls-big "http://127.0.0.1:$port/hls/demo.mp3/index.m3u8" "$big"
+# shellcheck disable=SC2086
+[ "$big" -gt 0 ] && bench hls-big "http://127.0.0.1:$port/hls/demo.mp3/index.m3u8" "$big" ${HLS_ARGS:-}
 
 python3 - "$port" >"$out/latency.txt" <<'PY'
 import sys, time, urllib.request, datetime, statistics

@@ -5,7 +5,12 @@
 //! (RFC 8216 section 6.3.3: not within three target durations of the end), fetches new segments
 //! in order over one keep-alive connection, and reloads the playlist as section 6.3.4 says: one
 //! target duration after the previous reload began when that one brought new segments, half a
-//! target duration when it did not. Its buffer model: the
+//! target duration when it did not. When the playlist advertises
+//! `EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES` it uses blocking playlist reload instead, as
+//! hls.js does in low-latency mode (RFC 8216bis section 6.2.5.2): once the segments it knows
+//! are in, it asks at once for the playlist with `_HLS_msn=<next sequence number>`, which the
+//! server holds until that segment is cut (`--hls-no-blocking-reload` turns this off). Its
+//! buffer model: the
 //! seconds of audio downloaded, minus the wall time since playback started; playback starts once
 //! [`START_SEGMENTS`] segments are in. A player whose buffer runs dry is starved (once counted,
 //! it waits for the next segment and plays on). Segment TTFB (request to first response byte)
@@ -78,6 +83,8 @@ struct Player {
     base: String,
     target_us: u64,
     next_poll_us: u64,
+    /// The server holds `_HLS_msn` reloads and this player uses them.
+    block: bool,
     queue: VecDeque<(u64, String, f64)>,
     last_seq: Option<u64>,
     downloaded_us: u64,
@@ -116,6 +123,13 @@ fn dir_of(path: &str) -> String {
         Some(i) => p[..=i].to_owned(),
         None => "/".to_owned(),
     }
+}
+
+/// The media playlist `path` with the blocking-reload directive `_HLS_msn=msn` added to its
+/// query (RFC 8216bis section 6.2.5.1).
+fn blocking_path(path: &str, msn: u64) -> String {
+    let sep = if path.contains('?') { '&' } else { '?' };
+    format!("{path}{sep}_HLS_msn={msn}")
 }
 
 /// Resolves a playlist URI against the directory `base` (absolute paths and `http://host/...`
@@ -276,7 +290,13 @@ impl HlsEngine {
         let p = &self.players[i];
         let path = match &req {
             Req::Master => t.path.clone(),
-            Req::Media => p.media_path.clone().unwrap_or_else(|| t.path.clone()),
+            Req::Media => {
+                let path = p.media_path.clone().unwrap_or_else(|| t.path.clone());
+                match p.last_seq.filter(|_| p.block) {
+                    Some(last) => blocking_path(&path, last + 1),
+                    None => path,
+                }
+            }
             Req::Segment(..) => {
                 let (_, uri, _) = p.queue.front().expect("a queued segment");
                 resolve(&p.base, uri)
@@ -507,6 +527,7 @@ impl HlsEngine {
     fn on_media(&mut self, i: usize, pl: &playlist::ParsedPlaylist, now: u64) {
         let p = &mut self.players[i];
         p.target_us = pl.target_duration.max(1) * 1_000_000;
+        p.block = pl.can_block_reload && !self.spec.profile.hls_no_blocking_reload;
         let fresh: Vec<_> = match p.last_seq {
             None => {
                 let skip = pl.segments.len().saturating_sub(START_SEGMENTS);
@@ -524,7 +545,10 @@ impl HlsEngine {
         }
         // RFC 8216 section 6.3.4: the next reload one target duration after the previous one
         // began when the playlist changed, half a target duration when it did not.
-        p.next_poll_us = if fresh.is_empty() {
+        p.next_poll_us = if p.block && p.last_seq.is_some() {
+            // Blocking reload: the server answers when the next segment exists.
+            now
+        } else if fresh.is_empty() {
             p.sent_at_us + p.target_us / 2
         } else {
             p.sent_at_us + p.target_us
@@ -575,7 +599,11 @@ impl HlsEngine {
                 }
             }
         }
-        let timeout = (self.spec.profile.connect_timeout.0 * 1e6) as u64;
+        let mut timeout = (self.spec.profile.connect_timeout.0 * 1e6) as u64;
+        if p.block && p.inflight == Some(Req::Media) {
+            // A held reload lasts up to three target durations (RFC 8216bis 6.2.5.2).
+            timeout += 3 * p.target_us;
+        }
         if p.inflight.is_some() && now.saturating_sub(p.sent_at_us) > timeout {
             return self.fail(i, FailReason::Timeout, now);
         }
@@ -690,5 +718,10 @@ mod tests {
         assert_eq!(resolve("/hls/a.mp3/", "12.mp3"), "/hls/a.mp3/12.mp3");
         assert_eq!(resolve("/hls/a.mp3/", "/x/1.aac"), "/x/1.aac");
         assert_eq!(resolve("/b/", "http://cdn:80/y/2.aac"), "/y/2.aac");
+        assert_eq!(
+            blocking_path("/hls/a.mp3/index.m3u8?session=x", 12),
+            "/hls/a.mp3/index.m3u8?session=x&_HLS_msn=12"
+        );
+        assert_eq!(blocking_path("/p.m3u8", 3), "/p.m3u8?_HLS_msn=3");
     }
 }

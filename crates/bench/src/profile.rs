@@ -139,6 +139,12 @@ pub struct Profile {
     /// Connect plus response-head timeout.
     #[arg(long, default_value = "10s")]
     pub connect_timeout: Secs,
+    /// HLS players: never use blocking playlist reload (`_HLS_msn`), even when the playlist
+    /// advertises `CAN-BLOCK-RELOAD=YES`; reload on the RFC 8216 timer instead (a player without
+    /// low-latency support).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub hls_no_blocking_reload: bool,
     /// Worker processes (0: one in-process event-loop thread; default: one per
     /// `max_per_worker` listeners, in-process when one suffices).
     #[arg(long)]
@@ -179,6 +185,7 @@ impl Default for Profile {
             decode_sample: 0.01,
             reconnect_after: None,
             connect_timeout: Secs(10.0),
+            hls_no_blocking_reload: false,
             workers: None,
             max_per_worker: 15_000,
             bind_range: "127.0.0.2-127.0.0.40".to_owned(),

@@ -104,6 +104,11 @@ pub static TARGETS: &[Target] = &[
         run: proxy_protocol,
         seeds: seeds_proxy_protocol,
     },
+    Target {
+        name: "hls_playlist",
+        run: hls_playlist,
+        seeds: seeds_hls_playlist,
+    },
 ];
 
 /// A tiny deterministic generator seeded from the input, for piece sizes and choices that must
@@ -793,5 +798,76 @@ fn seeds_proxy_protocol() -> Vec<Vec<u8>> {
         b"PROXY TCP6 2001:db8::1 ::1 1 65535\r\n".to_vec(),
         b"PROXY UNKNOWN\r\n".to_vec(),
         v2,
+    ]
+}
+
+/// The HLS playlist parser of the bench's player (`throng_proto::hls::playlist::parse`): never
+/// panics; segment sequence numbers count up by one; a media playlist rendered again from what
+/// was parsed parses to the same segments, target duration and blocking-reload flag.
+fn hls_playlist(data: &[u8]) {
+    use throng_proto::hls::playlist::{parse, MediaPlaylist, PlaylistSegment};
+    let Some(p) = parse(&text(data)) else {
+        return;
+    };
+    for w in p.segments.windows(2) {
+        assert_eq!(w[1].0, w[0].0.saturating_add(1), "sequence numbers");
+    }
+    for (_, uri, _) in &p.segments {
+        assert!(!uri.is_empty() && !uri.starts_with('#') && !uri.contains('\n'));
+    }
+    // Numbering starts from the media sequence known at the first segment.
+    let first = p.segments.first().map_or(p.media_sequence, |s| s.0);
+    let again = MediaPlaylist {
+        target_duration: p.target_duration,
+        media_sequence: first,
+        segments: p
+            .segments
+            .iter()
+            .map(|(_, uri, d)| PlaylistSegment {
+                uri: uri.clone(),
+                duration_secs: *d,
+                discontinuity: false,
+                program_date_time_ms: None,
+            })
+            .collect(),
+        ended: p.ended,
+        can_block_reload: p.can_block_reload,
+        ..MediaPlaylist::default()
+    };
+    let q = parse(&again.render()).expect("a rendered playlist parses");
+    let uris = |p: &throng_proto::hls::playlist::ParsedPlaylist| {
+        p.segments
+            .iter()
+            .map(|(n, u, _)| (*n, u.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(uris(&q), uris(&p));
+    assert_eq!(
+        (q.target_duration, q.ended, q.can_block_reload),
+        (p.target_duration, p.ended, p.can_block_reload)
+    );
+}
+
+fn seeds_hls_playlist() -> Vec<Vec<u8>> {
+    use throng_proto::hls::playlist::{master, MediaPlaylist, PlaylistSegment};
+    let seg = |uri: &str, disc| PlaylistSegment {
+        uri: uri.into(),
+        duration_secs: 4.023,
+        discontinuity: disc,
+        program_date_time_ms: Some(1_795_380_604_005),
+    };
+    let media = MediaPlaylist {
+        target_duration: 4,
+        media_sequence: 1_795_380_600,
+        discontinuity_sequence: 1,
+        segments: vec![seg("1795380600.mp3", false), seg("1795380601.aac", true)],
+        ended: false,
+        can_block_reload: true,
+    };
+    vec![
+        media.render().into_bytes(),
+        master("index.m3u8?session=abc", 64_000).into_bytes(),
+        b"#EXTM3U\n#EXT-X-MEDIA-SEQUENCE:18446744073709551615\n#EXTINF:1,\na\n#EXTINF:2,\nb\n"
+            .to_vec(),
     ]
 }

@@ -6,6 +6,13 @@
 //! a player can tell the latency from the wall clock; `EXT-X-DISCONTINUITY` (section 4.3.2.3)
 //! marks a change of source, fallback or format, and `EXT-X-DISCONTINUITY-SEQUENCE` counts those
 //! that slid out of the window (section 4.3.3.3).
+//!
+//! Blocking playlist reload (RFC 8216bis section 6.2.5.2, `_HLS_msn`): the playlist advertises
+//! `EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES` (section 4.4.3.8) and [`reload_decision`] says
+//! whether a request asking for media sequence number `M` is answered now, held until segment
+//! `M` is cut, or refused with `400`. A player using it asks for the next segment's playlist
+//! right after the previous one and gets it the moment the segment exists: one playlist
+//! request per segment, none wasted on a playlist that did not change.
 
 use std::fmt::Write;
 
@@ -35,6 +42,46 @@ pub struct MediaPlaylist {
     pub segments: Vec<PlaylistSegment>,
     /// The stream has ended for good (`EXT-X-ENDLIST`).
     pub ended: bool,
+    /// The server holds requests carrying `_HLS_msn` (`EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES`,
+    /// RFC 8216bis section 4.4.3.8).
+    pub can_block_reload: bool,
+}
+
+/// What a blocking playlist reload asking for a media sequence number gets (RFC 8216bis
+/// section 6.2.5.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reload {
+    /// Answer the current playlist now (no `_HLS_msn`, or the segment is already listed).
+    Now,
+    /// Hold the request until the segment is cut (at most three target durations, then `503`).
+    Wait,
+    /// `400 Bad Request`: the segment is more than two beyond the newest one listed.
+    BadRequest,
+}
+
+/// The decision for a playlist request carrying `_HLS_msn=msn` (`None`: absent) when the newest
+/// segment listed has sequence number `newest` (`None`: none cut yet). RFC 8216bis section
+/// 6.2.5.2: hold "until the Playlist contains a Media Segment with Media Sequence Number of M
+/// or later"; respond `400` when `M` is greater than the last listed plus two. Without partial
+/// segments `_HLS_part` asks for a part of segment `M`, which exists once `M` does, so it does
+/// not change the decision.
+pub fn reload_decision(msn: Option<u64>, newest: Option<u64>) -> Reload {
+    match (msn, newest) {
+        (None, _) => Reload::Now,
+        (Some(_), None) => Reload::Wait,
+        (Some(m), Some(n)) if m <= n => Reload::Now,
+        (Some(m), Some(n)) if m <= n.saturating_add(2) => Reload::Wait,
+        _ => Reload::BadRequest,
+    }
+}
+
+/// The `_HLS_msn` delivery directive of a playlist request's query (RFC 8216bis section
+/// 6.2.5.1): `None` when absent or not a decimal integer.
+pub fn hls_msn(query: &str) -> Option<u64> {
+    query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("_HLS_msn="))
+        .and_then(|v| v.parse().ok())
 }
 
 /// Formats milliseconds since the Unix epoch as an ISO 8601 UTC date-time with milliseconds
@@ -69,6 +116,9 @@ impl MediaPlaylist {
         let mut out = String::with_capacity(160 + self.segments.len() * 80);
         out.push_str("#EXTM3U\n#EXT-X-VERSION:3\n");
         let _ = writeln!(out, "#EXT-X-TARGETDURATION:{}", self.target_duration);
+        if self.can_block_reload {
+            out.push_str("#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES\n");
+        }
         let _ = writeln!(out, "#EXT-X-MEDIA-SEQUENCE:{}", self.media_sequence);
         let _ = writeln!(
             out,
@@ -114,6 +164,8 @@ pub struct ParsedPlaylist {
     pub variant: Option<String>,
     /// `EXT-X-ENDLIST` was present.
     pub ended: bool,
+    /// `EXT-X-SERVER-CONTROL` has `CAN-BLOCK-RELOAD=YES`: reloads may carry `_HLS_msn`.
+    pub can_block_reload: bool,
 }
 
 /// Parses a playlist as a player does: tags it does not need are skipped. Errors only when the
@@ -138,6 +190,8 @@ pub fn parse(text: &str) -> Option<ParsedPlaylist> {
             stream_inf = true;
         } else if l == "#EXT-X-ENDLIST" {
             p.ended = true;
+        } else if let Some(v) = l.strip_prefix("#EXT-X-SERVER-CONTROL:") {
+            p.can_block_reload = v.split(',').any(|a| a.trim() == "CAN-BLOCK-RELOAD=YES");
         } else if !l.starts_with('#') {
             if stream_inf {
                 p.variant.get_or_insert_with(|| l.to_owned());
@@ -145,7 +199,7 @@ pub fn parse(text: &str) -> Option<ParsedPlaylist> {
             } else if let Some(d) = extinf.take() {
                 let n = *seq.get_or_insert(p.media_sequence);
                 p.segments.push((n, l.to_owned(), d));
-                seq = Some(n + 1);
+                seq = Some(n.saturating_add(1));
             }
         }
     }
@@ -184,6 +238,7 @@ mod tests {
                 seg("8.aac", 2.5, true, 4_023),
             ],
             ended: false,
+            can_block_reload: false,
         };
         assert_eq!(
             p.render(),
@@ -217,5 +272,54 @@ mod tests {
         let p = parse("#EXTM3U\n#EXTINF:1.5,\na.aac\n#EXT-X-ENDLIST\n").unwrap();
         assert!(p.ended);
         assert_eq!(p.segments, vec![(0, "a.aac".into(), 1.5)]);
+    }
+
+    #[test]
+    fn server_control_is_advertised_and_parsed() {
+        let p = MediaPlaylist {
+            target_duration: 6,
+            media_sequence: 3,
+            can_block_reload: true,
+            ..MediaPlaylist::default()
+        };
+        let text = p.render();
+        assert!(text.starts_with(
+            "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:6\n\
+             #EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES\n#EXT-X-MEDIA-SEQUENCE:3\n"
+        ));
+        assert!(parse(&text).unwrap().can_block_reload);
+        let p =
+            parse("#EXTM3U\n#EXT-X-SERVER-CONTROL:HOLD-BACK=12,CAN-BLOCK-RELOAD=YES\n").unwrap();
+        assert!(p.can_block_reload);
+        assert!(
+            !parse("#EXTM3U\n#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=NO\n")
+                .unwrap()
+                .can_block_reload
+        );
+    }
+
+    #[test]
+    fn blocking_reload_decisions() {
+        assert_eq!(reload_decision(None, None), Reload::Now);
+        assert_eq!(reload_decision(None, Some(7)), Reload::Now);
+        assert_eq!(reload_decision(Some(5), Some(7)), Reload::Now);
+        assert_eq!(reload_decision(Some(7), Some(7)), Reload::Now);
+        assert_eq!(reload_decision(Some(8), Some(7)), Reload::Wait);
+        assert_eq!(reload_decision(Some(9), Some(7)), Reload::Wait);
+        assert_eq!(reload_decision(Some(10), Some(7)), Reload::BadRequest);
+        assert_eq!(
+            reload_decision(Some(u64::MAX), Some(u64::MAX - 1)),
+            Reload::Wait
+        );
+        assert_eq!(reload_decision(Some(1), None), Reload::Wait);
+    }
+
+    #[test]
+    fn msn_directive() {
+        assert_eq!(hls_msn("session=abc&_HLS_msn=42"), Some(42));
+        assert_eq!(hls_msn("_HLS_msn=7&_HLS_part=1"), Some(7));
+        assert_eq!(hls_msn("session=abc"), None);
+        assert_eq!(hls_msn("_HLS_msn=x"), None);
+        assert_eq!(hls_msn("_HLS_msn=-1"), None);
     }
 }

@@ -7,15 +7,22 @@
 //!   and answers a master playlist naming `index.m3u8?session=<token>`, the session's media
 //!   playlist. A media-playlist request with an unknown (expired) token is admitted the same
 //!   way and reopens the session under that token.
-//! - Media playlists: `Cache-Control: max-age=1`. Segments: shared by all sessions, numbered
+//! - Media playlists: rendered once per new segment and shared by every session (the token is
+//!   only in the playlist URL), `Cache-Control: max-age=1`. They advertise
+//!   `EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES`: a reload carrying `_HLS_msn=M` is held until
+//!   segment `M` is cut (at most three target durations, then `503`; `400` when `M` is more
+//!   than two beyond the newest), RFC 8216bis section 6.2.5.2, so a player asking for the next
+//!   segment gets it the moment it exists, with no reload wasted. Segments: shared by all sessions, numbered
 //!   from the packager's start time so URLs are never reused, served with `Content-Length`,
 //!   `Cache-Control: public, max-age=86400, immutable`, `Accept-Ranges` and `206` for a `Range`,
 //!   so any cache in front (nginx, a CDN) fans them out. CORS as for streams.
 //! - Connections are kept alive (HTTP/1.1 by default, HTTP/1.0 with `Connection: keep-alive`)
 //!   for further HLS requests; any other request on such a connection closes it unanswered, so
-//!   clients retry it on a new connection, as they do for any closed idle connection.
+//!   clients retry it on a new connection, as they do for any closed idle connection. A
+//!   response is one `writev` of head and body; the read buffer is kept across requests.
 
 use std::fmt::Write as _;
+use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,7 +38,9 @@ use crate::auth::ListenerAuth;
 use crate::ctx::ServerCtx;
 use crate::fanout::shard::ListenerInfo;
 use crate::hls::session::{timeout_for, Session};
+use crate::hls::{Output, Window};
 use crate::respond::reply;
+use throng_proto::hls::playlist::{hls_msn, reload_decision, Reload};
 
 /// Path prefix of every HLS URL.
 pub const PREFIX: &str = "/hls";
@@ -58,33 +67,29 @@ pub fn hls_url(ctx: &ServerCtx, m: &crate::mount::live::Mount) -> Option<String>
     ))
 }
 
-/// What an HLS path names.
+/// What an HLS path names (borrowed from the path: no allocation per request).
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Target {
+enum Target<'a> {
     /// `/hls/<mount>/index.m3u8`.
-    Playlist(String),
+    Playlist(&'a str),
     /// `/hls/<mount>/<seq>.<ext>`.
-    Segment(String, u64, String),
+    Segment(&'a str, u64, &'a str),
 }
 
-fn parse_path(path: &str) -> Option<Target> {
+fn parse_path(path: &str) -> Option<Target<'_>> {
     let rest = path.strip_prefix(PREFIX)?;
     let (mount, file) = rest.rsplit_once('/')?;
     if mount.len() < 2 || !throng_proto::mount_name::is_canonical(mount) {
         return None;
     }
     if file == "index.m3u8" {
-        return Some(Target::Playlist(mount.to_owned()));
+        return Some(Target::Playlist(mount));
     }
     let (seq, ext) = file.split_once('.')?;
     if !matches!(ext, "mp3" | "aac") || seq.is_empty() || !seq.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    Some(Target::Segment(
-        mount.to_owned(),
-        seq.parse().ok()?,
-        ext.to_owned(),
-    ))
+    Some(Target::Segment(mount, seq.parse().ok()?, ext))
 }
 
 /// Whether `path` is an HLS URL this module serves.
@@ -93,11 +98,11 @@ pub fn is_hls_path(path: &str) -> bool {
 }
 
 /// The `session` query parameter, when it is a plausible token (1 to 64 ASCII alphanumerics).
-fn session_token(head: &RequestHead) -> Option<String> {
+fn session_token(head: &RequestHead) -> Option<&str> {
     head.query.as_deref()?.split('&').find_map(|kv| {
         let t = kv.strip_prefix("session=")?;
         (!t.is_empty() && t.len() <= 64 && t.bytes().all(|b| b.is_ascii_alphanumeric()))
-            .then(|| t.to_owned())
+            .then_some(t)
     })
 }
 
@@ -138,23 +143,23 @@ pub async fn handle(
     ctx: Arc<ServerCtx>,
     mut stream: Conn,
     mut head: RequestHead,
-    mut rest: Vec<u8>,
+    rest: Vec<u8>,
     peer: SocketAddr,
 ) {
+    let mut buf = rest;
+    buf.reserve(1024);
+    // Read once per connection: a config reload applies to new connections.
+    let timeout = ctx.config().header_timeout();
     loop {
         let keep = serve_one(&ctx, &mut stream, &head, peer).await && keep_alive(&head);
         if !keep {
             let _ = stream.shutdown().await;
             return;
         }
-        let timeout = ctx.config().header_timeout();
-        let next = tokio::time::timeout(timeout, read_head(&mut stream, std::mem::take(&mut rest)));
+        let next = tokio::time::timeout(timeout, read_head(&mut stream, &mut buf));
         match next.await {
-            Ok(Some((h, r)))
-                if matches!(h.method.as_str(), "GET" | "HEAD") && is_hls_path(&h.path) =>
-            {
+            Ok(Some(h)) if matches!(h.method.as_str(), "GET" | "HEAD") && is_hls_path(&h.path) => {
                 head = h;
-                rest = r;
             }
             _ => return,
         }
@@ -185,8 +190,8 @@ fn cors_lines() -> &'static str {
     })
 }
 
-/// The `Date` value, formatted at most once a second per thread.
-fn http_date() -> String {
+/// Appends the `Date` value, formatted at most once a second per thread, to `out`.
+fn push_http_date(out: &mut String) {
     thread_local! {
         static DATE: std::cell::RefCell<(u64, String)> = const { std::cell::RefCell::new((0, String::new())) };
     }
@@ -199,23 +204,27 @@ fn http_date() -> String {
         if d.0 != secs || d.1.is_empty() {
             *d = (secs, httpdate::fmt_http_date(now));
         }
-        d.1.clone()
+        out.push_str(&d.1);
     })
 }
 
-/// Reads the next request head after `buf`; `None` when the peer closes or sends garbage.
-async fn read_head(stream: &mut Conn, mut buf: Vec<u8>) -> Option<(RequestHead, Vec<u8>)> {
+/// Reads the next request head into `buf` (which may already hold bytes of it) and removes it
+/// from `buf`, leaving what follows; `None` when the peer closes or sends garbage.
+async fn read_head(stream: &mut Conn, buf: &mut Vec<u8>) -> Option<RequestHead> {
     loop {
         if !buf.is_empty() {
-            if let Ok(Some((head, len))) = parse_request_head(&buf) {
-                return Some((head, buf.split_off(len)));
+            if let Ok(Some((head, len))) = parse_request_head(buf) {
+                buf.drain(..len);
+                return Some(head);
             }
             if buf.len() >= MAX_HEAD_BYTES {
                 return None;
             }
         }
-        buf.reserve(1024);
-        if stream.read_buf(&mut buf).await.ok()? == 0 {
+        if buf.capacity() - buf.len() < 512 {
+            buf.reserve(1024);
+        }
+        if stream.read_buf(buf).await.ok()? == 0 {
             return None;
         }
     }
@@ -253,14 +262,9 @@ async fn serve_one(
     };
     match target {
         Target::Segment(mount, seq, ext) => {
-            let Some(out) = ctx.hls.output(&mount) else {
+            let Some(seg) = ctx.hls.segment(mount, seq).filter(|s| s.ext == ext) else {
                 return not_found(ctx, stream, head, peer).await;
             };
-            let window = out.window.load();
-            let Some(seg) = window.segment(seq).filter(|s| s.ext == ext).cloned() else {
-                return not_found(ctx, stream, head, peer).await;
-            };
-            drop(window);
             seg.fetches
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let ctype = throng_proto::hls::cutter::segment_content_type(seg.ext);
@@ -269,25 +273,51 @@ async fn serve_one(
                 head,
                 ctype,
                 "public, max-age=86400, immutable",
-                seg.data.clone(),
+                &seg.data,
                 true,
             )
             .await
         }
         Target::Playlist(mount) => {
-            let Some(out) = ctx.hls.output(&mount) else {
+            let token = session_token(head);
+            let known = token.is_some_and(|t| ctx.hls.sessions.contains(t));
+            // `_HLS_msn` counts only where blocking reload is offered (`[hls] blocking-reload`).
+            let msn = head
+                .query
+                .as_deref()
+                .and_then(hls_msn)
+                .filter(|_| ctx.hls.blocking_reload(mount));
+            if known && msn.is_none() {
+                // The common reload: the shared playlist, no clone of the output.
+                let Some(window) = ctx.hls.window(mount) else {
+                    return not_found(ctx, stream, head, peer).await;
+                };
+                let token = token.unwrap_or_default();
+                ctx.hls.sessions.touch(
+                    token,
+                    &window,
+                    window.playlist.len() as u64,
+                    Instant::now(),
+                );
+                return send_body(
+                    stream,
+                    head,
+                    PLAYLIST_TYPE,
+                    "max-age=1",
+                    &window.playlist,
+                    false,
+                )
+                .await;
+            }
+            let Some(out) = ctx.hls.output(mount) else {
                 return not_found(ctx, stream, head, peer).await;
             };
-            let token = session_token(head);
-            let known = token
-                .as_deref()
-                .is_some_and(|t| ctx.hls.sessions.contains(t));
             if !known {
                 let target = out.window.load().target_secs;
                 let t = token
-                    .clone()
+                    .map(str::to_owned)
                     .unwrap_or_else(|| Alphanumeric.sample_string(&mut rand::thread_rng(), 24));
-                if !admit(ctx, stream, head, peer, &mount, &t, target).await {
+                if !admit(ctx, stream, head, peer, mount, &t, target).await {
                     return false;
                 }
                 if token.is_none() {
@@ -303,7 +333,7 @@ async fn serve_one(
                         head,
                         PLAYLIST_TYPE,
                         "private, no-store",
-                        body.into(),
+                        body.as_bytes(),
                         false,
                     )
                     .await;
@@ -316,12 +346,67 @@ async fn serve_one(
                 }
             }
             let token = token.unwrap_or_default();
-            let window = out.window.load_full();
-            let body = window.playlist.clone();
+            let window = match held_window(ctx, &out, msn, token).await {
+                Ok(w) => w,
+                Err(status) => {
+                    let msg = if status == 400 {
+                        "_HLS_msn is more than two segments ahead\n"
+                    } else {
+                        "the segment asked for was not cut in time\n"
+                    };
+                    let _ = reply(ctx, stream, peer, Some(head), status, &[], msg).await;
+                    return false;
+                }
+            };
             ctx.hls
                 .sessions
-                .touch(&token, &window, body.len() as u64, Instant::now());
-            send_body(stream, head, PLAYLIST_TYPE, "max-age=1", body, false).await
+                .touch(token, &window, window.playlist.len() as u64, Instant::now());
+            send_body(
+                stream,
+                head,
+                PLAYLIST_TYPE,
+                "max-age=1",
+                &window.playlist,
+                false,
+            )
+            .await
+        }
+    }
+}
+
+/// The window to answer a media-playlist request with: the current one, or, for a blocking
+/// reload (`_HLS_msn=msn`), the first one listing segment `msn`, waited for at most three
+/// target durations (RFC 8216bis section 6.2.5.2). The session `token` is touched when the
+/// request is held, so it stays a listener while it waits. `Err(400)` when `msn` is too far
+/// ahead, `Err(503)` when the segment was not cut in time.
+async fn held_window(
+    ctx: &ServerCtx,
+    out: &Output,
+    msn: Option<u64>,
+    token: &str,
+) -> Result<Arc<Window>, u16> {
+    let mut updates = out.updates.clone();
+    let mut deadline = None;
+    loop {
+        // Marked seen before the window is read: a publication after the read wakes the wait.
+        updates.borrow_and_update();
+        let window = out.window.load_full();
+        match reload_decision(msn, window.segments.last().map(|s| s.seq)) {
+            Reload::Now => return Ok(window),
+            Reload::BadRequest => return Err(400),
+            Reload::Wait => {}
+        }
+        let until = *deadline.get_or_insert_with(|| {
+            ctx.hls
+                .sessions
+                .touch(token, &empty_like(&window), 0, Instant::now());
+            tokio::time::Instant::now() + Duration::from_secs(3 * window.target_secs.max(1))
+        });
+        match tokio::time::timeout_at(until, updates.changed()).await {
+            Ok(Ok(())) => {}
+            // The packager is gone (HLS turned off): answer what there is.
+            Ok(Err(_)) => return Ok(out.window.load_full()),
+            Err(_) => return Err(503),
         }
     }
 }
@@ -467,7 +552,7 @@ async fn send_body(
     head: &RequestHead,
     ctype: &str,
     cache: &str,
-    body: Bytes,
+    body: &[u8],
     ranges: bool,
 ) -> bool {
     let len = body.len() as u64;
@@ -477,34 +562,32 @@ async fn send_body(
         Ok(None)
     };
     let (status, reason, part, extra) = match range {
-        Ok(None) => (200, "OK", body, String::new()),
+        Ok(None) => (200, "OK", body, None),
         Ok(Some((s, e))) => (
             206,
             "Partial Content",
-            body.slice(s as usize..=e as usize),
-            format!("Content-Range: bytes {s}-{e}/{len}\r\n"),
+            &body[s as usize..=e as usize],
+            Some(format!("Content-Range: bytes {s}-{e}/{len}\r\n")),
         ),
         Err(()) => (
             416,
             "Range Not Satisfiable",
-            Bytes::new(),
-            format!("Content-Range: bytes */{len}\r\n"),
+            &body[..0],
+            Some(format!("Content-Range: bytes */{len}\r\n")),
         ),
     };
-    let mut out = String::with_capacity(
-        640 + if part.len() <= 16 * 1024 {
-            part.len()
-        } else {
-            0
-        },
-    );
+    let mut out = String::with_capacity(640);
     let _ = write!(
         out,
         "HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n\
-         Cache-Control: {cache}\r\nDate: {}\r\n{extra}",
+         Cache-Control: {cache}\r\nDate: ",
         part.len(),
-        http_date(),
     );
+    push_http_date(&mut out);
+    out.push_str("\r\n");
+    if let Some(extra) = extra {
+        out.push_str(&extra);
+    }
     if ranges {
         out.push_str("Accept-Ranges: bytes\r\n");
     }
@@ -514,15 +597,29 @@ async fn send_body(
     } else {
         "Connection: close\r\n\r\n"
     });
-    let mut bytes = out.into_bytes();
+    let bytes = out.into_bytes();
     if head.method == "HEAD" {
         return stream.write_all(&bytes).await.is_ok();
     }
-    if part.len() <= 16 * 1024 {
-        bytes.extend_from_slice(&part);
-        return stream.write_all(&bytes).await.is_ok();
+    write_both(stream, &bytes, part).await
+}
+
+/// Writes `head` then `body`, both in one `writev` when the socket takes them; false on a
+/// write error.
+async fn write_both(stream: &mut Conn, mut head: &[u8], mut body: &[u8]) -> bool {
+    while !head.is_empty() {
+        let n = match stream
+            .write_vectored(&[IoSlice::new(head), IoSlice::new(body)])
+            .await
+        {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => n,
+        };
+        let h = n.min(head.len());
+        head = &head[h..];
+        body = &body[n - h..];
     }
-    stream.write_all(&bytes).await.is_ok() && stream.write_all(&part).await.is_ok()
+    body.is_empty() || stream.write_all(body).await.is_ok()
 }
 
 #[cfg(test)]
@@ -537,15 +634,11 @@ mod tests {
     fn paths() {
         assert_eq!(
             parse_path("/hls/live.mp3/index.m3u8"),
-            Some(Target::Playlist("/live.mp3".into()))
+            Some(Target::Playlist("/live.mp3"))
         );
         assert_eq!(
             parse_path("/hls/radio/a.aac/1700000000.aac"),
-            Some(Target::Segment(
-                "/radio/a.aac".into(),
-                1_700_000_000,
-                "aac".into()
-            ))
+            Some(Target::Segment("/radio/a.aac", 1_700_000_000, "aac"))
         );
         assert_eq!(parse_path("/hls/live.mp3/x.mp3"), None);
         assert_eq!(parse_path("/hls/live.mp3/1.ogg"), None);
@@ -558,7 +651,7 @@ mod tests {
     #[test]
     fn tokens_and_keep_alive() {
         let h = head("GET /hls/a/index.m3u8?x=1&session=Ab3 HTTP/1.1\r\n\r\n");
-        assert_eq!(session_token(&h).as_deref(), Some("Ab3"));
+        assert_eq!(session_token(&h), Some("Ab3"));
         assert!(keep_alive(&h));
         let h = head("GET /hls/a/index.m3u8?session=a%20b HTTP/1.0\r\n\r\n");
         assert_eq!(session_token(&h), None);

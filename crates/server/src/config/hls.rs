@@ -1,5 +1,6 @@
 //! `[hls]` and the `hls-*` keys of `[[mount]]`: which MP3/AAC mounts are also served as
-//! packed-audio HLS (RFC 8216 section 3.4), their segment target duration and window.
+//! packed-audio HLS (RFC 8216 section 3.4), their segment target duration and window, and
+//! whether playlists offer blocking playlist reload (RFC 8216bis section 6.2.5.2).
 //! A mount's own keys win over `[hls]`.
 
 use serde::{Deserialize, Serialize};
@@ -14,6 +15,9 @@ pub struct HlsConfig {
     pub segment_seconds: u64,
     /// Segments listed in a media playlist (default 6; 3..=100).
     pub window: usize,
+    /// Advertise `CAN-BLOCK-RELOAD=YES` and hold reloads carrying `_HLS_msn` until the segment
+    /// is cut (default true); off, `_HLS_msn` is ignored and the playlist answered at once.
+    pub blocking_reload: bool,
 }
 
 impl Default for HlsConfig {
@@ -22,6 +26,7 @@ impl Default for HlsConfig {
             enabled: true,
             segment_seconds: 4,
             window: 6,
+            blocking_reload: true,
         }
     }
 }
@@ -33,6 +38,8 @@ pub struct HlsSettings {
     pub target_ms: u64,
     /// Segments listed in the playlist.
     pub window: usize,
+    /// Blocking playlist reload is offered (`[hls] blocking-reload`).
+    pub blocking_reload: bool,
 }
 
 /// The HLS settings of a mount from `[hls]` and its own `hls`, `hls-segment-seconds` and
@@ -50,6 +57,7 @@ pub fn settings(
     Some(HlsSettings {
         target_ms: secs.clamp(1, 30) * 1000,
         window: window.unwrap_or(global.window).clamp(3, 100),
+        blocking_reload: global.blocking_reload,
     })
 }
 
@@ -84,14 +92,16 @@ mod tests {
             settings(&g, None, Some(6), Some(10)),
             Some(HlsSettings {
                 target_ms: 6000,
-                window: 10
+                window: 10,
+                blocking_reload: true,
             })
         );
         assert_eq!(
             settings(&g, None, None, None),
             Some(HlsSettings {
                 target_ms: 2000,
-                window: 6
+                window: 6,
+                blocking_reload: true,
             })
         );
         let off = HlsConfig {

@@ -30,6 +30,8 @@ pub struct Output {
     pub window: Arc<ArcSwap<Window>>,
     /// Its settings.
     pub settings: HlsSettings,
+    /// Changes after every publication of `window` (held playlist requests wait on it).
+    pub updates: tokio::sync::watch::Receiver<u64>,
 }
 
 /// Every mount name's HLS output and every HLS session.
@@ -45,6 +47,28 @@ impl Hls {
     /// The output for mount name `name`, if it is packaged.
     pub fn output(&self, name: &str) -> Option<Output> {
         self.outputs.read().get(name).cloned()
+    }
+
+    /// The window published for mount name `name`, if it is packaged (no clone of the
+    /// [`Output`]: one reference count, for the per-request path).
+    pub fn window(&self, name: &str) -> Option<Arc<Window>> {
+        self.outputs.read().get(name).map(|o| o.window.load_full())
+    }
+
+    /// Whether mount name `name` offers blocking playlist reload (`[hls] blocking-reload`).
+    pub fn blocking_reload(&self, name: &str) -> bool {
+        self.outputs
+            .read()
+            .get(name)
+            .is_some_and(|o| o.settings.blocking_reload)
+    }
+
+    /// Segment `seq` of mount name `name`, if packaged and still in memory.
+    pub fn segment(&self, name: &str, seq: u64) -> Option<Arc<packager::Segment>> {
+        self.outputs
+            .read()
+            .get(name)
+            .and_then(|o| o.window.load().segment(seq).cloned())
     }
 
     /// Packages what each mount produced since the last call: starts a packager for every live
@@ -102,6 +126,7 @@ impl Hls {
                     let out = Output {
                         window: p.window(),
                         settings: p.settings(),
+                        updates: p.updates(),
                     };
                     (n.clone(), out)
                 })

@@ -6,7 +6,8 @@
 //! [`throng_proto::hls::id3`] (PRIV timestamp from the sample count, and the title when known).
 //! A change of mount (source reconnect, fallback, a return from fallback) or of format closes
 //! the open segment and marks the next one `EXT-X-DISCONTINUITY`. The packager owns its state
-//! and is driven by one task; readers see only the published [`Window`].
+//! and is driven by one task; readers see only the published [`Window`], and wait for the next
+//! one on [`Packager::updates`] (blocking playlist reload).
 
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicU64;
@@ -95,6 +96,8 @@ pub struct Packager {
     pub name: String,
     settings: HlsSettings,
     window: Arc<ArcSwap<Window>>,
+    /// Bumped after every publication of `window`, to wake held playlist requests.
+    updates: tokio::sync::watch::Sender<u64>,
     following: Option<Following>,
     cutter: Cutter,
     open: Open,
@@ -133,6 +136,7 @@ impl Packager {
             name: name.to_owned(),
             settings,
             window: Default::default(),
+            updates: tokio::sync::watch::Sender::new(0),
             following: None,
             cutter: Cutter::new(settings.target_ms),
             open: Open::default(),
@@ -154,6 +158,12 @@ impl Packager {
     /// The published window, shared with readers.
     pub fn window(&self) -> Arc<ArcSwap<Window>> {
         self.window.clone()
+    }
+
+    /// A receiver that sees a change after every publication of the window (the value counts
+    /// publications), for requests held until a segment is cut.
+    pub fn updates(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.updates.subscribe()
     }
 
     /// The settings in force.
@@ -356,6 +366,7 @@ impl Packager {
                 })
                 .collect(),
             ended: false,
+            can_block_reload: self.settings.blocking_reload,
         };
         self.window.store(Arc::new(Window {
             segments: self.segments.iter().cloned().collect(),
@@ -363,5 +374,6 @@ impl Packager {
             target_secs: target,
             bandwidth: self.bandwidth,
         }));
+        self.updates.send_modify(|n| *n = n.wrapping_add(1));
     }
 }

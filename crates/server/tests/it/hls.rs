@@ -4,6 +4,7 @@
 //! `listclients`, `/metrics`, access log) and goes away once it stops fetching; max-listeners
 //! and listener authentication apply to the playlist; segments take `Range`; and nginx as a
 //! caching proxy in front serves many players while Throng serves each segment a few times.
+//! Blocking playlist reload (`_HLS_msn`) holds a reload until the segment asked for is cut.
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -437,4 +438,49 @@ fn nginx_in_front_fetches_each_segment_a_few_times() {
         .as_u64()
         .unwrap();
     assert!(n as usize >= PLAYERS, "{n} listeners");
+}
+
+#[test]
+fn blocking_reload_holds_until_the_segment_is_cut() {
+    let srv = TestServer::start("[hls]\nsegment-seconds = 2\n");
+    let _source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
+    wait_hls(&srv, "/live.mp3");
+    let media = open_session(srv.addr, "/live.mp3");
+    wait_segments(srv.addr, &media, 2);
+    let text = get_text(srv.addr, &media);
+    assert!(
+        text.contains("#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES\n"),
+        "{text}"
+    );
+    let newest = parse(&text).unwrap().segments.last().unwrap().0;
+    // A reload asking for the next segment comes back listing it (the server held it until
+    // the segment was cut, up to a segment duration later).
+    let next = newest + 1;
+    let held = parse(&get_text(srv.addr, &format!("{media}&_HLS_msn={next}"))).unwrap();
+    assert!(
+        held.segments.iter().any(|(n, _, _)| *n == next),
+        "segment {next} not listed: {held:?}"
+    );
+    // A segment already listed: answered at once, as without the directive.
+    let now = parse(&get_text(srv.addr, &format!("{media}&_HLS_msn={newest}"))).unwrap();
+    assert!(now.segments.iter().any(|(n, _, _)| *n == newest));
+    // More than two beyond the newest: 400 (RFC 8216bis section 6.2.5.2).
+    let (head, _) = http_get(srv.addr, &format!("{media}&_HLS_msn={}", next + 5), &[]);
+    assert_eq!(head.status, 400);
+}
+
+#[test]
+fn blocking_reload_can_be_turned_off() {
+    let srv = TestServer::start("[hls]\nsegment-seconds = 1\nblocking-reload = false\n");
+    let _source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
+    wait_hls(&srv, "/live.mp3");
+    let media = open_session(srv.addr, "/live.mp3");
+    wait_segments(srv.addr, &media, 2);
+    let text = get_text(srv.addr, &media);
+    assert!(!text.contains("EXT-X-SERVER-CONTROL"), "{text}");
+    let newest = parse(&text).unwrap().segments.last().unwrap().0;
+    // `_HLS_msn` is ignored: far ahead is answered at once with the current playlist, not 400.
+    let (head, body) = http_get(srv.addr, &format!("{media}&_HLS_msn={}", newest + 50), &[]);
+    assert_eq!(head.status, 200);
+    assert!(parse(&String::from_utf8(body).unwrap()).is_some());
 }
