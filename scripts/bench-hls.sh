@@ -15,9 +15,13 @@
 #   scripts/bench-hls.sh [N] [BIG]      # defaults 2000 and 18000 (BIG = 0: no big run);
 #                                       # builds target/release/throng when missing
 #   SEG=6 scripts/bench-hls.sh 2000 0   # the same with 6 s segments (default SEG=4)
-#   HLS_ARGS=--hls-no-blocking-reload scripts/bench-hls.sh 2000 0
-#                                       # players that reload on the RFC 8216 timer instead of
-#                                       # blocking playlist reload (extra `bench run` flags)
+#   BLOCKING=1 scripts/bench-hls.sh 2000 0
+#                                       # the server offers blocking playlist reload
+#                                       # (`[hls] blocking-reload = true`; off by default) and
+#                                       # the players use it
+#   HLS_ARGS=--hls-no-blocking-reload BLOCKING=1 scripts/bench-hls.sh 2000 0
+#                                       # offered, but players reload on the RFC 8216 timer
+#                                       # (extra `bench run` flags)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 n="${1:-2000}"
@@ -28,7 +32,9 @@ port=18411
 out="${OUT:-$(mktemp -d)}"
 mkdir -p "$out"
 seg="${SEG:-4}"
-printf 'listen = ["127.0.0.1:%s"]\ndemo = true\n[hls]\nsegment-seconds = %s\nwindow = 6\n' "$port" "$seg" >"$out/throng.toml"
+blocking=false
+[ "${BLOCKING:-0}" = 1 ] && blocking=true
+printf 'listen = ["127.0.0.1:%s"]\ndemo = true\n[hls]\nsegment-seconds = %s\nwindow = 6\nblocking-reload = %s\n' "$port" "$seg" "$blocking" >"$out/throng.toml"
 "$bin" serve --config "$out/throng.toml" >"$out/serve.log" 2>&1 &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true' EXIT

@@ -16,7 +16,9 @@ pub struct HlsConfig {
     /// Segments listed in a media playlist (default 6; 3..=100).
     pub window: usize,
     /// Advertise `CAN-BLOCK-RELOAD=YES` and hold reloads carrying `_HLS_msn` until the segment
-    /// is cut (default true); off, `_HLS_msn` is ignored and the playlist answered at once.
+    /// is cut (default false: players that use it, hls.js among them, all wake at each segment
+    /// cut and cost the server more than timer reloads, docs/BENCHMARKS.md); off, `_HLS_msn` is
+    /// ignored and the playlist answered at once.
     pub blocking_reload: bool,
 }
 
@@ -26,7 +28,7 @@ impl Default for HlsConfig {
             enabled: true,
             segment_seconds: 4,
             window: 6,
-            blocking_reload: true,
+            blocking_reload: false,
         }
     }
 }
@@ -93,7 +95,7 @@ mod tests {
             Some(HlsSettings {
                 target_ms: 6000,
                 window: 10,
-                blocking_reload: true,
+                blocking_reload: false,
             })
         );
         assert_eq!(
@@ -101,7 +103,7 @@ mod tests {
             Some(HlsSettings {
                 target_ms: 2000,
                 window: 6,
-                blocking_reload: true,
+                blocking_reload: false,
             })
         );
         let off = HlsConfig {

@@ -442,7 +442,7 @@ fn nginx_in_front_fetches_each_segment_a_few_times() {
 
 #[test]
 fn blocking_reload_holds_until_the_segment_is_cut() {
-    let srv = TestServer::start("[hls]\nsegment-seconds = 2\n");
+    let srv = TestServer::start("[hls]\nsegment-seconds = 2\nblocking-reload = true\n");
     let _source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
     wait_hls(&srv, "/live.mp3");
     let media = open_session(srv.addr, "/live.mp3");
