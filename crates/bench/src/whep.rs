@@ -8,8 +8,8 @@
 //! packet). A viewer is degraded when, in a 5 s window, more than 1 % of the packets its
 //! timestamps say were sent are missing, or a gap between two packets exceeds 200 ms. Payloads
 //! that carry a latency stamp ([`crate::latency`]) give the viewer's mouth-to-ear latency.
-//! The client runs str0m in RTP mode (no depacketizer, no sample buffer) and only wakes a
-//! viewer when its socket is readable or its own timer is due.
+//! A viewer is only woken when its socket is readable or its own str0m timer is due, and its
+//! client negotiates no TWCC feedback and shares its thread's DTLS certificate.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
@@ -23,7 +23,8 @@ use serde::{Deserialize, Serialize};
 use str0m::change::SdpAnswer;
 use str0m::media::{Direction, MediaKind};
 use str0m::net::{Protocol, Receive};
-use str0m::{Candidate, Event, Input, Output, Rtc};
+use str0m::rtp::Extension;
+use str0m::{Candidate, Event, Input, Output, Rtc, RtcConfig};
 
 use crate::events::unix_us;
 use crate::latency::{read_stamp, LatencyHist};
@@ -74,6 +75,14 @@ pub struct PacketTrack {
     pub out_of_order: u64,
     /// Windows judged degraded.
     pub degraded_windows: u64,
+    /// Windows with over 1 % loss.
+    pub loss_windows: u64,
+    /// Windows with a gap over [`MAX_GAP`].
+    pub gap_windows: u64,
+    /// Longest gap between two packets (ms).
+    pub max_gap_ms: u64,
+    /// Whether the viewer was silent at the end of the run.
+    pub silent_at_end: bool,
     /// Windows judged.
     pub windows: u64,
     last: Option<(u64, Instant)>,
@@ -102,6 +111,11 @@ impl PacketTrack {
             let lost = expected.saturating_sub(self.window_packets);
             let loss = lost as f64 / expected.max(1) as f64;
             self.windows += 1;
+            self.loss_windows += u64::from(loss > MAX_LOSS);
+            self.gap_windows += u64::from(self.window_max_gap > MAX_GAP);
+            self.max_gap_ms = self
+                .max_gap_ms
+                .max(self.window_max_gap.as_millis() as u64);
             if loss > MAX_LOSS || self.window_max_gap > MAX_GAP {
                 self.degraded_windows += 1;
             }
@@ -118,6 +132,7 @@ impl PacketTrack {
             .last
             .is_none_or(|(_, at)| now.saturating_duration_since(at) > MAX_GAP);
         if silent {
+            self.silent_at_end = true;
             self.windows += 1;
             self.degraded_windows += 1;
         }
@@ -197,12 +212,23 @@ pub struct WhepResult {
     pub failed: u32,
     /// Receiving viewers degraded at least once.
     pub degraded: u32,
+    /// Degraded viewers with a window of over 1 % loss.
+    pub degraded_loss: u32,
+    /// Degraded viewers with a gap over 200 ms.
+    pub degraded_gap: u32,
+    /// Degraded viewers with packets out of order.
+    pub degraded_order: u32,
+    /// Degraded viewers silent at the end of the run.
+    pub degraded_silent: u32,
+    /// Longest gap of each degraded viewer (ms), for the report's gap distribution.
+    pub degraded_max_gaps_ms: Vec<u64>,
     /// Setup time (POST to first packet) of every receiving viewer (ms).
     pub setups_ms: Vec<f64>,
     /// Packets received over the hold by the viewers receiving when it began.
     pub hold_packets: u64,
-    /// Viewers receiving when the hold began.
-    pub hold_viewers: u32,
+    /// Viewer-seconds of the hold over which `hold_packets` were counted (each viewer from
+    /// the hold start or its first packet, whichever is later).
+    pub hold_viewer_secs: f64,
     /// Mouth-to-ear latency of every stamped packet (sealed).
     pub latency: LatencyHist,
     /// CPU time of the worker process over the run (µs; the in-process engine: the process).
@@ -233,7 +259,9 @@ struct Viewer {
     next: Instant,
     first_packet: Option<Duration>,
     track: PacketTrack,
-    hold_base: Option<u64>,
+    /// Packets before the viewer's hold began, and when it began (the hold start, or the
+    /// first packet of a viewer that started receiving later).
+    hold_base: Option<(u64, Instant)>,
     failed: bool,
 }
 
@@ -266,14 +294,29 @@ struct Target {
 }
 
 impl Viewer {
-    fn connect(t: &Target, bind: Ipv4Addr) -> anyhow::Result<Viewer> {
-        let started = Instant::now();
-        let started_unix = unix_us();
-        let mut rtc = Rtc::builder()
-            .set_rtp_mode(true)
+    /// The client configuration of a thread's viewers: Opus only; of the RTP header
+    /// extensions only the MID (RFC 8843), so no transport-wide congestion control feedback
+    /// (TWCC, sent every 50 ms by a receiver that negotiates it) nor audio levels; one DTLS
+    /// certificate shared by the viewers instead of a key pair generated per viewer.
+    fn config() -> RtcConfig {
+        let mut c = Rtc::builder()
             .clear_codecs()
             .enable_opus(true, false)
-            .build(started);
+            .clear_extension_map()
+            .set_extension(4, Extension::RtpMid);
+        if let Some(cert) = str0m::crypto::from_feature_flags()
+            .dtls_provider
+            .generate_certificate()
+        {
+            c = c.set_dtls_cert(cert);
+        }
+        c
+    }
+
+    fn connect(config: &RtcConfig, t: &Target, bind: Ipv4Addr) -> anyhow::Result<Viewer> {
+        let started = Instant::now();
+        let started_unix = unix_us();
+        let mut rtc = config.clone().build(started);
         let std_socket = std::net::UdpSocket::bind((bind, 0))?;
         std_socket.set_nonblocking(true)?;
         let local = std_socket.local_addr()?;
@@ -336,9 +379,6 @@ impl Viewer {
                 }
                 Ok(Output::Transmit(t)) => {
                     let _ = self.socket.send_to(&t.contents, t.destination);
-                }
-                Ok(Output::Event(Event::RtpPacket(p))) => {
-                    first |= self.packet(p.time.numer(), &p.payload, latency);
                 }
                 Ok(Output::Event(Event::MediaData(m))) => {
                     first |= self.packet(m.time.numer(), &m.data, latency);
@@ -406,6 +446,7 @@ fn drive_thread(
         let targets = targets.to_vec();
         let binds = binds.to_vec();
         std::thread::spawn(move || {
+            let config = Viewer::config();
             let mut local = thread;
             while local < count && Instant::now() < end {
                 let id = worker + local * workers;
@@ -419,7 +460,7 @@ fn drive_thread(
                 } else {
                     Ipv4Addr::UNSPECIFIED
                 };
-                let v = Viewer::connect(t, bind).map_err(|e| format!("whep viewer {id}: {e}"));
+                let v = Viewer::connect(&config, t, bind).map_err(|e| format!("whep viewer {id}: {e}"));
                 if tx.send(v).is_err() {
                     break;
                 }
@@ -462,7 +503,7 @@ fn drive_thread(
         if !hold_taken && now >= hold_start {
             hold_taken = true;
             for v in viewers.iter_mut().filter(|v| v.first_packet.is_some()) {
-                v.hold_base = Some(v.track.packets);
+                v.hold_base = Some((v.track.packets, now));
             }
         }
         // Sleep until the earliest viewer timer (or new viewers may be waiting: at most 5 ms).
@@ -479,6 +520,9 @@ fn drive_thread(
             v.receive(&mut buf);
             if v.pump(&mut out.result.latency) {
                 counters.receiving.fetch_add(1, Ordering::Relaxed);
+                if hold_taken {
+                    v.hold_base = Some((v.track.packets, Instant::now()));
+                }
             }
         }
         let now = Instant::now();
@@ -497,6 +541,9 @@ fn drive_thread(
             }
             if v.pump(&mut out.result.latency) {
                 counters.receiving.fetch_add(1, Ordering::Relaxed);
+                if hold_taken {
+                    v.hold_base = Some((v.track.packets, now));
+                }
             }
         }
     }
@@ -510,9 +557,17 @@ fn drive_thread(
                 v.track.finish(now);
                 r.receiving += 1;
                 r.setups_ms.push(d.as_secs_f64() * 1000.0);
-                r.degraded += u32::from(v.track.degraded());
-                if let Some(base) = v.hold_base {
-                    r.hold_viewers += 1;
+                let t = &v.track;
+                if t.degraded() {
+                    r.degraded += 1;
+                    r.degraded_loss += u32::from(t.loss_windows > 0);
+                    r.degraded_gap += u32::from(t.gap_windows > 0);
+                    r.degraded_order += u32::from(t.out_of_order > 0);
+                    r.degraded_silent += u32::from(t.silent_at_end);
+                    r.degraded_max_gaps_ms.push(t.max_gap_ms);
+                }
+                if let Some((base, from)) = v.hold_base {
+                    r.hold_viewer_secs += now.saturating_duration_since(from).as_secs_f64();
                     r.hold_packets += v.track.packets - base;
                 }
             }
@@ -620,9 +675,14 @@ pub fn merge_result(a: &mut WhepResult, mut b: WhepResult) {
     a.receiving += b.receiving;
     a.failed += b.failed;
     a.degraded += b.degraded;
+    a.degraded_loss += b.degraded_loss;
+    a.degraded_gap += b.degraded_gap;
+    a.degraded_order += b.degraded_order;
+    a.degraded_silent += b.degraded_silent;
+    a.degraded_max_gaps_ms.append(&mut b.degraded_max_gaps_ms);
     a.setups_ms.append(&mut b.setups_ms);
     a.hold_packets += b.hold_packets;
-    a.hold_viewers += b.hold_viewers;
+    a.hold_viewer_secs += b.hold_viewer_secs;
     b.latency.seal();
     a.latency.merge(&b.latency);
     a.cpu_us += b.cpu_us;

@@ -67,12 +67,17 @@ pub struct WhepReport {
     /// Viewers degraded at least once (loss over 1 % or a gap over 200 ms in a 5 s window,
     /// or packets out of order).
     pub degraded: u32,
+    /// Degraded viewers by cause (a viewer may have several): `loss` (a window over 1 %),
+    /// `gap` (over 200 ms), `order` (packets out of order), `silent` (no packet at the end).
+    pub degraded_by: std::collections::BTreeMap<String, u32>,
+    /// Longest gap of the degraded viewers, median and largest (ms).
+    pub degraded_gap_p50_max_ms: Option<(u64, u64)>,
     /// Setup time, POST to first packet, median (ms).
     pub setup_p50_ms: f64,
     /// Setup time, 99th percentile (ms).
     pub setup_p99_ms: f64,
-    /// Packets received per viewer per second over the hold, by the viewers receiving when
-    /// it began (expected 50).
+    /// Packets received per viewer per second over the hold (each viewer from the hold start
+    /// or its first packet; expected 50).
     pub packets_per_viewer_second: f64,
     /// Mouth-to-ear latency (source write to viewer receipt) over every stamped packet of
     /// every viewer, median (ms); `None` without `--latency-source`.
@@ -327,10 +332,24 @@ pub fn execute(plan: &WhepPlan) -> anyhow::Result<WhepReport> {
         receiving: all.receiving,
         failed: all.failed + missing,
         degraded: all.degraded,
+        degraded_by: [
+            ("loss", all.degraded_loss),
+            ("gap", all.degraded_gap),
+            ("order", all.degraded_order),
+            ("silent", all.degraded_silent),
+        ]
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| (k.to_owned(), n))
+        .collect(),
+        degraded_gap_p50_max_ms: {
+            let g = &mut all.degraded_max_gaps_ms;
+            g.sort_unstable();
+            (!g.is_empty()).then(|| (g[g.len() / 2], g[g.len() - 1]))
+        },
         setup_p50_ms: pct(0.5),
         setup_p99_ms: pct(0.99),
-        packets_per_viewer_second: all.hold_packets as f64
-            / (f64::from(all.hold_viewers.max(1)) * p.hold.0.max(1e-3)),
+        packets_per_viewer_second: all.hold_packets as f64 / all.hold_viewer_secs.max(1e-3),
         latency_p50_ms: l50,
         latency_p99_ms: l99,
         latency_max_ms: lmax,
@@ -359,7 +378,7 @@ pub fn execute(plan: &WhepPlan) -> anyhow::Result<WhepReport> {
 pub fn summary_text(r: &WhepReport) -> String {
     let ms = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.1} ms"));
     let mut s = format!(
-        "WHEP viewers: {} asked, {} receiving, {} failed, {} degraded ({} worker processes)\n\
+        "WHEP viewers: {} asked, {} receiving, {} failed, {} degraded {:?} ({} worker processes)\n\
          setup (POST to first packet): p50 {:.0} ms, p99 {:.0} ms\n\
          packets per viewer-second over the hold: {:.1} (expected 50)\n\
          bench CPU per viewer-second: {:.1} us, bench memory per viewer: {:.0} KiB\n",
@@ -367,6 +386,7 @@ pub fn summary_text(r: &WhepReport) -> String {
         r.receiving,
         r.failed,
         r.degraded,
+        r.degraded_by,
         r.workers,
         r.setup_p50_ms,
         r.setup_p99_ms,
