@@ -263,7 +263,11 @@ mod tests {
             for chunk in stream.chunks(piece) {
                 scan_stamps(&mut carry, chunk, &mut out);
             }
-            assert_eq!(out, (5_000..5_020).collect::<Vec<u64>>(), "pieces of {piece}");
+            assert_eq!(
+                out,
+                (5_000..5_020).collect::<Vec<u64>>(),
+                "pieces of {piece}"
+            );
             assert!(carry.len() < PACKET_LEN);
         }
     }

@@ -167,7 +167,11 @@ impl IcyProbe {
         }
         let mut h = self.hist.lock().unwrap_or_else(|p| p.into_inner()).clone();
         h.seal();
-        let f = self.failed.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let f = self
+            .failed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         (h, f)
     }
 }
@@ -233,8 +237,6 @@ fn icy_listen(
         }
     }
     local.seal();
-    hist.lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .merge(&local);
+    hist.lock().unwrap_or_else(|p| p.into_inner()).merge(&local);
     Ok(())
 }

@@ -98,8 +98,14 @@ pub struct WhepReport {
     pub icy_latency_samples: u64,
     /// CPU time of the bench's viewer engines (all workers) per viewer-second of the run (µs).
     pub client_cpu_us_per_viewer_second: f64,
+    /// CPU time of the viewer engines over the hold only (set-up done) per viewer-second of
+    /// the hold, by the viewers receiving (µs).
+    pub client_hold_cpu_us_per_viewer_second: f64,
     /// Resident memory of the workers at the end of the hold per viewer (bytes).
     pub client_rss_per_viewer: f64,
+    /// Per viewer-second of the run: datagrams received, str0m timers handled, and the
+    /// workers' event-loop wake-ups (the bench's own work, for profiling).
+    pub client_datagrams_timers_wakeups_per_viewer_second: (f64, f64, f64),
     /// CPU time of the server (`--pid`) per viewer-second over the run (µs).
     pub server_cpu_us_per_viewer_second: Option<f64>,
     /// The server's resident memory growth from before the run to the end of the hold, per
@@ -359,6 +365,13 @@ pub fn execute(plan: &WhepPlan) -> anyhow::Result<WhepReport> {
         icy_latency_max_ms: imax,
         icy_latency_samples: icy_hist.count(),
         client_cpu_us_per_viewer_second: all.cpu_us as f64 / run_viewer_secs,
+        client_hold_cpu_us_per_viewer_second: all.hold_cpu_us as f64
+            / (f64::from(all.receiving.max(1)) * (p.hold.0 - 0.3).max(1e-3)),
+        client_datagrams_timers_wakeups_per_viewer_second: (
+            all.datagrams as f64 / run_viewer_secs,
+            all.timer_wakeups as f64 / run_viewer_secs,
+            all.loop_wakeups as f64 / run_viewer_secs,
+        ),
         client_rss_per_viewer: all.rss_bytes as f64 / f64::from(p.listeners),
         server_cpu_us_per_viewer_second: match (server_cpu0, server_cpu1) {
             (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / run_viewer_secs),
@@ -381,7 +394,7 @@ pub fn summary_text(r: &WhepReport) -> String {
         "WHEP viewers: {} asked, {} receiving, {} failed, {} degraded {:?} ({} worker processes)\n\
          setup (POST to first packet): p50 {:.0} ms, p99 {:.0} ms\n\
          packets per viewer-second over the hold: {:.1} (expected 50)\n\
-         bench CPU per viewer-second: {:.1} us, bench memory per viewer: {:.0} KiB\n",
+         bench CPU per viewer-second: {:.1} us (hold only: {:.1} us), bench memory per viewer: {:.0} KiB\n",
         r.viewers,
         r.receiving,
         r.failed,
@@ -392,6 +405,7 @@ pub fn summary_text(r: &WhepReport) -> String {
         r.setup_p99_ms,
         r.packets_per_viewer_second,
         r.client_cpu_us_per_viewer_second,
+        r.client_hold_cpu_us_per_viewer_second,
         r.client_rss_per_viewer / 1024.0,
     );
     if let Some(c) = r.server_cpu_us_per_viewer_second {
@@ -417,10 +431,7 @@ pub fn summary_text(r: &WhepReport) -> String {
             r.icy_latency_samples
         );
     }
-    s += &format!(
-        "verdict: {}",
-        if pass(r) { "PASS" } else { "FAIL" }
-    );
+    s += &format!("verdict: {}", if pass(r) { "PASS" } else { "FAIL" });
     s
 }
 
