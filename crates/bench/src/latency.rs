@@ -3,7 +3,7 @@
 //!
 //! Each 20 ms audio packet is [`TOC`] (a valid Opus TOC byte, RFC 6716 §3.1: config 31 = CELT
 //! fullband 20 ms, mono, code 0 = one frame), then the 8-byte [`MAGIC`], then the send time in
-//! µs since the Unix epoch (u64, little-endian). Throng repacketizes Ogg pages to RTP without
+//! µs since the Unix epoch (u64, little-endian), padded to [`PACKET_LEN`] bytes (64 kbit/s). Throng repacketizes Ogg pages to RTP without
 //! transcoding (RFC 7587: one Opus packet per RTP payload), so a WHEP viewer finds the stamp at
 //! the start of each payload, and an ICY listener of the same mount finds it by the magic in the
 //! Ogg pages. The stream is one logical Ogg stream (RFC 3533): a BOS page with `OpusHead`, a page
@@ -20,8 +20,13 @@ pub const TOC: u8 = 31 << 3;
 /// Marks a stamped packet (after the TOC byte).
 pub const MAGIC: [u8; 8] = *b"THRNGLAT";
 
-/// Length of a stamped packet (bytes): TOC, magic, stamp.
-pub const PACKET_LEN: usize = 1 + MAGIC.len() + 8;
+/// Length of the stamp at the start of a packet (bytes): TOC, magic, send time.
+pub const STAMP_LEN: usize = 1 + MAGIC.len() + 8;
+
+/// Length of a stamped packet (bytes): the stamp padded with zeros to 160 bytes, the size of
+/// a 64 kbit/s Opus packet of 20 ms, so the server moves as many bytes as for real audio (and
+/// ICY write coalescing, which waits for bytes, behaves as it would).
+pub const PACKET_LEN: usize = 160;
 
 /// 48 kHz samples per stamped packet (20 ms).
 pub const PACKET_SAMPLES: u64 = 960;
@@ -32,18 +37,19 @@ pub const PACKET_US: u64 = 20_000;
 /// Serial number of the probe's logical Ogg stream.
 pub const SERIAL: u32 = 0x7468_726e;
 
-/// The Opus packet carrying send time `unix_us` (µs since the Unix epoch).
+/// The Opus packet carrying send time `unix_us` (µs since the Unix epoch), [`PACKET_LEN`]
+/// bytes.
 pub fn stamp_packet(unix_us: u64) -> [u8; PACKET_LEN] {
     let mut p = [0u8; PACKET_LEN];
     p[0] = TOC;
     p[1..9].copy_from_slice(&MAGIC);
-    p[9..].copy_from_slice(&unix_us.to_le_bytes());
+    p[9..STAMP_LEN].copy_from_slice(&unix_us.to_le_bytes());
     p
 }
 
 /// The send time of a stamped Opus packet (an RTP payload); `None` for any other packet.
 pub fn read_stamp(packet: &[u8]) -> Option<u64> {
-    if packet.len() < PACKET_LEN || packet[0] != TOC || packet[1..9] != MAGIC {
+    if packet.len() < STAMP_LEN || packet[0] != TOC || packet[1..9] != MAGIC {
         return None;
     }
     Some(u64::from_le_bytes(packet[9..17].try_into().ok()?))
@@ -268,7 +274,7 @@ mod tests {
                 (5_000..5_020).collect::<Vec<u64>>(),
                 "pieces of {piece}"
             );
-            assert!(carry.len() < PACKET_LEN);
+            assert!(carry.len() < STAMP_LEN);
         }
     }
 

@@ -325,7 +325,18 @@ pub fn run_command(a: RunArgs) -> anyhow::Result<bool> {
         }),
         progress: !a.no_progress,
     };
-    let report = execute(&plan)?;
+    let report = match &a.whep.latency_source {
+        Some(url) => {
+            let probe = crate::whep_run::ProbeConfig {
+                url: url.clone(),
+                user: a.source_user.clone(),
+                password: resolve_password(a.source_password.as_deref(), url)?,
+                method: a.source_method,
+            };
+            crate::whep_run::with_probe(&probe, a.whep.latency_icy, &a.out, || Ok(execute(&plan)?))?
+        }
+        None => execute(&plan)?,
+    };
     let paths = crate::report::write_run(&a.out, &report)?;
     println!("{}", crate::report::summary_table(&[&report]));
     println!("report: {}", paths.html.display());

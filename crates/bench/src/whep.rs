@@ -60,10 +60,11 @@ pub struct WhepArgs {
     /// connector thread for the POSTs).
     #[arg(long, default_value_t = 1)]
     pub whep_threads: usize,
-    /// With `--whep`: push a latency probe as the live source of this Ogg/Opus mount
-    /// (`http://host:port/mount`, with `--source-user`, `--source-password`,
-    /// `--source-method`): one 20 ms Opus packet per Ogg page, each stamped with its send time,
-    /// so viewers of the mount's WHEP endpoint report mouth-to-ear latency.
+    /// Push a latency probe as the live source of this Ogg/Opus mount (`http://host:port/mount`,
+    /// with `--source-user`, `--source-password`, `--source-method`): one 20 ms Opus packet
+    /// per Ogg page, each stamped with its send time, so viewers of the mount's WHEP endpoint
+    /// (`--whep`) and `--latency-icy` ICY listeners of the mount report mouth-to-ear latency.
+    /// Without `--whep` the run's listeners load the mount and the ICY probes measure.
     #[arg(long, value_name = "URL")]
     pub latency_source: Option<String>,
     /// With `--latency-source`: ICY listeners of the probe mount measuring the same latency.

@@ -457,6 +457,50 @@ pub fn command(plan: &WhepPlan, out: &Path) -> anyhow::Result<bool> {
     Ok(pass(&r))
 }
 
+/// The latency probe around a listener (ICY) run: pushes the stamped source of `probe`, lets
+/// the mount come up, runs `f`, and meanwhile `icy` ICY probe listeners of the mount measure
+/// mouth-to-ear latency; writes `latency-icy.json` in `out` and prints the figures. So a plain
+/// `throng bench run --latency-source URL URL` gives the ICY figure next to the WHEP one.
+///
+/// Errors: the probe source refused, or `f`'s error.
+pub fn with_probe<T>(
+    probe: &ProbeConfig,
+    icy: u32,
+    out: &Path,
+    f: impl FnOnce() -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let source = ProbeSource::start(&probe.url, &probe.user, &probe.password, probe.method)?;
+    std::thread::sleep(Duration::from_millis(1500));
+    let listeners = IcyProbe::start(&probe.url, icy, crate::events::unix_us())?;
+    let r = f();
+    let (h, mut errors) = listeners.stop();
+    if let Err(e) = source.stop() {
+        errors.push(e);
+    }
+    let (p50, p99, max) = quantiles(&h);
+    let ms = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.1} ms"));
+    println!(
+        "mouth-to-ear latency, ICY probes: p50 {}, p99 {}, max {} ({} packets)",
+        ms(p50),
+        ms(p99),
+        ms(max),
+        h.count()
+    );
+    let j = serde_json::json!({
+        "icy_latency_p50_ms": p50, "icy_latency_p99_ms": p99, "icy_latency_max_ms": max,
+        "icy_latency_samples": h.count(), "errors": errors,
+    });
+    std::fs::create_dir_all(out)?;
+    std::fs::write(
+        out.join("latency-icy.json"),
+        serde_json::to_string_pretty(&j)?,
+    )?;
+    for e in &errors {
+        eprintln!("error: {e}");
+    }
+    r
+}
+
 /// User plus system CPU time of process `pid` in µs, from `/proc/<pid>/stat` (fields 14 and
 /// 15, in clock ticks of 1/100 s on Linux).
 fn proc_cpu_us(pid: u32) -> Option<u64> {
