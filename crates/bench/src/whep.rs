@@ -245,6 +245,11 @@ pub struct WhepResult {
     pub timer_wakeups: u64,
     /// Event-loop wake-ups (`epoll_wait` returns).
     pub loop_wakeups: u64,
+    /// Time the driving threads spent working (not waiting in `epoll_wait` or the 2 ms
+    /// pause) over the hold (µs, summed over threads).
+    pub hold_busy_us: u64,
+    /// Length of the hold as seen by the driving threads (µs, summed over threads).
+    pub hold_us: u64,
     /// The first few errors.
     pub errors: Vec<String>,
     /// All errors.
@@ -488,6 +493,7 @@ fn drive_thread(
     let mut hold_taken = false;
     let mut connector_done = false;
     let mut last_poll = Instant::now();
+    let mut busy_from = Instant::now();
     loop {
         let now = Instant::now();
         if now >= end || stop.load(Ordering::Relaxed) {
@@ -531,8 +537,12 @@ fn drive_thread(
             std::thread::sleep(rest);
         }
         let now = Instant::now();
+        if now >= hold_start {
+            out.result.hold_busy_us += now.saturating_duration_since(busy_from).as_micros() as u64;
+        }
         last_poll = now;
         poll.poll(&mut events, Some(wake.saturating_duration_since(now)))?;
+        busy_from = Instant::now();
         out.result.loop_wakeups += 1;
         for ev in events.iter() {
             let v = &mut viewers[ev.token().0];
@@ -570,6 +580,9 @@ fn drive_thread(
             }
         }
     }
+    out.result.hold_us = Instant::now()
+        .saturating_duration_since(hold_start)
+        .as_micros() as u64;
     drop(rx);
     let _ = connector.join();
     let now = Instant::now();
@@ -725,6 +738,8 @@ pub fn merge_result(a: &mut WhepResult, mut b: WhepResult) {
     a.datagrams += b.datagrams;
     a.timer_wakeups += b.timer_wakeups;
     a.loop_wakeups += b.loop_wakeups;
+    a.hold_busy_us += b.hold_busy_us;
+    a.hold_us += b.hold_us;
     a.error_count += b.error_count;
     for e in b.errors {
         if a.errors.len() < 5 {

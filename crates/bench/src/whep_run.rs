@@ -101,6 +101,10 @@ pub struct WhepReport {
     /// CPU time of the viewer engines over the hold only (set-up done) per viewer-second of
     /// the hold, by the viewers receiving (µs).
     pub client_hold_cpu_us_per_viewer_second: f64,
+    /// Share of the hold the bench's driving threads spent working rather than waiting
+    /// (0 to 1): near 1, the bench itself is the bottleneck and its gaps and latency are its
+    /// own.
+    pub client_busy_share: f64,
     /// Resident memory of the workers at the end of the hold per viewer (bytes).
     pub client_rss_per_viewer: f64,
     /// Per viewer-second of the run: datagrams received, str0m timers handled, and the
@@ -367,6 +371,7 @@ pub fn execute(plan: &WhepPlan) -> anyhow::Result<WhepReport> {
         client_cpu_us_per_viewer_second: all.cpu_us as f64 / run_viewer_secs,
         client_hold_cpu_us_per_viewer_second: all.hold_cpu_us as f64
             / (f64::from(all.receiving.max(1)) * (p.hold.0 - 0.3).max(1e-3)),
+        client_busy_share: all.hold_busy_us as f64 / (all.hold_us.max(1)) as f64,
         client_datagrams_timers_wakeups_per_viewer_second: (
             all.datagrams as f64 / run_viewer_secs,
             all.timer_wakeups as f64 / run_viewer_secs,
@@ -394,7 +399,7 @@ pub fn summary_text(r: &WhepReport) -> String {
         "WHEP viewers: {} asked, {} receiving, {} failed, {} degraded {:?} ({} worker processes)\n\
          setup (POST to first packet): p50 {:.0} ms, p99 {:.0} ms\n\
          packets per viewer-second over the hold: {:.1} (expected 50)\n\
-         bench CPU per viewer-second: {:.1} us (hold only: {:.1} us), bench memory per viewer: {:.0} KiB\n",
+         bench CPU per viewer-second: {:.1} us (hold only: {:.1} us), bench memory per viewer: {:.0} KiB, bench busy {:.0} % of the hold\n",
         r.viewers,
         r.receiving,
         r.failed,
@@ -407,6 +412,7 @@ pub fn summary_text(r: &WhepReport) -> String {
         r.client_cpu_us_per_viewer_second,
         r.client_hold_cpu_us_per_viewer_second,
         r.client_rss_per_viewer / 1024.0,
+        r.client_busy_share * 100.0,
     );
     if let Some(c) = r.server_cpu_us_per_viewer_second {
         s += &format!("server CPU per viewer-second: {c:.1} us");
