@@ -9,7 +9,7 @@
 # Prints the server's CPU per listener-second and per viewer-second (from /proc/<pid>/stat over
 # each phase) and the bench verdicts; the WHEP report (setup p50/p99, degraded viewers, latency
 # p50/p99/max, bench CPU and memory per viewer) is $OUT/whep/report-whep.json. Every load phase
-# holds /tmp/throng-bench.lock (flock) so engineers sharing the box do not overlap.
+# holds /tmp/throng-bench.lock (flock, taken before the CPU is read) so engineers sharing the box do not overlap.
 # Usage: [PORT=18800] scripts/bench-whep.sh [N] [HOLD_SECS] [OUT] (the server takes TCP PORT and
 # UDP PORT+1).
 set -euo pipefail
@@ -45,11 +45,14 @@ probe=(--latency-source "http://127.0.0.1:$PORT/probe.opus" --source-password be
 phase() { # name, then the bench arguments
   local name="$1"; shift
   local c0 t0 c1 t1 rc=0
+  # The lock is taken before the server's CPU is read, so waiting for it is not measured.
+  exec 9>/tmp/throng-bench.lock
+  flock 9
   c0="$(ticks)"; t0="$(now)"
-  flock /tmp/throng-bench.lock \
-    "$bin" bench run "$@" "${probe[@]}" -n "$N" --ramp 200 --hold "${HOLD}s" --no-progress \
+  "$bin" bench run "$@" "${probe[@]}" -n "$N" --ramp 200 --hold "${HOLD}s" --no-progress \
     --out "$OUT/$name" >"$OUT/$name.txt" 2>&1 || rc=$?
   c1="$(ticks)"; t1="$(now)"
+  flock -u 9
   # Clock ticks are 1/100 s: µs of server CPU per client-second over the whole phase.
   awk -v c="$((c1 - c0))" -v t0="$t0" -v t1="$t1" -v n="$N" -v name="$name" -v rc="$rc" \
     'BEGIN { printf "%s: %d clients, %.1f s, server CPU %.1f us per client-second, bench exit %d\n",

@@ -41,6 +41,9 @@ pub const MAX_LOSS: f64 = 0.01;
 /// Gap between two packets above which a viewer is degraded (issue 16: 200 ms).
 pub const MAX_GAP: Duration = Duration::from_millis(200);
 
+/// Connector threads per driving thread (each POSTs its share of the offers in turn).
+pub const CONNECTORS: u32 = 4;
+
 /// Shortest time between two event-loop wake-ups of a driving thread (it delays a packet's
 /// processing, and so its measured latency, by at most this).
 pub const MIN_LOOP: Duration = Duration::from_millis(2);
@@ -459,33 +462,37 @@ fn drive_thread(
     let (tx, rx) = std::sync::mpsc::channel::<Result<Viewer, String>>();
     let count = spec.count();
     let (worker, workers) = (spec.worker, spec.workers.max(1));
-    let connector = {
-        let targets = targets.to_vec();
-        let binds = binds.to_vec();
-        std::thread::spawn(move || {
-            let config = Viewer::config();
-            let mut local = thread;
-            while local < count && Instant::now() < end {
-                let id = worker + local * workers;
-                let due = start + Duration::from_secs_f64(f64::from(id) / ramp);
-                if let Some(wait) = due.checked_duration_since(Instant::now()) {
-                    std::thread::sleep(wait);
+    // CONNECTORS threads POST this thread's offers (global ids in ramp order), so one slow
+    // answer does not hold up the ramp.
+    let connectors: Vec<_> = (0..CONNECTORS)
+        .map(|c| {
+            let (targets, binds, tx) = (targets.to_vec(), binds.to_vec(), tx.clone());
+            std::thread::spawn(move || {
+                let config = Viewer::config();
+                let mut local = thread + threads * c;
+                while local < count && Instant::now() < end {
+                    let id = worker + local * workers;
+                    let due = start + Duration::from_secs_f64(f64::from(id) / ramp);
+                    if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                        std::thread::sleep(wait);
+                    }
+                    let t = &targets[id as usize % targets.len()];
+                    let bind = if t.loopback && !binds.is_empty() {
+                        binds[(id / workers) as usize % binds.len()]
+                    } else {
+                        Ipv4Addr::UNSPECIFIED
+                    };
+                    let v = Viewer::connect(&config, t, bind)
+                        .map_err(|e| format!("whep viewer {id}: {e}"));
+                    if tx.send(v).is_err() {
+                        break;
+                    }
+                    local += threads * CONNECTORS;
                 }
-                let t = &targets[id as usize % targets.len()];
-                let bind = if t.loopback && !binds.is_empty() {
-                    binds[(id / workers) as usize % binds.len()]
-                } else {
-                    Ipv4Addr::UNSPECIFIED
-                };
-                let v =
-                    Viewer::connect(&config, t, bind).map_err(|e| format!("whep viewer {id}: {e}"));
-                if tx.send(v).is_err() {
-                    break;
-                }
-                local += threads;
-            }
+            })
         })
-    };
+        .collect();
+    drop(tx);
     let mut poll = Poll::new()?;
     let mut events = Events::with_capacity(1024);
     let mut viewers: Vec<Viewer> = Vec::new();
@@ -584,7 +591,9 @@ fn drive_thread(
         .saturating_duration_since(hold_start)
         .as_micros() as u64;
     drop(rx);
-    let _ = connector.join();
+    for c in connectors {
+        let _ = c.join();
+    }
     let now = Instant::now();
     let r = &mut out.result;
     for v in viewers.iter_mut() {
@@ -705,6 +714,14 @@ pub fn run_worker(
         merge_result(&mut r, t.result);
     }
     r.viewers = spec.count();
+    let never = r.viewers.saturating_sub(r.receiving + r.failed);
+    if never > 0 {
+        r.failed += never;
+        note(
+            &mut r,
+            format!("{never} viewers never started (the set-ups fell behind the ramp)"),
+        );
+    }
     r.latency.seal();
     report(&WhepTick {
         worker: spec.worker,
