@@ -52,6 +52,9 @@ _throng() {
             throng__subcmd__bench,test-server)
                 cmd="throng__subcmd__bench__subcmd__test__subcmd__server"
                 ;;
+            throng__subcmd__bench,whep-worker)
+                cmd="throng__subcmd__bench__subcmd__whep__subcmd__worker"
+                ;;
             throng__subcmd__bench,worker)
                 cmd="throng__subcmd__bench__subcmd__worker"
                 ;;
@@ -69,6 +72,9 @@ _throng() {
                 ;;
             throng__subcmd__bench__subcmd__help,test-server)
                 cmd="throng__subcmd__bench__subcmd__help__subcmd__test__subcmd__server"
+                ;;
+            throng__subcmd__bench__subcmd__help,whep-worker)
+                cmd="throng__subcmd__bench__subcmd__help__subcmd__whep__subcmd__worker"
                 ;;
             throng__subcmd__bench__subcmd__help,worker)
                 cmd="throng__subcmd__bench__subcmd__help__subcmd__worker"
@@ -106,6 +112,9 @@ _throng() {
             throng__subcmd__help__subcmd__bench,test-server)
                 cmd="throng__subcmd__help__subcmd__bench__subcmd__test__subcmd__server"
                 ;;
+            throng__subcmd__help__subcmd__bench,whep-worker)
+                cmd="throng__subcmd__help__subcmd__bench__subcmd__whep__subcmd__worker"
+                ;;
             throng__subcmd__help__subcmd__bench,worker)
                 cmd="throng__subcmd__help__subcmd__bench__subcmd__worker"
                 ;;
@@ -130,7 +139,7 @@ _throng() {
             return 0
             ;;
         throng__subcmd__bench)
-            opts="-h --help run compare test-server worker events-worker help"
+            opts="-h --help run compare test-server worker events-worker whep-worker help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -192,7 +201,7 @@ _throng() {
             return 0
             ;;
         throng__subcmd__bench__subcmd__help)
-            opts="run compare test-server worker events-worker help"
+            opts="run compare test-server worker events-worker whep-worker help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -275,6 +284,20 @@ _throng() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        throng__subcmd__bench__subcmd__help__subcmd__whep__subcmd__worker)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         throng__subcmd__bench__subcmd__help__subcmd__worker)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
@@ -290,7 +313,7 @@ _throng() {
             return 0
             ;;
         throng__subcmd__bench__subcmd__run)
-            opts="-n -h --listeners --ramp --hold --profile --bitrate-kbps --min-rate-pct --window --max-gap --churn-rate --storm-at --stalled-fraction --icy --decode-sample --reconnect-after --connect-timeout --hls-no-blocking-reload --workers --max-per-worker --bind-range --insecure --ca --source --source-url --source-user --source-password --source-method --pid --pid-file --pid-name --metrics-url --out --name --no-progress --events --trigger-url --admin-user --admin-password --changes --change-interval --max-latency --max-rss-per-subscriber --whep --whep-threads --worker-exe --help"
+            opts="-n -h --listeners --ramp --hold --profile --bitrate-kbps --min-rate-pct --window --max-gap --churn-rate --storm-at --stalled-fraction --icy --decode-sample --reconnect-after --connect-timeout --hls-no-blocking-reload --workers --max-per-worker --bind-range --insecure --ca --source --source-url --source-user --source-password --source-method --pid --pid-file --pid-name --metrics-url --out --name --no-progress --events --trigger-url --admin-user --admin-password --changes --change-interval --max-latency --max-rss-per-subscriber --whep --whep-threads --latency-source --latency-icy --worker-exe --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -448,6 +471,14 @@ _throng() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --latency-source)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --latency-icy)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --worker-exe)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -490,6 +521,20 @@ _throng() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        throng__subcmd__bench__subcmd__whep__subcmd__worker)
+            opts="-h --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 *)
                     COMPREPLY=()
                     ;;
@@ -566,7 +611,7 @@ _throng() {
             return 0
             ;;
         throng__subcmd__help__subcmd__bench)
-            opts="run compare test-server worker events-worker"
+            opts="run compare test-server worker events-worker whep-worker"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -622,6 +667,20 @@ _throng() {
             return 0
             ;;
         throng__subcmd__help__subcmd__bench__subcmd__test__subcmd__server)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        throng__subcmd__help__subcmd__bench__subcmd__whep__subcmd__worker)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -12,7 +12,7 @@
 //!
 //! Modules: [`profile`] (what to run), [`url`], [`connect`], [`listener`] (per-listener
 //! accounting), [`listener_counts`] (the counters shared by ticks and timeline rows), [`engine`]
-//! (the event loop), [`events`] + [`events_run`] (`run --events`: SSE subscribers and title-change delivery), [`hls`] (HLS players: playlist polling, segments, a buffer model), [`whep`] (`run --whep`: WebRTC viewers), [`stats`] (per-second messages, histograms), [`worker`] (threads and
+//! (the event loop), [`events`] + [`events_run`] (`run --events`: SSE subscribers and title-change delivery), [`hls`] (HLS players: playlist polling, segments, a buffer model), [`whep`] + [`whep_run`] (`run --whep`: WebRTC viewers over worker processes), [`latency`] + [`latency_probe`] (`--latency-source`: stamped Opus packets, mouth-to-ear latency), [`stats`] (per-second messages, histograms), [`worker`] (threads and
 //! processes), [`sampler`], [`pidfind`] (`--pid-file`, `--pid-name`), [`source`], [`run`](mod@run) (one bench run), [`summary`],
 //! [`summary_metrics`] (the rows of the summary table), [`report`], [`meta`] (date, host, command line and server of a run), [`plots`], [`report_html`],
 //! [`progress`], [`compare`], [`testserver`].
@@ -25,6 +25,8 @@ pub mod engine;
 pub mod events;
 pub mod events_run;
 pub mod hls;
+pub mod latency;
+pub mod latency_probe;
 pub mod listener;
 pub mod listener_counts;
 pub mod meta;
@@ -45,6 +47,7 @@ pub mod testserver;
 pub mod tls;
 pub mod url;
 pub mod whep;
+pub mod whep_run;
 pub mod worker;
 
 /// Arguments of `throng bench`.
@@ -75,6 +78,10 @@ pub enum BenchCommand {
     /// stdin, one JSON line per tick on stdout).
     #[command(hide = true)]
     EventsWorker,
+    /// Internal: one worker process of a WHEP run (`run --whep`; its spec as JSON on stdin,
+    /// one JSON line per second on stdout).
+    #[command(hide = true)]
+    WhepWorker,
 }
 
 /// Exit status of `throng bench run` and `compare` when every run's verdict is PASS.
@@ -101,6 +108,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::TestServer(a) => testserver::test_server_command(a),
         BenchCommand::Worker(a) => worker::worker_command(a),
         BenchCommand::EventsWorker => events_run::worker_command(),
+        BenchCommand::WhepWorker => whep_run::worker_command(),
     }
 }
 

@@ -277,17 +277,27 @@ pub fn run_command(a: RunArgs) -> anyhow::Result<bool> {
             Some(SampleTarget::Pid(p)) => Some(*p),
             _ => None,
         };
-        let r = crate::whep::run(
-            &a.urls,
-            a.profile.listeners,
-            a.profile.ramp,
-            std::time::Duration::from_secs_f64(a.profile.hold.0),
-            a.whep.whep_threads,
-            pid,
-            &a.out,
-        )?;
-        println!("{}", serde_json::to_string_pretty(&r)?);
-        return Ok(r.failed == 0 && r.degraded == 0);
+        let probe = match &a.whep.latency_source {
+            Some(url) => Some(crate::whep_run::ProbeConfig {
+                url: url.clone(),
+                user: a.source_user.clone(),
+                password: resolve_password(a.source_password.as_deref(), url)?,
+                method: a.source_method,
+            }),
+            None => None,
+        };
+        let plan = crate::whep_run::WhepPlan {
+            urls: a.urls.clone(),
+            profile: a.profile.clone(),
+            args: a.whep.clone(),
+            probe,
+            server_pid: pid,
+            launcher: a.worker_exe.as_ref().map(|p| Launcher {
+                program: p.clone(),
+                args: vec!["bench".into(), "whep-worker".into()],
+            }),
+        };
+        return crate::whep_run::command(&plan, &a.out);
     }
     if a.events.events {
         let plan = crate::events_run::EventsPlan {
@@ -315,7 +325,18 @@ pub fn run_command(a: RunArgs) -> anyhow::Result<bool> {
         }),
         progress: !a.no_progress,
     };
-    let report = execute(&plan)?;
+    let report = match &a.whep.latency_source {
+        Some(url) => {
+            let probe = crate::whep_run::ProbeConfig {
+                url: url.clone(),
+                user: a.source_user.clone(),
+                password: resolve_password(a.source_password.as_deref(), url)?,
+                method: a.source_method,
+            };
+            crate::whep_run::with_probe(&probe, a.whep.latency_icy, &a.out, || Ok(execute(&plan)?))?
+        }
+        None => execute(&plan)?,
+    };
     let paths = crate::report::write_run(&a.out, &report)?;
     println!("{}", crate::report::summary_table(&[&report]));
     println!("report: {}", paths.html.display());

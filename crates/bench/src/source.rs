@@ -260,14 +260,17 @@ impl Drop for Source {
     }
 }
 
-enum AcceptError {
+/// Why [`await_accept`] did not see the source accepted.
+pub(crate) enum AcceptError {
+    /// The connection failed.
     Io(std::io::Error),
+    /// The server answered with an error status (or closed).
     Refused(String),
 }
 
 /// Reads response heads until a 200 (skipping `100 Continue`). After a 100, silence for a
 /// second also counts as accepted (Icecast master sends the 200 only at the end).
-fn await_accept(sock: &mut TcpStream) -> Result<(), AcceptError> {
+pub(crate) fn await_accept(sock: &mut TcpStream) -> Result<(), AcceptError> {
     let mut buf = Vec::new();
     let mut tmp = [0u8; 4096];
     let mut got_continue = false;

@@ -1,24 +1,33 @@
-//! `throng bench run --whep URL -n N`: WebRTC (WHEP, draft-ietf-wish-whep) viewers with their
-//! own str0m clients, one UDP socket each. Each viewer POSTs an SDP offer to a WHEP endpoint
-//! (`http://host:port/whep/<mount>`), completes ICE and DTLS, and must then receive the Opus
-//! packets of the mount in order at 50 per second (20 ms frames: the RTP timestamp advances 960
-//! at 48 kHz per packet). A viewer is degraded when, in a 5 s window, more than 1 % of the
-//! packets its timestamps say were sent are missing, or a gap between two packets exceeds
-//! 200 ms. The report gives viewers connected, degraded, setup time (POST to first packet)
-//! p50/p99, packets and the client CPU per viewer-second; the server's CPU comes from
-//! `/proc/<pid>/stat` with `--pid`. This first version runs every viewer in this process on a
-//! few threads (no worker processes, no HTML report).
+//! The WHEP viewer engine of `throng bench run --whep URL -n N`: WebRTC (WHEP,
+//! draft-ietf-wish-whep) viewers with their own str0m clients, one UDP socket each, driven by
+//! one `mio` loop per thread of a worker process ([`run_worker`]; the parent side is
+//! [`crate::whep_run`]). Each viewer POSTs an SDP offer to a WHEP endpoint
+//! (`http://host:port/whep/<mount>`, on a connector thread so blocking requests never hold up
+//! the viewers playing), completes ICE and DTLS, and must then receive the Opus packets of the
+//! mount in order at 50 per second (20 ms frames: the RTP timestamp advances 960 at 48 kHz per
+//! packet). A viewer is degraded when, in a 5 s window, more than 1 % of the packets its
+//! timestamps say were sent are missing, or a gap between two packets exceeds 200 ms. Payloads
+//! that carry a latency stamp ([`crate::latency`]) give the viewer's mouth-to-ear latency.
+//! A viewer is only woken when its socket is readable or its own str0m timer is due, and its
+//! client negotiates no TWCC feedback and shares its thread's DTLS certificate.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, UdpSocket};
-use std::path::Path;
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use mio::net::UdpSocket;
+use mio::{Events, Interest, Poll, Token};
+use serde::{Deserialize, Serialize};
 use str0m::change::SdpAnswer;
 use str0m::media::{Direction, MediaKind};
 use str0m::net::{Protocol, Receive};
-use str0m::{Candidate, Event, Input, Output, Rtc};
+use str0m::rtp::Extension;
+use str0m::{Candidate, Event, Input, Output, Rtc, RtcConfig};
+
+use crate::events::unix_us;
+use crate::latency::{read_stamp, LatencyHist};
 
 /// RTP timestamp step of one 20 ms Opus packet at 48 kHz.
 pub const TS_STEP: u64 = 960;
@@ -32,18 +41,39 @@ pub const MAX_LOSS: f64 = 0.01;
 /// Gap between two packets above which a viewer is degraded (issue 16: 200 ms).
 pub const MAX_GAP: Duration = Duration::from_millis(200);
 
+/// Connector threads per driving thread (each POSTs its share of the offers in turn).
+pub const CONNECTORS: u32 = 4;
+
+/// Shortest time between two event-loop wake-ups of a driving thread (it delays a packet's
+/// processing, and so its measured latency, by at most this).
+pub const MIN_LOOP: Duration = Duration::from_millis(2);
+
+/// A viewer still setting up this long after its POST is closed as failed.
+pub const SETUP_TIMEOUT: Duration = Duration::from_secs(15);
+
 /// The flags of a WHEP run.
 #[derive(Debug, Clone, Args)]
 pub struct WhepArgs {
     /// The URLs are WHEP endpoints (`http://host:port/whep/<mount>`): load them with WebRTC
-    /// viewers (str0m clients) instead of HTTP listeners.
+    /// viewers (str0m clients) instead of HTTP listeners. Viewers are spread over `--workers`
+    /// processes (default: one per CPU) and over the `--bind-range` source addresses.
     #[arg(long)]
     pub whep: bool,
-    /// With `--whep`: client threads driving the viewers.
-    #[arg(long, default_value_t = 2)]
+    /// With `--whep`: threads per worker process driving its viewers (each with its own
+    /// connector thread for the POSTs).
+    #[arg(long, default_value_t = 1)]
     pub whep_threads: usize,
+    /// Push a latency probe as the live source of this Ogg/Opus mount (`http://host:port/mount`,
+    /// with `--source-user`, `--source-password`, `--source-method`): one 20 ms Opus packet
+    /// per Ogg page, each stamped with its send time, so viewers of the mount's WHEP endpoint
+    /// (`--whep`) and `--latency-icy` ICY listeners of the mount report mouth-to-ear latency.
+    /// Without `--whep` the run's listeners load the mount and the ICY probes measure.
+    #[arg(long, value_name = "URL")]
+    pub latency_source: Option<String>,
+    /// With `--latency-source`: ICY listeners of the probe mount measuring the same latency.
+    #[arg(long, default_value_t = 4)]
+    pub latency_icy: u32,
 }
-
 /// What one viewer saw, judged as it goes.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PacketTrack {
@@ -53,6 +83,14 @@ pub struct PacketTrack {
     pub out_of_order: u64,
     /// Windows judged degraded.
     pub degraded_windows: u64,
+    /// Windows with over 1 % loss.
+    pub loss_windows: u64,
+    /// Windows with a gap over [`MAX_GAP`].
+    pub gap_windows: u64,
+    /// Longest gap between two packets (ms).
+    pub max_gap_ms: u64,
+    /// Whether the viewer was silent at the end of the run.
+    pub silent_at_end: bool,
     /// Windows judged.
     pub windows: u64,
     last: Option<(u64, Instant)>,
@@ -81,6 +119,9 @@ impl PacketTrack {
             let lost = expected.saturating_sub(self.window_packets);
             let loss = lost as f64 / expected.max(1) as f64;
             self.windows += 1;
+            self.loss_windows += u64::from(loss > MAX_LOSS);
+            self.gap_windows += u64::from(self.window_max_gap > MAX_GAP);
+            self.max_gap_ms = self.max_gap_ms.max(self.window_max_gap.as_millis() as u64);
             if loss > MAX_LOSS || self.window_max_gap > MAX_GAP {
                 self.degraded_windows += 1;
             }
@@ -97,6 +138,7 @@ impl PacketTrack {
             .last
             .is_none_or(|(_, at)| now.saturating_duration_since(at) > MAX_GAP);
         if silent {
+            self.silent_at_end = true;
             self.windows += 1;
             self.degraded_windows += 1;
         }
@@ -108,25 +150,148 @@ impl PacketTrack {
     }
 }
 
+/// What one worker runs: its share of the viewers (global ids `worker`, `worker + workers`,
+/// ...), all workers starting their second 0 at `start_unix_ms`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WhepSpec {
+    /// Worker index (0-based).
+    pub worker: u32,
+    /// Number of workers.
+    pub workers: u32,
+    /// WHEP endpoint URLs; viewers are spread round-robin over them.
+    pub urls: Vec<String>,
+    /// Viewers in the whole run.
+    pub total: u32,
+    /// New viewers per second, whole run.
+    pub ramp: f64,
+    /// Hold after the ramp (s).
+    pub hold_s: f64,
+    /// Source addresses for loopback targets (`FIRST-LAST` or `none`).
+    pub bind_range: String,
+    /// Common start time of all workers (ms since the Unix epoch).
+    pub start_unix_ms: u64,
+    /// Driving threads in this worker.
+    pub threads: u32,
+}
+
+impl WhepSpec {
+    /// Viewers of this worker.
+    pub fn count(&self) -> u32 {
+        let w = self.workers.max(1);
+        if self.worker >= self.total {
+            0
+        } else {
+            (self.total - self.worker).div_ceil(w)
+        }
+    }
+
+    /// Seconds from the start to the end of the ramp.
+    pub fn ramp_secs(&self) -> f64 {
+        f64::from(self.total) / self.ramp.max(0.001)
+    }
+}
+
+/// What a worker reports once a second (counts so far) and at the end (with `result`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct WhepTick {
+    /// Worker index.
+    pub worker: u32,
+    /// Viewers whose POST was answered with `201`.
+    pub answered: u32,
+    /// Viewers that received media.
+    pub receiving: u32,
+    /// Viewers that failed so far.
+    pub failed: u32,
+    /// The worker's results, on its last tick only.
+    pub result: Option<WhepResult>,
+}
+
+/// The results of one worker, merged by the parent.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct WhepResult {
+    /// Viewers of this worker.
+    pub viewers: u32,
+    /// Viewers that received media and did not fail.
+    pub receiving: u32,
+    /// Viewers that failed to set up, failed later or received nothing.
+    pub failed: u32,
+    /// Receiving viewers degraded at least once.
+    pub degraded: u32,
+    /// Degraded viewers with a window of over 1 % loss.
+    pub degraded_loss: u32,
+    /// Degraded viewers with a gap over 200 ms.
+    pub degraded_gap: u32,
+    /// Degraded viewers with packets out of order.
+    pub degraded_order: u32,
+    /// Degraded viewers silent at the end of the run.
+    pub degraded_silent: u32,
+    /// Longest gap of each degraded viewer (ms), for the report's gap distribution.
+    pub degraded_max_gaps_ms: Vec<u64>,
+    /// Setup time (POST to first packet) of every receiving viewer (ms).
+    pub setups_ms: Vec<f64>,
+    /// Packets received over the hold by the viewers receiving when it began.
+    pub hold_packets: u64,
+    /// Viewer-seconds of the hold over which `hold_packets` were counted (each viewer from
+    /// the hold start or its first packet, whichever is later).
+    pub hold_viewer_secs: f64,
+    /// Mouth-to-ear latency of every stamped packet (sealed).
+    pub latency: LatencyHist,
+    /// CPU time of the worker process over the run (µs; the in-process engine: the process).
+    pub cpu_us: u64,
+    /// CPU time of the worker process over the hold only (µs).
+    pub hold_cpu_us: u64,
+    /// Resident memory of the worker process at the end of the hold (bytes).
+    pub rss_bytes: u64,
+    /// Datagrams received (all viewers).
+    pub datagrams: u64,
+    /// Viewer timers handled (str0m timeouts that came due).
+    pub timer_wakeups: u64,
+    /// Event-loop wake-ups (`epoll_wait` returns).
+    pub loop_wakeups: u64,
+    /// Time the driving threads spent working (not waiting in `epoll_wait` or the 2 ms
+    /// pause) over the hold (µs, summed over threads).
+    pub hold_busy_us: u64,
+    /// Length of the hold as seen by the driving threads (µs, summed over threads).
+    pub hold_us: u64,
+    /// The first few errors.
+    pub errors: Vec<String>,
+    /// All errors.
+    pub error_count: u32,
+}
+
+/// Shared counters of a worker's threads.
+#[derive(Default)]
+struct Counters {
+    answered: std::sync::atomic::AtomicU32,
+    receiving: std::sync::atomic::AtomicU32,
+    failed: std::sync::atomic::AtomicU32,
+}
+
 /// One WebRTC viewer.
 struct Viewer {
     rtc: Rtc,
     socket: UdpSocket,
     local: SocketAddr,
     started: Instant,
+    started_unix: u64,
+    next: Instant,
     first_packet: Option<Duration>,
     track: PacketTrack,
+    /// Packets before the viewer's hold began, and when it began (the hold start, or the
+    /// first packet of a viewer that started receiving later).
+    hold_base: Option<(u64, Instant)>,
     failed: bool,
 }
 
-/// POSTs an SDP offer to `url`'s endpoint; returns the SDP answer. Errors: the connection,
+/// POSTs an SDP offer to `path` on `addr`; returns the SDP answer. Errors: the connection,
 /// a status other than 201, an unreadable answer.
-fn post_offer(addr: &str, path: &str, offer: &str) -> anyhow::Result<String> {
-    let mut s = TcpStream::connect(addr)?;
+fn post_offer(addr: SocketAddr, host: &str, path: &str, offer: &str) -> anyhow::Result<String> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    s.set_nodelay(true)?;
     write!(
         s,
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/sdp\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{offer}",
+        "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/sdp\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{offer}",
         offer.len()
     )?;
     let mut out = Vec::new();
@@ -137,37 +302,73 @@ fn post_offer(addr: &str, path: &str, offer: &str) -> anyhow::Result<String> {
     Ok(String::from_utf8(out[len..].to_vec())?)
 }
 
+/// Where a viewer connects.
+#[derive(Clone)]
+struct Target {
+    addr: SocketAddr,
+    host: String,
+    path: String,
+    loopback: bool,
+}
+
 impl Viewer {
-    fn connect(addr: &str, path: &str, bind: std::net::IpAddr) -> anyhow::Result<Viewer> {
-        let started = Instant::now();
-        let mut rtc = Rtc::builder()
+    /// The client configuration of a thread's viewers: Opus only; of the RTP header
+    /// extensions only the MID (RFC 8843), so no transport-wide congestion control feedback
+    /// (TWCC, sent every 50 ms by a receiver that negotiates it) nor audio levels; one DTLS
+    /// certificate shared by the viewers instead of a key pair generated per viewer.
+    fn config() -> RtcConfig {
+        let mut c = Rtc::builder()
             .clear_codecs()
             .enable_opus(true, false)
-            .build(started);
-        let socket = UdpSocket::bind((bind, 0))?;
-        socket.set_nonblocking(true)?;
-        let local = socket.local_addr()?;
+            .clear_extension_map()
+            .set_extension(4, Extension::RtpMid);
+        if let Some(cert) = str0m::crypto::from_feature_flags()
+            .dtls_provider
+            .generate_certificate()
+        {
+            c = c.set_dtls_cert(cert);
+        }
+        c
+    }
+
+    fn connect(config: &RtcConfig, t: &Target, bind: Ipv4Addr) -> anyhow::Result<Viewer> {
+        let started = Instant::now();
+        let started_unix = unix_us();
+        let mut rtc = config.clone().build(started);
+        let std_socket = std::net::UdpSocket::bind((bind, 0))?;
+        std_socket.set_nonblocking(true)?;
+        let local = std_socket.local_addr()?;
         rtc.add_local_candidate(Candidate::host(local, "udp")?);
         let mut api = rtc.sdp_api();
         api.add_media(MediaKind::Audio, Direction::RecvOnly, None, None, None);
         let (offer, pending) = api.apply().ok_or_else(|| anyhow::anyhow!("no offer"))?;
-        let answer = post_offer(addr, path, &offer.to_sdp_string())?;
+        let answer = post_offer(t.addr, &t.host, &t.path, &offer.to_sdp_string())?;
         rtc.sdp_api()
             .accept_answer(pending, SdpAnswer::from_sdp_string(&answer)?)?;
         Ok(Viewer {
             rtc,
-            socket,
+            socket: UdpSocket::from_std(std_socket),
             local,
             started,
+            started_unix,
+            next: started,
             first_packet: None,
             track: PacketTrack::default(),
+            hold_base: None,
             failed: false,
         })
     }
 
-    /// Reads waiting datagrams and drives the client; returns its next timeout.
-    fn drive(&mut self, buf: &mut [u8]) -> Instant {
-        while let Ok((n, source)) = self.socket.recv_from(buf) {
+    /// Reads every waiting datagram into the client; returns how many.
+    fn receive(&mut self, buf: &mut [u8]) -> u64 {
+        let mut got = 0;
+        loop {
+            let (n, source) = match self.socket.recv_from(buf) {
+                Ok(r) => r,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => return got,
+            };
+            got += 1;
             let Ok(contents) = buf[..n].try_into() else {
                 continue;
             };
@@ -184,222 +385,384 @@ impl Viewer {
                 self.failed = true;
             }
         }
-        if self
-            .rtc
-            .handle_input(Input::Timeout(Instant::now()))
-            .is_err()
-        {
-            self.failed = true;
-        }
+    }
+
+    /// Takes the client's output until its next timeout; returns whether the viewer got its
+    /// first packet.
+    fn pump(&mut self, latency: &mut LatencyHist) -> bool {
+        let mut first = false;
         loop {
             match self.rtc.poll_output() {
-                Ok(Output::Timeout(t)) => return t,
+                Ok(Output::Timeout(t)) => {
+                    self.next = t;
+                    return first;
+                }
                 Ok(Output::Transmit(t)) => {
                     let _ = self.socket.send_to(&t.contents, t.destination);
                 }
                 Ok(Output::Event(Event::MediaData(m))) => {
-                    let now = Instant::now();
-                    self.first_packet
-                        .get_or_insert(now.saturating_duration_since(self.started));
-                    self.track.packet(m.time.numer(), now);
+                    first |= self.packet(m.time.numer(), &m.data, latency);
                 }
                 Ok(Output::Event(_)) => {}
                 Err(_) => {
                     self.failed = true;
-                    return Instant::now() + Duration::from_millis(50);
+                    self.next = Instant::now() + Duration::from_millis(50);
+                    return first;
                 }
             }
         }
     }
+
+    fn packet(&mut self, ts: u64, payload: &[u8], latency: &mut LatencyHist) -> bool {
+        let now = Instant::now();
+        let first = self.first_packet.is_none();
+        if first {
+            self.first_packet = Some(now.saturating_duration_since(self.started));
+        }
+        self.track.packet(ts, now);
+        if let Some(stamp) = read_stamp(payload) {
+            // Only audio sent after the viewer asked for it: older audio is buffering.
+            if stamp >= self.started_unix {
+                latency.record(unix_us(), stamp);
+            }
+        }
+        first
+    }
 }
 
-/// The result of a WHEP run.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct WhepReport {
-    /// Viewers asked for.
-    pub viewers: u32,
-    /// Viewers whose POST got a 201 and that received media.
-    pub receiving: u32,
-    /// Viewers that failed to set up or received nothing.
-    pub failed: u32,
-    /// Viewers degraded at least once (loss over 1 % or a gap over 200 ms in a 5 s window,
-    /// or packets out of order).
-    pub degraded: u32,
-    /// Setup time, POST to first packet, median (ms).
-    pub setup_p50_ms: f64,
-    /// Setup time, 99th percentile (ms).
-    pub setup_p99_ms: f64,
-    /// Packets received per viewer per second over the hold (expected 50).
-    pub packets_per_viewer_second: f64,
-    /// CPU time of this client process per viewer-second (µs).
-    pub client_cpu_us_per_viewer_second: f64,
-    /// CPU time of the server (`--pid`) per viewer-second over the hold (µs).
-    pub server_cpu_us_per_viewer_second: Option<f64>,
+/// What one driving thread ends with.
+#[derive(Default)]
+struct ThreadResult {
+    result: WhepResult,
 }
 
-/// Runs `n` viewers spread over `urls`, started at `ramp` per second, held for `hold`; writes
-/// `report-whep.json` in `out`. Errors: a URL that does not parse, the output directory.
-pub fn run(
-    urls: &[String],
-    n: u32,
-    ramp: f64,
-    hold: Duration,
-    threads: usize,
-    server_pid: Option<u32>,
-    out: &Path,
-) -> anyhow::Result<WhepReport> {
-    let targets: Vec<(String, String)> = urls
-        .iter()
-        .map(|u| {
-            let rest = u
-                .strip_prefix("http://")
-                .ok_or_else(|| anyhow::anyhow!("{u}: http:// URL expected"))?;
-            let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-            Ok((
-                host.to_owned(),
-                if path.is_empty() {
-                    "/".into()
-                } else {
-                    path.into()
-                },
-            ))
-        })
-        .collect::<anyhow::Result<_>>()?;
-    // The pure-Rust crypto backend (a no-op when one is installed already).
-    str0m::crypto::from_feature_flags().install_process_default();
-    let threads = threads.clamp(1, 64);
-    let cpu0 = crate::rusage::process();
-    let start = Instant::now();
-    let hold_start = start + Duration::from_secs_f64(f64::from(n) / ramp.max(1.0));
-    let end = hold_start + hold;
-    let mut handles = Vec::new();
-    for t in 0..threads {
-        let targets = targets.clone();
-        handles.push(std::thread::spawn(move || {
-            let mut viewers: Vec<Viewer> = Vec::new();
-            let mut failed = 0u32;
-            let mut buf = vec![0u8; 2000];
-            let mut hold_packets: Option<Vec<u64>> = None;
-            // This thread's share of the ramp is set up (POST, answer) on a connector thread,
-            // so the blocking requests never hold up the viewers already playing.
-            let (tx, rx) = std::sync::mpsc::channel::<Result<Viewer, String>>();
-            let connector = std::thread::spawn(move || {
-                let mut next = t as u32;
-                while next < n && Instant::now() < end {
-                    let due = start + Duration::from_secs_f64(f64::from(next) / ramp.max(1.0));
+fn note(r: &mut WhepResult, e: String) {
+    r.error_count += 1;
+    if r.errors.len() < 5 {
+        r.errors.push(e);
+    }
+}
+
+/// Drives the viewers of one thread (worker-local indices `thread`, `thread + threads`, ...).
+#[allow(clippy::too_many_arguments)]
+fn drive_thread(
+    spec: &WhepSpec,
+    thread: u32,
+    targets: &[Target],
+    binds: &[Ipv4Addr],
+    start: Instant,
+    counters: &Counters,
+    stop: &AtomicBool,
+) -> anyhow::Result<ThreadResult> {
+    let threads = spec.threads.max(1);
+    let ramp = spec.ramp.max(0.001);
+    let hold_start = start + Duration::from_secs_f64(spec.ramp_secs());
+    let end = hold_start + Duration::from_secs_f64(spec.hold_s);
+    let mut out = ThreadResult::default();
+    let (tx, rx) = std::sync::mpsc::channel::<Result<Viewer, String>>();
+    let count = spec.count();
+    let (worker, workers) = (spec.worker, spec.workers.max(1));
+    // CONNECTORS threads POST this thread's offers (global ids in ramp order), so one slow
+    // answer does not hold up the ramp.
+    let connectors: Vec<_> = (0..CONNECTORS)
+        .map(|c| {
+            let (targets, binds, tx) = (targets.to_vec(), binds.to_vec(), tx.clone());
+            std::thread::spawn(move || {
+                let config = Viewer::config();
+                let mut local = thread + threads * c;
+                while local < count && Instant::now() < end {
+                    let id = worker + local * workers;
+                    let due = start + Duration::from_secs_f64(f64::from(id) / ramp);
                     if let Some(wait) = due.checked_duration_since(Instant::now()) {
                         std::thread::sleep(wait);
                     }
-                    let (addr, path) = &targets[next as usize % targets.len()];
-                    let bind = std::net::IpAddr::from([127, 0, 0, 1 + (next / 10_000) as u8]);
-                    let v = Viewer::connect(addr, path, bind)
-                        .map_err(|e| format!("whep viewer {next}: {e}"));
+                    let t = &targets[id as usize % targets.len()];
+                    let bind = if t.loopback && !binds.is_empty() {
+                        binds[(id / workers) as usize % binds.len()]
+                    } else {
+                        Ipv4Addr::UNSPECIFIED
+                    };
+                    let v = Viewer::connect(&config, t, bind)
+                        .map_err(|e| format!("whep viewer {id}: {e}"));
                     if tx.send(v).is_err() {
                         break;
                     }
-                    next += threads as u32;
+                    local += threads * CONNECTORS;
                 }
-            });
-            while Instant::now() < end {
-                for v in rx.try_iter() {
-                    match v {
-                        Ok(v) => viewers.push(v),
-                        Err(e) => {
-                            failed += 1;
-                            eprintln!("{e}");
-                        }
-                    }
+            })
+        })
+        .collect();
+    drop(tx);
+    let mut poll = Poll::new()?;
+    let mut events = Events::with_capacity(1024);
+    let mut viewers: Vec<Viewer> = Vec::new();
+    let mut buf = vec![0u8; 2048];
+    let mut hold_taken = false;
+    let mut connector_done = false;
+    let mut last_poll = Instant::now();
+    let mut busy_from = Instant::now();
+    loop {
+        let now = Instant::now();
+        if now >= end || stop.load(Ordering::Relaxed) {
+            break;
+        }
+        loop {
+            match rx.try_recv() {
+                Ok(Ok(mut v)) => {
+                    let token = Token(viewers.len());
+                    poll.registry()
+                        .register(&mut v.socket, token, Interest::READABLE)?;
+                    counters.answered.fetch_add(1, Ordering::Relaxed);
+                    viewers.push(v);
                 }
-                if hold_packets.is_none() && Instant::now() >= hold_start {
-                    hold_packets = Some(viewers.iter().map(|v| v.track.packets).collect());
+                Ok(Err(e)) => {
+                    counters.failed.fetch_add(1, Ordering::Relaxed);
+                    out.result.failed += 1;
+                    note(&mut out.result, e);
                 }
-                for v in viewers.iter_mut() {
-                    v.drive(&mut buf);
+                Err(std::sync::mpsc::TryRecvError::Empty) => break,
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                    connector_done = true;
+                    break;
                 }
-                std::thread::sleep(Duration::from_millis(2));
             }
-            let _ = connector.join();
-            let now = Instant::now();
-            for v in viewers.iter_mut() {
-                v.track.finish(now);
+        }
+        if !hold_taken && now >= hold_start {
+            hold_taken = true;
+            for v in viewers.iter_mut().filter(|v| v.first_packet.is_some()) {
+                v.hold_base = Some((v.track.packets, now));
             }
-            let held: u64 = match &hold_packets {
-                Some(p) => viewers
-                    .iter()
-                    .zip(p)
-                    .map(|(v, p0)| v.track.packets - p0)
-                    .sum(),
-                None => 0,
-            };
-            (viewers, failed, held)
-        }));
-    }
-    let server0 = server_pid.and_then(proc_cpu_us);
-    let mut setups = Vec::new();
-    let (mut receiving, mut failed, mut degraded, mut held) = (0u32, 0u32, 0u32, 0u64);
-    let mut results = Vec::new();
-    for h in handles {
-        results.push(
-            h.join()
-                .map_err(|_| anyhow::anyhow!("viewer thread panicked"))?,
-        );
-    }
-    let server1 = server_pid.and_then(proc_cpu_us);
-    let cpu1 = crate::rusage::process();
-    for (viewers, f, h) in results {
-        failed += f;
-        held += h;
-        for v in viewers {
-            match v.first_packet {
-                Some(d) if !v.failed => {
-                    receiving += 1;
-                    setups.push(d.as_secs_f64() * 1000.0);
-                    degraded += u32::from(v.track.degraded());
+        }
+        // Sleep until the earliest viewer timer (or new viewers may be waiting: at most 5 ms).
+        let mut wake = now + Duration::from_millis(if connector_done { 20 } else { 5 });
+        for v in viewers.iter().filter(|v| !v.failed) {
+            wake = wake.min(v.next);
+        }
+        // Wake at most every MIN_LOOP: packets to many viewers arrive together every 20 ms,
+        // so one wake-up serves a batch of sockets instead of one each.
+        if let Some(rest) = (last_poll + MIN_LOOP).checked_duration_since(now) {
+            std::thread::sleep(rest);
+        }
+        let now = Instant::now();
+        if now >= hold_start {
+            out.result.hold_busy_us += now.saturating_duration_since(busy_from).as_micros() as u64;
+        }
+        last_poll = now;
+        poll.poll(&mut events, Some(wake.saturating_duration_since(now)))?;
+        busy_from = Instant::now();
+        out.result.loop_wakeups += 1;
+        for ev in events.iter() {
+            let v = &mut viewers[ev.token().0];
+            if v.failed {
+                continue;
+            }
+            out.result.datagrams += v.receive(&mut buf);
+            if v.pump(&mut out.result.latency) {
+                counters.receiving.fetch_add(1, Ordering::Relaxed);
+                if hold_taken {
+                    v.hold_base = Some((v.track.packets, Instant::now()));
                 }
-                _ => failed += 1,
+            }
+        }
+        let now = Instant::now();
+        for v in viewers.iter_mut() {
+            if v.failed || v.next > now {
+                continue;
+            }
+            if v.first_packet.is_none() && now.saturating_duration_since(v.started) > SETUP_TIMEOUT
+            {
+                v.failed = true;
+                let _ = poll.registry().deregister(&mut v.socket);
+                continue;
+            }
+            out.result.timer_wakeups += 1;
+            if v.rtc.handle_input(Input::Timeout(now)).is_err() {
+                v.failed = true;
+            }
+            if v.pump(&mut out.result.latency) {
+                counters.receiving.fetch_add(1, Ordering::Relaxed);
+                if hold_taken {
+                    v.hold_base = Some((v.track.packets, now));
+                }
             }
         }
     }
-    setups.sort_by(f64::total_cmp);
-    let pct = |p: f64| {
-        setups
-            .get(((setups.len() as f64 * p).ceil() as usize).saturating_sub(1))
-            .copied()
-            .unwrap_or(0.0)
-    };
-    let viewer_secs = f64::from(receiving.max(1)) * hold.as_secs_f64().max(1e-3);
-    let run_viewer_secs = f64::from(n.max(1)) * start.elapsed().as_secs_f64();
-    let client_cpu = (cpu1.user_us + cpu1.sys_us).saturating_sub(cpu0.user_us + cpu0.sys_us) as f64;
-    let report = WhepReport {
-        viewers: n,
-        receiving,
-        failed,
-        degraded,
-        setup_p50_ms: pct(0.5),
-        setup_p99_ms: pct(0.99),
-        packets_per_viewer_second: held as f64 / viewer_secs,
-        client_cpu_us_per_viewer_second: client_cpu / run_viewer_secs,
-        server_cpu_us_per_viewer_second: match (server0, server1) {
-            (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / run_viewer_secs),
-            _ => None,
-        },
-    };
-    std::fs::create_dir_all(out)?;
-    std::fs::write(
-        out.join("report-whep.json"),
-        serde_json::to_string_pretty(&report)?,
-    )?;
-    Ok(report)
+    out.result.hold_us = Instant::now()
+        .saturating_duration_since(hold_start)
+        .as_micros() as u64;
+    drop(rx);
+    for c in connectors {
+        let _ = c.join();
+    }
+    let now = Instant::now();
+    let r = &mut out.result;
+    for v in viewers.iter_mut() {
+        match v.first_packet {
+            Some(d) if !v.failed => {
+                v.track.finish(now);
+                r.receiving += 1;
+                r.setups_ms.push(d.as_secs_f64() * 1000.0);
+                let t = &v.track;
+                if t.degraded() {
+                    r.degraded += 1;
+                    r.degraded_loss += u32::from(t.loss_windows > 0);
+                    r.degraded_gap += u32::from(t.gap_windows > 0);
+                    r.degraded_order += u32::from(t.out_of_order > 0);
+                    r.degraded_silent += u32::from(t.silent_at_end);
+                    r.degraded_max_gaps_ms.push(t.max_gap_ms);
+                }
+                if let Some((base, from)) = v.hold_base {
+                    r.hold_viewer_secs += now.saturating_duration_since(from).as_secs_f64();
+                    r.hold_packets += v.track.packets - base;
+                }
+            }
+            _ => {
+                r.failed += 1;
+                if v.first_packet.is_none() {
+                    note(r, "a viewer set up but never got media".into());
+                }
+            }
+        }
+        v.rtc.disconnect();
+    }
+    Ok(out)
 }
 
-/// User plus system CPU time of process `pid` in µs, from `/proc/<pid>/stat` (fields 14 and
-/// 15, in clock ticks of 1/100 s on Linux).
-fn proc_cpu_us(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-    Some(ticks * 10_000)
+/// Runs one worker's viewers until the end of the hold (or `stop`), calling `report` once a
+/// second with the counts and once at the end with the [`WhepResult`].
+///
+/// Errors: a URL that is not `http://`, a bad bind range, no poller.
+pub fn run_worker(
+    spec: &WhepSpec,
+    stop: &AtomicBool,
+    mut report: impl FnMut(&WhepTick),
+) -> anyhow::Result<()> {
+    let targets: Vec<Target> = spec
+        .urls
+        .iter()
+        .map(|u| {
+            let url = crate::url::HttpUrl::parse(u)?;
+            anyhow::ensure!(!url.tls, "{u}: the WHEP bench speaks plain http://");
+            Ok(Target {
+                addr: url.addr,
+                host: url.host_header(),
+                loopback: crate::connect::is_loopback_v4(&url.addr),
+                path: url.path,
+            })
+        })
+        .collect::<anyhow::Result<_>>()?;
+    anyhow::ensure!(!targets.is_empty(), "no WHEP URL");
+    let binds = crate::connect::parse_bind_range(&spec.bind_range)?;
+    // The pure-Rust crypto backend (a no-op when one is installed already).
+    str0m::crypto::from_feature_flags().install_process_default();
+    crate::profile::sleep_until_unix_ms(spec.start_unix_ms);
+    let start = Instant::now();
+    let cpu0 = crate::rusage::process();
+    let counters = Counters::default();
+    let hold_end = start + Duration::from_secs_f64(spec.ramp_secs() + spec.hold_s);
+    let mut rss = 0u64;
+    let hold_start = start + Duration::from_secs_f64(spec.ramp_secs());
+    let mut hold_cpu0 = None;
+    let mut hold_cpu = 0u64;
+    let mut last_tick = Instant::now();
+    let results = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..spec.threads.max(1))
+            .map(|t| {
+                let (targets, binds, counters) = (&targets, &binds, &counters);
+                s.spawn(move || drive_thread(spec, t, targets, binds, start, counters, stop))
+            })
+            .collect();
+        while handles.iter().any(|h| !h.is_finished()) {
+            std::thread::sleep(Duration::from_millis(100));
+            if hold_cpu0.is_none() && Instant::now() >= hold_start {
+                hold_cpu0 = Some(crate::rusage::process());
+            }
+            if Instant::now() + Duration::from_millis(300) >= hold_end && rss == 0 {
+                rss = crate::sampler::read_proc(std::process::id()).map_or(0, |r| r.rss);
+                if let Some(c0) = hold_cpu0 {
+                    let c1 = crate::rusage::process();
+                    hold_cpu = (c1.user_us + c1.sys_us).saturating_sub(c0.user_us + c0.sys_us);
+                }
+            }
+            if last_tick.elapsed() >= Duration::from_secs(1) {
+                last_tick = Instant::now();
+                report(&WhepTick {
+                    worker: spec.worker,
+                    answered: counters.answered.load(Ordering::Relaxed),
+                    receiving: counters.receiving.load(Ordering::Relaxed),
+                    failed: counters.failed.load(Ordering::Relaxed),
+                    result: None,
+                });
+            }
+        }
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("viewer thread panicked"))?
+            })
+            .collect::<anyhow::Result<Vec<_>>>()
+    })?;
+    let cpu1 = crate::rusage::process();
+    let mut r = WhepResult {
+        cpu_us: (cpu1.user_us + cpu1.sys_us).saturating_sub(cpu0.user_us + cpu0.sys_us),
+        rss_bytes: rss,
+        hold_cpu_us: hold_cpu,
+        ..WhepResult::default()
+    };
+    for t in results {
+        merge_result(&mut r, t.result);
+    }
+    r.viewers = spec.count();
+    let never = r.viewers.saturating_sub(r.receiving + r.failed);
+    if never > 0 {
+        r.failed += never;
+        note(
+            &mut r,
+            format!("{never} viewers never started (the set-ups fell behind the ramp)"),
+        );
+    }
+    r.latency.seal();
+    report(&WhepTick {
+        worker: spec.worker,
+        answered: counters.answered.load(Ordering::Relaxed),
+        receiving: r.receiving,
+        failed: r.failed,
+        result: Some(r),
+    });
+    Ok(())
+}
+
+/// Adds worker (or thread) result `b` to `a` (counts, setups, latency, CPU, memory, errors).
+pub fn merge_result(a: &mut WhepResult, mut b: WhepResult) {
+    a.viewers += b.viewers;
+    a.receiving += b.receiving;
+    a.failed += b.failed;
+    a.degraded += b.degraded;
+    a.degraded_loss += b.degraded_loss;
+    a.degraded_gap += b.degraded_gap;
+    a.degraded_order += b.degraded_order;
+    a.degraded_silent += b.degraded_silent;
+    a.degraded_max_gaps_ms.append(&mut b.degraded_max_gaps_ms);
+    a.setups_ms.append(&mut b.setups_ms);
+    a.hold_packets += b.hold_packets;
+    a.hold_viewer_secs += b.hold_viewer_secs;
+    b.latency.seal();
+    a.latency.merge(&b.latency);
+    a.cpu_us += b.cpu_us;
+    a.hold_cpu_us += b.hold_cpu_us;
+    a.rss_bytes += b.rss_bytes;
+    a.datagrams += b.datagrams;
+    a.timer_wakeups += b.timer_wakeups;
+    a.loop_wakeups += b.loop_wakeups;
+    a.hold_busy_us += b.hold_busy_us;
+    a.hold_us += b.hold_us;
+    a.error_count += b.error_count;
+    for e in b.errors {
+        if a.errors.len() < 5 {
+            a.errors.push(e);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! `throng bench run --whep` against a real `throng serve` with WebRTC on: every viewer sets up,
 //! receives 50 Opus packets per second in order (exit 0 when none is degraded, report written);
-//! against a mount that does not exist every viewer fails and the verdict is FAIL (exit 1).
+//! against a mount that does not exist every viewer fails and the verdict is FAIL (exit 1); over
+//! two worker processes with the bench as the latency probe source, the report gives latency.
 
 use std::process::Command;
 
@@ -73,4 +74,82 @@ fn whep_bench_verifies_viewers_and_gates_on_them() {
         .unwrap_or_else(|| panic!("packets per viewer-second in {report}"));
     assert!((45.0..=55.0).contains(&rate), "{report}");
     assert_eq!(missing.status.code(), Some(1), "{}", show(&missing));
+}
+
+/// The number after `"key": ` in a pretty-printed JSON report (`None` for `null` or absent).
+fn json_number(report: &str, key: &str) -> Option<f64> {
+    report
+        .split(&format!("\"{key}\": "))
+        .nth(1)?
+        .split([',', '\n'])
+        .next()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Two worker processes of WHEP viewers on a live mount whose source is the bench's latency
+/// probe: every viewer receives, the report gives the worker count and mouth-to-ear latency
+/// for the viewers and for the ICY probe listeners, and the summary prints them.
+#[test]
+fn whep_bench_over_two_workers_reports_latency() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = udp.local_addr().unwrap().port();
+    drop(udp);
+    let config = dir.path().join("throng.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "listen = [\"127.0.0.1:0\"]\n[authentication]\nsource-password = \"pw\"\nadmin-password = \"adminpw\"\n[webrtc]\nudp-listen = \"127.0.0.1:{port}\"\n"
+        ),
+    )
+    .unwrap();
+    let (mut child, addr, _) = crate::support::spawn_serve(["-c".as_ref(), config.as_os_str()]);
+    let out = Command::new(env!("CARGO_BIN_EXE_throng"))
+        .args([
+            "bench",
+            "run",
+            "--whep",
+            &format!("http://{addr}/whep/probe.opus"),
+        ])
+        .args(["--latency-source", &format!("http://{addr}/probe.opus")])
+        .args([
+            "--source-password",
+            "pw",
+            "--latency-icy",
+            "2",
+            "--workers",
+            "2",
+        ])
+        .args(["-n", "6", "--ramp", "20", "--hold", "5s", "--out"])
+        .arg(dir.path().join("out"))
+        .output()
+        .expect("running throng bench");
+    let _ = (child.kill(), child.wait());
+    let show = format!(
+        "{:?}\n{}\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = std::fs::read_to_string(dir.path().join("out").join("report-whep.json"))
+        .unwrap_or_else(|e| panic!("no report ({e}): {show}"));
+    let n = |k: &str| json_number(&report, k);
+    assert_eq!(n("workers"), Some(2.0), "{report}");
+    assert_eq!(n("receiving"), Some(6.0), "{report}");
+    assert_eq!(n("failed"), Some(0.0), "{report}");
+    assert!(n("latency_samples").unwrap_or(0.0) > 0.0, "{report}");
+    let p50 = n("latency_p50_ms").unwrap_or_else(|| panic!("no latency: {report}"));
+    let max = n("latency_max_ms").unwrap_or_else(|| panic!("no latency max: {report}"));
+    assert!(p50 > 0.0 && p50 <= max, "{report}");
+    assert!(n("icy_latency_samples").unwrap_or(0.0) > 0.0, "{report}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("mouth-to-ear latency, WHEP: p50"), "{show}");
+    let none_degraded = n("degraded") == Some(0.0);
+    assert_eq!(
+        out.status.code(),
+        Some(if none_degraded { 0 } else { 1 }),
+        "{show}"
+    );
 }
