@@ -73,6 +73,13 @@ fn station_page_plays_the_demo_mount() {
     let Some(b) = browser() else { return };
     let srv = TestServer::start("demo = true");
     srv.wait_mount("/demo.mp3");
+    // An MP3 mount is served as HLS too (on by default) once its packager runs: the card then
+    // links the playlist.
+    wait_until(Duration::from_secs(15), || {
+        srv.mount_status("/demo.mp3")
+            .is_some_and(|m| m.get("hls_url").is_some())
+    })
+    .expect("hls_url in the status");
     admin_title(&srv, "/demo.mp3", "Demo Tone");
     let tab = b.new_tab();
     b.navigate(&tab, &srv.url("/"));
@@ -91,6 +98,7 @@ fn station_page_plays_the_demo_mount() {
                     m3u: c.querySelector('.m3u').getAttribute('href'),
                     xspf: c.querySelector('.xspf').getAttribute('href'),
                     hls: c.querySelector('.hls').hidden,
+                    hls_href: c.querySelector('.hls').getAttribute('href'),
                     label: c.querySelector('.audio').getAttribute('aria-label'),
                     station: document.getElementById('station-name').textContent,
                 }}; }})()"
@@ -106,7 +114,14 @@ fn station_page_plays_the_demo_mount() {
     );
     assert_eq!(facts["m3u"], "/demo.mp3.m3u");
     assert_eq!(facts["xspf"], "/demo.mp3.xspf");
-    assert_eq!(facts["hls"], true);
+    assert_eq!(facts["hls"], false, "{facts}");
+    assert!(
+        facts["hls_href"]
+            .as_str()
+            .unwrap()
+            .ends_with("/hls/demo.mp3/index.m3u8"),
+        "{facts}"
+    );
     assert!(facts["label"].as_str().unwrap().starts_with("Player of"));
     assert_eq!(facts["station"], srv.ctx.config().server_id.as_str());
 
