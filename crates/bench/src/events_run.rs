@@ -10,9 +10,8 @@
 //! p99 within `--max-latency` and, when the server is sampled, the memory within
 //! `--max-rss-per-subscriber`. Reports and exit codes are those of listener runs.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -24,7 +23,7 @@ use crate::profile::{Profile, Secs};
 use crate::sampler::SampleTarget;
 use crate::stats::{bucket_of, LogHist, HIST_BUCKETS};
 use crate::summary::RunReport;
-use crate::worker::Launcher;
+use crate::worker::{serve_json_worker, spawn_json_worker, Launcher};
 
 /// The flags of an events run (with `--events`).
 #[derive(Debug, Clone, Args)]
@@ -172,24 +171,10 @@ impl Totals {
 ///
 /// Errors: no spec on stdin, or the engine could not start.
 pub fn worker_command() -> anyhow::Result<()> {
-    let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line)?;
-    let spec: EventsSpec = serde_json::from_str(&line)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
-    std::thread::spawn(move || {
-        let mut sink = Vec::new();
-        let _ = std::io::stdin().read_to_end(&mut sink);
-        s2.store(true, Ordering::Relaxed);
-    });
-    let mut out = std::io::stdout().lock();
-    crate::events::run(&spec, &stop, |t| {
-        if let Ok(j) = serde_json::to_string(&t) {
-            let _ = writeln!(out, "{j}");
-            let _ = out.flush();
-        }
-    })?;
-    Ok(())
+    serve_json_worker(|spec: EventsSpec, stop, mut out| {
+        crate::events::run(&spec, &stop, |t| out.send(&t))?;
+        Ok(())
+    })
 }
 
 /// Runs one events plan to the end and returns its report.
@@ -246,23 +231,9 @@ pub fn execute(plan: &EventsPlan) -> anyhow::Result<RunReport> {
                 Some(l) => l.clone(),
                 None => Launcher::current_exe()?,
             };
-            let mut child = Command::new(&l.program)
-                .args(["bench", "events-worker"])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .spawn()?;
-            let mut stdin = child.stdin.take().expect("piped stdin");
-            writeln!(stdin, "{}", serde_json::to_string(&spec)?)?;
-            let stdout = child.stdout.take().expect("piped stdout");
-            let tx = tx.clone();
-            threads.push(std::thread::spawn(move || {
-                for line in BufReader::new(stdout).lines() {
-                    let Ok(line) = line else { break };
-                    if let Ok(t) = serde_json::from_str::<EventsTick>(&line) {
-                        let _ = tx.send(t);
-                    }
-                }
-            }));
+            let (child, stdin, reader) =
+                spawn_json_worker(&l.program, "events-worker", &spec, tx.clone())?;
+            threads.push(reader);
             children.push((child, Some(stdin)));
         }
     }

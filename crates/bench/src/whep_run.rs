@@ -9,9 +9,7 @@
 //! The merged [`WhepReport`] goes to `report-whep.json` and a text summary to stdout; the
 //! verdict is PASS when no viewer failed or was degraded.
 
-use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -21,7 +19,7 @@ use crate::latency_probe::{IcyProbe, ProbeSource};
 use crate::profile::Profile;
 use crate::source::SourceMethod;
 use crate::whep::{merge_result, run_worker, WhepArgs, WhepResult, WhepSpec, WhepTick};
-use crate::worker::Launcher;
+use crate::worker::{serve_json_worker, spawn_json_worker, Launcher};
 
 /// Where and how the latency probe pushes its source.
 #[derive(Debug, Clone)]
@@ -137,23 +135,7 @@ pub fn effective_workers(p: &Profile) -> u32 {
 ///
 /// Errors: no spec on stdin, or the engine could not start.
 pub fn worker_command() -> anyhow::Result<()> {
-    let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line)?;
-    let spec: WhepSpec = serde_json::from_str(&line)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
-    std::thread::spawn(move || {
-        let mut sink = Vec::new();
-        let _ = std::io::stdin().read_to_end(&mut sink);
-        s2.store(true, Ordering::Relaxed);
-    });
-    let mut out = std::io::stdout().lock();
-    run_worker(&spec, &stop, |t| {
-        if let Ok(j) = serde_json::to_string(t) {
-            let _ = writeln!(out, "{j}");
-            let _ = out.flush();
-        }
-    })
+    serve_json_worker(|spec: WhepSpec, stop, mut out| run_worker(&spec, &stop, |t| out.send(t)))
 }
 
 fn quantiles(h: &LatencyHist) -> (Option<f64>, Option<f64>, Option<f64>) {
@@ -220,23 +202,9 @@ pub fn execute(plan: &WhepPlan) -> anyhow::Result<WhepReport> {
                 Some(l) => l.clone(),
                 None => Launcher::current_exe()?,
             };
-            let mut child = Command::new(&l.program)
-                .args(["bench", "whep-worker"])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .spawn()?;
-            let mut stdin = child.stdin.take().expect("piped stdin");
-            writeln!(stdin, "{}", serde_json::to_string(&spec)?)?;
-            let stdout = child.stdout.take().expect("piped stdout");
-            let tx = tx.clone();
-            threads.push(std::thread::spawn(move || {
-                for line in BufReader::new(stdout).lines() {
-                    let Ok(line) = line else { break };
-                    if let Ok(t) = serde_json::from_str::<WhepTick>(&line) {
-                        let _ = tx.send(t);
-                    }
-                }
-            }));
+            let (child, stdin, reader) =
+                spawn_json_worker(&l.program, "whep-worker", &spec, tx.clone())?;
+            threads.push(reader);
             children.push((child, Some(stdin)));
         }
     }

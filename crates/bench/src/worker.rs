@@ -259,3 +259,70 @@ pub fn worker_command(_args: WorkerArgs) -> anyhow::Result<()> {
     })?;
     Ok(())
 }
+
+/// The stdout of a JSON-lines worker process: each tick one JSON line, flushed at once.
+#[derive(Debug)]
+pub struct JsonLines(std::io::StdoutLock<'static>);
+
+impl JsonLines {
+    /// Writes `tick` as one JSON line; a parent that went away is ignored (the worker stops
+    /// when its stdin closes).
+    pub fn send<T: serde::Serialize>(&mut self, tick: &T) {
+        if let Ok(j) = serde_json::to_string(tick) {
+            let _ = writeln!(self.0, "{j}");
+            let _ = self.0.flush();
+        }
+    }
+}
+
+/// The worker side of the JSON-lines worker processes (`bench events-worker`, `bench
+/// whep-worker`): reads the spec `S` as one JSON line from stdin, raises the stop flag when
+/// stdin closes (the parent ended or wants the worker to stop), and runs `run` with the spec,
+/// the flag and the stdout to send ticks to.
+///
+/// Errors: no spec on stdin or one that does not parse; else what `run` returns.
+pub fn serve_json_worker<S: serde::de::DeserializeOwned>(
+    run: impl FnOnce(S, Arc<AtomicBool>, JsonLines) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    let spec: S = serde_json::from_str(&line)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let raised = stop.clone();
+    std::thread::spawn(move || {
+        let mut sink = Vec::new();
+        let _ = std::io::stdin().read_to_end(&mut sink);
+        raised.store(true, Ordering::Relaxed);
+    });
+    run(spec, stop, JsonLines(std::io::stdout().lock()))
+}
+
+/// The parent side: starts `<program> bench <subcommand>`, writes `spec` as one JSON line to
+/// its stdin, and forwards each stdout line that parses as a `T` to `tx` from a reader thread.
+/// The stdin is returned open: closing it tells the worker to stop.
+///
+/// Errors: the process cannot be started, or the spec cannot be written.
+pub fn spawn_json_worker<S: serde::Serialize, T: serde::de::DeserializeOwned + Send + 'static>(
+    program: &std::path::Path,
+    subcommand: &str,
+    spec: &S,
+    tx: Sender<T>,
+) -> std::io::Result<(Child, ChildStdin, JoinHandle<()>)> {
+    let mut child = Command::new(program)
+        .args(["bench", subcommand])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    writeln!(stdin, "{}", serde_json::to_string(spec)?)?;
+    let stdout = child.stdout.take().expect("piped stdout");
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Ok(t) = serde_json::from_str::<T>(&line) {
+                let _ = tx.send(t);
+            }
+        }
+    });
+    Ok((child, stdin, reader))
+}

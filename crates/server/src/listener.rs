@@ -331,16 +331,7 @@ pub async fn handle(
     let label = MountLabel::new(&mount.name);
     ctx.metrics.connects.get_or_create(&label).inc();
     ctx.metrics.listeners.get_or_create(&label).inc();
-    let duration = ctx
-        .config()
-        .mount_for(&requested)
-        .and_then(|m| m.max_listener_duration)
-        .filter(|&s| s > 0)
-        .map(std::time::Duration::from_secs);
-    let limit = match (duration, time_limit) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    };
+    let limit = ctx.config().listening_limit(&requested, time_limit);
     let started = Instant::now();
     let relay = crate::cluster::redirect::is_relay(&ctx.config(), &head);
     let info = ListenerInfo {

@@ -479,16 +479,7 @@ async fn admit(
         .await;
         return false;
     }
-    let duration = ctx
-        .config()
-        .mount_for(name)
-        .and_then(|m| m.max_listener_duration)
-        .filter(|&s| s > 0)
-        .map(Duration::from_secs);
-    let limit = match (duration, time_limit) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    };
+    let limit = ctx.config().listening_limit(name, time_limit);
     let now = Instant::now();
     let info = ListenerInfo {
         id,

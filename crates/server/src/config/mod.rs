@@ -740,6 +740,26 @@ impl Config {
         made
     }
 
+    /// How long a listener of mount `name` may stay: the shorter of the mount's
+    /// `max-listener-duration` (seconds, 0 for none; Icecast 2.4.4 `<max-listener-duration>`)
+    /// and `auth_limit`, the time limit URL authentication gave it (`icecast-auth-timelimit`);
+    /// `None` for no limit. For ICY listeners, HLS sessions and WHEP viewers alike.
+    pub fn listening_limit(
+        &self,
+        name: &str,
+        auth_limit: Option<std::time::Duration>,
+    ) -> Option<std::time::Duration> {
+        let duration = self
+            .mount_for(name)
+            .and_then(|m| m.max_listener_duration)
+            .filter(|&s| s > 0)
+            .map(std::time::Duration::from_secs);
+        match (duration, auth_limit) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// The settings for mount `name`: the first `[[mount]]` whose pattern matches.
     pub fn mount_for(&self, name: &str) -> Option<&MountConfig> {
         self.mount
@@ -877,6 +897,22 @@ pub fn random_password() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_listening_limit_is_the_shorter_of_the_mounts_and_the_auths() {
+        use std::time::Duration;
+        let c =
+            Config::from_toml("[[mount]]\nname = \"/a\"\nmax-listener-duration = 60\n").unwrap();
+        assert_eq!(c.listening_limit("/a", None), Some(Duration::from_secs(60)));
+        let auth = Some(Duration::from_secs(30));
+        assert_eq!(c.listening_limit("/a", auth), auth);
+        assert_eq!(
+            c.listening_limit("/a", Some(Duration::from_secs(90))),
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(c.listening_limit("/b", None), None);
+        assert_eq!(c.listening_limit("/b", auth), auth);
+    }
 
     #[test]
     fn defaults_follow_icecast() {

@@ -132,6 +132,40 @@ pub struct ListenerInfo {
     pub on_close: Option<CloseHook>,
 }
 
+impl ListenerInfo {
+    /// The end of a listener (ICY listener, HLS session or WHEP viewer): writes its access-log
+    /// line (`status` as answered: 200 for a stream or playlist, 201 for a WHEP session; `sent`
+    /// bytes; `duration_secs`) and runs its close hook once (URL authentication's
+    /// `listener_remove`), with `mount` the mount it was on at the end.
+    pub fn log_end(
+        &mut self,
+        log: &AccessLog,
+        mount: &str,
+        status: u16,
+        sent: u64,
+        duration_secs: u64,
+    ) {
+        log.log(&AccessEntry {
+            ip: self.ip,
+            user: self.user.as_deref(),
+            request_line: &self.request_line,
+            status,
+            bytes: sent,
+            referer: self.referer.as_deref(),
+            agent: self.agent.as_deref(),
+            duration_secs,
+        });
+        if let Some(hook) = self.on_close.take() {
+            (hook.0)(&ClosedListener {
+                info: self,
+                mount,
+                sent,
+                duration_secs,
+            });
+        }
+    }
+}
+
 /// A listener handed to a shard after its request was accepted.
 #[derive(Debug)]
 pub struct NewListener {
@@ -1032,24 +1066,7 @@ impl Shard {
                 mount = %mount.name, ip = %info.ip, id = info.id, "listener closed: {}", why.as_str()
             ),
         }
-        self.ctx.access_log.log(&AccessEntry {
-            ip: info.ip,
-            user: info.user.as_deref(),
-            request_line: &info.request_line,
-            status: 200,
-            bytes: sent,
-            referer: info.referer.as_deref(),
-            agent: info.agent.as_deref(),
-            duration_secs: secs,
-        });
-        if let Some(hook) = info.on_close.take() {
-            (hook.0)(&ClosedListener {
-                info: &info,
-                mount: &mount.name,
-                sent,
-                duration_secs: secs,
-            });
-        }
+        info.log_end(&self.ctx.access_log, &mount.name, 200, sent, secs);
     }
 
     fn close_all(&mut self) {

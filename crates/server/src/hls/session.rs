@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::fanout::shard::{ClosedListener, ListenerInfo, ListenerRow};
+use crate::fanout::shard::{ListenerInfo, ListenerRow};
 use crate::hls::packager::Window;
 use crate::mount::live::Mount;
 use crate::mount::registry::Registry;
-use crate::observe::access_log::{AccessEntry, AccessLog};
+use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::{Metrics, MountLabel};
 
 /// One HLS session.
@@ -184,16 +184,7 @@ impl Sessions {
                     .resolve(&s.info.requested_mount)
                     .filter(|m| m.id != s.mount.id)
                 {
-                    s.mount.remove_listener();
-                    metrics
-                        .listeners
-                        .get_or_create(&MountLabel::new(&s.mount.name))
-                        .dec();
-                    next.force_add_listener();
-                    metrics
-                        .listeners
-                        .get_or_create(&MountLabel::new(&next.name))
-                        .inc();
+                    s.mount.move_listener_to(&next, metrics);
                     s.mount = next;
                 }
             }
@@ -225,22 +216,5 @@ fn close(mut s: Session, why: EndReason, metrics: &Metrics, log: &AccessLog, now
     metrics.disconnects.get_or_create(&label).inc();
     let secs = now.duration_since(s.info.started).as_secs();
     tracing::debug!(id = s.info.id, mount = %s.mount.name, ?why, "HLS session ended");
-    log.log(&AccessEntry {
-        ip: s.info.ip,
-        user: s.info.user.as_deref(),
-        request_line: &s.info.request_line,
-        status: 200,
-        bytes: s.bytes,
-        referer: s.info.referer.as_deref(),
-        agent: s.info.agent.as_deref(),
-        duration_secs: secs,
-    });
-    if let Some(hook) = s.info.on_close.take() {
-        (hook.0)(&ClosedListener {
-            info: &s.info,
-            mount: &s.mount.name,
-            sent: s.bytes,
-            duration_secs: secs,
-        });
-    }
+    s.info.log_end(log, &s.mount.name, 200, s.bytes, secs);
 }

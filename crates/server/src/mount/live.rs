@@ -18,6 +18,7 @@ use crate::mount::freeze::HandoverSlot;
 use crate::mount::icy_meta::IcyMeta;
 use crate::mount::ogg_tags::OggTagSlot;
 use crate::mount::queue::{Queue, QueueWriter};
+use crate::observe::metrics::{Metrics, MountLabel};
 
 /// Where a mount's bytes come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -315,6 +316,23 @@ impl Mount {
     /// Releases a listener slot.
     pub fn remove_listener(&self) {
         self.listeners.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Moves one listener (ICY, HLS session or WHEP viewer) from this mount to `to`, as a
+    /// fallback switch or an admin move does: its slot here is released, `to` takes one even
+    /// past max-listeners ([`Mount::force_add_listener`]), and the `throng_listeners` gauges of
+    /// both mounts follow.
+    pub fn move_listener_to(&self, to: &Mount, metrics: &Metrics) {
+        self.remove_listener();
+        metrics
+            .listeners
+            .get_or_create(&MountLabel::new(&self.name))
+            .dec();
+        to.force_add_listener();
+        metrics
+            .listeners
+            .get_or_create(&MountLabel::new(&to.name))
+            .inc();
     }
 
     /// The listener URL, `http://host:port/mount`, as Icecast's `listenurl`.

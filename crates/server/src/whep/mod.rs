@@ -220,16 +220,7 @@ async fn post(
         return;
     }
     // The same time limit as an ICY listener's: max-listener-duration, URL-auth time limit.
-    let duration = ctx
-        .config()
-        .mount_for(&requested)
-        .and_then(|m| m.max_listener_duration)
-        .filter(|&s| s > 0)
-        .map(std::time::Duration::from_secs);
-    let limit = match (duration, time_limit) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    };
+    let limit = ctx.config().listening_limit(&requested, time_limit);
     let started = std::time::Instant::now();
     let viewer = NewViewer {
         mount,

@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use crate::mount::live::Mount;
-use crate::observe::metrics::MountLabel;
 
 use super::{decide, ListenerRow, MoveFilter, Shard, SWITCH_BURST};
 
@@ -72,18 +71,7 @@ impl Shard {
             sm.flush_bytes(&self.ctx.metrics);
             self.mounts[old] = None;
         }
-        from.remove_listener();
-        self.ctx
-            .metrics
-            .listeners
-            .get_or_create(&MountLabel::new(&from.name))
-            .dec();
-        to.force_add_listener();
-        self.ctx
-            .metrics
-            .listeners
-            .get_or_create(&MountLabel::new(&to.name))
-            .inc();
+        from.move_listener_to(&to, &self.ctx.metrics);
         let mi = self.mount_index(&to);
         let fallback = self.ctx.fallback.clone();
         let sm = self.mounts[mi].as_mut().expect("just inserted");

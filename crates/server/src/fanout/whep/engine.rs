@@ -38,10 +38,9 @@ use super::shared::{
     CONNECT_TIMEOUT, ENDED_GRACE, HEALTH_INTERVAL, MEDIA_TICK,
 };
 use super::timers::Timers;
-use crate::fanout::shard::{ClosedListener, ListenerInfo, ListenerRow};
+use crate::fanout::shard::{ListenerInfo, ListenerRow};
 use crate::mount::live::Mount;
 use crate::mount::registry::{Fallback, Registry};
-use crate::observe::access_log::AccessEntry;
 use crate::observe::metrics::{Metrics, MountLabel};
 
 /// Kernel socket buffers asked for (bytes): room for a burst of handshakes and a media pass.
@@ -577,24 +576,8 @@ impl Engine {
         let secs = s.info.started.elapsed().as_secs();
         tracing::debug!(peer = %s.peer, mount = %s.mount.name, id = %s.id, "WHEP session closed: {why:?}");
         let bytes = s.answer_bytes + s.sent;
-        self.shared.access_log.log(&AccessEntry {
-            ip: s.info.ip,
-            user: s.info.user.as_deref(),
-            request_line: &s.info.request_line,
-            status: 201,
-            bytes,
-            referer: s.info.referer.as_deref(),
-            agent: s.info.agent.as_deref(),
-            duration_secs: secs,
-        });
-        if let Some(hook) = s.info.on_close.take() {
-            (hook.0)(&ClosedListener {
-                info: &s.info,
-                mount: &s.mount.name,
-                sent: bytes,
-                duration_secs: secs,
-            });
-        }
+        s.info
+            .log_end(&self.shared.access_log, &s.mount.name, 201, bytes, secs);
     }
 
     fn close_all(&mut self) {
@@ -826,16 +809,7 @@ fn read_queue(
         match registry.fallback_target(&s.mount) {
             Fallback::Live(m) if !Arc::ptr_eq(&m, &s.mount) => {
                 tracing::debug!(from = %s.mount.name, to = %m.name, requested = %s.info.requested_mount, "WHEP viewer follows fallback");
-                s.mount.remove_listener();
-                metrics
-                    .listeners
-                    .get_or_create(&MountLabel::new(&s.mount.name))
-                    .dec();
-                m.force_add_listener();
-                metrics
-                    .listeners
-                    .get_or_create(&MountLabel::new(&m.name))
-                    .inc();
+                s.mount.move_listener_to(&m, metrics);
                 s.mount = m;
                 s.pos = None;
                 q = s.mount.queue.load();
