@@ -262,6 +262,17 @@ async fn hand_over(
     // The point of no return: the new process serves from here on.
     tracing::info!("upgrade: the new process is ready; handing over");
     stop_accepting();
+    // WebRTC viewers are not carried over (their DTLS state stays here): close them now, so the
+    // UDP ports, which the new process's engines bound too (SO_REUSEPORT), are its alone.
+    if ctx.whep.is_some() {
+        let c = ctx.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Some(whep) = &c.whep {
+                whep.shutdown(Duration::from_secs(2));
+            }
+        })
+        .await;
+    }
     // 2-3. Listeners out of the shards, then mounts (sources frozen), then the listeners.
     let mut sent_mounts: HashSet<u64> = HashSet::new();
     let mut listeners = pass(ctx, &mut sock, &mut sent_mounts, true).await?;

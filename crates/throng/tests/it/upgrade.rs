@@ -655,3 +655,36 @@ fn an_ogg_opus_source_and_its_listener_go_on_across_the_upgrade() {
         "decode errors after the upgrade: {errors}"
     );
 }
+
+/// A server with WebRTC (WHEP) on upgrades too: the new process binds the same UDP ports while
+/// the old one still holds them (its viewers are not carried over; the old engines stop at the
+/// hand-over), takes over, and then owns the ports alone: a socket bound without
+/// `SO_REUSEPORT` cannot take them.
+#[test]
+fn a_server_with_webrtc_upgrades_and_keeps_its_udp_ports() {
+    let port = {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.local_addr().unwrap().port()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config_with(
+        dir.path(),
+        "throng.toml",
+        true,
+        &format!("[webrtc]\nudp-listen = \"127.0.0.1:{port}\"\n"),
+    );
+    let old = Serve::start(&cfg);
+    let addr = old.addr;
+    let (_pid, _guard) = old.upgrade();
+    // The new process serves, and its engine holds the port.
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /status-json.xsl HTTP/1.0\r\n\r\n")
+        .unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    assert!(body.starts_with("HTTP/1.0 200"), "{body}");
+    assert!(
+        std::net::UdpSocket::bind(("127.0.0.1", port)).is_err(),
+        "the WebRTC port is free after the upgrade"
+    );
+}

@@ -206,7 +206,10 @@ impl EngineHandle {
     }
 }
 
-/// A UDP socket bound to `addr` with [`SOCKET_BUFFER`]-byte kernel buffers, non-blocking.
+/// A UDP socket bound to `addr` with [`SOCKET_BUFFER`]-byte kernel buffers, non-blocking, with
+/// `SO_REUSEPORT`: the new process of a SIGUSR2 upgrade binds the same ports while this one
+/// still holds them (viewers are not carried over: the old process stops its engines as soon
+/// as it hands over, `upgrade/mod.rs`, so the ports are the new process's alone from then on).
 fn bind(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
     let socket = socket2::Socket::new(
         socket2::Domain::for_address(addr),
@@ -216,6 +219,7 @@ fn bind(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
     // Best effort: the kernel caps them at its rmem_max / wmem_max.
     let _ = socket.set_recv_buffer_size(SOCKET_BUFFER);
     let _ = socket.set_send_buffer_size(SOCKET_BUFFER);
+    socket.set_reuse_port(true)?;
     socket.bind(&addr.into())?;
     socket.set_nonblocking(true)?;
     Ok(socket.into())
