@@ -175,7 +175,8 @@
     return node;
   }
 
-  function upsertMount(m) {
+  // `fromEvent`: `m` is an event's mount state rather than a status document's entry.
+  function upsertMount(m, fromEvent) {
     if (!m || !m.mount) return;
     var card = cards.get(m.mount);
     if (!card) {
@@ -198,8 +199,10 @@
     var genre = m.genre && m.genre !== "various" ? m.genre : "";
     text(card.querySelector(".genre"), genre);
     card.querySelector(".genre-row").hidden = !genre;
+    // Status documents say `hls_url` when the mount is served as HLS; events do not carry it,
+    // so an event leaves the link as the last status document set it.
     var hls = card.querySelector(".hls");
-    if (m.hls_url) { hls.href = m.hls_url; hls.hidden = false; } else { hls.hidden = true; }
+    if (m.hls_url) { hls.href = m.hls_url; hls.hidden = false; } else if (!fromEvent) { hls.hidden = true; }
     // Status documents say `whep_url` (null when the mount has none); events may not carry it.
     if ("whep_url" in m) card.querySelector(".rtc").hidden = !(m.whep_url && window.RTCPeerConnection);
     updateEmpty();
@@ -258,7 +261,7 @@
       opened = true;
       if (pollTimer !== null) { clearInterval(pollTimer); pollTimer = null; }
     });
-    es.addEventListener("mount", function (e) { upsertMount(parse(e)); });
+    es.addEventListener("mount", function (e) { upsertMount(parse(e), true); });
     es.addEventListener("title", function (e) {
       var d = parse(e);
       var card = d && cards.get(d.mount);
