@@ -251,6 +251,14 @@
     try { return JSON.parse(e.data); } catch (_) { return null; }
   }
 
+  // A mount that appeared after the page loaded: its HLS and WebRTC links are only in the
+  // status document (HLS once its first segment is cut), so read that again a little later.
+  var linksTimer = null;
+  function refreshLinksSoon() {
+    if (linksTimer !== null) return;
+    linksTimer = setTimeout(function () { linksTimer = null; loadStatus(false); }, 6000);
+  }
+
   function connectEvents() {
     if (!window.EventSource) { startPolling(); return; }
     var opened = false;
@@ -261,7 +269,12 @@
       opened = true;
       if (pollTimer !== null) { clearInterval(pollTimer); pollTimer = null; }
     });
-    es.addEventListener("mount", function (e) { upsertMount(parse(e), true); });
+    es.addEventListener("mount", function (e) {
+      var m = parse(e);
+      var isNew = m && m.mount && !cards.has(m.mount);
+      upsertMount(m, true);
+      if (isNew) refreshLinksSoon();
+    });
     es.addEventListener("title", function (e) {
       var d = parse(e);
       var card = d && cards.get(d.mount);

@@ -1,6 +1,7 @@
 //! Browser tests in headless Chromium (driven over the DevTools protocol by `cdp.rs`): the
 //! station page plays the demo mount (the `<audio>` element's `currentTime` advances) and shows
-//! a new title pushed by the event stream without a reload; the admin web UI updates metadata
+//! a new title pushed by the event stream without a reload; a mount started after the page
+//! loaded gets its card and its HLS link; the admin web UI updates metadata
 //! and kicks a listener through its forms; `icecast-metadata-player` (npm, installed by
 //! `scripts/install-web-deps.sh`) in a page served from another origin plays an MP3 mount and
 //! an Ogg/Opus mount and reports their ICY and Ogg titles. No page may log a console error.
@@ -567,4 +568,43 @@ fn station_page_links_of_odd_mount_names_are_percent_encoded() {
         Duration::from_secs(20),
     )
     .expect("the odd mount plays");
+}
+
+/// A mount that starts after the page loaded gets its card from the event stream, and its HLS
+/// link once the status document has it (the page reads it again a few seconds after a new
+/// mount appears: events do not carry the HLS and WebRTC links).
+#[test]
+fn a_mount_started_after_the_page_loaded_gets_its_hls_link() {
+    let Some(b) = browser() else { return };
+    let srv = TestServer::start("[hls]\nsegment-seconds = 1\n");
+    let tab = b.new_tab();
+    b.navigate(&tab, &srv.url("/"));
+    b.wait_js(
+        &tab,
+        "document.readyState === 'complete'",
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    // Let the page connect its event stream before the mount starts.
+    std::thread::sleep(Duration::from_secs(1));
+    let _s = Source::start(srv.addr, "/late.mp3", "SOURCE", 1.0);
+    let card = "document.querySelector('.card[data-mount=\"/late.mp3\"]')";
+    b.wait_js(&tab, card, Duration::from_secs(10))
+        .expect("a card for the new mount");
+    b.wait_js(
+        &tab,
+        &format!("!{card}.querySelector('.hls').hidden"),
+        Duration::from_secs(20),
+    )
+    .expect("the new mount's HLS link");
+    let href = b
+        .eval(
+            &tab,
+            &format!("{card}.querySelector('.hls').getAttribute('href')"),
+        )
+        .unwrap();
+    assert!(
+        href.as_str().unwrap().ends_with("/hls/late.mp3/index.m3u8"),
+        "{href}"
+    );
 }
