@@ -16,7 +16,6 @@ use throng_proto::http::RequestHead;
 use throng_proto::listener_head::{ListenerHead, PROBE_RANGE};
 use tokio::io::AsyncWriteExt;
 
-use crate::auth::ListenerAuth;
 use crate::ctx::ServerCtx;
 use crate::fanout::seal::{SealState, TlsListener};
 use crate::fanout::shard::{ListenerInfo, NewListener};
@@ -24,7 +23,7 @@ use crate::mount::live::Mount;
 use crate::net::clients::ClientSlot;
 use crate::observe::access_log::AccessEntry;
 use crate::observe::metrics::MountLabel;
-use crate::respond::reply;
+use crate::respond::{admit_listener, reply, Admitted};
 
 /// Whether the request asks for ICY metadata (`Icy-MetaData` with a non-zero value).
 pub fn wants_icy(head: &RequestHead) -> bool {
@@ -194,36 +193,14 @@ pub async fn handle(
     if crate::cluster::redirect::answer(&ctx, &mut stream, &head, peer, false).await {
         return;
     }
-    let id = ctx.next_id();
-    let (user, time_limit, on_close) = match ctx
-        .auth()
-        .authorize_listener(&head, peer, &requested, id)
-        .await
-    {
-        ListenerAuth::Allowed {
-            user,
-            time_limit,
-            on_close,
-        } => (user, time_limit, on_close),
-        ListenerAuth::Refused {
-            status,
-            message,
-            retry_after,
-        } => {
-            tracing::info!(%peer, mount = %requested, status, "listener refused: {message}");
-            crate::respond::refuse_listener(
-                &ctx,
-                &mut stream,
-                peer,
-                &head,
-                &[],
-                status,
-                &message,
-                retry_after,
-            )
-            .await;
-            return;
-        }
+    let Some(Admitted {
+        id,
+        user,
+        time_limit,
+        on_close,
+    }) = admit_listener(&ctx, &mut stream, peer, &head, &requested, &[], "listener").await
+    else {
+        return;
     };
     if is_range_probe(&head) {
         answer_range_probe(&ctx, &mut stream, &mount, &head, peer, user.as_deref()).await;

@@ -9,6 +9,7 @@ use crate::net::conn::Conn;
 use throng_proto::http::{simple_response, RequestHead};
 use tokio::io::AsyncWriteExt;
 
+use crate::auth::ListenerAuth;
 use crate::ctx::ServerCtx;
 use crate::observe::access_log::AccessEntry;
 
@@ -67,6 +68,66 @@ pub async fn reply(
     });
     stream.write_all(&bytes).await?;
     stream.shutdown().await
+}
+
+/// A listener request that authentication let in ([`admit_listener`]).
+pub struct Admitted {
+    /// Its listener id (sent to URL auth's `listener_add` as `client=`).
+    pub id: u64,
+    /// Authenticated user name, if any.
+    pub user: Option<String>,
+    /// Most time it may listen (URL auth `icecast-auth-timelimit`).
+    pub time_limit: Option<std::time::Duration>,
+    /// Run when it leaves (URL auth `listener_remove`).
+    pub on_close: Option<crate::fanout::shard::CloseHook>,
+}
+
+/// Authorizes the listener request `head` from `peer` for mount `mount` under a fresh listener
+/// id (an ICY listener, an HLS playlist, a WHEP offer; `what` names it in the log): `Some` when
+/// it may listen; else the refusal is logged and answered ([`refuse_listener`], after the
+/// `extra` headers) and `None` is returned.
+#[allow(clippy::too_many_arguments)]
+pub async fn admit_listener(
+    ctx: &ServerCtx,
+    stream: &mut Conn,
+    peer: SocketAddr,
+    head: &RequestHead,
+    mount: &str,
+    extra: &[(&str, &str)],
+    what: &str,
+) -> Option<Admitted> {
+    let id = ctx.next_id();
+    match ctx.auth().authorize_listener(head, peer, mount, id).await {
+        ListenerAuth::Allowed {
+            user,
+            time_limit,
+            on_close,
+        } => Some(Admitted {
+            id,
+            user,
+            time_limit,
+            on_close,
+        }),
+        ListenerAuth::Refused {
+            status,
+            message,
+            retry_after,
+        } => {
+            tracing::info!(%peer, mount, status, "{what} refused: {message}");
+            refuse_listener(
+                ctx,
+                stream,
+                peer,
+                head,
+                extra,
+                status,
+                &message,
+                retry_after,
+            )
+            .await;
+            None
+        }
+    }
 }
 
 /// Answers a listener request that authentication refused (`ListenerAuth::Refused`): `status`

@@ -34,12 +34,11 @@ use throng_proto::http::{parse_request_head, RequestHead, MAX_HEAD_BYTES};
 use throng_proto::listener_head::CORS_HEADERS;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::auth::ListenerAuth;
 use crate::ctx::ServerCtx;
 use crate::fanout::shard::ListenerInfo;
 use crate::hls::session::{timeout_for, Session};
 use crate::hls::{Output, Window};
-use crate::respond::reply;
+use crate::respond::{admit_listener, reply, Admitted};
 use throng_proto::hls::playlist::{hls_msn, reload_decision, Reload};
 
 /// Path prefix of every HLS URL.
@@ -433,34 +432,15 @@ async fn admit(
     token: &str,
     target_secs: u64,
 ) -> bool {
-    let id = ctx.next_id();
-    let (user, time_limit, on_close) =
-        match ctx.auth().authorize_listener(head, peer, name, id).await {
-            ListenerAuth::Allowed {
-                user,
-                time_limit,
-                on_close,
-            } => (user, time_limit, on_close),
-            ListenerAuth::Refused {
-                status,
-                message,
-                retry_after,
-            } => {
-                tracing::info!(%peer, mount = %name, status, "HLS session refused: {message}");
-                crate::respond::refuse_listener(
-                    ctx,
-                    stream,
-                    peer,
-                    head,
-                    &[],
-                    status,
-                    &message,
-                    retry_after,
-                )
-                .await;
-                return false;
-            }
-        };
+    let Some(Admitted {
+        id,
+        user,
+        time_limit,
+        on_close,
+    }) = admit_listener(ctx, stream, peer, head, name, &[], "HLS session").await
+    else {
+        return false;
+    };
     let Some(mount) = ctx.registry.resolve(name) else {
         let _ = reply(ctx, stream, peer, Some(head), 404, &[], "No stream live\n").await;
         return false;

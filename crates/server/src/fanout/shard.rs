@@ -752,6 +752,7 @@ impl Shard {
     /// Takes every listener out of the shard, without closing, logging or counting it.
     fn export_all(&mut self) -> Vec<ExportedListener> {
         self.moves.clear();
+        self.relays.clear();
         let now = Instant::now();
         let keys: Vec<usize> = self.slots.iter().map(|(k, _)| k).collect();
         let mut out = Vec::with_capacity(keys.len());
@@ -770,7 +771,6 @@ impl Shard {
                 self.mounts[slot.mount] = None;
             }
             self.load.fetch_sub(1, Ordering::Relaxed);
-            self.relays.clear();
             let info = &slot.info;
             let deadline_ms = info
                 .deadline

@@ -14,11 +14,10 @@ use throng_proto::http::simple_response;
 use throng_proto::http::RequestHead;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::auth::ListenerAuth;
 use crate::ctx::ServerCtx;
 use crate::fanout::shard::ListenerInfo;
 use crate::fanout::whep::NewViewer;
-use crate::respond::reply;
+use crate::respond::{admit_listener, reply, Admitted};
 
 /// Path prefix of WHEP endpoints: `POST /whep/<mount>`.
 pub const PREFIX: &str = "/whep";
@@ -123,35 +122,23 @@ async fn post(
             return;
         }
     };
-    let id = ctx.next_id();
-    let (user, time_limit, on_close) = match ctx
-        .auth()
-        .authorize_listener(&head, peer, &requested, id)
-        .await
-    {
-        ListenerAuth::Allowed {
-            user,
-            time_limit,
-            on_close,
-        } => (user, time_limit, on_close),
-        ListenerAuth::Refused {
-            status,
-            message,
-            retry_after,
-        } => {
-            crate::respond::refuse_listener(
-                &ctx,
-                &mut stream,
-                peer,
-                &head,
-                &cors,
-                status,
-                &message,
-                retry_after,
-            )
-            .await;
-            return;
-        }
+    let Some(Admitted {
+        id,
+        user,
+        time_limit,
+        on_close,
+    }) = admit_listener(
+        &ctx,
+        &mut stream,
+        peer,
+        &head,
+        &requested,
+        &cors,
+        "WHEP offer",
+    )
+    .await
+    else {
+        return;
     };
     // Only now the body: at most `len` bytes, within the header timeout.
     let read = tokio::time::timeout(ctx.config().header_timeout(), async {
