@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use throng_server::bench_api::IcyMeta;
 use throng_server::bench_api::QueueSnapshot;
-use throng_server::bench_api::{write_due, Written};
+use throng_server::bench_api::{write_due, Written, MAX_WRITE_BYTES};
 use throng_server::bench_api::{Cursor, SegKind};
 
 /// Listeners in one tick.
@@ -37,7 +37,9 @@ pub fn throng_fanout_tick(
 ) -> usize {
     let mut bytes = 0;
     for c in cursors.iter_mut() {
-        if let Written::Bytes { bytes: n, .. } = write_due(sink(), c, snapshot, icy, kinds) {
+        if let Written::Bytes { bytes: n, .. } =
+            write_due(sink(), c, snapshot, icy, MAX_WRITE_BYTES, kinds)
+        {
             bytes += n;
         }
     }

@@ -12,7 +12,7 @@ mod common;
 use std::io::sink;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use throng_server::bench_api::{write_due, Written};
+use throng_server::bench_api::{write_due, Written, MAX_WRITE_BYTES};
 
 fn bench(c: &mut Criterion) {
     let snapshot = common::snapshot(64);
@@ -23,7 +23,7 @@ fn bench(c: &mut Criterion) {
             b.iter_batched_ref(
                 || common::listeners(1, &snapshot, icy_every).pop().unwrap(),
                 |cursor| {
-                    let w = write_due(sink(), cursor, &snapshot, &icy, &mut kinds);
+                    let w = write_due(sink(), cursor, &snapshot, &icy, MAX_WRITE_BYTES, &mut kinds);
                     assert!(matches!(w, Written::Bytes { whole: true, .. }));
                 },
                 BatchSize::SmallInput,

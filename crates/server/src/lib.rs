@@ -60,7 +60,7 @@ pub use upgrade::UpgradeError;
 #[doc(hidden)]
 pub mod bench_api {
     pub use crate::fanout::cursor::{Cursor, SegKind};
-    pub use crate::fanout::write_path::{write_due, Written};
+    pub use crate::fanout::write_path::{write_due, Written, MAX_WRITE_BYTES};
     pub use crate::mount::icy_meta::IcyMeta;
     pub use crate::mount::queue::{QueueSnapshot, QueueWriter};
 }

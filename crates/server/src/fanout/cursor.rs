@@ -139,6 +139,18 @@ impl Cursor {
         self.prefix.is_some() || self.icy.as_ref().is_some_and(|i| i.pending.is_some())
     }
 
+    /// Bytes outside the queue snapshot still to send first: the prefix and a cut metadata
+    /// block.
+    pub fn pending_len(&self) -> usize {
+        let prefix: usize = self.prefix.iter().flatten().map(Bytes::len).sum();
+        prefix
+            + self
+                .icy
+                .as_ref()
+                .and_then(|i| i.pending.as_ref())
+                .map_or(0, |p| p.len())
+    }
+
     /// Moves the cursor to `pos` (skip-ahead for a lagging listener), sending `prefix` first
     /// (the Ogg header pages in force there). The ICY interval continues.
     pub fn skip_to(&mut self, pos: u64, prefix: Option<Bytes>) {

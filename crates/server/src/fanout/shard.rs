@@ -35,7 +35,7 @@ use crate::fanout::cursor::{Cursor, SegKind};
 use crate::fanout::handover::{AdoptedListener, ExportedListener, ListenerState};
 use crate::fanout::seal::{SealingWriter, TlsListener};
 use crate::fanout::shard::decide::{Close, ListenerView, MountView, Ticker, Verdict};
-use crate::fanout::write_path::{write_due, Written};
+use crate::fanout::write_path::{write_due, Written, MAX_WRITE_BYTES};
 use crate::mount::icy_meta::IcyMeta;
 use crate::mount::live::Mount;
 use crate::mount::queue::QueueSnapshot;
@@ -914,8 +914,11 @@ impl Shard {
     /// One `writev`; true when it was taken whole and the listener may have more due. What to
     /// do is [`decide::visit`]'s verdict; this only carries it out.
     fn write_once(&mut self, key: usize) -> bool {
-        if !self.moves.is_empty() && self.moves.contains_key(&key) {
-            self.apply_move(key);
+        let mut max_bytes = MAX_WRITE_BYTES;
+        if !self.moves.is_empty() && self.moves.contains_key(&key) && !self.apply_move(key) {
+            max_bytes = self
+                .move_write_cap(key)
+                .map_or(max_bytes, |c| c.min(max_bytes));
         }
         let slot = &mut self.slots[key];
         let sm = self.mounts[slot.mount]
@@ -971,6 +974,7 @@ impl Shard {
                 &mut slot.cursor,
                 &sm.snapshot,
                 &sm.icy,
+                max_bytes,
                 &mut self.scratch,
             ),
             Some(tls) => {
@@ -996,6 +1000,7 @@ impl Shard {
                     &mut slot.cursor,
                     &sm.snapshot,
                     &sm.icy,
+                    max_bytes,
                     &mut self.scratch,
                 )
             }

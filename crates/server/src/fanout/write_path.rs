@@ -36,19 +36,22 @@ pub enum Written {
     Failed(std::io::Error),
 }
 
-/// Writes what `cursor` is due from `snapshot` (with ICY blocks from `icy`) in one vectored write.
-/// `kinds` is caller-owned scratch space, reused across listeners.
+/// Writes what `cursor` is due from `snapshot` (with ICY blocks from `icy`) in one vectored write
+/// of at most about `max_bytes` (the plan stops adding segments once it holds that many: pass
+/// [`MAX_WRITE_BYTES`], or less to end the write on a boundary). `kinds` is caller-owned
+/// scratch space, reused across listeners.
 pub fn write_due<W: Write>(
     mut w: W,
     cursor: &mut Cursor,
     snapshot: &QueueSnapshot,
     icy: &IcyMeta,
+    max_bytes: usize,
     kinds: &mut Vec<(SegKind, usize)>,
 ) -> Written {
     kinds.clear();
     let result = {
         let mut segs = Plan::new();
-        cursor.plan(snapshot, icy, MAX_SEGS, MAX_WRITE_BYTES, &mut segs);
+        cursor.plan(snapshot, icy, MAX_SEGS, max_bytes, &mut segs);
         if segs.is_empty() {
             return Written::Nothing;
         }
@@ -117,7 +120,14 @@ mod tests {
         let mut kinds = Vec::new();
         let mut writes = 0;
         loop {
-            match write_due(&mut sink, &mut cur, &snapshot, &icy, &mut kinds) {
+            match write_due(
+                &mut sink,
+                &mut cur,
+                &snapshot,
+                &icy,
+                MAX_WRITE_BYTES,
+                &mut kinds,
+            ) {
                 Written::Nothing => break,
                 Written::Bytes { .. } => writes += 1,
                 other => panic!("{other:?}"),
@@ -135,7 +145,14 @@ mod tests {
         fw.push(Bytes::from_static(b"more"), false, None);
         let snapshot = fw.queue().load();
         assert!(matches!(
-            write_due(&mut sink, &mut cur, &snapshot, &icy, &mut kinds),
+            write_due(
+                &mut sink,
+                &mut cur,
+                &snapshot,
+                &icy,
+                MAX_WRITE_BYTES,
+                &mut kinds
+            ),
             Written::WouldBlock
         ));
     }

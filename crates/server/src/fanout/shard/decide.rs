@@ -286,8 +286,36 @@ pub fn move_ready(chunk_start: Option<u64>, pos: u64, pending: bool) -> bool {
     chunk_start.is_none_or(|s| s == pos) && !pending
 }
 
+/// While a move waits for listener `pos` (bytes) to reach a boundary, the most bytes its next
+/// write may take so that it ends where the move can happen: after the `pending` bytes from
+/// outside the stream (response head, intro, header pages, a cut metadata block), at the end
+/// (`chunk_end`, bytes) of the retained chunk holding `pos`. Without this cap a listener behind
+/// the live edge whose writes are cut by a full socket would rarely stop exactly on a boundary,
+/// and the move would wait until it caught up with the live edge. `None`: no cap (`pos` outside
+/// the queue, i.e. at the live edge, or nothing left to reach).
+#[inline]
+pub fn move_write_cap(pending: usize, chunk_end: Option<u64>, pos: u64) -> Option<usize> {
+    let rest = chunk_end.map_or(0, |e| e.saturating_sub(pos)) as usize;
+    let cap = pending + rest;
+    (cap > 0).then_some(cap)
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_waiting_move_caps_the_write_at_the_next_boundary() {
+        // Mid-chunk, nothing pending: up to the chunk's end.
+        assert_eq!(move_write_cap(0, Some(1_000), 400), Some(600));
+        // Response head and intro pending at a chunk start: just those.
+        assert_eq!(move_write_cap(5_000, Some(1_000), 1_000), Some(5_000));
+        // Both: the pending bytes, then the rest of the chunk.
+        assert_eq!(move_write_cap(300, Some(1_000), 900), Some(400));
+        // At the live edge (outside the queue): no cap.
+        assert_eq!(move_write_cap(0, None, 7_000), None);
+        // Already on a boundary with nothing pending (the move applies before writing).
+        assert_eq!(move_write_cap(0, Some(1_000), 1_000), None);
+    }
 
     #[test]
     fn a_burst_brings_extra_visits_to_the_listeners_that_lag() {

@@ -1,7 +1,8 @@
 //! The shard's listener moves and admin queries: scheduling moves for `moveclients` and
 //! `fallback-override`, applying one when the listener sits on a chunk (frame or page)
-//! boundary with nothing pending, switching its cursor and counts to the new mount, and listing
-//! listeners for `listclients`. Split from `shard.rs`, whose thread loop calls these.
+//! boundary with nothing pending (while a move waits, the listener's writes end on the next
+//! boundary: [`decide::move_write_cap`]), switching its cursor and counts to the new mount, and
+//! listing listeners for `listclients`. Split from `shard.rs`, whose thread loop calls these.
 
 use std::sync::Arc;
 
@@ -107,5 +108,16 @@ impl Shard {
         }
         self.switch(key, to);
         true
+    }
+
+    /// The write cap of listener `key` while its move waits ([`decide::move_write_cap`]).
+    pub(super) fn move_write_cap(&self, key: usize) -> Option<usize> {
+        let slot = &self.slots[key];
+        let sm = self.mounts[slot.mount].as_ref()?;
+        let end = sm
+            .snapshot
+            .chunk_index(slot.cursor.pos)
+            .map(|i| sm.snapshot.chunks[i].end());
+        decide::move_write_cap(slot.cursor.pending_len(), end, slot.cursor.pos)
     }
 }
