@@ -19,6 +19,13 @@ pub const CHUNK_MEDIA_US: u64 = 100_000;
 /// Largest chunk when unit durations are unknown, in bytes.
 pub const CHUNK_MAX_BYTES: usize = 8 * 1024;
 
+/// Bytes allocated at once for the chunks to come (64 KiB): consecutive chunks share one
+/// buffer and its reference count, so publishing a queue snapshot, which clones every retained
+/// chunk, touches a few counts per mount instead of one cold cache line per chunk (at
+/// 64 kbit/s, 640 chunks of 100 ms in a 512 kB queue, ten snapshots a second). A buffer is
+/// freed when its last chunk leaves the queue: at most this much more memory per mount.
+pub const BUFFER_BYTES: usize = 64 * 1024;
+
 /// Feeds a mount's [`QueueWriter`] with units from a framer.
 #[derive(Debug)]
 pub struct Chunker {
@@ -62,6 +69,9 @@ impl Chunker {
             }
             UnitKind::OggPage | UnitKind::Audio => {
                 self.finish_headers();
+                if self.pending.capacity() - self.pending.len() < unit.data.len() {
+                    self.pending.reserve(BUFFER_BYTES.max(unit.data.len()));
+                }
                 self.pending.extend_from_slice(&unit.data);
                 self.pending_us += unit.duration_us;
                 if self.pending_us >= CHUNK_MEDIA_US || self.pending.len() >= CHUNK_MAX_BYTES {
@@ -128,6 +138,24 @@ mod tests {
         assert_eq!(r.chunks[1].start, 40);
         drop(c);
         assert_eq!(feed.load().head, 100);
+    }
+
+    #[test]
+    fn consecutive_chunks_share_one_buffer() {
+        let w = QueueWriter::new(1 << 20);
+        let feed = w.queue();
+        let mut c = Chunker::new(w);
+        for _ in 0..40 {
+            c.push(&unit(UnitKind::Audio, b"0123456789", 50_000));
+        }
+        let r = feed.load();
+        assert_eq!(r.chunks.len(), 20);
+        // Each chunk follows the previous one in memory: one allocation (and one reference
+        // count) for all of them, not one each.
+        for pair in r.chunks.windows(2) {
+            let end = pair[0].data.as_ptr() as usize + pair[0].data.len();
+            assert_eq!(pair[1].data.as_ptr() as usize, end);
+        }
     }
 
     #[test]
