@@ -279,35 +279,32 @@ async fn serve_one(
         }
         Target::Playlist(mount) => {
             let token = session_token(head);
-            let known = token.is_some_and(|t| ctx.hls.sessions.contains(t));
             // `_HLS_msn` counts only where blocking reload is offered (`[hls] blocking-reload`).
             let msn = head
                 .query
                 .as_deref()
                 .and_then(hls_msn)
                 .filter(|_| ctx.hls.blocking_reload(mount));
-            if known && msn.is_none() {
-                // The common reload: the shared playlist, no clone of the output.
+            if let (Some(t), None) = (token, msn) {
+                // The common reload: the shared playlist, no clone of the output, and one look
+                // at the sessions (touched if known).
                 let Some(window) = ctx.hls.window(mount) else {
                     return not_found(ctx, stream, head, peer).await;
                 };
-                let token = token.unwrap_or_default();
-                ctx.hls.sessions.touch(
-                    token,
-                    &window,
-                    window.playlist.len() as u64,
-                    Instant::now(),
-                );
-                return send_body(
-                    stream,
-                    head,
-                    PLAYLIST_TYPE,
-                    "max-age=1",
-                    &window.playlist,
-                    false,
-                )
-                .await;
+                let sent = window.playlist.len() as u64;
+                if ctx.hls.sessions.touch(t, &window, sent, Instant::now()) {
+                    return send_body(
+                        stream,
+                        head,
+                        PLAYLIST_TYPE,
+                        "max-age=1",
+                        &window.playlist,
+                        false,
+                    )
+                    .await;
+                }
             }
+            let known = token.is_some_and(|t| ctx.hls.sessions.contains(t));
             let Some(out) = ctx.hls.output(mount) else {
                 return not_found(ctx, stream, head, peer).await;
             };

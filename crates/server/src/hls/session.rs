@@ -176,8 +176,13 @@ impl Sessions {
                     ended.push((s, why));
                 }
             }
+            // Whether each mount ended, read once per sweep (sessions share a few mounts).
+            let mut mount_ended = std::collections::HashMap::new();
             for s in map.values_mut() {
-                if !s.mount.queue.load().ended {
+                let ended = *mount_ended
+                    .entry(s.mount.id)
+                    .or_insert_with(|| s.mount.queue.load().ended);
+                if !ended {
                     continue;
                 }
                 if let Some(next) = registry
