@@ -45,6 +45,7 @@ pub mod summary;
 pub mod summary_metrics;
 pub mod testserver;
 pub mod tls;
+pub mod udp_batch;
 pub mod url;
 pub mod whep;
 pub mod whep_run;

@@ -8,11 +8,17 @@
 //! packet). A viewer is degraded when, in a 5 s window, more than 1 % of the packets its
 //! timestamps say were sent are missing, or a gap between two packets exceeds 200 ms. Payloads
 //! that carry a latency stamp ([`crate::latency`]) give the viewer's mouth-to-ear latency.
-//! A viewer is only woken when its socket is readable or its own str0m timer is due, and its
-//! client negotiates no TWCC feedback and shares its thread's DTLS certificate.
+//! A viewer is only woken when its socket is readable or its own str0m timer is due (its
+//! socket then read with one `recvmmsg`, [`crate::udp_batch`]), and its client negotiates no
+//! TWCC feedback, shares its thread's DTLS certificate and runs in str0m's RTP mode: each SRTP
+//! packet is decrypted and checked by the viewer's own client and handed over as it arrives,
+//! without the jitter buffer and depacketizer a player would need (the order check sees the
+//! packets in their arrival order).
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -28,6 +34,7 @@ use str0m::{Candidate, Event, Input, Output, Rtc, RtcConfig};
 
 use crate::events::unix_us;
 use crate::latency::{read_stamp, LatencyHist};
+use crate::udp_batch::{bind_shared, send_from, RecvBatch};
 
 /// RTP timestamp step of one 20 ms Opus packet at 48 kHz.
 pub const TS_STEP: u64 = 960;
@@ -46,7 +53,11 @@ pub const CONNECTORS: u32 = 4;
 
 /// Shortest time between two event-loop wake-ups of a driving thread (it delays a packet's
 /// processing, and so its measured latency, by at most this).
-pub const MIN_LOOP: Duration = Duration::from_millis(2);
+pub const MIN_LOOP: Duration = Duration::from_millis(5);
+
+/// Datagrams one `recvmmsg` of a viewer's socket takes at most (a viewer gets one every
+/// 20 ms: more than a few waiting means the thread fell behind).
+pub const RECV_BATCH: usize = 4;
 
 /// A viewer still setting up this long after its POST is closed as failed.
 pub const SETUP_TIMEOUT: Duration = Duration::from_secs(15);
@@ -267,10 +278,34 @@ struct Counters {
     failed: std::sync::atomic::AtomicU32,
 }
 
+/// How a viewer's datagrams travel.
+enum Link {
+    /// Its own socket, registered on its thread's poll.
+    Own(UdpSocket),
+    /// Its thread's shared socket (a loopback target: [`crate::udp_batch::bind_shared`]),
+    /// from the viewer's own address.
+    Shared(RawFd),
+}
+
+/// The loopback address of viewer `id` when its thread shares one socket: 127.100.0.1 on
+/// (one address each, so the server tells the viewers apart as it tells hosts apart).
+pub fn shared_viewer_ip(id: u32) -> Ipv4Addr {
+    Ipv4Addr::from(u32::from(Ipv4Addr::new(127, 100, 0, 1)) + (id & 0x00ff_ffff))
+}
+
+/// Receive buffer of a thread's shared socket (bytes; the kernel caps it at `rmem_max`).
+pub const SHARED_BUFFER: usize = 8 << 20;
+
+/// Datagrams one `recvmmsg` of a shared socket takes at most.
+pub const SHARED_BATCH: usize = 64;
+
+/// The poll token of a thread's shared socket (viewers' own sockets use their index).
+const SHARED: Token = Token(usize::MAX);
+
 /// One WebRTC viewer.
 struct Viewer {
     rtc: Rtc,
-    socket: UdpSocket,
+    link: Link,
     local: SocketAddr,
     started: Instant,
     started_unix: u64,
@@ -312,12 +347,14 @@ struct Target {
 }
 
 impl Viewer {
-    /// The client configuration of a thread's viewers: Opus only; of the RTP header
+    /// The client configuration of a thread's viewers: RTP mode (packets as received, no
+    /// depacketizing buffer); Opus only; of the RTP header
     /// extensions only the MID (RFC 8843), so no transport-wide congestion control feedback
     /// (TWCC, sent every 50 ms by a receiver that negotiates it) nor audio levels; one DTLS
     /// certificate shared by the viewers instead of a key pair generated per viewer.
     fn config() -> RtcConfig {
         let mut c = Rtc::builder()
+            .set_rtp_mode(true)
             .clear_codecs()
             .enable_opus(true, false)
             .clear_extension_map()
@@ -331,13 +368,26 @@ impl Viewer {
         c
     }
 
-    fn connect(config: &RtcConfig, t: &Target, bind: Ipv4Addr) -> anyhow::Result<Viewer> {
+    /// Sets up a viewer of `t` from address `bind`: on its own socket, or on the thread's
+    /// `shared` socket (its descriptor and port) as `bind`:port.
+    fn connect(
+        config: &RtcConfig,
+        t: &Target,
+        bind: Ipv4Addr,
+        shared: Option<(RawFd, u16)>,
+    ) -> anyhow::Result<Viewer> {
         let started = Instant::now();
         let started_unix = unix_us();
         let mut rtc = config.clone().build(started);
-        let std_socket = std::net::UdpSocket::bind((bind, 0))?;
-        std_socket.set_nonblocking(true)?;
-        let local = std_socket.local_addr()?;
+        let (link, local) = match shared {
+            Some((fd, port)) => (Link::Shared(fd), SocketAddr::from((bind, port))),
+            None => {
+                let std_socket = std::net::UdpSocket::bind((bind, 0))?;
+                std_socket.set_nonblocking(true)?;
+                let local = std_socket.local_addr()?;
+                (Link::Own(UdpSocket::from_std(std_socket)), local)
+            }
+        };
         rtc.add_local_candidate(Candidate::host(local, "udp")?);
         let mut api = rtc.sdp_api();
         api.add_media(MediaKind::Audio, Direction::RecvOnly, None, None, None);
@@ -347,7 +397,7 @@ impl Viewer {
             .accept_answer(pending, SdpAnswer::from_sdp_string(&answer)?)?;
         Ok(Viewer {
             rtc,
-            socket: UdpSocket::from_std(std_socket),
+            link,
             local,
             started,
             started_unix,
@@ -359,32 +409,53 @@ impl Viewer {
         })
     }
 
-    /// Reads every waiting datagram into the client; returns how many.
-    fn receive(&mut self, buf: &mut [u8]) -> u64 {
+    /// Reads every waiting datagram into the client (one `recvmmsg` per [`RecvBatch`] of
+    /// them), taking the client's output after each (in RTP mode str0m holds one received
+    /// packet until the next `poll_output`); returns how many, and whether the viewer got its
+    /// first packet.
+    fn receive(&mut self, batch: &mut RecvBatch, latency: &mut LatencyHist) -> (u64, bool) {
+        let fd = match &self.link {
+            Link::Own(s) => s.as_raw_fd(),
+            Link::Shared(_) => return (0, false),
+        };
         let mut got = 0;
+        let mut first = false;
         loop {
-            let (n, source) = match self.socket.recv_from(buf) {
-                Ok(r) => r,
+            let n = match batch.recv(fd) {
+                Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(_) => return got,
+                Err(_) => return (got, first),
             };
-            got += 1;
-            let Ok(contents) = buf[..n].try_into() else {
-                continue;
-            };
-            let input = Input::Receive(
-                Instant::now(),
-                Receive {
-                    proto: Protocol::Udp,
-                    source,
-                    destination: self.local,
-                    contents,
-                },
-            );
-            if self.rtc.handle_input(input).is_err() {
-                self.failed = true;
+            got += n as u64;
+            for i in 0..n {
+                let (data, source) = batch.get(i);
+                first |= self.input(data, source, latency);
+            }
+            if n < batch.capacity() {
+                return (got, first);
             }
         }
+    }
+
+    /// Hands one datagram from `source` to the client and takes its output; returns whether
+    /// the viewer got its first packet.
+    fn input(&mut self, data: &[u8], source: SocketAddr, latency: &mut LatencyHist) -> bool {
+        let Ok(contents) = data.try_into() else {
+            return false;
+        };
+        let input = Input::Receive(
+            Instant::now(),
+            Receive {
+                proto: Protocol::Udp,
+                source,
+                destination: self.local,
+                contents,
+            },
+        );
+        if self.rtc.handle_input(input).is_err() {
+            self.failed = true;
+        }
+        self.pump(latency)
     }
 
     /// Takes the client's output until its next timeout; returns whether the viewer got its
@@ -397,11 +468,20 @@ impl Viewer {
                     self.next = t;
                     return first;
                 }
-                Ok(Output::Transmit(t)) => {
-                    let _ = self.socket.send_to(&t.contents, t.destination);
-                }
-                Ok(Output::Event(Event::MediaData(m))) => {
-                    first |= self.packet(m.time.numer(), &m.data, latency);
+                Ok(Output::Transmit(t)) => match &self.link {
+                    Link::Own(s) => {
+                        let _ = s.send_to(&t.contents, t.destination);
+                    }
+                    Link::Shared(fd) => {
+                        if let (IpAddr::V4(from), SocketAddr::V4(to)) =
+                            (self.local.ip(), t.destination)
+                        {
+                            let _ = send_from(*fd, &t.contents, from, to);
+                        }
+                    }
+                },
+                Ok(Output::Event(Event::RtpPacket(p))) => {
+                    first |= self.packet(p.time.numer(), &p.payload, latency);
                 }
                 Ok(Output::Event(_)) => {}
                 Err(_) => {
@@ -462,6 +542,20 @@ fn drive_thread(
     let (tx, rx) = std::sync::mpsc::channel::<Result<Viewer, String>>();
     let count = spec.count();
     let (worker, workers) = (spec.worker, spec.workers.max(1));
+    let mut poll = Poll::new()?;
+    // Loopback targets: one socket for the thread's viewers, each its own address.
+    let shared_socket = if targets.iter().all(|t| t.loopback && t.addr.is_ipv4()) {
+        let mut s = UdpSocket::from_std(bind_shared(SHARED_BUFFER)?);
+        poll.registry()
+            .register(&mut s, SHARED, Interest::READABLE)?;
+        Some(s)
+    } else {
+        None
+    };
+    let shared = match &shared_socket {
+        Some(s) => Some((s.as_raw_fd(), s.local_addr()?.port())),
+        None => None,
+    };
     // CONNECTORS threads POST this thread's offers (global ids in ramp order), so one slow
     // answer does not hold up the ramp.
     let connectors: Vec<_> = (0..CONNECTORS)
@@ -477,12 +571,14 @@ fn drive_thread(
                         std::thread::sleep(wait);
                     }
                     let t = &targets[id as usize % targets.len()];
-                    let bind = if t.loopback && !binds.is_empty() {
+                    let bind = if shared.is_some() {
+                        shared_viewer_ip(id)
+                    } else if t.loopback && !binds.is_empty() {
                         binds[(id / workers) as usize % binds.len()]
                     } else {
                         Ipv4Addr::UNSPECIFIED
                     };
-                    let v = Viewer::connect(&config, t, bind)
+                    let v = Viewer::connect(&config, t, bind, shared)
                         .map_err(|e| format!("whep viewer {id}: {e}"));
                     if tx.send(v).is_err() {
                         break;
@@ -493,10 +589,16 @@ fn drive_thread(
         })
         .collect();
     drop(tx);
-    let mut poll = Poll::new()?;
     let mut events = Events::with_capacity(1024);
     let mut viewers: Vec<Viewer> = Vec::new();
-    let mut buf = vec![0u8; 2048];
+    // Shared socket: viewer index by its address.
+    let mut by_ip: HashMap<Ipv4Addr, usize> = HashMap::new();
+    let mut batch = RecvBatch::new(RECV_BATCH);
+    let mut shared_batch = RecvBatch::new(SHARED_BATCH);
+    // Per viewer, its next str0m timer (`never` once it failed): the loop's scans read this
+    // compact list rather than every (large) `Viewer`.
+    let mut nexts: Vec<Instant> = Vec::new();
+    let never = end + Duration::from_secs(86_400);
     let mut hold_taken = false;
     let mut connector_done = false;
     let mut last_poll = Instant::now();
@@ -510,9 +612,16 @@ fn drive_thread(
             match rx.try_recv() {
                 Ok(Ok(mut v)) => {
                     let token = Token(viewers.len());
-                    poll.registry()
-                        .register(&mut v.socket, token, Interest::READABLE)?;
+                    match &mut v.link {
+                        Link::Own(s) => poll.registry().register(s, token, Interest::READABLE)?,
+                        Link::Shared(_) => {
+                            if let IpAddr::V4(ip) = v.local.ip() {
+                                by_ip.insert(ip, token.0);
+                            }
+                        }
+                    }
                     counters.answered.fetch_add(1, Ordering::Relaxed);
+                    nexts.push(v.next);
                     viewers.push(v);
                 }
                 Ok(Err(e)) => {
@@ -535,8 +644,8 @@ fn drive_thread(
         }
         // Sleep until the earliest viewer timer (or new viewers may be waiting: at most 5 ms).
         let mut wake = now + Duration::from_millis(if connector_done { 20 } else { 5 });
-        for v in viewers.iter().filter(|v| !v.failed) {
-            wake = wake.min(v.next);
+        if let Some(&t) = nexts.iter().min() {
+            wake = wake.min(t);
         }
         // Wake at most every MIN_LOOP: packets to many viewers arrive together every 20 ms,
         // so one wake-up serves a batch of sockets instead of one each.
@@ -551,35 +660,82 @@ fn drive_thread(
         poll.poll(&mut events, Some(wake.saturating_duration_since(now)))?;
         busy_from = Instant::now();
         out.result.loop_wakeups += 1;
+        let mut shared_ready = false;
         for ev in events.iter() {
+            if ev.token() == SHARED {
+                shared_ready = true;
+                continue;
+            }
             let v = &mut viewers[ev.token().0];
             if v.failed {
                 continue;
             }
-            out.result.datagrams += v.receive(&mut buf);
-            if v.pump(&mut out.result.latency) {
+            let (got, first) = v.receive(&mut batch, &mut out.result.latency);
+            out.result.datagrams += got;
+            nexts[ev.token().0] = if v.failed { never } else { v.next };
+            if first {
                 counters.receiving.fetch_add(1, Ordering::Relaxed);
                 if hold_taken {
                     v.hold_base = Some((v.track.packets, Instant::now()));
                 }
             }
         }
+        // The shared socket: read it empty (its poll is edge-triggered), each datagram to the
+        // viewer its destination address names.
+        while shared_ready {
+            let Some(s) = &shared_socket else { break };
+            let n = match shared_batch.recv(s.as_raw_fd()) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            };
+            out.result.datagrams += n as u64;
+            for i in 0..n {
+                let Some(&k) = shared_batch.dest(i).and_then(|ip| by_ip.get(&ip)) else {
+                    continue;
+                };
+                let v = &mut viewers[k];
+                if v.failed {
+                    continue;
+                }
+                let (data, source) = shared_batch.get(i);
+                let first = v.input(data, source, &mut out.result.latency);
+                nexts[k] = if v.failed { never } else { v.next };
+                if first {
+                    counters.receiving.fetch_add(1, Ordering::Relaxed);
+                    if hold_taken {
+                        v.hold_base = Some((v.track.packets, Instant::now()));
+                    }
+                }
+            }
+            shared_ready = n == shared_batch.capacity();
+        }
         let now = Instant::now();
-        for v in viewers.iter_mut() {
-            if v.failed || v.next > now {
+        for (k, next) in nexts.iter_mut().enumerate() {
+            if *next > now {
+                continue;
+            }
+            let v = &mut viewers[k];
+            if v.failed {
+                *next = never;
                 continue;
             }
             if v.first_packet.is_none() && now.saturating_duration_since(v.started) > SETUP_TIMEOUT
             {
                 v.failed = true;
-                let _ = poll.registry().deregister(&mut v.socket);
+                *next = never;
+                if let Link::Own(s) = &mut v.link {
+                    let _ = poll.registry().deregister(s);
+                }
                 continue;
             }
             out.result.timer_wakeups += 1;
             if v.rtc.handle_input(Input::Timeout(now)).is_err() {
                 v.failed = true;
             }
-            if v.pump(&mut out.result.latency) {
+            let first = v.pump(&mut out.result.latency);
+            *next = if v.failed { never } else { v.next };
+            if first {
                 counters.receiving.fetch_add(1, Ordering::Relaxed);
                 if hold_taken {
                     v.hold_base = Some((v.track.packets, now));

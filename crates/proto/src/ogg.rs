@@ -109,6 +109,19 @@ pub enum PageParse<'a> {
 
 /// Parses the page at the start of `buf`, verifying its CRC.
 pub fn parse_page(buf: &[u8]) -> PageParse<'_> {
+    parse(buf, true)
+}
+
+/// Parses the page at the start of `buf` without computing its CRC: for bytes that are known
+/// to be whole pages that passed [`parse_page`] already (a mount queue holds only pages the
+/// ingest framer accepted, CRC checked), read again by every WebRTC viewer, where the CRC was
+/// a visible share of the per-viewer CPU. Capture pattern, version and lengths are still
+/// checked.
+pub fn parse_trusted_page(buf: &[u8]) -> PageParse<'_> {
+    parse(buf, false)
+}
+
+fn parse(buf: &[u8], verify_crc: bool) -> PageParse<'_> {
     let capture = b"OggS";
     let n = buf.len().min(4);
     if buf[..n] != capture[..n] {
@@ -131,11 +144,13 @@ pub fn parse_page(buf: &[u8]) -> PageParse<'_> {
         return PageParse::Incomplete;
     }
     let bytes = &buf[..total];
-    let stored = u32::from_le_bytes([buf[22], buf[23], buf[24], buf[25]]);
     // The CRC covers the page with its own CRC field taken as zero.
-    let crc = crc_update(crc_update(crc32(&bytes[..22]), &[0; 4]), &bytes[26..]);
-    if crc != stored {
-        return PageParse::Invalid;
+    if verify_crc {
+        let stored = u32::from_le_bytes([buf[22], buf[23], buf[24], buf[25]]);
+        let crc = crc_update(crc_update(crc32(&bytes[..22]), &[0; 4]), &bytes[26..]);
+        if crc != stored {
+            return PageParse::Invalid;
+        }
     }
     PageParse::Page(Page {
         bytes,
@@ -319,6 +334,30 @@ impl Codec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trusted_parse_reads_the_same_page_but_skips_the_crc() {
+        let page = build_page(0, 960, 7, 3, b"opus packet").unwrap();
+        assert_eq!(parse_trusted_page(&page), parse_page(&page));
+        let mut bad = page.clone();
+        bad[22] ^= 0xff;
+        assert_eq!(parse_page(&bad), PageParse::Invalid);
+        match parse_trusted_page(&bad) {
+            PageParse::Page(p) => {
+                assert_eq!((p.granule, p.serial, p.sequence), (960, 7, 3));
+                assert_eq!(p.body, b"opus packet");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Structure is still checked.
+        assert_eq!(
+            parse_trusted_page(&page[..page.len() - 1]),
+            PageParse::Incomplete
+        );
+        let mut v1 = page.clone();
+        v1[4] = 1;
+        assert_eq!(parse_trusted_page(&v1), PageParse::Invalid);
+    }
 
     #[test]
     fn crc_matches_known_vector() {

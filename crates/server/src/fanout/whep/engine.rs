@@ -7,7 +7,9 @@
 //! [`Timers`] heap, not a scan of every `Rtc`), the sessions that just got a datagram (driven
 //! once after the socket is drained, however many datagrams came), and every
 //! [`MEDIA_TICK`] the paced Opus packets of the connected sessions (each session is driven right
-//! after its packets are written, so its SRTP datagrams go out in that same pass). Incoming
+//! after its packets are written, so its SRTP datagrams go out in that same pass, gathered and
+//! sent with `sendmmsg` by [`super::batch::SendBatch`], and runs one str0m timeout round per
+//! packet written, not two: [`super::shared::timeout_rounds`]). Incoming
 //! datagrams go to the session that owns their source address, or, for a new address, the one
 //! whose local ICE ufrag the STUN `USERNAME` names ([`stun_local_ufrag`]); a session ends with
 //! its access-log line and its close hook (URL auth `listener_remove`), as a listener's does.
@@ -17,6 +19,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -33,9 +36,11 @@ use str0m::{Candidate, Event, IceConnectionState, Input, Output, Rtc};
 use throng_proto::ogg;
 use throng_proto::opus_rtp::{OpusDepacketizer, OpusPacket};
 
+use super::batch::SendBatch;
 use super::shared::{
-    session_id, set_degraded, Created, EngineShared, NewViewer, Pacer, ViewerHealth, WhepError,
-    CONNECT_TIMEOUT, ENDED_GRACE, HEALTH_INTERVAL, MEDIA_TICK,
+    session_id, set_degraded, timeout_rounds, Created, EngineShared, NewViewer, Pacer,
+    ViewerHealth, WhepError, CONNECT_TIMEOUT, DEFERRED_TIMEOUT, ENDED_GRACE, HEALTH_INTERVAL,
+    MEDIA_TICK,
 };
 use super::timers::Timers;
 use crate::fanout::shard::{ListenerInfo, ListenerRow};
@@ -132,6 +137,7 @@ impl EngineHandle {
             by_ufrag: HashMap::new(),
             timers: Timers::default(),
             touched: Vec::new(),
+            out: SendBatch::default(),
             load: load.clone(),
             gauged: HashMap::new(),
             stats: Stats::default(),
@@ -278,6 +284,9 @@ struct Engine {
     timers: Timers,
     /// Sessions that got input this turn, to drive once.
     touched: Vec<usize>,
+    /// Datagrams polled from the sessions and not sent yet (flushed when full and at the
+    /// end of every loop turn).
+    out: SendBatch,
     load: Arc<AtomicUsize>,
     /// Degraded viewers per mount as last counted here.
     gauged: HashMap<String, i64>,
@@ -291,6 +300,9 @@ struct Stats {
     datagrams_in: u64,
     datagrams_out: u64,
     send_errors: u64,
+    sendmmsg_calls: u64,
+    /// `handle_timeout` rounds left for a later drive (the pacer's, after a media write).
+    timeouts_deferred: u64,
     drives: u64,
     packets: u64,
     media_passes: u64,
@@ -363,6 +375,7 @@ impl Engine {
             while let Some(key) = self.timers.pop_due(now) {
                 self.drive_and_schedule(key);
             }
+            self.flush();
             if readable {
                 continue;
             }
@@ -590,8 +603,17 @@ impl Engine {
         }
     }
 
-    /// Polls one session's output until its next timeout; `None` when it is dead.
-    fn drive(&mut self, key: usize) -> Option<Instant> {
+    /// Sends the datagrams gathered in `out`.
+    fn flush(&mut self) {
+        let done = self.out.flush(self.socket.as_raw_fd());
+        self.stats.send_errors += done.dropped;
+        self.stats.sendmmsg_calls += done.calls;
+    }
+
+    /// Polls one session's output until its next timeout; `None` when it is dead. `written`:
+    /// the Opus packets just written to it by a media pass (0 for any other drive), which
+    /// bounds the `handle_timeout` rounds of this drive ([`timeout_rounds`]).
+    fn drive(&mut self, key: usize, written: usize) -> Option<Instant> {
         self.stats.drives += 1;
         let s = self.slots.get_mut(key)?.as_mut()?;
         if !s.rtc.is_alive() {
@@ -601,10 +623,16 @@ impl Engine {
         if !s.connected && now.saturating_duration_since(s.info.started) > CONNECT_TIMEOUT {
             return None;
         }
+        let mut rounds = timeout_rounds(s.connected, written);
         loop {
             match s.rtc.poll_output() {
                 Ok(Output::Timeout(t)) => {
                     if t <= now {
+                        if rounds == 0 {
+                            self.stats.timeouts_deferred += 1;
+                            return Some(now + DEFERRED_TIMEOUT);
+                        }
+                        rounds -= 1;
                         now = Instant::now();
                         if s.rtc.handle_input(Input::Timeout(now)).is_err() {
                             return None;
@@ -615,9 +643,10 @@ impl Engine {
                 }
                 Ok(Output::Transmit(t)) => {
                     self.stats.datagrams_out += 1;
-                    if let Err(e) = self.socket.send_to(&t.contents, t.destination) {
-                        self.stats.send_errors += 1;
-                        tracing::trace!(id = %s.id, "WebRTC send: {e}");
+                    if self.out.push(&t.contents, t.destination) {
+                        let done = self.out.flush(self.socket.as_raw_fd());
+                        self.stats.send_errors += done.dropped;
+                        self.stats.sendmmsg_calls += done.calls;
                     }
                 }
                 Ok(Output::Event(e)) => match e {
@@ -723,7 +752,12 @@ impl Engine {
 
     /// Drives session `key` and records its next timeout, or closes it when it is dead.
     fn drive_and_schedule(&mut self, key: usize) {
-        match self.drive(key) {
+        self.drive_written(key, 0);
+    }
+
+    /// [`Self::drive_and_schedule`] after a media pass wrote `written` packets to `key`.
+    fn drive_written(&mut self, key: usize, written: usize) {
+        match self.drive(key, written) {
             Some(t) => self.timers.schedule(key, t),
             None => self.close(key, Close::PeerGone),
         }
@@ -768,7 +802,7 @@ impl Engine {
             }
             // Paced: each packet goes when its media time is due (an Ogg page brings up to
             // a second of packets at once).
-            let mut wrote = false;
+            let mut wrote = 0;
             while let Some((ext, _)) = s.outbox.front() {
                 if s.pacer.due(*ext, now) > now {
                     break;
@@ -781,18 +815,18 @@ impl Engine {
                 };
                 s.sent += data.len() as u64;
                 self.stats.packets += 1;
-                wrote = true;
+                wrote += 1;
                 let time = MediaTime::new(ext, Frequency::FORTY_EIGHT_KHZ);
                 if let Err(e) = writer.write(pt, now, time, data) {
                     tracing::debug!(id = %s.id, "WebRTC write: {e}");
                 }
             }
-            if wrote {
-                written.push(key);
+            if wrote > 0 {
+                written.push((key, wrote));
             }
         }
-        for key in written {
-            self.drive_and_schedule(key);
+        for (key, n) in written {
+            self.drive_written(key, n);
         }
         for key in ended {
             self.close(key, Close::MountEnded);
@@ -883,10 +917,11 @@ fn audio_mid(sdp: &str) -> Option<Mid> {
     None
 }
 
-/// Pushes every Ogg page in `data` (whole pages, back to back) to `depack`.
+/// Pushes every Ogg page in `data` (whole pages, back to back, from a mount queue: each
+/// passed its CRC check at ingest, so it is not checked again per viewer) to `depack`.
 fn push_pages(depack: &mut OpusDepacketizer, mut data: &[u8], out: &mut Vec<OpusPacket>) {
     while !data.is_empty() {
-        match ogg::parse_page(data) {
+        match ogg::parse_trusted_page(data) {
             ogg::PageParse::Page(page) => {
                 let len = page.bytes.len();
                 depack.push_page(&page, out);

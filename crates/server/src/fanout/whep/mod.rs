@@ -15,6 +15,7 @@
 //! cores, and the engines scale with the shard count like the shards do. The engine loop
 //! itself (`engine.rs`) wakes only the sessions that are due ([`timers::Timers`]).
 
+pub mod batch;
 pub mod engine;
 pub mod shared;
 pub mod timers;

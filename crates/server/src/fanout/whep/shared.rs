@@ -81,6 +81,28 @@ impl ViewerHealth {
     }
 }
 
+/// How long a connected session's `handle_timeout` may wait when a media drive left it due
+/// ([`timeout_rounds`]): two 20 ms Opus packets, so the next media write drives the
+/// session (and runs that round) before this deadline does; nothing else str0m schedules for
+/// an audio sender (RTCP reports, ICE keep-alives, stats) minds 40 ms.
+pub const DEFERRED_TIMEOUT: Duration = Duration::from_millis(40);
+
+/// How many `handle_timeout` rounds one drive of a session may run before it stops and leaves
+/// the next for [`DEFERRED_TIMEOUT`] later: unbounded (`usize::MAX`) while the session is still
+/// connecting or when no media was just written to it; after a media pass wrote `written`
+/// packets to a connected session, `written`. Why: str0m's pacer asks for a timeout round
+/// before every packet it sends and again right after it (its queue snapshot is refreshed only
+/// there), so a drive that follows its timeouts to the end runs two full rounds (ICE, DTLS,
+/// SCTP, RTCP, stats) per 20 ms packet; the round after the last packet only re-reads an empty
+/// queue, and the next write's drive runs it anyway.
+pub fn timeout_rounds(connected: bool, written: usize) -> usize {
+    if !connected || written == 0 {
+        usize::MAX
+    } else {
+        written
+    }
+}
+
 /// A packet later than this behind its schedule re-anchors the pacing at now.
 pub const MAX_LATE: Duration = Duration::from_millis(200);
 
@@ -278,6 +300,16 @@ mod tests {
         h.update(Some(200), Some(0.005), None, t0 + Duration::from_secs(11));
         assert!(!h.is_degraded(t0 + Duration::from_secs(11)), "0.5 % loss");
         assert_eq!(h.rtt, Some(Duration::from_millis(2)));
+    }
+
+    #[test]
+    fn only_a_media_drive_of_a_connected_session_has_its_timeout_rounds_bounded() {
+        assert_eq!(timeout_rounds(false, 0), usize::MAX, "connecting");
+        assert_eq!(timeout_rounds(false, 3), usize::MAX, "connecting");
+        assert_eq!(timeout_rounds(true, 0), usize::MAX, "input or timer");
+        assert_eq!(timeout_rounds(true, 1), 1);
+        assert_eq!(timeout_rounds(true, 5), 5, "a burst: one round per packet");
+        assert!(DEFERRED_TIMEOUT >= 2 * Duration::from_millis(20));
     }
 
     #[test]

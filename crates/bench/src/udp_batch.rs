@@ -1,0 +1,302 @@
+//! Reading a UDP socket's waiting datagrams with one `recvmmsg(2)` call instead of a
+//! `recvfrom(2)` each plus the one that finds the queue empty: a WHEP viewer's socket gets a
+//! datagram every 20 ms and, on an edge-triggered poll, had to be read until `EAGAIN`, two
+//! system calls per datagram. `recvmmsg` with `MSG_DONTWAIT` returns what is queued (up to the
+//! batch), so a short batch means the queue is empty: one call per wake-up.
+//!
+//! On loopback the WHEP bench goes further: one socket per driving thread, bound to a port
+//! on every address ([`bind_shared`]), carries the datagrams of all its viewers, each viewer
+//! its own loopback address (`IP_PKTINFO`, `ip(7)`: the destination address of each datagram
+//! read names the viewer, and [`send_from`] sends from the viewer's address), so one
+//! `recvmmsg` takes the datagrams of many viewers at once.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::os::fd::RawFd;
+
+/// Largest datagram kept (longer ones are truncated, as by a `recvfrom` into this buffer).
+pub const DATAGRAM_MAX: usize = 2048;
+
+/// Buffers for up to `capacity` datagrams read by one call.
+#[derive(Debug)]
+pub struct RecvBatch {
+    bufs: Vec<u8>,
+    /// Per datagram of the last read: its length, source and (with `IP_PKTINFO` on) the
+    /// local address it was sent to.
+    got: Vec<(usize, SocketAddr, Option<Ipv4Addr>)>,
+    capacity: usize,
+}
+
+impl RecvBatch {
+    /// Buffers for `capacity` datagrams (at least 1) of [`DATAGRAM_MAX`] bytes.
+    pub fn new(capacity: usize) -> RecvBatch {
+        let capacity = capacity.max(1);
+        RecvBatch {
+            bufs: vec![0; capacity * DATAGRAM_MAX],
+            got: Vec::with_capacity(capacity),
+            capacity,
+        }
+    }
+
+    /// How many datagrams one read takes at most.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Reads the datagrams waiting on the UDP socket `fd` (up to [`Self::capacity`], without
+    /// blocking); returns how many. Fewer than the capacity: the queue was empty after them.
+    ///
+    /// Errors: the socket's (`WouldBlock` when nothing was waiting).
+    pub fn recv(&mut self, fd: RawFd) -> std::io::Result<usize> {
+        self.got.clear();
+        // SAFETY: zeroed sockaddr_storage values are valid (family AF_UNSPEC).
+        let mut addrs: Vec<libc::sockaddr_storage> =
+            vec![unsafe { std::mem::zeroed() }; self.capacity];
+        let mut iovs: Vec<libc::iovec> = self
+            .bufs
+            .chunks_mut(DATAGRAM_MAX)
+            .map(|b| libc::iovec {
+                iov_base: b.as_mut_ptr() as *mut libc::c_void,
+                iov_len: b.len(),
+            })
+            .collect();
+        let mut control: Vec<[u64; CONTROL_WORDS]> = vec![[0; CONTROL_WORDS]; self.capacity];
+        let mut msgs: Vec<libc::mmsghdr> = iovs
+            .iter_mut()
+            .zip(addrs.iter_mut())
+            .zip(control.iter_mut())
+            .map(|((iov, addr), control)| {
+                // SAFETY: an all-zero msghdr is valid (no control data, no flags).
+                let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
+                hdr.msg_name = (addr as *mut libc::sockaddr_storage).cast();
+                hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+                hdr.msg_iov = iov;
+                hdr.msg_iovlen = 1;
+                hdr.msg_control = control.as_mut_ptr().cast();
+                hdr.msg_controllen = std::mem::size_of::<[u64; CONTROL_WORDS]>();
+                libc::mmsghdr {
+                    msg_hdr: hdr,
+                    msg_len: 0,
+                }
+            })
+            .collect();
+        // SAFETY: each header points at an address slot and a buffer of `self.bufs` alive for
+        // this call, and `msgs.len()` headers are given.
+        let n = unsafe {
+            libc::recvmmsg(
+                fd,
+                msgs.as_mut_ptr(),
+                msgs.len() as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        for m in &msgs[..n as usize] {
+            let len = (m.msg_len as usize).min(DATAGRAM_MAX);
+            // SAFETY: the kernel wrote `msg_namelen` bytes of a socket address into the slot.
+            let addr = unsafe {
+                let storage = *(m.msg_hdr.msg_name as *const libc::sockaddr_storage);
+                socket2::SockAddr::new(storage, m.msg_hdr.msg_namelen)
+            };
+            let source = addr
+                .as_socket()
+                .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+            // SAFETY: the header's control buffer holds `msg_controllen` bytes the kernel wrote.
+            let dest = unsafe { pktinfo_dest(&m.msg_hdr) };
+            self.got.push((len, source, dest));
+        }
+        Ok(self.got.len())
+    }
+
+    /// Datagram `i` of the last read: its bytes and source. Panics past the count read.
+    pub fn get(&self, i: usize) -> (&[u8], SocketAddr) {
+        let (len, source, _) = self.got[i];
+        let start = i * DATAGRAM_MAX;
+        (&self.bufs[start..start + len], source)
+    }
+
+    /// The local address datagram `i` of the last read was sent to, on a socket with
+    /// `IP_PKTINFO` on ([`bind_shared`]); `None` otherwise. Panics past the count read.
+    pub fn dest(&self, i: usize) -> Option<Ipv4Addr> {
+        self.got[i].2
+    }
+}
+
+/// Control buffer per datagram, in 8-byte words (room for an `IP_PKTINFO` message).
+const CONTROL_WORDS: usize = 8;
+
+/// The destination address in an `IP_PKTINFO` control message of `hdr`, if any.
+///
+/// Safety: `hdr`'s control pointer and length describe a buffer the kernel filled.
+unsafe fn pktinfo_dest(hdr: &libc::msghdr) -> Option<Ipv4Addr> {
+    if hdr.msg_control.is_null() || hdr.msg_controllen == 0 {
+        return None;
+    }
+    // SAFETY: the caller's promise: walking the control messages stays inside the buffer.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(hdr);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_PKTINFO {
+                let info = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::in_pktinfo);
+                return Some(Ipv4Addr::from(u32::from_be(info.ipi_addr.s_addr)));
+            }
+            c = libc::CMSG_NXTHDR(hdr, c);
+        }
+    }
+    None
+}
+
+/// A non-blocking IPv4 UDP socket bound to an ephemeral port on every local address, with
+/// `IP_PKTINFO` on and a `buffer`-byte receive buffer (capped by the kernel's `rmem_max`):
+/// the shared socket of a thread's loopback viewers.
+///
+/// Errors: the socket cannot be made or bound.
+pub fn bind_shared(buffer: usize) -> std::io::Result<std::net::UdpSocket> {
+    let sock = socket2::Socket::new(
+        socket2::Domain::IPV4,
+        socket2::Type::DGRAM,
+        Some(socket2::Protocol::UDP),
+    )?;
+    let _ = sock.set_recv_buffer_size(buffer);
+    let _ = sock.set_send_buffer_size(buffer);
+    let one: libc::c_int = 1;
+    // SAFETY: a valid socket and an int option value of the right size.
+    let r = unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&sock),
+            libc::IPPROTO_IP,
+            libc::IP_PKTINFO,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    sock.bind(&SocketAddr::from(([0, 0, 0, 0], 0)).into())?;
+    sock.set_nonblocking(true)?;
+    Ok(sock.into())
+}
+
+/// Sends `data` to `to` from local address `from` on socket `fd` (bound to every address,
+/// [`bind_shared`]), without blocking: the source address rides in an `IP_PKTINFO` control
+/// message (`ipi_spec_dst`, `ip(7)`).
+///
+/// Errors: the kernel's (`WouldBlock` when the send buffer is full).
+pub fn send_from(fd: RawFd, data: &[u8], from: Ipv4Addr, to: SocketAddrV4) -> std::io::Result<()> {
+    let dest = socket2::SockAddr::from(to);
+    let mut iov = libc::iovec {
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    let mut control = [0u64; CONTROL_WORDS];
+    // SAFETY: an all-zero msghdr is valid; it points at `dest`, `iov` and `control`, which
+    // outlive the call; the control message is written inside `control` (CMSG_SPACE of an
+    // in_pktinfo is 32 bytes, the buffer 64).
+    let r = unsafe {
+        let mut hdr: libc::msghdr = std::mem::zeroed();
+        hdr.msg_name = dest.as_ptr() as *mut libc::c_void;
+        hdr.msg_namelen = dest.len();
+        hdr.msg_iov = &mut iov;
+        hdr.msg_iovlen = 1;
+        hdr.msg_control = control.as_mut_ptr().cast();
+        hdr.msg_controllen =
+            libc::CMSG_SPACE(std::mem::size_of::<libc::in_pktinfo>() as u32) as usize;
+        let c = libc::CMSG_FIRSTHDR(&hdr);
+        (*c).cmsg_level = libc::IPPROTO_IP;
+        (*c).cmsg_type = libc::IP_PKTINFO;
+        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::in_pktinfo>() as u32) as usize;
+        let info = libc::in_pktinfo {
+            ipi_ifindex: 0,
+            ipi_spec_dst: libc::in_addr {
+                s_addr: u32::from(from).to_be(),
+            },
+            ipi_addr: libc::in_addr { s_addr: 0 },
+        };
+        std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut libc::in_pktinfo, info);
+        libc::sendmsg(fd, &hdr, libc::MSG_DONTWAIT)
+    };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::UdpSocket;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn one_read_takes_what_is_queued_in_order_with_sources() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut batch = RecvBatch::new(4);
+        assert_eq!(
+            batch.recv(rx.as_raw_fd()).unwrap_err().kind(),
+            std::io::ErrorKind::WouldBlock,
+            "nothing queued"
+        );
+        let to = rx.local_addr().unwrap();
+        a.send_to(b"first", to).unwrap();
+        b.send_to(b"second", to).unwrap();
+        a.send_to(b"third", to).unwrap();
+        // Loopback delivery is synchronous, but give a slow box a moment.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(
+            batch.recv(rx.as_raw_fd()).unwrap(),
+            3,
+            "short batch: drained"
+        );
+        assert_eq!(batch.get(0), (&b"first"[..], a.local_addr().unwrap()));
+        assert_eq!(batch.get(1), (&b"second"[..], b.local_addr().unwrap()));
+        assert_eq!(batch.get(2), (&b"third"[..], a.local_addr().unwrap()));
+        // More than a batch: the first read is full, the next takes the rest.
+        for i in 0..6u8 {
+            a.send_to(&[i], to).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(batch.recv(rx.as_raw_fd()).unwrap(), 4);
+        assert_eq!(batch.get(3).0, &[3u8][..]);
+        assert_eq!(batch.recv(rx.as_raw_fd()).unwrap(), 2);
+        assert_eq!(batch.get(1).0, &[5u8][..]);
+        assert_eq!(batch.dest(0), None, "no IP_PKTINFO asked for");
+    }
+
+    #[test]
+    fn a_shared_socket_tells_and_sends_from_each_local_address() {
+        let shared = bind_shared(1 << 20).unwrap();
+        let port = shared.local_addr().unwrap().port();
+        let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+        peer.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let viewers = [Ipv4Addr::new(127, 100, 0, 7), Ipv4Addr::new(127, 100, 1, 9)];
+        // To each viewer address: the read names it.
+        for (i, ip) in viewers.iter().enumerate() {
+            peer.send_to(&[i as u8], (*ip, port)).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let mut batch = RecvBatch::new(8);
+        assert_eq!(batch.recv(shared.as_raw_fd()).unwrap(), 2);
+        for (i, ip) in viewers.iter().enumerate() {
+            assert_eq!(batch.get(i).0, &[i as u8][..]);
+            assert_eq!(batch.dest(i), Some(*ip));
+        }
+        // From each viewer address: the peer sees it as the source.
+        let to = match peer.local_addr().unwrap() {
+            SocketAddr::V4(a) => a,
+            SocketAddr::V6(_) => unreachable!(),
+        };
+        let mut buf = [0u8; 16];
+        for ip in viewers {
+            send_from(shared.as_raw_fd(), b"hi", ip, to).unwrap();
+            let (n, from) = peer.recv_from(&mut buf).unwrap();
+            assert_eq!(&buf[..n], b"hi");
+            assert_eq!(from, SocketAddr::from((ip, port)));
+        }
+    }
+}
