@@ -67,7 +67,9 @@ pub const SETUP_TIMEOUT: Duration = Duration::from_secs(15);
 pub struct WhepArgs {
     /// The URLs are WHEP endpoints (`http://host:port/whep/<mount>`): load them with WebRTC
     /// viewers (str0m clients) instead of HTTP listeners. Viewers are spread over `--workers`
-    /// processes (default: one per CPU) and over the `--bind-range` source addresses.
+    /// processes (default: one per CPU); against a loopback server each viewer has its own
+    /// 127.100.x.y address on its thread's one shared socket, else its own socket over the
+    /// `--bind-range` source addresses.
     #[arg(long)]
     pub whep: bool,
     /// With `--whep`: threads per worker process driving its viewers (each with its own
@@ -287,8 +289,8 @@ enum Link {
     Shared(RawFd),
 }
 
-/// The loopback address of viewer `id` when its thread shares one socket: 127.100.0.1 on
-/// (one address each, so the server tells the viewers apart as it tells hosts apart).
+/// The loopback address of viewer `id` when its thread shares one socket: 127.100.0.1 on,
+/// one address each (so the server tells the viewers apart as it tells hosts apart).
 pub fn shared_viewer_ip(id: u32) -> Ipv4Addr {
     Ipv4Addr::from(u32::from(Ipv4Addr::new(127, 100, 0, 1)) + (id & 0x00ff_ffff))
 }

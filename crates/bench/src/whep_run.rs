@@ -3,7 +3,8 @@
 //! otherwise, `--workers 0` for one in-process engine), each reading its [`WhepSpec`] as a JSON
 //! line on stdin and writing one [`WhepTick`] JSON line per second and a last one with its
 //! [`crate::whep::WhepResult`]; all start their second 0 at a common wall-clock time, as the ICY
-//! engine's workers do, and bind their viewers' sockets over `--bind-range`. With
+//! engine's workers do, and give their viewers their own loopback addresses on a shared
+//! socket per thread (a loopback server) or their own sockets over `--bind-range`. With
 //! `--latency-source` the run first pushes a stamped Ogg/Opus source ([`crate::latency_probe`])
 //! and, over the hold, a few ICY listeners of that mount measure the same mouth-to-ear latency.
 //! The merged [`WhepReport`] goes to `report-whep.json` and a text summary to stdout; the
