@@ -8,10 +8,13 @@
 //! on every address ([`bind_shared`]), carries the datagrams of all its viewers, each viewer
 //! its own loopback address (`IP_PKTINFO`, `ip(7)`: the destination address of each datagram
 //! read names the viewer, and [`send_from`] sends from the viewer's address), so one
-//! `recvmmsg` takes the datagrams of many viewers at once.
+//! `recvmmsg` takes the datagrams of many viewers at once. Its datagrams carry their kernel
+//! arrival time (`SO_TIMESTAMPNS`, `socket(7)`), so a viewer's gaps are judged by when the
+//! datagrams reached the host, not by when a busy bench thread got round to reading them.
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::RawFd;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Largest datagram kept (longer ones are truncated, as by a `recvfrom` into this buffer).
 pub const DATAGRAM_MAX: usize = 2048;
@@ -20,9 +23,9 @@ pub const DATAGRAM_MAX: usize = 2048;
 #[derive(Debug)]
 pub struct RecvBatch {
     bufs: Vec<u8>,
-    /// Per datagram of the last read: its length, source and (with `IP_PKTINFO` on) the
-    /// local address it was sent to.
-    got: Vec<(usize, SocketAddr, Option<Ipv4Addr>)>,
+    /// Per datagram of the last read: its length, source, (with `IP_PKTINFO` on) the local
+    /// address it was sent to and (with `SO_TIMESTAMPNS` on) its kernel arrival time.
+    got: Vec<(usize, SocketAddr, Option<Ipv4Addr>, Option<SystemTime>)>,
     capacity: usize,
 }
 
@@ -104,15 +107,15 @@ impl RecvBatch {
                 .as_socket()
                 .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
             // SAFETY: the header's control buffer holds `msg_controllen` bytes the kernel wrote.
-            let dest = unsafe { pktinfo_dest(&m.msg_hdr) };
-            self.got.push((len, source, dest));
+            let (dest, arrival) = unsafe { control_fields(&m.msg_hdr) };
+            self.got.push((len, source, dest, arrival));
         }
         Ok(self.got.len())
     }
 
     /// Datagram `i` of the last read: its bytes and source. Panics past the count read.
     pub fn get(&self, i: usize) -> (&[u8], SocketAddr) {
-        let (len, source, _) = self.got[i];
+        let (len, source, _, _) = self.got[i];
         let start = i * DATAGRAM_MAX;
         (&self.bufs[start..start + len], source)
     }
@@ -122,17 +125,27 @@ impl RecvBatch {
     pub fn dest(&self, i: usize) -> Option<Ipv4Addr> {
         self.got[i].2
     }
+
+    /// When datagram `i` of the last read reached this host (wall clock, from the kernel), on a
+    /// socket with `SO_TIMESTAMPNS` on ([`bind_shared`]); `None` otherwise. Panics past the
+    /// count read.
+    pub fn arrival(&self, i: usize) -> Option<SystemTime> {
+        self.got[i].3
+    }
 }
 
-/// Control buffer per datagram, in 8-byte words (room for an `IP_PKTINFO` message).
-const CONTROL_WORDS: usize = 8;
+/// Control buffer per datagram, in 8-byte words (room for an `IP_PKTINFO` and an
+/// `SCM_TIMESTAMPNS` message, 32 bytes each on 64-bit Linux, with room to spare).
+const CONTROL_WORDS: usize = 12;
 
-/// The destination address in an `IP_PKTINFO` control message of `hdr`, if any.
+/// The destination address of an `IP_PKTINFO` and the arrival time of an `SCM_TIMESTAMPNS`
+/// control message of `hdr`, each if present.
 ///
 /// Safety: `hdr`'s control pointer and length describe a buffer the kernel filled.
-unsafe fn pktinfo_dest(hdr: &libc::msghdr) -> Option<Ipv4Addr> {
+unsafe fn control_fields(hdr: &libc::msghdr) -> (Option<Ipv4Addr>, Option<SystemTime>) {
+    let (mut dest, mut arrival) = (None, None);
     if hdr.msg_control.is_null() || hdr.msg_controllen == 0 {
-        return None;
+        return (dest, arrival);
     }
     // SAFETY: the caller's promise: walking the control messages stays inside the buffer.
     unsafe {
@@ -140,16 +153,22 @@ unsafe fn pktinfo_dest(hdr: &libc::msghdr) -> Option<Ipv4Addr> {
         while !c.is_null() {
             if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_PKTINFO {
                 let info = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::in_pktinfo);
-                return Some(Ipv4Addr::from(u32::from_be(info.ipi_addr.s_addr)));
+                dest = Some(Ipv4Addr::from(u32::from_be(info.ipi_addr.s_addr)));
+            } else if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS
+            {
+                let t = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::timespec);
+                arrival = Some(
+                    UNIX_EPOCH + Duration::new(t.tv_sec.max(0) as u64, t.tv_nsec.max(0) as u32),
+                );
             }
             c = libc::CMSG_NXTHDR(hdr, c);
         }
     }
-    None
+    (dest, arrival)
 }
 
 /// A non-blocking IPv4 UDP socket bound to an ephemeral port on every local address, with
-/// `IP_PKTINFO` on and a `buffer`-byte receive buffer (capped by the kernel's `rmem_max`):
+/// `IP_PKTINFO` and `SO_TIMESTAMPNS` on and a `buffer`-byte receive buffer (capped by the kernel's `rmem_max`):
 /// the shared socket of a thread's loopback viewers.
 ///
 /// Errors: the socket cannot be made or bound.
@@ -168,6 +187,19 @@ pub fn bind_shared(buffer: usize) -> std::io::Result<std::net::UdpSocket> {
             std::os::fd::AsRawFd::as_raw_fd(&sock),
             libc::IPPROTO_IP,
             libc::IP_PKTINFO,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    let r = unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&sock),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
             (&one as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
@@ -276,15 +308,20 @@ mod tests {
             .unwrap();
         let viewers = [Ipv4Addr::new(127, 100, 0, 7), Ipv4Addr::new(127, 100, 1, 9)];
         // To each viewer address: the read names it.
+        let before = SystemTime::now();
         for (i, ip) in viewers.iter().enumerate() {
             peer.send_to(&[i as u8], (*ip, port)).unwrap();
         }
+        let sent = SystemTime::now();
         std::thread::sleep(std::time::Duration::from_millis(50));
         let mut batch = RecvBatch::new(8);
         assert_eq!(batch.recv(shared.as_raw_fd()).unwrap(), 2);
         for (i, ip) in viewers.iter().enumerate() {
             assert_eq!(batch.get(i).0, &[i as u8][..]);
             assert_eq!(batch.dest(i), Some(*ip));
+            // Stamped when it arrived, not when it was read 50 ms later.
+            let at = batch.arrival(i).expect("kernel arrival time");
+            assert!(at >= before && at <= sent, "{at:?} outside the send");
         }
         // From each viewer address: the peer sees it as the source.
         let to = match peer.local_addr().unwrap() {

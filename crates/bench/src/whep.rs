@@ -20,7 +20,7 @@ use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
 use mio::net::UdpSocket;
@@ -280,6 +280,19 @@ struct Counters {
     failed: std::sync::atomic::AtomicU32,
 }
 
+/// The kernel arrival time `t` of a datagram as a monotonic instant and µs since the Unix
+/// epoch, given both clocks read once (`clocks`) after it was read: as long before the
+/// monotonic reading as `t` is before the wall-clock one (now when `t` is ahead of it).
+pub fn arrival_instant(t: SystemTime, clocks: (Instant, SystemTime)) -> (Instant, u64) {
+    let (mono, wall) = clocks;
+    let ago = wall.duration_since(t).unwrap_or(Duration::ZERO);
+    let at = mono.checked_sub(ago).unwrap_or(mono);
+    let unix = t
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64);
+    (at, unix)
+}
+
 /// How a viewer's datagrams travel.
 enum Link {
     /// Its own socket, registered on its thread's poll.
@@ -318,6 +331,9 @@ struct Viewer {
     /// first packet of a viewer that started receiving later).
     hold_base: Option<(u64, Instant)>,
     failed: bool,
+    /// When the datagram being handled reached the host (monotonic, and µs since the Unix
+    /// epoch), if the kernel said.
+    arrival: Option<(Instant, u64)>,
 }
 
 /// POSTs an SDP offer to `path` on `addr`; returns the SDP answer. Errors: the connection,
@@ -408,6 +424,7 @@ impl Viewer {
             track: PacketTrack::default(),
             hold_base: None,
             failed: false,
+            arrival: None,
         })
     }
 
@@ -429,9 +446,11 @@ impl Viewer {
                 Err(_) => return (got, first),
             };
             got += n as u64;
+            let clocks = (Instant::now(), SystemTime::now());
             for i in 0..n {
                 let (data, source) = batch.get(i);
-                first |= self.input(data, source, latency);
+                let at = batch.arrival(i).map(|t| arrival_instant(t, clocks));
+                first |= self.input(data, source, at, latency);
             }
             if n < batch.capacity() {
                 return (got, first);
@@ -439,9 +458,17 @@ impl Viewer {
         }
     }
 
-    /// Hands one datagram from `source` to the client and takes its output; returns whether
-    /// the viewer got its first packet.
-    fn input(&mut self, data: &[u8], source: SocketAddr, latency: &mut LatencyHist) -> bool {
+    /// Hands one datagram from `source`, which reached the host at `at` (kernel time: `None`
+    /// when not known, then now), to the client and takes its output; returns whether the
+    /// viewer got its first packet.
+    fn input(
+        &mut self,
+        data: &[u8],
+        source: SocketAddr,
+        at: Option<(Instant, u64)>,
+        latency: &mut LatencyHist,
+    ) -> bool {
+        self.arrival = at;
         let Ok(contents) = data.try_into() else {
             return false;
         };
@@ -496,7 +523,9 @@ impl Viewer {
     }
 
     fn packet(&mut self, ts: u64, payload: &[u8], latency: &mut LatencyHist) -> bool {
-        let now = Instant::now();
+        // When the datagram carrying it reached the host (its gap and latency are judged by
+        // that, not by when a busy thread read it).
+        let (now, now_unix_us) = self.arrival.unwrap_or_else(|| (Instant::now(), unix_us()));
         let first = self.first_packet.is_none();
         if first {
             self.first_packet = Some(now.saturating_duration_since(self.started));
@@ -505,7 +534,7 @@ impl Viewer {
         if let Some(stamp) = read_stamp(payload) {
             // Only audio sent after the viewer asked for it: older audio is buffering.
             if stamp >= self.started_unix {
-                latency.record(unix_us(), stamp);
+                latency.record(now_unix_us, stamp);
             }
         }
         first
@@ -692,6 +721,7 @@ fn drive_thread(
                 Err(_) => break,
             };
             out.result.datagrams += n as u64;
+            let clocks = (Instant::now(), SystemTime::now());
             for i in 0..n {
                 let Some(&k) = shared_batch.dest(i).and_then(|ip| by_ip.get(&ip)) else {
                     continue;
@@ -701,7 +731,8 @@ fn drive_thread(
                     continue;
                 }
                 let (data, source) = shared_batch.get(i);
-                let first = v.input(data, source, &mut out.result.latency);
+                let at = shared_batch.arrival(i).map(|t| arrival_instant(t, clocks));
+                let first = v.input(data, source, at, &mut out.result.latency);
                 nexts[k] = if v.failed { never } else { v.next };
                 if first {
                     counters.receiving.fetch_add(1, Ordering::Relaxed);
@@ -926,6 +957,19 @@ pub fn merge_result(a: &mut WhepResult, mut b: WhepResult) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kernel_arrival_time_maps_to_the_instant_as_long_ago() {
+        let mono = Instant::now();
+        let wall = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let t = wall - Duration::from_millis(30);
+        let (at, unix) = arrival_instant(t, (mono, wall));
+        assert_eq!(mono.duration_since(at), Duration::from_millis(30));
+        assert_eq!(unix, 1_699_999_999_970_000);
+        // A stamp ahead of the wall clock (a clock step) counts as now.
+        let (at, _) = arrival_instant(wall + Duration::from_secs(1), (mono, wall));
+        assert_eq!(at, mono);
+    }
 
     #[test]
     fn steady_packets_are_healthy() {
