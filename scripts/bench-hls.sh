@@ -16,7 +16,8 @@
 #
 #   scripts/bench-hls.sh [N] [BIG]      # defaults 2000 and 18000 (BIG = 0: no big run);
 #                                       # builds target/release/throng when missing
-#   SEG=6 scripts/bench-hls.sh 2000 0   # the same with 6 s segments (default SEG=4)
+#   SEG=4 scripts/bench-hls.sh 2000 0   # the same with 4 s segments (default SEG=6, the
+#                                       # server's default `segment-seconds`)
 #   BLOCKING=1 scripts/bench-hls.sh 2000 0
 #                                       # the server offers blocking playlist reload
 #                                       # (`[hls] blocking-reload = true`; off by default) and
@@ -38,7 +39,7 @@ bin="${BIN:-$PWD/target/release/throng}" # BIN: another build, e.g. a copy kept 
 port=18411
 out="${OUT:-$(mktemp -d)}"
 mkdir -p "$out"
-seg="${SEG:-4}"
+seg="${SEG:-6}"
 blocking=false
 [ "${BLOCKING:-0}" = 1 ] && blocking=true
 printf 'listen = ["127.0.0.1:%s"]\ndemo = true\n[hls]\nsegment-seconds = %s\nwindow = 6\nblocking-reload = %s\n' "$port" "$seg" "$blocking" >"$out/throng.toml"

@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 pub struct HlsConfig {
     /// Serve MP3 and AAC mounts as HLS too (default true).
     pub enabled: bool,
-    /// Segment target duration in seconds (default 4; 1..=30).
+    /// Segment target duration in seconds (default 6, as Apple's HLS Authoring Specification
+    /// 7.5 "Target durations SHOULD be 6 seconds"; 1..=30).
     pub segment_seconds: u64,
     /// Segments listed in a media playlist (default 6; 3..=100).
     pub window: usize,
@@ -26,7 +27,7 @@ impl Default for HlsConfig {
     fn default() -> Self {
         HlsConfig {
             enabled: true,
-            segment_seconds: 4,
+            segment_seconds: 6,
             window: 6,
             blocking_reload: false,
         }

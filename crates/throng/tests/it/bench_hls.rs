@@ -86,7 +86,7 @@ fn players_starve_when_the_stream_stops() {
     wait_segments(addr, "/live.mp3");
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let url = format!("http://{addr}/hls/live.mp3/index.m3u8");
-    let run = bench(&url, "10", "30s", dir.path());
+    let run = bench(&url, "10", "40s", dir.path());
     std::thread::sleep(Duration::from_secs(6));
     drop(source);
     let out = run.wait_with_output().unwrap();
