@@ -46,10 +46,13 @@ printf 'listen = ["127.0.0.1:%s"]\ndemo = true\n[hls]\nsegment-seconds = %s\nwin
 "$bin" serve --config "$out/throng.toml" >"$out/serve.log" 2>&1 &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true' EXIT
-for _ in $(seq 100); do
-  curl -sf "http://127.0.0.1:$port/hls/demo.mp3/index.m3u8" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+wait_playlist() { # port: until it answers the demo mount's playlist (at most 10 s)
+  for _ in $(seq 100); do
+    curl -sf "http://127.0.0.1:$1/hls/demo.mp3/index.m3u8" >/dev/null 2>&1 && return
+    sleep 0.1
+  done
+}
+wait_playlist "$port"
 sleep $(( 3 * seg )) # three segments in the window
 hls_base="http://127.0.0.1:$port"
 if [ "${PROXY:-0}" = 1 ]; then
@@ -89,10 +92,7 @@ NGINX
   nginx -c "$ndir/nginx.conf" -p "$ndir" 2>/dev/null &
   npid=$!
   trap 'kill "$pid" "$npid" 2>/dev/null || true' EXIT
-  for _ in $(seq 50); do
-    curl -sf "http://127.0.0.1:$proxy_port/hls/demo.mp3/index.m3u8" >/dev/null 2>&1 && break
-    sleep 0.1
-  done
+  wait_playlist "$proxy_port"
   hls_base="http://127.0.0.1:$proxy_port"
 fi
 

@@ -293,15 +293,7 @@ async fn serve_one(
                 };
                 let sent = window.playlist.len() as u64;
                 if ctx.hls.sessions.touch(t, &window, sent, Instant::now()) {
-                    return send_body(
-                        stream,
-                        head,
-                        PLAYLIST_TYPE,
-                        "max-age=1",
-                        &window.playlist,
-                        false,
-                    )
-                    .await;
+                    return send_playlist(stream, head, &window).await;
                 }
             }
             let known = token.is_some_and(|t| ctx.hls.sessions.contains(t));
@@ -357,17 +349,23 @@ async fn serve_one(
             ctx.hls
                 .sessions
                 .touch(token, &window, window.playlist.len() as u64, Instant::now());
-            send_body(
-                stream,
-                head,
-                PLAYLIST_TYPE,
-                "max-age=1",
-                &window.playlist,
-                false,
-            )
-            .await
+            send_playlist(stream, head, &window).await
         }
     }
+}
+
+/// Sends `window`'s media playlist (shared by every session, `Cache-Control: max-age=1`);
+/// false on a write error.
+async fn send_playlist(stream: &mut Conn, head: &RequestHead, window: &Window) -> bool {
+    send_body(
+        stream,
+        head,
+        PLAYLIST_TYPE,
+        "max-age=1",
+        &window.playlist,
+        false,
+    )
+    .await
 }
 
 /// The window to answer a media-playlist request with: the current one, or, for a blocking

@@ -31,6 +31,48 @@ fn listeners_on(srv: &TestServer, mount: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// A server playing the test tone on `/a.opus` (with `intro`, if any) and `/b.opus`, with
+/// 4 kB listener send buffers.
+fn two_tone_mounts(dir: &std::path::Path, intro: Option<&std::path::Path>) -> TestServer {
+    let (a, b) = (dir.join("a.opus"), dir.join("b.opus"));
+    std::fs::copy(asset("test-tone.opus"), &a).unwrap();
+    std::fs::copy(asset("test-tone.opus"), &b).unwrap();
+    let intro = intro.map_or(String::new(), |i| format!("intro = {i:?}\n"));
+    let srv = TestServer::start(&format!(
+        "[limits]\nlistener-sndbuf = 4096\n\
+         [[mount]]\nname = \"/a.opus\"\nfile = {a:?}\n{intro}\
+         [[mount]]\nname = \"/b.opus\"\nfile = {b:?}\n"
+    ));
+    srv.wait_mount("/a.opus");
+    srv.wait_mount("/b.opus");
+    srv
+}
+
+/// A listener of `/a.opus` with a 4 kB receive buffer that has not read anything yet.
+fn small_buffer_listener(srv: &TestServer) -> std::net::TcpStream {
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    sock.connect(&srv.addr.into()).unwrap();
+    let mut s: std::net::TcpStream = sock.into();
+    std::io::Write::write_all(&mut s, b"GET /a.opus HTTP/1.0\r\n\r\n").unwrap();
+    s
+}
+
+/// The admin `Authorization` header line.
+fn admin_auth() -> String {
+    format!(
+        "Authorization: {}",
+        throng_proto::auth::basic_authorization("admin", ADMIN_PW)
+    )
+}
+
+/// Whether a fan-out shard lists a listener of `/a.opus` (`listclients`): it may be counted on
+/// the mount a moment before, and a move requested in between finds nobody to move.
+fn listed_on_a(srv: &TestServer, auth: &str) -> bool {
+    let (_, body) = http_get(srv.addr, "/admin/listclients?mount=/a.opus", &[auth]);
+    String::from_utf8_lossy(&body).contains("<listener")
+}
+
 #[test]
 fn hundred_listeners_survive_twenty_source_disconnects() {
     require("ffmpeg");
@@ -384,33 +426,12 @@ fn a_listener_moved_while_its_ogg_intro_is_still_queued_gets_it_whole() {
     // queued when the move comes, yet it drains in seconds under a loaded suite (six tones
     // did not always drain within the window).
     std::fs::write(&intro, tone.repeat(2)).unwrap();
-    let (a, b) = (dir.path().join("a.opus"), dir.path().join("b.opus"));
-    std::fs::copy(asset("test-tone.opus"), &a).unwrap();
-    std::fs::copy(asset("test-tone.opus"), &b).unwrap();
-    let srv = TestServer::start(&format!(
-        "[limits]\nlistener-sndbuf = 4096\n\
-         [[mount]]\nname = \"/a.opus\"\nfile = {a:?}\nintro = {intro:?}\n\
-         [[mount]]\nname = \"/b.opus\"\nfile = {b:?}\n"
-    ));
-    srv.wait_mount("/a.opus");
-    srv.wait_mount("/b.opus");
+    let srv = two_tone_mounts(dir.path(), Some(&intro));
     // A listener with a small receive buffer that does not read yet: the intro stays queued.
-    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    sock.set_recv_buffer_size(4096).unwrap();
-    sock.connect(&srv.addr.into()).unwrap();
-    let mut s: std::net::TcpStream = sock.into();
-    std::io::Write::write_all(&mut s, b"GET /a.opus HTTP/1.0\r\n\r\n").unwrap();
-    let auth = format!(
-        "Authorization: {}",
-        throng_proto::auth::basic_authorization("admin", ADMIN_PW)
-    );
-    // Listed by its fan-out shard, not only counted on the mount (the count comes first: a
-    // move requested in between finds nobody to move).
-    wait_until(Duration::from_secs(5), || {
-        let (_, body) = http_get(srv.addr, "/admin/listclients?mount=/a.opus", &[&auth]);
-        String::from_utf8_lossy(&body).contains("<listener")
-    })
-    .expect("the listener is on /a.opus");
+    let mut s = small_buffer_listener(&srv);
+    let auth = admin_auth();
+    wait_until(Duration::from_secs(5), || listed_on_a(&srv, &auth))
+        .expect("the listener is on /a.opus");
     let (head, _) = http_get(
         srv.addr,
         "/admin/moveclients?mount=/a.opus&destination=/b.opus",
@@ -471,25 +492,9 @@ fn a_listener_behind_the_live_edge_is_moved_at_the_next_page_boundary() {
     // cut wherever its small socket buffers fill: a waiting move ends its next write on a page
     // boundary (`decide::move_write_cap`) instead of waiting for one to come by chance.
     let dir = tempfile::tempdir().unwrap();
-    let (a, b) = (dir.path().join("a.opus"), dir.path().join("b.opus"));
-    std::fs::copy(asset("test-tone.opus"), &a).unwrap();
-    std::fs::copy(asset("test-tone.opus"), &b).unwrap();
-    let srv = TestServer::start(&format!(
-        "[limits]\nlistener-sndbuf = 4096\n\
-         [[mount]]\nname = \"/a.opus\"\nfile = {a:?}\n\
-         [[mount]]\nname = \"/b.opus\"\nfile = {b:?}\n"
-    ));
-    srv.wait_mount("/a.opus");
-    srv.wait_mount("/b.opus");
-    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    sock.set_recv_buffer_size(4096).unwrap();
-    sock.connect(&srv.addr.into()).unwrap();
-    let mut s: std::net::TcpStream = sock.into();
-    std::io::Write::write_all(&mut s, b"GET /a.opus HTTP/1.0\r\n\r\n").unwrap();
-    let auth = format!(
-        "Authorization: {}",
-        throng_proto::auth::basic_authorization("admin", ADMIN_PW)
-    );
+    let srv = two_tone_mounts(dir.path(), None);
+    let mut s = small_buffer_listener(&srv);
+    let auth = admin_auth();
     s.set_read_timeout(Some(Duration::from_millis(100)))
         .unwrap();
     let mut body = Vec::new();
@@ -504,8 +509,7 @@ fn a_listener_behind_the_live_edge_is_moved_at_the_next_page_boundary() {
     let listed = Instant::now() + Duration::from_secs(10);
     while Instant::now() < listed {
         paced_read(&mut body);
-        let (_, list) = http_get(srv.addr, "/admin/listclients?mount=/a.opus", &[&auth]);
-        if String::from_utf8_lossy(&list).contains("<listener") {
+        if listed_on_a(&srv, &auth) {
             break;
         }
     }
