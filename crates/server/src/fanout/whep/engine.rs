@@ -605,9 +605,7 @@ impl Engine {
 
     /// Sends the datagrams gathered in `out`.
     fn flush(&mut self) {
-        let done = self.out.flush(self.socket.as_raw_fd());
-        self.stats.send_errors += done.dropped;
-        self.stats.sendmmsg_calls += done.calls;
+        flush_out(&mut self.out, self.socket.as_raw_fd(), &mut self.stats);
     }
 
     /// Polls one session's output until its next timeout; `None` when it is dead. `written`:
@@ -644,9 +642,8 @@ impl Engine {
                 Ok(Output::Transmit(t)) => {
                     self.stats.datagrams_out += 1;
                     if self.out.push(&t.contents, t.destination) {
-                        let done = self.out.flush(self.socket.as_raw_fd());
-                        self.stats.send_errors += done.dropped;
-                        self.stats.sendmmsg_calls += done.calls;
+                        // Field by field: the session `s` still borrows the slots.
+                        flush_out(&mut self.out, self.socket.as_raw_fd(), &mut self.stats);
                     }
                 }
                 Ok(Output::Event(e)) => match e {
@@ -832,6 +829,14 @@ impl Engine {
             self.close(key, Close::MountEnded);
         }
     }
+}
+
+/// Sends the datagrams gathered in `out` on the socket `fd`, counting drops and calls in
+/// `stats`.
+fn flush_out(out: &mut SendBatch, fd: std::os::fd::RawFd, stats: &mut Stats) {
+    let done = out.flush(fd);
+    stats.send_errors += done.dropped;
+    stats.sendmmsg_calls += done.calls;
 }
 
 /// Reads the pages added to `s`'s mount since its position into `out`, switching to a live
