@@ -354,6 +354,7 @@ async fn forbid(ctx: &ServerCtx, stream: &mut Conn, peer: SocketAddr, head: &Req
         referer: head.header("referer"),
         agent: head.header("user-agent"),
         duration_secs: 0,
+        end: None,
     });
     if stream.write_all(&bytes).await.is_ok() {
         let _ = stream.shutdown().await;

@@ -8,7 +8,7 @@
 //! | layer | modules | what |
 //! |---|---|---|
 //! | L0 | `config`, `observe`, `net` | configuration (TOML and `icecast.xml`), metrics, access and error logs, systemd notifications, sockets, the `clients` count, filters |
-//! | L1 | `mount` | a stream: mount, registry and fallbacks, queue, chunker, feeder, ICY block, Ogg retagging, intros |
+//! | L1 | `mount`, `audience` | a stream: mount, registry and fallbacks, queue, chunker, feeder, ICY block, Ogg retagging, intros; the audience core: the record every listener, HLS session and WHEP viewer has, one end-reason vocabulary, the pure follower |
 //! | L2 | `fanout` | the fan-out engine: cursor, write path, shards and their listener records |
 //! | L3 | `auth` | listener and source authentication (static, htpasswd, URL callbacks) |
 //! | L4 | `ctx`, `respond`, `control` | the shared handles, the HTTP reply vocabulary, operator commands |
@@ -16,6 +16,7 @@
 //! | L6 | `connection`, `server`, `signals`, `reload`, `logs`, `upgrade` | one connection's dispatch; the server's sockets and lifecycle; signals; config reload, log reopening, binary upgrade |
 
 mod admin;
+mod audience;
 mod auth;
 mod cluster;
 pub mod config;
@@ -46,7 +47,8 @@ pub use ctx::ServerCtx;
 pub fn auth_problems(config: &Config) -> Vec<String> {
     auth::Authenticators::problems(config)
 }
-pub use fanout::shard::{ListenerRow, ENDED_GRACE};
+pub use audience::follow::ENDED_GRACE;
+pub use audience::{AudiencePath, EndReason, ListenerRow};
 pub use mount::live::{Mount, SourceKind};
 pub use observe::error_log::{ErrorLog, ErrorLogError};
 pub use observe::{error_log, systemd};

@@ -16,9 +16,10 @@ use throng_proto::http::RequestHead;
 use throng_proto::listener_head::{ListenerHead, PROBE_RANGE};
 use tokio::io::AsyncWriteExt;
 
+use crate::audience::{AudiencePath, ListenerInfo};
 use crate::ctx::ServerCtx;
 use crate::fanout::seal::{SealState, TlsListener};
-use crate::fanout::shard::{ListenerInfo, NewListener};
+use crate::fanout::shard::NewListener;
 use crate::mount::live::Mount;
 use crate::net::clients::ClientSlot;
 use crate::observe::access_log::AccessEntry;
@@ -98,6 +99,7 @@ async fn answer_range_probe(
         referer: head.header("referer"),
         agent: head.header("user-agent"),
         duration_secs: 0,
+        end: None,
     });
     tracing::debug!(%peer, mount = %mount.name, "range probe answered");
     let _ = stream.write_all(&bytes).await;
@@ -219,6 +221,7 @@ pub async fn handle(
             referer: head.header("referer"),
             agent: head.header("user-agent"),
             duration_secs: 0,
+            end: None,
         });
         let _ = stream.write_all(&bytes).await;
         let _ = stream.shutdown().await;
@@ -313,6 +316,7 @@ pub async fn handle(
     let relay = crate::cluster::redirect::is_relay(&ctx.config(), &head);
     let info = ListenerInfo {
         id,
+        path: AudiencePath::Icy,
         ip: peer.ip(),
         request_line: line,
         agent: head.header("user-agent").map(str::to_owned),

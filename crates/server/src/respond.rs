@@ -65,6 +65,7 @@ pub async fn reply(
         referer: request.and_then(|h| h.header("referer")),
         agent: request.and_then(|h| h.header("user-agent")),
         duration_secs: 0,
+        end: None,
     });
     stream.write_all(&bytes).await?;
     stream.shutdown().await
@@ -79,7 +80,7 @@ pub struct Admitted {
     /// Most time it may listen (URL auth `icecast-auth-timelimit`).
     pub time_limit: Option<std::time::Duration>,
     /// Run when it leaves (URL auth `listener_remove`).
-    pub on_close: Option<crate::fanout::shard::CloseHook>,
+    pub on_close: Option<crate::audience::CloseHook>,
 }
 
 /// Authorizes the listener request `head` from `peer` for mount `mount` under a fresh listener

@@ -108,5 +108,6 @@ fn log(ctx: &ServerCtx, head: &RequestHead, peer: SocketAddr, status: u16, bytes
         referer: head.header("referer"),
         agent: head.header("user-agent"),
         duration_secs: 0,
+        end: None,
     });
 }

@@ -34,8 +34,8 @@ use throng_proto::http::{parse_request_head, RequestHead, MAX_HEAD_BYTES};
 use throng_proto::listener_head::CORS_HEADERS;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::audience::{AudiencePath, ListenerInfo};
 use crate::ctx::ServerCtx;
-use crate::fanout::shard::ListenerInfo;
 use crate::hls::session::{timeout_for, Session};
 use crate::hls::{Output, Window};
 use crate::respond::{admit_listener, reply, Admitted};
@@ -458,6 +458,7 @@ async fn admit(
     let now = Instant::now();
     let info = ListenerInfo {
         id,
+        path: AudiencePath::Hls,
         ip: peer.ip(),
         request_line: format!("GET {} HTTP/1.1", hls_path(name)),
         agent: head.header("user-agent").map(str::to_owned),

@@ -260,6 +260,7 @@ async fn log_request(
         referer: referer.as_deref(),
         agent: agent.as_deref(),
         duration_secs: 0,
+        end: None,
     });
     resp
 }

@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
+use crate::audience::follow::MoveFilter;
+use crate::audience::ListenerRow;
 use crate::ctx::ServerCtx;
-use crate::fanout::shard::{ListenerRow, MoveFilter};
 use crate::mount::live::Mount;
 
 /// Why an admin command on a mount failed. The messages are Icecast 2.4.4's; all are answered

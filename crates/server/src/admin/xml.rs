@@ -5,7 +5,7 @@
 use throng_proto::xml::Element;
 
 use crate::admin::data::{MountEntry, Stats};
-use crate::fanout::shard::ListenerRow;
+use crate::audience::ListenerRow;
 
 /// `<iceresponse><message>…</message><return>1|0</return></iceresponse>`.
 pub fn ice_response(message: &str, ok: bool) -> Element {
@@ -117,6 +117,7 @@ mod tests {
     #[test]
     fn listclients_shape() {
         let rows = vec![ListenerRow {
+            path: crate::audience::AudiencePath::Icy,
             id: 7,
             ip: "10.0.0.1".parse().unwrap(),
             agent: None,

@@ -31,11 +31,11 @@ use throng_proto::url_auth::{
     MountAction, ServerId, UrlError,
 };
 
+use crate::audience::{CloseHook, ClosedListener};
 use crate::auth::htpasswd::HtpasswdAuth;
 use crate::auth::throttle::{LoginKind, Throttle};
 use crate::auth::url::{Callback, Decision, UrlAuth};
 use crate::config::{AuthConfig, Config};
-use crate::fanout::shard::{CloseHook, ClosedListener};
 
 /// Most listeners waiting on one authenticator; the next ones get 403 (Icecast 2.4.4
 /// `auth_add_listener`: `pending_count > 100`).

@@ -11,10 +11,10 @@ pub mod write_path;
 
 use std::sync::Arc;
 
+use crate::audience::follow::MoveFilter;
+use crate::audience::ListenerRow;
 use crate::fanout::handover::{AdoptedListener, ExportedListener};
-use crate::fanout::shard::{
-    ListenerRow, MoveFilter, NewListener, ShardConfig, ShardContext, ShardHandle,
-};
+use crate::fanout::shard::{NewListener, ShardConfig, ShardContext, ShardHandle};
 use crate::mount::live::Mount;
 
 /// The shards.

@@ -20,7 +20,6 @@
 //! sockets or sleeps.
 
 use std::io::Read;
-use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -30,141 +29,33 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 
+use crate::audience::follow::{self, JoinAt, Joined};
+use crate::audience::{AudiencePath, EndReason, ListenerInfo, ListenerRow};
 use crate::config::LagPolicy;
 use crate::fanout::cursor::{Cursor, SegKind};
 use crate::fanout::handover::{AdoptedListener, ExportedListener, ListenerState};
 use crate::fanout::seal::{SealingWriter, TlsListener};
-use crate::fanout::shard::decide::{Close, ListenerView, MountView, Ticker, Verdict};
+use crate::fanout::shard::decide::{ListenerView, MountView, Ticker, Verdict};
 use crate::fanout::write_path::{write_due, Written, MAX_WRITE_BYTES};
 use crate::mount::icy_meta::IcyMeta;
 use crate::mount::live::Mount;
 use crate::mount::queue::QueueSnapshot;
 use crate::mount::registry::Fallback;
 use crate::net::clients::ClientSlot;
-use crate::observe::access_log::{AccessEntry, AccessLog};
+use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::{Metrics, MountLabel};
 
-pub use self::decide::{BUCKETS, ENDED_GRACE};
+pub use self::decide::BUCKETS;
+use crate::audience::follow::MoveFilter;
 
 /// Most `writev` calls for one listener in one visit, when each one is taken whole and more is
 /// due (a large burst, or a listener catching up).
 pub const MAX_WRITES_PER_VISIT: usize = 4;
 
-/// Most bytes of the new mount's recent past a moved listener gets at once (16 KiB, 2 s at
-/// 64 kbit/s). A listener that is switched already has a full player buffer: a whole
-/// burst-on-connect again would only add latency at every switch.
-pub const SWITCH_BURST: u64 = 16 * 1024;
-
 const WAKER: Token = Token(usize::MAX);
 
 mod decide;
 mod moves;
-
-/// Called once when a listener is gone (e.g. URL auth `listener_remove`), with what it did.
-pub struct CloseHook(pub Box<dyn FnOnce(&ClosedListener) + Send>);
-
-impl std::fmt::Debug for CloseHook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("CloseHook")
-    }
-}
-
-/// A listener that has just been closed, as passed to its [`CloseHook`].
-#[derive(Debug)]
-pub struct ClosedListener<'a> {
-    /// The listener's request facts.
-    pub info: &'a ListenerInfo,
-    /// The mount it was on when closed.
-    pub mount: &'a str,
-    /// Bytes sent to it, head included.
-    pub sent: u64,
-    /// Seconds connected.
-    pub duration_secs: u64,
-}
-
-/// One listener as admin `listclients` shows it.
-#[derive(Debug, Clone)]
-pub struct ListenerRow {
-    /// Listener id (admin `killclient` takes it).
-    pub id: u64,
-    /// Client address.
-    pub ip: IpAddr,
-    /// `User-Agent`, if sent.
-    pub agent: Option<String>,
-    /// `Referer`, if sent.
-    pub referer: Option<String>,
-    /// Authenticated user, if any.
-    pub user: Option<String>,
-    /// Seconds connected.
-    pub connected_secs: u64,
-    /// The mount it is on now.
-    pub mount: String,
-    /// The mount it asked for (differs after a fallback or move).
-    pub requested_mount: String,
-    /// Bytes between its position and the live edge.
-    pub lag_bytes: u64,
-    /// Bytes sent so far.
-    pub sent: u64,
-}
-
-/// What a shard needs to know about a listener's request, for the access log and admin lists.
-#[derive(Debug)]
-pub struct ListenerInfo {
-    /// Listener id, unique in this process.
-    pub id: u64,
-    /// Client address.
-    pub ip: IpAddr,
-    /// Request line as logged.
-    pub request_line: String,
-    /// `User-Agent`, if sent.
-    pub agent: Option<String>,
-    /// `Referer`, if sent.
-    pub referer: Option<String>,
-    /// When the request arrived.
-    pub started: Instant,
-    /// The mount the listener asked for (it may be served by a fallback).
-    pub requested_mount: String,
-    /// Authenticated user name, if any (shown in listclients and the access log).
-    pub user: Option<String>,
-    /// When the listener must be disconnected (max-listener-duration, URL-auth time limit).
-    pub deadline: Option<Instant>,
-    /// Run once when the listener is gone.
-    pub on_close: Option<CloseHook>,
-}
-
-impl ListenerInfo {
-    /// The end of a listener (ICY listener, HLS session or WHEP viewer): writes its access-log
-    /// line (`status` as answered: 200 for a stream or playlist, 201 for a WHEP session; `sent`
-    /// bytes; `duration_secs`) and runs its close hook once (URL authentication's
-    /// `listener_remove`), with `mount` the mount it was on at the end.
-    pub fn log_end(
-        &mut self,
-        log: &AccessLog,
-        mount: &str,
-        status: u16,
-        sent: u64,
-        duration_secs: u64,
-    ) {
-        log.log(&AccessEntry {
-            ip: self.ip,
-            user: self.user.as_deref(),
-            request_line: &self.request_line,
-            status,
-            bytes: sent,
-            referer: self.referer.as_deref(),
-            agent: self.agent.as_deref(),
-            duration_secs,
-        });
-        if let Some(hook) = self.on_close.take() {
-            (hook.0)(&ClosedListener {
-                info: self,
-                mount,
-                sent,
-                duration_secs,
-            });
-        }
-    }
-}
 
 /// A listener handed to a shard after its request was accepted.
 #[derive(Debug)]
@@ -221,15 +112,6 @@ impl std::fmt::Debug for ShardContext {
 
 /// Finds where the listeners of an ended mount go.
 pub type FallbackFn = Arc<dyn Fn(&Mount) -> Fallback + Send + Sync>;
-
-/// Which listeners a move applies to; `None` fields match everything.
-#[derive(Debug, Clone, Default)]
-pub struct MoveFilter {
-    /// Only listeners now on this mount.
-    pub from: Option<String>,
-    /// Only listeners that asked for this mount.
-    pub requested: Option<String>,
-}
 
 enum Command {
     Join(Box<NewListener>),
@@ -386,6 +268,7 @@ fn adopted_info(state: &ListenerState) -> ListenerInfo {
     let now = Instant::now();
     ListenerInfo {
         id: state.id,
+        path: AudiencePath::Icy,
         ip: state.ip,
         request_line: state.request_line.clone(),
         agent: state.agent.clone(),
@@ -529,7 +412,7 @@ impl Shard {
                     continue;
                 }
                 if (ev.is_readable() || ev.is_read_closed() || ev.is_error()) && self.hung_up(key) {
-                    self.close(key, Close::HungUp);
+                    self.close(key, EndReason::HungUp);
                     continue;
                 }
                 if decide::write_on_event(ev.is_writable(), self.slots[key].backlogged) {
@@ -569,7 +452,7 @@ impl Shard {
                         .find(|(_, s)| s.info.id == id)
                         .map(|(k, _)| k);
                     if let Some(k) = key {
-                        self.close(k, Close::Killed);
+                        self.close(k, EndReason::Killed);
                     }
                     let _ = reply.send(key.is_some());
                 }
@@ -632,7 +515,10 @@ impl Shard {
         let sm = self.mounts[mi].as_mut().expect("just inserted");
         sm.refresh(fallback.as_ref(), self.now);
         sm.listeners += 1;
-        let (pos, ogg_headers) = sm.snapshot.join_point(mount.burst_size());
+        let Joined {
+            pos,
+            headers: ogg_headers,
+        } = follow::join(&sm.snapshot, JoinAt::Burst(mount.burst_size()));
         let is_ogg = mount.settings.format == throng_proto::format::Format::Ogg;
         // Head, intro and header pages are queued as shared pieces, never copied per listener.
         let mut cursor = Cursor::new(pos, head, metaint);
@@ -679,7 +565,7 @@ impl Shard {
             if sm.listeners == 0 {
                 self.mounts[mi] = None;
             }
-            self.finish(mount, info, sent, Close::WriteError);
+            self.finish(mount, info, sent, EndReason::WriteFailed);
             return;
         }
         let deadline_s = decide::deadline_secs(info.deadline, self.epoch);
@@ -949,8 +835,8 @@ impl Shard {
                 .inc();
         }
         match verdict {
-            Verdict::Write => {}
-            Verdict::Close(why) => {
+            Verdict::Follow => {}
+            Verdict::End(why) => {
                 self.close(key, why);
                 return false;
             }
@@ -964,8 +850,8 @@ impl Shard {
                 return true;
             }
             Verdict::SkipAhead => {
-                let (pos, headers) = sm.snapshot.join_point(sm.mount.burst_size());
-                slot.cursor.skip_to(pos, headers.map(|h| (*h).clone()));
+                let j = follow::join(&sm.snapshot, JoinAt::Burst(sm.mount.burst_size()));
+                slot.cursor.skip_to(j.pos, j.headers.map(|h| (*h).clone()));
             }
         }
         let written = match slot.tls.as_deref_mut() {
@@ -986,7 +872,7 @@ impl Shard {
                         return false;
                     }
                     Err(_) => {
-                        self.close(key, Close::WriteError);
+                        self.close(key, EndReason::WriteFailed);
                         return false;
                     }
                 }
@@ -1028,13 +914,13 @@ impl Shard {
                 false
             }
             Written::Failed(_) => {
-                self.close(key, Close::WriteError);
+                self.close(key, EndReason::WriteFailed);
                 false
             }
         }
     }
 
-    fn close(&mut self, key: usize, why: Close) {
+    fn close(&mut self, key: usize, why: EndReason) {
         self.moves.remove(&key);
         let mut slot = self.slots.remove(key);
         let _ = self.poll.registry().deregister(&mut slot.stream);
@@ -1056,28 +942,29 @@ impl Shard {
     }
 
     /// Bookkeeping for a listener that is gone: counts, metrics, logs, its close hook.
-    fn finish(&self, mount: &Mount, mut info: ListenerInfo, sent: u64, why: Close) {
+    fn finish(&self, mount: &Mount, mut info: ListenerInfo, sent: u64, why: EndReason) {
         mount.remove_listener();
         self.load.fetch_sub(1, Ordering::Relaxed);
         let label = MountLabel::new(&mount.name);
         self.ctx.metrics.listeners.get_or_create(&label).dec();
         self.ctx.metrics.disconnects.get_or_create(&label).inc();
+        self.ctx.metrics.count_end(info.path.as_str(), why.key());
         let secs = info.started.elapsed().as_secs();
         match why {
-            Close::TooSlow | Close::WriteError => tracing::info!(
-                mount = %mount.name, ip = %info.ip, id = info.id, "listener closed: {}", why.as_str()
+            EndReason::TooSlow | EndReason::WriteFailed => tracing::info!(
+                mount = %mount.name, ip = %info.ip, id = info.id, "listener closed: {}", why.key()
             ),
             _ => tracing::debug!(
-                mount = %mount.name, ip = %info.ip, id = info.id, "listener closed: {}", why.as_str()
+                mount = %mount.name, ip = %info.ip, id = info.id, "listener closed: {}", why.key()
             ),
         }
-        info.log_end(&self.ctx.access_log, &mount.name, 200, sent, secs);
+        info.log_end(&self.ctx.access_log, &mount.name, 200, sent, secs, why);
     }
 
     fn close_all(&mut self) {
         let keys: Vec<usize> = self.slots.iter().map(|(k, _)| k).collect();
         for k in keys {
-            self.close(k, Close::Shutdown);
+            self.close(k, EndReason::Shutdown);
         }
     }
 }

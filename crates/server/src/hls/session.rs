@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::fanout::shard::{ListenerInfo, ListenerRow};
+use crate::audience::{AudiencePath, EndReason, ListenerInfo, ListenerRow};
 use crate::hls::packager::Window;
 use crate::mount::live::Mount;
 use crate::mount::registry::Registry;
@@ -40,19 +40,6 @@ pub struct Session {
 #[derive(Debug, Default)]
 pub struct Sessions {
     by_token: Mutex<HashMap<String, Session>>,
-}
-
-/// Why a session ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EndReason {
-    /// It stopped fetching.
-    Idle,
-    /// An admin `killclient`.
-    Killed,
-    /// Its max-listener-duration or URL-auth time limit passed.
-    TimeLimit,
-    /// The server shuts down.
-    Shutdown,
 }
 
 /// The timeout of a session of segments of `target_secs`: two target durations and a second.
@@ -118,18 +105,7 @@ impl Sessions {
             .lock()
             .values()
             .filter(|s| name.is_none_or(|n| s.mount.name == n))
-            .map(|s| ListenerRow {
-                id: s.info.id,
-                ip: s.info.ip,
-                agent: s.info.agent.clone(),
-                referer: s.info.referer.clone(),
-                user: s.info.user.clone(),
-                connected_secs: now.duration_since(s.info.started).as_secs(),
-                mount: s.mount.name.clone(),
-                requested_mount: s.info.requested_mount.clone(),
-                lag_bytes: 0,
-                sent: s.bytes,
-            })
+            .map(|s| s.info.row(&s.mount.name, now, 0, s.bytes))
             .collect()
     }
 
@@ -163,7 +139,7 @@ impl Sessions {
                 .iter()
                 .filter_map(|(t, s)| {
                     if now.duration_since(s.last_seen) > s.timeout {
-                        Some((t.clone(), EndReason::Idle))
+                        Some((t.clone(), EndReason::Vanished))
                     } else if s.info.deadline.is_some_and(|d| now >= d) {
                         Some((t.clone(), EndReason::TimeLimit))
                     } else {
@@ -219,7 +195,8 @@ fn close(mut s: Session, why: EndReason, metrics: &Metrics, log: &AccessLog, now
     let label = MountLabel::new(&s.mount.name);
     metrics.listeners.get_or_create(&label).dec();
     metrics.disconnects.get_or_create(&label).inc();
+    metrics.count_end(AudiencePath::Hls.as_str(), why.key());
     let secs = now.duration_since(s.info.started).as_secs();
-    tracing::debug!(id = s.info.id, mount = %s.mount.name, ?why, "HLS session ended");
-    s.info.log_end(log, &s.mount.name, 200, s.bytes, secs);
+    tracing::debug!(id = s.info.id, mount = %s.mount.name, why = why.key(), "HLS session ended");
+    s.info.log_end(log, &s.mount.name, 200, s.bytes, secs, why);
 }

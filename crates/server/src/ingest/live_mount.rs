@@ -72,7 +72,7 @@ fn bring_back_listeners(ctx: Arc<ServerCtx>, mount: Arc<Mount>) {
         let n = ctx
             .fanout
             .move_listeners(
-                crate::fanout::shard::MoveFilter {
+                crate::audience::follow::MoveFilter {
                     from: None,
                     requested: Some(mount.name.clone()),
                 },

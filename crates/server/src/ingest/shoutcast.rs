@@ -207,6 +207,7 @@ pub async fn handle(
                 referer: None,
                 agent: None,
                 duration_secs: 0,
+                end: None,
             });
         }
         let _ = stream.write_all(INVALID_PASSWORD_REPLY).await;

@@ -217,6 +217,7 @@ async fn refuse(
                 referer: head.header("referer"),
                 agent: head.header("user-agent"),
                 duration_secs: 0,
+                end: None,
             });
             let _ = stream.shutdown().await;
         }
@@ -391,6 +392,7 @@ async fn feed(
         referer: session.referer.as_deref(),
         agent: session.agent.as_deref(),
         duration_secs: started.elapsed().as_secs(),
+        end: None,
     });
 }
 

@@ -1,6 +1,11 @@
 //! The access log: one line per finished request in Combined Log Format plus the connection's
 //! duration in seconds, as Icecast 2.4.4 `logging.c:logging_access` writes it:
 //! `ip - user [20/Nov/2026:22:13:00 +0000] "GET /live.mp3 HTTP/1.1" 200 123456 "referer" "agent" 42`.
+//! The line of an audience session (ICY listener, HLS session, WHEP viewer, event subscriber),
+//! written when it ends, has one more field after the duration: its end reason, in the one
+//! vocabulary of `audience::EndReason` (`client:hung-up`, `policy:too-slow`,
+//! `operator:killed`, `upstream:source-ended`, ...). Parsers of Icecast's format read the
+//! fields they know and ignore a trailing one.
 //!
 //! Lines are formatted where the request ends and written by one background thread through a
 //! bounded queue, so a slow disk never stalls a fan-out shard; the queue is flushed at shutdown.
@@ -35,13 +40,17 @@ pub struct AccessEntry<'a> {
     pub agent: Option<&'a str>,
     /// Connection duration in whole seconds.
     pub duration_secs: u64,
+    /// For the end of an audience session (ICY listener, HLS session, WHEP viewer, event
+    /// subscriber): its end reason key (`audience::EndReason::key`, e.g. `client:hung-up`),
+    /// written as the line's last field; `None` for other requests.
+    pub end: Option<&'static str>,
 }
 
 /// Formats one line (no trailing newline) stamped with `now`; the request line is redacted
 /// ([`redact_request_line`]), and `"`, CR and LF in any field become `'`.
 pub fn format_entry(e: &AccessEntry<'_>, now: chrono::DateTime<chrono::Local>) -> String {
     let clean = |s: &str| s.replace(['"', '\n', '\r'], "'");
-    format!(
+    let mut line = format!(
         "{} - {} [{}] \"{}\" {} {} \"{}\" \"{}\" {}",
         e.ip,
         e.user.map_or("-".to_owned(), clean),
@@ -52,7 +61,12 @@ pub fn format_entry(e: &AccessEntry<'_>, now: chrono::DateTime<chrono::Local>) -
         e.referer.map_or("-".to_owned(), clean),
         e.agent.map_or("-".to_owned(), clean),
         e.duration_secs
-    )
+    );
+    if let Some(end) = e.end {
+        line.push(' ');
+        line.push_str(end);
+    }
+    line
 }
 
 /// What a redacted value is written as.
@@ -392,6 +406,7 @@ mod tests {
                 referer: None,
                 agent: Some("VLC/3.0 \"x\""),
                 duration_secs: 42,
+                end: None,
             },
             now,
         );
@@ -487,6 +502,7 @@ mod tests {
                 referer: None,
                 agent: Some("curl/8"),
                 duration_secs: 0,
+                end: None,
             },
             chrono::Local::now(),
         );
@@ -512,6 +528,7 @@ mod tests {
             referer: None,
             agent: None,
             duration_secs: 0,
+            end: None,
         };
         let wait = std::time::Duration::from_secs(5);
         log.log(&entry("GET /before HTTP/1.1"));

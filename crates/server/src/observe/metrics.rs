@@ -14,6 +14,17 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+/// The labels of `throng_session_ends_total`: the audience path (`icy`, `hls`, `whep`,
+/// `events`) and the end reason's key (`client:hung-up`, `policy:too-slow`, ...: the
+/// vocabulary of `audience::EndReason`, shared with the access log and the status documents).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EndLabel {
+    /// `icy`, `hls`, `whep` or `events`.
+    pub path: &'static str,
+    /// The end reason's `side:why` key.
+    pub reason: &'static str,
+}
+
 /// The `mount` label.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct MountLabel {
@@ -128,6 +139,9 @@ pub struct Metrics {
     /// `throng_whep_degraded_viewers{mount}`: WebRTC (WHEP) viewers whose RTCP receiver
     /// reports show over 1 % loss, or that sent none for 5 s.
     pub whep_degraded: Family<MountLabel, Gauge>,
+    /// `throng_session_ends_total{path,reason}`: audience sessions ended, by path and by end
+    /// reason ([`EndLabel`]).
+    pub session_ends: Family<EndLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -156,6 +170,7 @@ impl Metrics {
             events_sent: Counter::default(),
             event_subscribers_dropped: Counter::default(),
             whep_degraded: Family::default(),
+            session_ends: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -225,9 +240,22 @@ impl Metrics {
             "WebRTC viewers with over 1 % loss or no receiver report for 5 s",
             m.whep_degraded.clone(),
         );
+        registry.register(
+            "throng_session_ends",
+            "Audience sessions ended, by path and end reason (side:why)",
+            m.session_ends.clone(),
+        );
         // `process_*`: CPU, memory and descriptors of this process (`process.rs`).
         registry.register_collector(Box::new(crate::observe::process::ProcessCollector));
         Metrics { registry, ..m }
+    }
+
+    /// Counts one audience session on `path` (`icy`, `hls`, `whep`, `events`) ended for the
+    /// reason `key` (`audience::EndReason::key`).
+    pub fn count_end(&self, path: &'static str, reason: &'static str) {
+        self.session_ends
+            .get_or_create(&EndLabel { path, reason })
+            .inc();
     }
 
     /// The text exposition of every metric.

@@ -14,8 +14,8 @@ use throng_proto::http::simple_response;
 use throng_proto::http::RequestHead;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::audience::{AudiencePath, ListenerInfo};
 use crate::ctx::ServerCtx;
-use crate::fanout::shard::ListenerInfo;
 use crate::fanout::whep::NewViewer;
 use crate::respond::{admit_listener, reply, Admitted};
 
@@ -215,6 +215,7 @@ async fn post(
         peer,
         info: ListenerInfo {
             id,
+            path: AudiencePath::Whep,
             ip: peer.ip(),
             request_line: head.request_line(),
             agent: head.header("user-agent").map(str::to_owned),

@@ -21,6 +21,7 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 
+use crate::audience::{AudiencePath, EndReason};
 use crate::fanout::events::log::{EventLog, Ring};
 use crate::fanout::seal::{SealingWriter, TlsListener};
 use crate::net::clients::ClientSlot;
@@ -78,15 +79,6 @@ struct Sub {
 
 enum Command {
     Join(Box<NewSubscriber>),
-    Shutdown,
-}
-
-/// Why a subscriber is closed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Close {
-    Gone,
-    TooSlow,
-    WriteError,
     Shutdown,
 }
 
@@ -193,7 +185,7 @@ enum Wrote {
     /// Nothing was due.
     Nothing,
     /// The subscriber must go.
-    Close(Close),
+    End(EndReason),
 }
 
 impl EventShard {
@@ -215,7 +207,7 @@ impl EventShard {
                     continue;
                 }
                 if (ev.is_read_closed() || ev.is_readable()) && self.hung_up(key) {
-                    self.close(key, Close::Gone);
+                    self.close(key, EndReason::HungUp);
                     continue;
                 }
                 if ev.is_writable() || ev.is_write_closed() {
@@ -228,7 +220,7 @@ impl EventShard {
                     Command::Shutdown => {
                         let keys: Vec<usize> = self.subs.iter().map(|(k, _)| k).collect();
                         for k in keys {
-                            self.close(k, Close::Shutdown);
+                            self.close(k, EndReason::Shutdown);
                         }
                         return;
                     }
@@ -308,7 +300,7 @@ impl EventShard {
             .map(|(k, _)| k)
             .collect();
         for k in stalled {
-            self.close(k, Close::TooSlow);
+            self.close(k, EndReason::TooSlow);
         }
     }
 
@@ -349,7 +341,7 @@ impl EventShard {
                     self.subs[key].blocked_since.get_or_insert(now);
                     return;
                 }
-                Wrote::Close(why) => {
+                Wrote::End(why) => {
                     self.close(key, why);
                     return;
                 }
@@ -364,12 +356,12 @@ impl EventShard {
             match tls.flush_tail(&s.stream) {
                 Ok(true) => {}
                 Ok(false) => return Wrote::Blocked,
-                Err(_) => return Wrote::Close(Close::WriteError),
+                Err(_) => return Wrote::End(EndReason::WriteFailed),
             }
         }
         if s.next < ring.first() {
             // The events it needs left the ring: it is too far behind to catch up.
-            return Wrote::Close(Close::TooSlow);
+            return Wrote::End(EndReason::TooSlow);
         }
         let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(8);
         let mut seqs: Vec<u64> = Vec::with_capacity(8);
@@ -408,7 +400,7 @@ impl EventShard {
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Wrote::Blocked,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return Wrote::Blocked,
-            Err(_) => return Wrote::Close(Close::WriteError),
+            Err(_) => return Wrote::End(EndReason::WriteFailed),
         };
         drop(iov);
         s.active |= n > 0;
@@ -457,18 +449,20 @@ impl EventShard {
         }
     }
 
-    fn close(&mut self, key: usize, why: Close) {
+    fn close(&mut self, key: usize, why: EndReason) {
         let mut s = self.subs.remove(key);
         let _ = self.poll.registry().deregister(&mut s.stream);
         self.load.fetch_sub(1, Ordering::Relaxed);
         self.metrics.event_subscribers.dec();
+        self.metrics
+            .count_end(AudiencePath::Events.as_str(), why.key());
         match why {
-            Close::TooSlow => {
+            EndReason::TooSlow => {
                 self.metrics.event_subscribers_dropped.inc();
                 tracing::info!(ip = %s.ip, "event subscriber dropped: too slow");
             }
-            Close::WriteError => tracing::debug!(ip = %s.ip, "event subscriber: write error"),
-            Close::Gone | Close::Shutdown => {}
+            EndReason::WriteFailed => tracing::debug!(ip = %s.ip, "event subscriber: write error"),
+            _ => {}
         }
     }
 }

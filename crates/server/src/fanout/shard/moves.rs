@@ -8,7 +8,10 @@ use std::sync::Arc;
 
 use crate::mount::live::Mount;
 
-use super::{decide, ListenerRow, MoveFilter, Shard, SWITCH_BURST};
+use std::time::Instant;
+
+use super::{decide, ListenerRow, MoveFilter, Shard};
+use crate::audience::follow::{self, JoinAt};
 
 impl Shard {
     pub(super) fn schedule_moves(&mut self, filter: &MoveFilter, to: &Arc<Mount>) -> usize {
@@ -18,15 +21,8 @@ impl Shard {
                 .as_ref()
                 .expect("mount of a live slot")
                 .mount;
-            // Never across formats (Icecast 2.4.4 `source_move_clients`): the player was told
-            // the other Content-Type and could not decode the new stream.
-            if Arc::ptr_eq(on, to)
-                || on.settings.format != to.settings.format
-                || filter.from.as_deref().is_some_and(|f| f != on.name)
-                || filter
-                    .requested
-                    .as_deref()
-                    .is_some_and(|r| r != slot.info.requested_mount)
+            if !follow::may_move(on.id, on.settings.format, to.id, to.settings.format)
+                || !filter.takes(&on.name, &slot.info.requested_mount)
             {
                 continue;
             }
@@ -37,6 +33,7 @@ impl Shard {
     }
 
     pub(super) fn rows(&self, mount: Option<&str>) -> Vec<ListenerRow> {
+        let now = Instant::now();
         self.slots
             .iter()
             .filter_map(|(_, slot)| {
@@ -44,19 +41,12 @@ impl Shard {
                 if mount.is_some_and(|m| m != sm.mount.name) {
                     return None;
                 }
-                let info = &slot.info;
-                Some(ListenerRow {
-                    id: info.id,
-                    ip: info.ip,
-                    agent: info.agent.clone(),
-                    referer: info.referer.clone(),
-                    user: info.user.clone(),
-                    connected_secs: info.started.elapsed().as_secs(),
-                    mount: sm.mount.name.clone(),
-                    requested_mount: info.requested_mount.clone(),
-                    lag_bytes: sm.snapshot.head.saturating_sub(slot.cursor.pos),
-                    sent: slot.sent,
-                })
+                Some(slot.info.row(
+                    &sm.mount.name,
+                    now,
+                    sm.snapshot.head.saturating_sub(slot.cursor.pos),
+                    slot.sent,
+                ))
             })
             .collect()
     }
@@ -78,10 +68,11 @@ impl Shard {
         let sm = self.mounts[mi].as_mut().expect("just inserted");
         sm.refresh(fallback.as_ref(), self.now);
         sm.listeners += 1;
-        let (pos, headers) = sm.snapshot.join_point(to.burst_size().min(SWITCH_BURST));
+        let j = follow::join(&sm.snapshot, JoinAt::Switch(to.burst_size()));
         let slot = &mut self.slots[key];
         slot.mount = mi;
-        slot.cursor.switch_to(pos, headers.map(|h| (*h).clone()));
+        slot.cursor
+            .switch_to(j.pos, j.headers.map(|h| (*h).clone()));
         tracing::debug!(from = %from.name, to = %to.name, id = slot.info.id, "listener moved");
     }
 

@@ -39,11 +39,12 @@ use throng_proto::opus_rtp::{OpusDepacketizer, OpusPacket};
 use super::batch::SendBatch;
 use super::shared::{
     session_id, set_degraded, timeout_rounds, Created, EngineShared, NewViewer, Pacer,
-    ViewerHealth, WhepError, CONNECT_TIMEOUT, DEFERRED_TIMEOUT, ENDED_GRACE, HEALTH_INTERVAL,
-    MEDIA_TICK,
+    ViewerHealth, WhepError, CONNECT_TIMEOUT, DEFERRED_TIMEOUT, HEALTH_INTERVAL, MEDIA_TICK,
 };
 use super::timers::Timers;
-use crate::fanout::shard::{ListenerInfo, ListenerRow};
+use crate::audience::follow::{self, FollowerView, JoinAt, MountView, MoveFilter, Step};
+use crate::audience::{AudiencePath, EndReason, ListenerInfo, ListenerRow};
+use crate::config::LagPolicy;
 use crate::mount::live::Mount;
 use crate::mount::registry::{Fallback, Registry};
 use crate::observe::metrics::{Metrics, MountLabel};
@@ -69,6 +70,9 @@ enum Command {
         tokio::sync::oneshot::Sender<Vec<ListenerRow>>,
     ),
     Kill(u64, tokio::sync::oneshot::Sender<bool>),
+    /// Move the viewers `filter` takes to the mount (`moveclients`, `fallback-override`);
+    /// answer how many.
+    Move(MoveFilter, Arc<Mount>, tokio::sync::oneshot::Sender<usize>),
     /// Close every session (logged, hooks run) and stop the thread; answer when done.
     Shutdown(mpsc::Sender<()>),
 }
@@ -80,6 +84,7 @@ impl std::fmt::Debug for Command {
             Command::Remove(id, _) => write!(f, "Remove({id})"),
             Command::List(m, _) => write!(f, "List({m:?})"),
             Command::Kill(id, _) => write!(f, "Kill({id})"),
+            Command::Move(filter, to, _) => write!(f, "Move({filter:?} -> {})", to.name),
             Command::Shutdown(_) => write!(f, "Shutdown"),
         }
     }
@@ -210,6 +215,16 @@ impl EngineHandle {
         }
         rx.await.unwrap_or(false)
     }
+
+    /// Moves the viewers `filter` takes to `to` at their next media pass (an Ogg page
+    /// boundary: viewers are fed whole pages), never across formats; how many.
+    pub async fn move_viewers(&self, filter: MoveFilter, to: Arc<Mount>) -> usize {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if !self.send(Command::Move(filter, to, tx)) {
+            return 0;
+        }
+        rx.await.unwrap_or(0)
+    }
 }
 
 /// A UDP socket bound to `addr` with [`SOCKET_BUFFER`]-byte kernel buffers, non-blocking, with
@@ -259,7 +274,10 @@ struct Session {
     /// Packets read but not yet due (extended RTP timestamp, payload).
     outbox: VecDeque<(u64, Vec<u8>)>,
     pacer: Pacer,
+    /// When the follower first saw the mount's feed ended (`None` while live).
     ended_since: Option<Instant>,
+    /// A move waiting for the next media pass (`moveclients`, `fallback-override`).
+    moving: Option<Arc<Mount>>,
     peer: SocketAddr,
     /// Set while the session is in the engine's `touched` list.
     touched: bool,
@@ -309,17 +327,6 @@ struct Stats {
     /// Longest media pass and the latest start of one after its tick (µs).
     media_pass_max_us: u64,
     media_late_max_us: u64,
-}
-
-/// Why a session is closed (debug log).
-#[derive(Debug, Clone, Copy)]
-enum Close {
-    Delete,
-    Killed,
-    PeerGone,
-    MountEnded,
-    TimeLimit,
-    Shutdown,
 }
 
 impl Engine {
@@ -432,7 +439,7 @@ impl Engine {
             }
         }
         for key in expired {
-            self.close(key, Close::TimeLimit);
+            self.close(key, EndReason::TimeLimit);
         }
         if counts != self.gauged || !counts.is_empty() {
             let sums = self
@@ -458,9 +465,25 @@ impl Engine {
             Command::Remove(id, reply) => {
                 let key = self.ids.get(&id).copied();
                 if let Some(key) = key {
-                    self.close(key, Close::Delete);
+                    self.close(key, EndReason::HungUp);
                 }
                 let _ = reply.send(key.is_some());
+            }
+            Command::Move(filter, to, reply) => {
+                let mut n = 0;
+                for s in self.slots.iter_mut().flatten() {
+                    if follow::may_move(
+                        s.mount.id,
+                        s.mount.settings.format,
+                        to.id,
+                        to.settings.format,
+                    ) && filter.takes(&s.mount.name, &s.info.requested_mount)
+                    {
+                        s.moving = Some(to.clone());
+                        n += 1;
+                    }
+                }
+                let _ = reply.send(n);
             }
             Command::List(mount, reply) => {
                 let rows: Vec<ListenerRow> = self
@@ -468,25 +491,14 @@ impl Engine {
                     .iter()
                     .flatten()
                     .filter(|s| mount.as_ref().is_none_or(|m| *m == s.mount.name))
-                    .map(|s| ListenerRow {
-                        id: s.info.id,
-                        ip: s.info.ip,
-                        agent: s.info.agent.clone(),
-                        referer: s.info.referer.clone(),
-                        user: s.info.user.clone(),
-                        connected_secs: s.info.started.elapsed().as_secs(),
-                        mount: s.mount.name.clone(),
-                        requested_mount: s.info.requested_mount.clone(),
-                        lag_bytes: 0,
-                        sent: s.sent,
-                    })
+                    .map(|s| s.info.row(&s.mount.name, Instant::now(), 0, s.sent))
                     .collect();
                 let _ = reply.send(rows);
             }
             Command::Kill(listener_id, reply) => {
                 let key = self.by_listener.get(&listener_id).copied();
                 if let Some(key) = key {
-                    self.close(key, Close::Killed);
+                    self.close(key, EndReason::Killed);
                 }
                 let _ = reply.send(key.is_some());
             }
@@ -562,6 +574,7 @@ impl Engine {
             outbox: VecDeque::new(),
             pacer: Pacer::default(),
             ended_since: None,
+            moving: None,
             peer: viewer.peer,
             touched: false,
         });
@@ -569,7 +582,7 @@ impl Engine {
         Ok(Created { id, answer })
     }
 
-    fn close(&mut self, key: usize, why: Close) {
+    fn close(&mut self, key: usize, why: EndReason) {
         let Some(mut s) = self.slots.get_mut(key).and_then(Option::take) else {
             return;
         };
@@ -590,16 +603,23 @@ impl Engine {
         let label = MountLabel::new(&s.mount.name);
         metrics.listeners.get_or_create(&label).dec();
         metrics.disconnects.get_or_create(&label).inc();
+        metrics.count_end(AudiencePath::Whep.as_str(), why.key());
         let secs = s.info.started.elapsed().as_secs();
-        tracing::debug!(peer = %s.peer, mount = %s.mount.name, id = %s.id, "WHEP session closed: {why:?}");
+        tracing::debug!(peer = %s.peer, mount = %s.mount.name, id = %s.id, "WHEP session closed: {}", why.key());
         let bytes = s.answer_bytes + s.sent;
-        s.info
-            .log_end(&self.shared.access_log, &s.mount.name, 201, bytes, secs);
+        s.info.log_end(
+            &self.shared.access_log,
+            &s.mount.name,
+            201,
+            bytes,
+            secs,
+            why,
+        );
     }
 
     fn close_all(&mut self) {
         for key in 0..self.slots.len() {
-            self.close(key, Close::Shutdown);
+            self.close(key, EndReason::Shutdown);
         }
     }
 
@@ -756,7 +776,7 @@ impl Engine {
     fn drive_written(&mut self, key: usize, written: usize) {
         match self.drive(key, written) {
             Some(t) => self.timers.schedule(key, t),
-            None => self.close(key, Close::PeerGone),
+            None => self.close(key, EndReason::Vanished),
         }
     }
 
@@ -771,14 +791,12 @@ impl Engine {
                 continue;
             }
             packets.clear();
-            if !read_queue(s, &self.shared.registry, &self.shared.metrics, packets) {
-                let since = *s.ended_since.get_or_insert(now);
-                if now.duration_since(since) > ENDED_GRACE {
-                    ended.push(key);
-                }
+            if let Err(why) =
+                read_queue(s, &self.shared.registry, &self.shared.metrics, now, packets)
+            {
+                ended.push((key, why));
                 continue;
             }
-            s.ended_since = None;
             if s.pt.is_none() {
                 s.pt = s.rtc.writer(s.mid).and_then(|w| {
                     w.payload_params()
@@ -825,8 +843,8 @@ impl Engine {
         for (key, n) in written {
             self.drive_written(key, n);
         }
-        for key in ended {
-            self.close(key, Close::MountEnded);
+        for (key, why) in ended {
+            self.close(key, why);
         }
     }
 }
@@ -839,59 +857,75 @@ fn flush_out(out: &mut SendBatch, fd: std::os::fd::RawFd, stats: &mut Stats) {
     stats.sendmmsg_calls += done.calls;
 }
 
-/// Reads the pages added to `s`'s mount since its position into `out`, switching to a live
-/// fallback when the mount ended; `false` when the mount ended with nowhere to go.
+/// Reads the pages added to `s`'s mount since its position into `out`, by the audience
+/// follower's rules (`audience::follow`): a waiting move applies first (viewers are fed whole
+/// pages, so every pass is on a page boundary); a viewer joins, and rejoins after lagging, at
+/// the live edge with the header pages in force there (the lag policy of a viewer is always
+/// skip: a browser's jitter buffer cannot take a backlog); when the mount ended it drains,
+/// then follows the live fallback, waits for an on-demand one, or ends. `Err`: the session
+/// ends, and why.
 fn read_queue(
     s: &mut Session,
     registry: &Registry,
     metrics: &Metrics,
+    now: Instant,
     out: &mut Vec<OpusPacket>,
-) -> bool {
-    let mut q = s.mount.queue.load();
-    if q.ended && s.pos.is_none_or(|p| p >= q.head) {
-        match registry.fallback_target(&s.mount) {
-            Fallback::Live(m) if !Arc::ptr_eq(&m, &s.mount) => {
-                tracing::debug!(from = %s.mount.name, to = %m.name, requested = %s.info.requested_mount, "WHEP viewer follows fallback");
-                s.mount.move_listener_to(&m, metrics);
-                s.mount = m;
-                s.pos = None;
-                q = s.mount.queue.load();
-            }
-            Fallback::Starting => return true,
-            _ => return false,
+) -> Result<(), EndReason> {
+    if let Some(to) = s.moving.take() {
+        if !to.queue.load().ended && to.id != s.mount.id {
+            switch(s, to, metrics, "WHEP viewer moved");
         }
     }
-    // Nothing new since the last read: the common case on most ticks.
-    if s.pos == Some(q.head) {
-        return true;
+    let mut q = s.mount.queue.load();
+    let fallback = if q.ended {
+        s.ended_since.get_or_insert(now);
+        Some(registry.fallback_target(&s.mount))
+    } else {
+        s.ended_since = None;
+        None
+    };
+    let successor = match &fallback {
+        Some(Fallback::Live(m)) if m.id != s.mount.id => Some(m.clone()),
+        _ => None,
+    };
+    let view = FollowerView {
+        pos: s.pos.unwrap_or(q.head),
+        pending: false,
+        past_deadline: s.info.deadline.is_some_and(|d| now >= d),
+    };
+    let mount = MountView {
+        tail: q.tail(),
+        head: q.head,
+        ended_at: s.ended_since,
+        successor: successor.is_some(),
+    };
+    match follow::step(view, mount, now, LagPolicy::Skip) {
+        Step::End(why) => return Err(why),
+        Step::Switch => {
+            if let Some(m) = successor {
+                switch(s, m, metrics, "WHEP viewer follows fallback");
+                q = s.mount.queue.load();
+            }
+        }
+        Step::SkipAhead => s.pos = None,
+        Step::Follow => {}
+    }
+    if s.pos.is_some_and(|p| p >= q.head) {
+        // Nothing new since the last read: the common case on most passes.
+        let starting = matches!(fallback, Some(Fallback::Starting));
+        return match follow::idle(q.ended, false, starting) {
+            Some(why) => Err(why),
+            None => Ok(()),
+        };
     }
     let pos = match s.pos {
-        Some(p) if p >= q.tail() => p,
-        _ => {
-            // Join (or rejoin after lagging) at the live edge: the current header pages, then
-            // the newest chunk.
-            let start = q.chunks.last().map_or(q.head, |c| c.start);
-            let headers = q
-                .chunks
-                .last()
-                .and_then(|c| {
-                    if c.is_header {
-                        None
-                    } else {
-                        c.ogg_headers.clone()
-                    }
-                })
-                .or_else(|| {
-                    if q.chunks.is_empty() {
-                        q.ogg_headers.clone()
-                    } else {
-                        None
-                    }
-                });
-            if let Some(h) = headers {
+        Some(p) => p,
+        None => {
+            let j = follow::join(&q, JoinAt::LiveEdge);
+            if let Some(h) = j.headers {
                 push_pages(&mut s.depack, &h, out);
             }
-            start
+            j.pos
         }
     };
     let mut at = pos;
@@ -903,7 +937,17 @@ fn read_queue(
         }
     }
     s.pos = Some(at.max(pos));
-    true
+    Ok(())
+}
+
+/// Moves viewer `s` to mount `to` (its counts follow), to join it at the live edge at this
+/// pass; `what` is logged.
+fn switch(s: &mut Session, to: Arc<Mount>, metrics: &Metrics, what: &str) {
+    tracing::debug!(from = %s.mount.name, to = %to.name, requested = %s.info.requested_mount, "{what}");
+    s.mount.move_listener_to(&to, metrics);
+    s.mount = to;
+    s.pos = None;
+    s.ended_since = None;
 }
 
 /// The `a=mid` of the first audio media section of an SDP (RFC 8866 §5.14, RFC 8843 §15).

@@ -24,7 +24,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::fanout::shard::ListenerRow;
+use crate::audience::follow::MoveFilter;
+use crate::audience::ListenerRow;
+use crate::mount::live::Mount;
 use crate::mount::registry::Registry;
 use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::Metrics;
@@ -165,6 +167,16 @@ impl WhepEngine {
             found |= e.kill(id).await;
         }
         found
+    }
+
+    /// Moves the viewers `filter` takes to `to` (`moveclients`, `fallback-override`), each at
+    /// its next media pass; how many.
+    pub async fn move_viewers(&self, filter: MoveFilter, to: Arc<Mount>) -> usize {
+        let mut n = 0;
+        for e in &self.engines {
+            n += e.move_viewers(filter.clone(), to.clone()).await;
+        }
+        n
     }
 }
 

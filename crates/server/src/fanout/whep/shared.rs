@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::fanout::shard::ListenerInfo;
+use crate::audience::ListenerInfo;
 use crate::mount::live::Mount;
 use crate::mount::registry::Registry;
 use crate::observe::access_log::AccessLog;
@@ -20,9 +20,6 @@ pub const MEDIA_TICK: Duration = Duration::from_millis(10);
 
 /// A session whose peer never completes ICE and DTLS within this time is closed.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
-
-/// A session whose mount ended with no live fallback is closed after this long.
-pub const ENDED_GRACE: Duration = Duration::from_secs(10);
 
 /// A viewer whose receiver reports show more loss than this fraction is degraded (issue 16).
 pub const DEGRADED_LOSS: f32 = 0.01;
