@@ -33,6 +33,7 @@ mod net;
 mod observe;
 mod reload;
 mod respond;
+mod roster;
 mod server;
 mod signals;
 mod upgrade;

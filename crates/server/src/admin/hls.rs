@@ -285,6 +285,18 @@ async fn serve_one(
                 .as_deref()
                 .and_then(hls_msn)
                 .filter(|_| ctx.hls.blocking_reload(mount));
+            if let Some(body) = token.and_then(|t| ctx.hls.moved_playlist(t, Instant::now())) {
+                // A session moved to another mount (`moveclients`): a playlist of its own.
+                return send_body(
+                    stream,
+                    head,
+                    PLAYLIST_TYPE,
+                    "private, max-age=1",
+                    body.as_bytes(),
+                    false,
+                )
+                .await;
+            }
             if let (Some(t), None) = (token, msn) {
                 // The common reload: the shared playlist, no clone of the output, and one look
                 // at the sessions (touched if known).
@@ -412,6 +424,7 @@ fn empty_like(w: &crate::hls::Window) -> crate::hls::Window {
         playlist: Bytes::new(),
         target_secs: w.target_secs,
         bandwidth: w.bandwidth,
+        discontinuity_sequence: w.discontinuity_sequence,
     }
 }
 
@@ -478,6 +491,7 @@ async fn admit(
             bytes: 0,
             offered: None,
             timeout: timeout_for(target_secs),
+            moved: None,
         },
         &ctx.metrics,
     );

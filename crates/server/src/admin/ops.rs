@@ -71,20 +71,10 @@ pub fn live_mount(ctx: &ServerCtx, name: &str) -> Result<Arc<Mount>, AdminError>
     Ok(m)
 }
 
-/// The listeners on `mount` now, sorted by id (`listclients`).
+/// The listeners on `mount` now, on every path (ICY, HLS, WHEP), sorted by id
+/// (`listclients`).
 pub async fn listeners(ctx: &ServerCtx, mount: &Mount) -> Vec<ListenerRow> {
-    let mut rows = ctx.fanout.list(Some(&mount.name)).await;
-    rows.extend(
-        ctx.hls
-            .sessions
-            .rows(Some(&mount.name), std::time::Instant::now()),
-    );
-    // WebRTC (WHEP) viewers are listeners too.
-    if let Some(whep) = &ctx.whep {
-        rows.extend(whep.list(Some(&mount.name)).await);
-    }
-    rows.sort_by_key(|r| r.id);
-    rows
+    crate::roster::members(ctx, Some(&mount.name)).await
 }
 
 /// Parses an id as C `atoi` does (leading blanks, optional sign, digits; anything else ends
@@ -113,13 +103,7 @@ pub async fn kill_client(ctx: &ServerCtx, mount: &Mount, id: i64) -> bool {
         return false;
     };
     let on_mount = listeners(ctx, mount).await.iter().any(|r| r.id == id);
-    let killed = on_mount
-        && (ctx.hls.sessions.kill(id, &ctx.metrics, &ctx.access_log)
-            || ctx.fanout.kill(id).await
-            || match &ctx.whep {
-                Some(whep) => whep.kill(id).await,
-                None => false,
-            });
+    let killed = on_mount && crate::roster::kill(ctx, id).await;
     if killed {
         tracing::info!(mount = %mount.name, id, "admin: client removed");
     }
@@ -133,7 +117,8 @@ pub fn kill_source(mount: &Mount) {
     mount.stop.store(true, Ordering::Relaxed);
 }
 
-/// Moves every listener of `from` to the mount serving `destination` (itself if live, else
+/// Moves every listener of `from`, on every path (ICY, HLS, WHEP), to the mount serving
+/// `destination` (itself if live, else
 /// its first live fallback, as `source_find_mount`), each at its next frame boundary
 /// (`moveclients`). Returns that mount and how many listeners were moved.
 ///
@@ -158,18 +143,20 @@ pub async fn move_clients(
             to: to.name.clone(),
         });
     }
-    let n = ctx
-        .fanout
-        .move_listeners(
-            MoveFilter {
-                from: Some(from.name.clone()),
-                requested: None,
-            },
-            to.clone(),
-        )
-        .await;
-    tracing::info!(from = %from.name, to = %to.name, listeners = n, "admin: clients moved");
-    Ok((to, n))
+    let moved = crate::roster::move_members(
+        ctx,
+        MoveFilter {
+            from: Some(from.name.clone()),
+            requested: None,
+        },
+        to.clone(),
+    )
+    .await;
+    tracing::info!(
+        from = %from.name, to = %to.name, icy = moved.icy, hls = moved.hls, whep = moved.whep,
+        "admin: clients moved"
+    );
+    Ok((to, moved.total()))
 }
 
 /// Sets the fallback of `mount` to `fallback` (`""` clears it) for as long as the server runs

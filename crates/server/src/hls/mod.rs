@@ -63,6 +63,39 @@ impl Hls {
             .is_some_and(|o| o.settings.blocking_reload)
     }
 
+    /// Moves the HLS sessions `filter` takes to mount `to` (`moveclients`,
+    /// `fallback-override`), each continuing with `to`'s segments after an
+    /// `EXT-X-DISCONTINUITY` in a playlist of its own ([`session::MovedPlaylist`]); a session
+    /// moved back to the mount name it asked for gets that name's shared playlist again.
+    /// Sessions stay where they are when `to` is not packaged. How many moved.
+    pub fn move_sessions(
+        &self,
+        filter: &crate::audience::follow::MoveFilter,
+        to: &Arc<crate::mount::live::Mount>,
+        metrics: &crate::observe::metrics::Metrics,
+    ) -> usize {
+        let outputs = self.outputs.read().clone();
+        self.sessions
+            .move_sessions(filter, to, metrics, |from, to| {
+                let from_out = outputs.get(from)?;
+                let to_out = outputs.get(to)?;
+                Some(session::MovedPlaylist::start(
+                    from,
+                    &from_out.window.load(),
+                    to,
+                    &to_out.window.load(),
+                    from_out.settings.window,
+                ))
+            })
+    }
+
+    /// The playlist of session `token` if it was moved to another mount name's segments
+    /// (`None`: no such session, or not moved); the session is touched.
+    pub fn moved_playlist(&self, token: &str, now: std::time::Instant) -> Option<String> {
+        self.sessions
+            .moved_playlist(token, |name| self.window(name), now)
+    }
+
     /// Segment `seq` of mount name `name`, if packaged and still in memory.
     pub fn segment(&self, name: &str, seq: u64) -> Option<Arc<packager::Segment>> {
         self.outputs

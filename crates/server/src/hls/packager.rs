@@ -21,6 +21,7 @@ use throng_proto::hls::cutter::{self, Cutter};
 use throng_proto::hls::id3;
 use throng_proto::hls::playlist::{MediaPlaylist, PlaylistSegment};
 
+use crate::audience::follow::{self, JoinAt};
 use crate::config::HlsSettings;
 use crate::mount::live::Mount;
 
@@ -58,6 +59,9 @@ pub struct Window {
     pub target_secs: u64,
     /// Bits per second of the audio, for the master playlist's `BANDWIDTH`.
     pub bandwidth: u64,
+    /// The playlist's `EXT-X-DISCONTINUITY-SEQUENCE` (a moved session's own playlist starts
+    /// from it).
+    pub discontinuity_sequence: u64,
 }
 
 impl Window {
@@ -200,7 +204,7 @@ impl Packager {
                 // The first mount starts at the burst point so a segment is ready soon; a
                 // switch continues at the new mount's live edge.
                 let pos = if first {
-                    q.join_point(m.burst_size()).0
+                    follow::join(&q, JoinAt::Burst(m.burst_size())).pos
                 } else {
                     q.head
                 };
@@ -352,10 +356,11 @@ impl Packager {
             self.settings.target_ms,
             listed_segs.iter().map(|s| s.duration_ns),
         );
+        let discontinuity_sequence = self.discontinuity_seq + hidden_disc;
         let playlist = MediaPlaylist {
             target_duration: target,
             media_sequence: listed_segs.first().map_or(self.next_seq, |s| s.seq),
-            discontinuity_sequence: self.discontinuity_seq + hidden_disc,
+            discontinuity_sequence,
             segments: listed_segs
                 .iter()
                 .map(|s| PlaylistSegment {
@@ -373,6 +378,7 @@ impl Packager {
             playlist: Bytes::from(playlist.render()),
             target_secs: target,
             bandwidth: self.bandwidth,
+            discontinuity_sequence,
         }));
         self.updates.send_modify(|n| *n = n.wrapping_add(1));
     }

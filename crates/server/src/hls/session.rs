@@ -6,13 +6,16 @@
 //! are the playlists it was sent plus every segment its playlists offered it for the first time
 //! (what the player fetches, from Throng or from a cache in front).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
 use crate::audience::{AudiencePath, EndReason, ListenerInfo, ListenerRow};
+use throng_proto::hls::playlist::{MediaPlaylist, PlaylistSegment};
+
+use crate::audience::follow::{self, MoveFilter};
 use crate::hls::packager::Window;
 use crate::mount::live::Mount;
 use crate::mount::registry::Registry;
@@ -34,6 +37,133 @@ pub struct Session {
     pub offered: Option<u64>,
     /// It ends after this long without a request.
     pub timeout: Duration,
+    /// Set when the session was moved to another mount name's segments (`moveclients`): its
+    /// own playlist from then on.
+    pub moved: Option<Box<MovedPlaylist>>,
+}
+
+/// One line of a moved session's own playlist.
+#[derive(Debug, Clone)]
+struct MovedEntry {
+    /// The session's own media sequence number.
+    seq: u64,
+    /// Absolute path of the segment (`/hls/<mount>/<seq>.<ext>`): segments stay shared and
+    /// cacheable, only the playlist is the session's.
+    uri: String,
+    duration_secs: f64,
+    discontinuity: bool,
+    pdt_ms: i64,
+}
+
+/// The absolute path of segment `seq` (`ext`: `mp3`, `aac`) of mount name `name`.
+fn segment_uri(name: &str, seq: u64, ext: &str) -> String {
+    format!("/hls/{}/{seq}.{ext}", name.trim_start_matches('/'))
+}
+
+/// The media playlist of a session moved from the mount name it asked for to another one
+/// (`moveclients`): the segments it was last offered, then an `EXT-X-DISCONTINUITY`, then the
+/// new mount name's segments, numbered on from the old ones, so the player's media sequence
+/// never jumps (RFC 8216 section 6.2.2: a segment's sequence number never changes) and it
+/// decodes the new stream from the discontinuity on.
+#[derive(Debug, Clone)]
+pub struct MovedPlaylist {
+    /// The mount name whose packager supplies the segments now.
+    pub serving: String,
+    entries: VecDeque<MovedEntry>,
+    /// The session's next media sequence number.
+    next_seq: u64,
+    /// The newest segment of `serving` listed already (its own numbering).
+    last_source_seq: Option<u64>,
+    /// Discontinuities that slid out of the listed window, and the one before the first.
+    discontinuity_sequence: u64,
+    /// Segments listed (`[hls] window`).
+    window: usize,
+    /// The next segment of `serving` starts a discontinuity.
+    discontinuity_pending: bool,
+}
+
+impl MovedPlaylist {
+    /// A session moved from `from` (its current window, served under the mount name
+    /// `from_name`) to mount name `to`, whose window is `to_window`; `window` segments listed.
+    /// The playlist keeps `from`'s listed segments and continues with `to`'s newest one.
+    pub fn start(
+        from_name: &str,
+        from: &Window,
+        to: &str,
+        to_window: &Window,
+        window: usize,
+    ) -> MovedPlaylist {
+        let listed = from.segments.len().min(window.max(1));
+        let entries: VecDeque<MovedEntry> = from.segments[from.segments.len() - listed..]
+            .iter()
+            .map(|s| MovedEntry {
+                seq: s.seq,
+                uri: segment_uri(from_name, s.seq, s.ext),
+                duration_secs: s.duration_ns as f64 / 1e9,
+                discontinuity: s.discontinuity,
+                pdt_ms: s.pdt_ms,
+            })
+            .collect();
+        let next_seq = entries.back().map_or(0, |e| e.seq + 1);
+        MovedPlaylist {
+            serving: to.to_owned(),
+            entries,
+            next_seq,
+            // From `to`'s newest segment on: the player has its next audio soonest.
+            last_source_seq: to_window.segments.last().and_then(|s| s.seq.checked_sub(1)),
+            discontinuity_sequence: from.discontinuity_sequence,
+            window: window.max(1),
+            discontinuity_pending: true,
+        }
+    }
+
+    /// Lists the segments of `serving` cut since the last call (`source` is its window now)
+    /// and returns the playlist text and the bytes of the segments newly offered.
+    pub fn render(&mut self, source: &Window) -> (String, u64) {
+        let mut offered = 0;
+        for s in &source.segments {
+            if self.last_source_seq.is_some_and(|l| s.seq <= l) {
+                continue;
+            }
+            self.last_source_seq = Some(s.seq);
+            offered += s.data.len() as u64;
+            self.entries.push_back(MovedEntry {
+                seq: self.next_seq,
+                uri: segment_uri(&self.serving, s.seq, s.ext),
+                duration_secs: s.duration_ns as f64 / 1e9,
+                discontinuity: std::mem::take(&mut self.discontinuity_pending) || s.discontinuity,
+                pdt_ms: s.pdt_ms,
+            });
+            self.next_seq += 1;
+        }
+        while self.entries.len() > self.window {
+            if self.entries.pop_front().is_some_and(|e| e.discontinuity) {
+                self.discontinuity_sequence += 1;
+            }
+        }
+        let target = throng_proto::hls::cutter::target_duration_secs(
+            (source.target_secs.max(1)) * 1000,
+            self.entries.iter().map(|e| (e.duration_secs * 1e9) as u64),
+        );
+        let playlist = MediaPlaylist {
+            target_duration: target,
+            media_sequence: self.entries.front().map_or(self.next_seq, |e| e.seq),
+            discontinuity_sequence: self.discontinuity_sequence,
+            segments: self
+                .entries
+                .iter()
+                .map(|e| PlaylistSegment {
+                    uri: e.uri.clone(),
+                    duration_secs: e.duration_secs,
+                    discontinuity: e.discontinuity,
+                    program_date_time_ms: Some(e.pdt_ms),
+                })
+                .collect(),
+            ended: false,
+            can_block_reload: false,
+        };
+        (playlist.render(), offered)
+    }
 }
 
 /// The session table, by token.
@@ -99,6 +229,78 @@ impl Sessions {
         true
     }
 
+    /// Moves the sessions `filter` takes to mount `to` (`moveclients`, `fallback-override`):
+    /// each holds `to`'s listener slot from now on; a session whose own mount name is `to`
+    /// is served by its own playlist again, any other gets a [`MovedPlaylist`] made by
+    /// `moved_playlist(requested mount name, to)` (`None`: HLS is not packaged for `to`, so
+    /// the session stays). How many moved.
+    pub fn move_sessions(
+        &self,
+        filter: &MoveFilter,
+        to: &Arc<Mount>,
+        metrics: &Metrics,
+        moved_playlist: impl Fn(&str, &str) -> Option<MovedPlaylist>,
+    ) -> usize {
+        let mut n = 0;
+        for s in self.by_token.lock().values_mut() {
+            if !follow::may_move(
+                s.mount.id,
+                s.mount.settings.format,
+                to.id,
+                to.settings.format,
+            ) || !filter.takes(&s.mount.name, &s.info.requested_mount)
+            {
+                continue;
+            }
+            if to.name == s.info.requested_mount {
+                s.moved = None;
+            } else {
+                // Already moved: it continues from the mount name it was served.
+                let from = s
+                    .moved
+                    .as_ref()
+                    .map_or(s.info.requested_mount.clone(), |m| m.serving.clone());
+                match moved_playlist(&from, &to.name) {
+                    Some(mut p) => {
+                        if let Some(old) = &s.moved {
+                            // Keep the numbering the player has seen.
+                            p.entries = old.entries.clone();
+                            p.next_seq = old.next_seq;
+                            p.discontinuity_sequence = old.discontinuity_sequence;
+                        }
+                        s.moved = Some(Box::new(p));
+                    }
+                    None => continue,
+                }
+            }
+            s.mount.move_listener_to(to, metrics);
+            s.mount = to.clone();
+            n += 1;
+        }
+        n
+    }
+
+    /// For session `token`, if it was moved: the mount name it is served from now, and its
+    /// playlist rendered with `window_of(that name)` (its bytes and the new segments offered
+    /// count in the session); the session is touched at `now`. `None`: no such session, or not
+    /// moved (it gets the shared playlist of the name it asked for).
+    pub fn moved_playlist(
+        &self,
+        token: &str,
+        window_of: impl Fn(&str) -> Option<Arc<Window>>,
+        now: Instant,
+    ) -> Option<String> {
+        let mut map = self.by_token.lock();
+        let s = map.get_mut(token)?;
+        let moved = s.moved.as_mut()?;
+        let source = window_of(&moved.serving)?;
+        let (text, offered) = moved.render(&source);
+        s.last_seen = now;
+        s.timeout = timeout_for(source.target_secs);
+        s.bytes += offered + text.len() as u64;
+        Some(text)
+    }
+
     /// The sessions on mount `name` (all when `None`) as listener rows.
     pub fn rows(&self, name: Option<&str>, now: Instant) -> Vec<ListenerRow> {
         self.by_token
@@ -161,10 +363,11 @@ impl Sessions {
                 if !ended {
                     continue;
                 }
-                if let Some(next) = registry
-                    .resolve(&s.info.requested_mount)
-                    .filter(|m| m.id != s.mount.id)
-                {
+                let name = s
+                    .moved
+                    .as_ref()
+                    .map_or(s.info.requested_mount.as_str(), |m| m.serving.as_str());
+                if let Some(next) = registry.resolve(name).filter(|m| m.id != s.mount.id) {
                     s.mount.move_listener_to(&next, metrics);
                     s.mount = next;
                 }

@@ -53,7 +53,8 @@ impl LiveMount {
 
 /// `fallback-override` (Icecast 2.4.4 `source.c:source_init`): once the returning source has
 /// queued its first audio (waiting at most 2 s), every listener that asked for its mount and is
-/// now on a fallback is moved back, at a frame boundary.
+/// now on a fallback is moved back, at a frame boundary, on every path (ICY, HLS, WHEP:
+/// `roster.rs`).
 fn bring_back_listeners(ctx: Arc<ServerCtx>, mount: Arc<Mount>) {
     let Ok(rt) = tokio::runtime::Handle::try_current() else {
         return;
@@ -69,16 +70,13 @@ fn bring_back_listeners(ctx: Arc<ServerCtx>, mount: Arc<Mount>) {
         if snapshot.ended || snapshot.head == 0 {
             return;
         }
-        let n = ctx
-            .fanout
-            .move_listeners(
-                crate::audience::follow::MoveFilter {
-                    from: None,
-                    requested: Some(mount.name.clone()),
-                },
-                mount.clone(),
-            )
-            .await;
+        let filter = crate::audience::follow::MoveFilter {
+            from: None,
+            requested: Some(mount.name.clone()),
+        };
+        let n = crate::roster::move_members(&ctx, filter, mount.clone())
+            .await
+            .total();
         if n > 0 {
             tracing::info!(mount = %mount.name, listeners = n, "fallback override: listeners back");
         }

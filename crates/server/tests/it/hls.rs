@@ -484,3 +484,145 @@ fn blocking_reload_can_be_turned_off() {
     assert_eq!(head.status, 200);
     assert!(parse(&String::from_utf8(body).unwrap()).is_some());
 }
+
+/// The ICY listener ids on `mount` from `listclients` (every path: ICY, HLS, WHEP).
+fn listed_ids(srv: &TestServer, mount: &str) -> Vec<u64> {
+    let (_, body) = http_get(
+        srv.addr,
+        &format!("/admin/listclients?mount={mount}"),
+        &[&admin_header()],
+    );
+    String::from_utf8_lossy(&body)
+        .split("<ID>")
+        .skip(1)
+        .filter_map(|r| r.split('<').next()?.parse().ok())
+        .collect()
+}
+
+/// Issue 22: `moveclients` moves an ICY listener and an HLS session of one MP3 mount to another
+/// together. The ICY listener's stream stays a whole chain of MP3 frames; the HLS session's
+/// playlist goes on numbering from where it was, marks `EXT-X-DISCONTINUITY` and lists the new
+/// mount's segments; `max-listeners`-style counts follow both; `killclient` then ends each, and
+/// both access-log lines end with `operator:killed`.
+#[test]
+fn moveclients_moves_icy_listeners_and_hls_sessions_together() {
+    let dir = tempfile::tempdir().unwrap();
+    for n in ["a", "b"] {
+        std::fs::copy(asset("demo.mp3"), dir.path().join(format!("{n}.mp3"))).unwrap();
+    }
+    let log = dir.path().join("access.log");
+    let srv = logged_server(
+        &log,
+        &format!(
+            "[hls]\nsegment-seconds = 2\n\
+         [[mount]]\nname = \"/a.mp3\"\nfile = {:?}\n[[mount]]\nname = \"/b.mp3\"\nfile = {:?}\n",
+            dir.path().join("a.mp3"),
+            dir.path().join("b.mp3"),
+        ),
+    );
+    wait_hls(&srv, "/a.mp3");
+    wait_hls(&srv, "/b.mp3");
+    let path = open_session(srv.addr, "/a.mp3");
+    wait_segments(srv.addr, &path, 2);
+    let before = parse(&get_text(srv.addr, &path)).unwrap();
+    let mut icy = Listener::open(srv.addr, "/a.mp3", false);
+    let mut heard = icy.read_for(Duration::from_millis(500));
+    wait_until(Duration::from_secs(5), || {
+        listed_ids(&srv, "/a.mp3").len() == 2
+    })
+    .expect("the ICY listener and the HLS session are listed on /a.mp3");
+
+    let (head, body) = http_get(
+        srv.addr,
+        "/admin/moveclients?mount=/a.mp3&destination=/b.mp3",
+        &[&admin_header()],
+    );
+    assert_eq!(head.status, 200, "{}", String::from_utf8_lossy(&body));
+    wait_until(Duration::from_secs(5), || {
+        listed_ids(&srv, "/b.mp3").len() == 2
+    })
+    .expect("both moved to /b.mp3");
+    assert!(listed_ids(&srv, "/a.mp3").is_empty());
+
+    // The session's playlist continues its own numbering into /b.mp3's segments.
+    let mut after = None;
+    wait_until(Duration::from_secs(20), || {
+        let text = get_text(srv.addr, &path);
+        let ok = text.contains("#EXT-X-DISCONTINUITY\n") && text.contains("/hls/b.mp3/");
+        after = Some(text);
+        ok
+    })
+    .unwrap_or_else(|_| panic!("no /b.mp3 segment after a discontinuity: {after:?}"));
+    let text = after.unwrap();
+    let p = parse(&text).unwrap();
+    assert!(p.media_sequence >= before.media_sequence, "{text}");
+    let seqs: Vec<u64> = p.segments.iter().map(|s| s.0).collect();
+    assert!(
+        seqs.windows(2).all(|w| w[1] == w[0] + 1),
+        "consecutive: {text}"
+    );
+    let moved_uri = p
+        .segments
+        .iter()
+        .map(|s| s.1.clone())
+        .find(|u| u.starts_with("/hls/b.mp3/"))
+        .unwrap();
+    let (head, seg) = http_get(srv.addr, &moved_uri, &[]);
+    assert_eq!(head.status, 200);
+    assert!(seg.len() > 1000);
+
+    // The ICY listener heard whole frames across the switch.
+    heard.extend(icy.read_for(Duration::from_secs(3)));
+    let mut pos = 0;
+    while let Some(h) = throng_proto::mp3::parse_header(&heard[pos..]) {
+        if pos + h.frame_len > heard.len() {
+            break;
+        }
+        pos += h.frame_len;
+    }
+    assert!(
+        pos + 2000 >= heard.len(),
+        "one unbroken chain of frames: broken at {pos} of {}",
+        heard.len()
+    );
+
+    // killclient ends either path; both lines end with the shared vocabulary.
+    for id in listed_ids(&srv, "/b.mp3") {
+        let (_, body) = http_get(
+            srv.addr,
+            &format!("/admin/killclient?mount=/b.mp3&id={id}"),
+            &[&admin_header()],
+        );
+        assert!(String::from_utf8_lossy(&body).contains("<return>1</return>"));
+    }
+    wait_until(Duration::from_secs(5), || {
+        listed_ids(&srv, "/b.mp3").is_empty()
+    })
+    .expect("killclient ends both");
+    wait_until(Duration::from_secs(5), || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.ends_with(" operator:killed"))
+            .count()
+            == 2
+    })
+    .unwrap_or_else(|_| panic!("{}", std::fs::read_to_string(&log).unwrap_or_default()));
+}
+
+/// Issue 22: `max-listeners` is one count across ICY listeners and HLS sessions: with 3, two
+/// ICY listeners and one HLS session fill the mount, and a fourth is refused on either path.
+#[test]
+fn max_listeners_counts_icy_listeners_and_hls_sessions_together() {
+    let srv = TestServer::start("[[mount]]\nname = \"/live.mp3\"\nmax-listeners = 3\n");
+    let _source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
+    wait_hls(&srv, "/live.mp3");
+    let _a = Listener::open(srv.addr, "/live.mp3", false);
+    let _b = Listener::open(srv.addr, "/live.mp3", false);
+    let (head, _) = http_get(srv.addr, "/hls/live.mp3/index.m3u8", &[]);
+    assert_eq!(head.status, 200, "the third listener, by HLS");
+    let (head, _) = http_get(srv.addr, "/hls/live.mp3/index.m3u8", &[]);
+    assert_eq!(head.status, 403, "a fourth by HLS");
+    let (head, _) = http_get(srv.addr, "/live.mp3", &[]);
+    assert_eq!(head.status, 403, "a fourth by ICY");
+}

@@ -410,3 +410,14 @@ pub fn mp3_chain(data: &[u8]) -> (bool, usize) {
     }
     (starts, n)
 }
+
+/// A server with the test passwords, `extra` configuration, and its access log written to
+/// `log`.
+pub fn logged_server(log: &std::path::Path, extra: &str) -> TestServer {
+    let toml = format!(
+        "listen = [\"127.0.0.1:0\"]\nworkers = 2\n{extra}\n[authentication]\n\
+         source-password = \"{SOURCE_PW}\"\nadmin-password = \"{ADMIN_PW}\"\n\
+         [logging]\naccess-log = {log:?}\n"
+    );
+    TestServer::start_config(throng_server::Config::from_toml(&toml).expect("test config"))
+}

@@ -761,3 +761,109 @@ fn viewers_spread_over_the_engines_and_their_ports() {
     .expect("the DELETE ends the second engine's session");
     assert_eq!(whep.sessions(), 1);
 }
+
+/// The listener ids on `mount` from `listclients` (every path).
+fn ids_on(srv: &TestServer, mount: &str) -> Vec<u64> {
+    let (_, body) = http_get(
+        srv.addr,
+        &format!("/admin/listclients?mount={mount}"),
+        &[&admin_header()],
+    );
+    String::from_utf8_lossy(&body)
+        .split("<ID>")
+        .skip(1)
+        .filter_map(|r| r.split('<').next()?.parse().ok())
+        .collect()
+}
+
+/// Issue 22: `moveclients` moves an ICY listener and a WHEP viewer of one Ogg/Opus mount to
+/// another together; the viewer's RTP timestamps continue with no gap over 200 ms; then
+/// `killclient` ends each, both access-log lines ending with `operator:killed`.
+#[test]
+fn moveclients_moves_icy_listeners_and_whep_viewers_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let srv = logged_server(
+        &log,
+        &format!(
+            "{}{}{}",
+            webrtc_config(),
+            tone_mount(dir.path(), "/a.opus"),
+            tone_mount(dir.path(), "/b.opus"),
+        ),
+    );
+    srv.wait_mount("/a.opus");
+    srv.wait_mount("/b.opus");
+    let mut icy = Listener::open(srv.addr, "/a.opus", false);
+    let mut v = Viewer::connect(srv.addr, "/whep/a.opus", &[]);
+    v.run_for(Duration::from_secs(2));
+    assert!(v.connected);
+    icy.read_for(Duration::from_millis(100));
+    assert_eq!(ids_on(&srv, "/a.opus").len(), 2);
+    let mark = v.packets.len();
+    assert!(mark > 0);
+
+    let (head, body) = http_get(
+        srv.addr,
+        "/admin/moveclients?mount=/a.opus&destination=/b.opus",
+        &[&admin_header()],
+    );
+    assert_eq!(head.status, 200, "{}", String::from_utf8_lossy(&body));
+    v.run_for(Duration::from_secs(3));
+    wait_until(Duration::from_secs(5), || {
+        ids_on(&srv, "/b.opus").len() == 2
+    })
+    .expect("both moved to /b.opus");
+    assert!(ids_on(&srv, "/a.opus").is_empty());
+    let (n, ordered) = v.check_in_order(mark.saturating_sub(1));
+    assert!(ordered, "RTP timestamps continue across the move");
+    assert!(n >= 100, "media keeps flowing: {n} packets in 3 s");
+    let gap = v.packets[mark.saturating_sub(1)..]
+        .windows(2)
+        .map(|w| w[1].1.duration_since(w[0].1))
+        .max()
+        .unwrap();
+    assert!(gap <= Duration::from_millis(200), "longest gap {gap:?}");
+    let after = icy.read_for(Duration::from_secs(2));
+    assert!(after.len() > 1000, "the ICY listener keeps receiving");
+
+    for id in ids_on(&srv, "/b.opus") {
+        let (_, body) = http_get(
+            srv.addr,
+            &format!("/admin/killclient?mount=/b.opus&id={id}"),
+            &[&admin_header()],
+        );
+        assert!(String::from_utf8_lossy(&body).contains("<return>1</return>"));
+    }
+    v.run_for(Duration::from_millis(500));
+    wait_until(Duration::from_secs(5), || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.ends_with(" operator:killed"))
+            .count()
+            == 2
+    })
+    .unwrap_or_else(|_| panic!("{}", std::fs::read_to_string(&log).unwrap_or_default()));
+}
+
+/// Issue 22: `max-listeners` is one count across ICY listeners and WHEP viewers: with 3, two
+/// ICY listeners and one viewer fill the mount, and a fourth is refused on either path.
+#[test]
+fn max_listeners_counts_icy_listeners_and_whep_viewers_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&format!(
+        "{}{}max-listeners = 3\n",
+        webrtc_config(),
+        tone_mount(dir.path(), "/tone.opus"),
+    ));
+    srv.wait_mount("/tone.opus");
+    let _a = Listener::open(srv.addr, "/tone.opus", false);
+    let _b = Listener::open(srv.addr, "/tone.opus", false);
+    let _v = Viewer::connect(srv.addr, "/whep/tone.opus", &[]);
+    let (_, _, offer, _) = Viewer::offer();
+    let sdp = ["Content-Type: application/sdp"];
+    assert_eq!(post(srv.addr, "/whep/tone.opus", &sdp, &offer).0, 403);
+    let (head, _) = http_get(srv.addr, "/tone.opus", &[]);
+    assert_eq!(head.status, 403, "a fourth by ICY");
+}

@@ -1,0 +1,66 @@
+//! The whole audience of the server, across paths: what an operator command does to every
+//! member of a mount's audience, whether an ICY listener on a fan-out shard, an HLS session or
+//! a WHEP viewer, so `listclients`, `killclient`, `moveclients` and `fallback-override`'s
+//! return work the same on every path (docs/operators.md, "One audience"). Each engine applies
+//! the command by the audience follower's rules (`audience::follow`: never across formats, on a
+//! frame or page boundary); this file only asks each of them.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::audience::follow::MoveFilter;
+use crate::audience::ListenerRow;
+use crate::ctx::ServerCtx;
+use crate::mount::live::Mount;
+
+/// Every member on mount `mount` (all mounts when `None`), on every path, sorted by id.
+pub async fn members(ctx: &ServerCtx, mount: Option<&str>) -> Vec<ListenerRow> {
+    let mut rows = ctx.fanout.list(mount).await;
+    rows.extend(ctx.hls.sessions.rows(mount, Instant::now()));
+    if let Some(whep) = &ctx.whep {
+        rows.extend(whep.list(mount).await);
+    }
+    rows.sort_by_key(|r| r.id);
+    rows
+}
+
+/// Ends member `id` on whichever path serves it (`operator:killed`); whether one was found.
+pub async fn kill(ctx: &ServerCtx, id: u64) -> bool {
+    ctx.hls.sessions.kill(id, &ctx.metrics, &ctx.access_log)
+        || ctx.fanout.kill(id).await
+        || match &ctx.whep {
+            Some(whep) => whep.kill(id).await,
+            None => false,
+        }
+}
+
+/// How many members a move took, by path.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Moved {
+    /// ICY listeners (each switches at its next frame or page boundary).
+    pub icy: usize,
+    /// HLS sessions (their playlists continue with `to`'s segments after an
+    /// `EXT-X-DISCONTINUITY`).
+    pub hls: usize,
+    /// WHEP viewers (each switches at its next media pass).
+    pub whep: usize,
+}
+
+impl Moved {
+    /// Members moved on every path.
+    pub fn total(self) -> usize {
+        self.icy + self.hls + self.whep
+    }
+}
+
+/// Moves every member `filter` takes to mount `to`, on every path (`moveclients`, and
+/// `fallback-override` bringing listeners back to their mount).
+pub async fn move_members(ctx: &ServerCtx, filter: MoveFilter, to: Arc<Mount>) -> Moved {
+    let hls = ctx.hls.move_sessions(&filter, &to, &ctx.metrics);
+    let whep = match &ctx.whep {
+        Some(whep) => whep.move_viewers(filter.clone(), to.clone()).await,
+        None => 0,
+    };
+    let icy = ctx.fanout.move_listeners(filter, to).await;
+    Moved { icy, hls, whep }
+}
