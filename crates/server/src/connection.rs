@@ -320,10 +320,10 @@ async fn dispatch(
             ))
             .await;
         }
-        "GET" | "HEAD" if crate::admin::hls::is_hls_path(&head.path) => {
+        "GET" | "HEAD" if crate::hls_http::is_hls_path(&head.path) => {
             let rest = buf[head_len..].to_vec();
             drop(buf);
-            Box::pin(crate::admin::hls::handle(ctx, stream, head, rest, peer)).await;
+            Box::pin(crate::hls_http::handle(ctx, stream, head, rest, peer)).await;
         }
         "GET" | "HEAD" => {
             drop(buf);

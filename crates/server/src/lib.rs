@@ -25,6 +25,7 @@ mod control;
 mod ctx;
 mod fanout;
 mod hls;
+mod hls_http;
 mod ingest;
 mod listener;
 mod logs;

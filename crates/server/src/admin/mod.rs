@@ -28,7 +28,6 @@ pub mod cgi;
 pub mod cluster;
 pub mod data;
 pub mod events;
-pub mod hls;
 pub mod html;
 pub mod icecast;
 pub mod ops;
