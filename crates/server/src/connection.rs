@@ -293,9 +293,9 @@ async fn dispatch(
             // task (18,000 of them at once in a reconnect storm) stays small.
             Box::pin(crate::ingest::source::handle(ctx, stream, head, body, peer)).await;
         }
-        "GET" | "HEAD" if head.path == crate::admin::events::PATH => {
+        "GET" | "HEAD" if head.path == crate::event_stream::PATH => {
             drop(buf);
-            Box::pin(crate::admin::events::handle(ctx, stream, head, peer, slot)).await;
+            Box::pin(crate::event_stream::handle(ctx, stream, head, peer, slot)).await;
         }
         "GET" | "HEAD" if head.path == "/admin.cgi" => {
             drop(buf);
@@ -374,7 +374,7 @@ fn share_of(ctx: &ServerCtx, head: &RequestHead) -> Option<Share> {
         "SOURCE" | "PUT" => Some(reserved),
         "POST" if crate::whep::is_whep_path(&head.path) => Some(Share::Listener),
         // Event-stream subscribers are many and public: listeners' share.
-        "GET" | "HEAD" if head.path == crate::admin::events::PATH => Some(Share::Listener),
+        "GET" | "HEAD" if head.path == crate::event_stream::PATH => Some(Share::Listener),
         "GET" | "HEAD" | "POST" if is_admin_path(&head.path) => Some(reserved),
         "GET" | "HEAD" => Some(Share::Listener),
         _ => None,
