@@ -293,9 +293,9 @@ async fn dispatch(
             // task (18,000 of them at once in a reconnect storm) stays small.
             Box::pin(crate::ingest::source::handle(ctx, stream, head, body, peer)).await;
         }
-        "GET" | "HEAD" if head.path == crate::admin::events::PATH => {
+        "GET" | "HEAD" if head.path == crate::event_stream::PATH => {
             drop(buf);
-            Box::pin(crate::admin::events::handle(ctx, stream, head, peer, slot)).await;
+            Box::pin(crate::event_stream::handle(ctx, stream, head, peer, slot)).await;
         }
         "GET" | "HEAD" if head.path == "/admin.cgi" => {
             drop(buf);
@@ -320,10 +320,10 @@ async fn dispatch(
             ))
             .await;
         }
-        "GET" | "HEAD" if crate::admin::hls::is_hls_path(&head.path) => {
+        "GET" | "HEAD" if crate::hls_http::is_hls_path(&head.path) => {
             let rest = buf[head_len..].to_vec();
             drop(buf);
-            Box::pin(crate::admin::hls::handle(ctx, stream, head, rest, peer)).await;
+            Box::pin(crate::hls_http::handle(ctx, stream, head, rest, peer)).await;
         }
         "GET" | "HEAD" => {
             drop(buf);
@@ -374,7 +374,7 @@ fn share_of(ctx: &ServerCtx, head: &RequestHead) -> Option<Share> {
         "SOURCE" | "PUT" => Some(reserved),
         "POST" if crate::whep::is_whep_path(&head.path) => Some(Share::Listener),
         // Event-stream subscribers are many and public: listeners' share.
-        "GET" | "HEAD" if head.path == crate::admin::events::PATH => Some(Share::Listener),
+        "GET" | "HEAD" if head.path == crate::event_stream::PATH => Some(Share::Listener),
         "GET" | "HEAD" | "POST" if is_admin_path(&head.path) => Some(reserved),
         "GET" | "HEAD" => Some(Share::Listener),
         _ => None,

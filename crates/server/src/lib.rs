@@ -12,7 +12,7 @@
 //! | L2 | `fanout` | the fan-out engine: cursor, write path, shards and their listener records |
 //! | L3 | `auth` | listener and source authentication (static, htpasswd, URL callbacks) |
 //! | L4 | `ctx`, `respond`, `control` | the shared handles, the HTTP reply vocabulary, operator commands |
-//! | L5 | `ingest`, `listener`, `admin` | source clients, SHOUTcast, files, relays; listeners; admin, status and APIs |
+//! | L5 | `ingest`, `listener`, `admin`, `whep`, `hls_http`, `event_stream` | source clients, SHOUTcast, files, relays; listeners; admin, status and APIs; WHEP; HLS over HTTP; the event stream |
 //! | L6 | `connection`, `server`, `signals`, `reload`, `logs`, `upgrade` | one connection's dispatch; the server's sockets and lifecycle; signals; config reload, log reopening, binary upgrade |
 
 mod admin;
@@ -23,8 +23,10 @@ pub mod config;
 mod connection;
 mod control;
 mod ctx;
+mod event_stream;
 mod fanout;
 mod hls;
+mod hls_http;
 mod ingest;
 mod listener;
 mod logs;

@@ -388,7 +388,7 @@ impl Server {
                 ctx.config().shoutcast_default_mount()
             );
         }
-        crate::admin::hls::start(ctx.clone());
+        crate::hls_http::start(ctx.clone());
         let mut sockets = Vec::new();
         for (l, port) in listen_sockets
             .into_iter()

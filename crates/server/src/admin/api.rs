@@ -83,7 +83,7 @@ fn method_not_allowed(allow: &'static str) -> Response {
 }
 
 /// `/api/v1/events` with a method other than `GET`/`HEAD` (those are answered before axum,
-/// in `admin/events.rs`; `OPTIONS` is the CORS preflight): the stream is read-only.
+/// in `event_stream.rs`; `OPTIONS` is the CORS preflight): the stream is read-only.
 pub async fn events_method_not_allowed() -> Response {
     method_not_allowed("GET, HEAD, OPTIONS")
 }

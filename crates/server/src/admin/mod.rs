@@ -27,8 +27,6 @@ pub mod auth;
 pub mod cgi;
 pub mod cluster;
 pub mod data;
-pub mod events;
-pub mod hls;
 pub mod html;
 pub mod icecast;
 pub mod ops;
@@ -95,7 +93,7 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
         .route("/api/v1/cluster", get(crate::admin::cluster::cluster))
         .route("/api/v1/cluster/edges", any(crate::admin::cluster::edges))
         .route(
-            crate::admin::events::PATH,
+            crate::event_stream::PATH,
             any(crate::admin::api::events_method_not_allowed),
         )
         .route(

@@ -117,7 +117,7 @@ fn icecast_source(ctx: &ServerCtx, m: &Mount) -> Value {
     if let Some(r) = rate {
         o.insert("samplerate".into(), stat(&r));
     }
-    if let Some(u) = crate::admin::hls::hls_url(ctx, m) {
+    if let Some(u) = crate::hls_http::hls_url(ctx, m) {
         o.insert("hls_url".into(), json!(u));
     }
     o.insert("server_description".into(), stat(&info.description));
@@ -222,7 +222,7 @@ pub fn v1_mount(ctx: &ServerCtx, m: &Mount) -> Value {
         "bytes_sent": m.bytes_sent.load(Ordering::Relaxed),
         "stream_start_iso8601": iso8601(&m.started),
         "stream_start_unix": m.started.timestamp(),
-        "hls_url": crate::admin::hls::hls_url(ctx, m),
+        "hls_url": crate::hls_http::hls_url(ctx, m),
     })
 }
 

@@ -1,7 +1,7 @@
 //! HLS output (issue 14): per mount name a [`Packager`] turning what a listener of that name
 //! hears into packed-audio segments and a sliding playlist ([`packager`]), and the HLS
 //! sessions, which count as listeners while they keep fetching ([`session`]). [`Hls::tick`] is
-//! driven by one task (`admin/hls.rs` starts it); the HTTP side (`admin/hls.rs`) reads the
+//! driven by one task (`hls_http.rs` starts it); the HTTP side (`hls_http.rs`) reads the
 //! published windows and opens, touches and ends sessions here.
 
 pub mod packager;
