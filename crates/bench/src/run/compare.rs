@@ -11,13 +11,13 @@
 //! any, run the profile while sampling the server's process tree, stop the server (SIGTERM to
 //! the group, SIGKILL after 5 s) and wait for its port to close.
 
+use crate::net::url::HttpUrl;
+use crate::observe::sampler::SampleTarget;
 use crate::profile::{Profile, Secs};
+use crate::report::summary::RunReport;
+use crate::run::worker::Launcher;
 use crate::run::{execute, Plan, RunError};
-use crate::sampler::SampleTarget;
 use crate::source::{SourceConfig, SourceMethod};
-use crate::summary::RunReport;
-use crate::url::HttpUrl;
-use crate::worker::Launcher;
 use clap::Args;
 use serde::Deserialize;
 use std::net::TcpStream;

@@ -5,7 +5,7 @@
 //! stdout, and stops early when stdin closes (so workers never outlive the parent). Each process
 //! opens at most `max_per_worker` sockets, keeping under the per-process file limit.
 
-use crate::engine::EngineSpec;
+use crate::icy::engine::EngineSpec;
 use crate::stats::WorkerTick;
 use clap::Args;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -60,7 +60,7 @@ pub enum WorkerMsg {
 pub enum WorkerError {
     /// The engine could not be prepared (bad URL, bad range).
     #[error(transparent)]
-    Engine(#[from] crate::engine::EngineError),
+    Engine(#[from] crate::icy::engine::EngineError),
     /// The worker process could not be spawned or fed.
     #[error("starting worker process {program}: {source}")]
     Spawn {
@@ -103,7 +103,7 @@ impl WorkerSet {
             let worker = spec.worker;
             match launcher {
                 None => {
-                    let engine = crate::hls::Runner::new(spec)?;
+                    let engine = crate::hls::player::Runner::new(spec)?;
                     let tx = tx.clone();
                     let stop = stop.clone();
                     let h = std::thread::Builder::new()
@@ -242,7 +242,7 @@ pub fn worker_command(_args: WorkerArgs) -> anyhow::Result<()> {
     let mut line = String::new();
     stdin.read_line(&mut line)?;
     let spec: EngineSpec = serde_json::from_str(&line)?;
-    let engine = crate::hls::Runner::new(spec)?;
+    let engine = crate::hls::player::Runner::new(spec)?;
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
     std::thread::spawn(move || {

@@ -4,9 +4,9 @@
 //! ticks per second (carrying a worker's last cumulative counters forward if one second is
 //! missing), attaches the server sample of that second, and derives the run's verdict.
 
-use crate::listener_counts::ListenerCounts;
+use crate::observe::sampler::ServerSample;
 use crate::profile::Profile;
-use crate::sampler::ServerSample;
+use crate::stats::listener_counts::ListenerCounts;
 use crate::stats::{LogHist, Phase, WorkerTick};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -125,7 +125,7 @@ pub struct RunReport {
     pub name: String,
     /// When, where and how the run was made, and the server's `Server` header.
     #[serde(default)]
-    pub meta: crate::meta::RunMeta,
+    pub meta: crate::observe::meta::RunMeta,
     /// Listener URLs.
     pub urls: Vec<String>,
     /// The profile.
@@ -146,7 +146,7 @@ pub struct RunReport {
     pub errors: Vec<String>,
     /// The outcome of an events run (`--events`), absent for listener runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub events: Option<crate::events::EventsSummary>,
+    pub events: Option<crate::events::subscriber::EventsSummary>,
 }
 
 /// Collects ticks and samples during a run.

@@ -16,8 +16,8 @@ use mio::{Events, Interest, Poll, Token};
 use serde::{Deserialize, Serialize};
 use throng_proto::sse::{Item, Parser};
 
-use crate::connect::{is_loopback_v4, parse_bind_range, start_connect};
-use crate::url::HttpUrl;
+use crate::net::connect::{is_loopback_v4, parse_bind_range, start_connect};
+use crate::net::url::HttpUrl;
 
 /// How often an engine reports.
 pub const TICK: Duration = Duration::from_millis(250);
@@ -103,10 +103,10 @@ pub struct EventsTick {
 pub enum EventsError {
     /// A URL could not be used.
     #[error(transparent)]
-    Url(#[from] crate::url::UrlError),
+    Url(#[from] crate::net::url::UrlError),
     /// The bind range could not be parsed.
     #[error(transparent)]
-    Range(#[from] crate::connect::BadRange),
+    Range(#[from] crate::net::connect::BadRange),
     /// The poller could not be created.
     #[error("poll: {0}")]
     Poll(#[from] io::Error),

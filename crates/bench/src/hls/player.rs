@@ -17,12 +17,12 @@
 //! goes in the run's TTFB histogram, requests in `requests_total`; the verdict is the ICY one.
 //! Plain HTTP only, so a caching proxy (nginx, a CDN edge) is benched by giving its URL.
 
-use crate::connect::{is_loopback_v4, parse_bind_range, start_connect};
-use crate::engine::{EngineError, EngineSpec};
-use crate::listener_counts::ListenerCounts;
-use crate::rusage;
+use crate::icy::engine::{EngineError, EngineSpec};
+use crate::net::connect::{is_loopback_v4, parse_bind_range, start_connect};
+use crate::net::url::HttpUrl;
+use crate::observe::rusage;
+use crate::stats::listener_counts::ListenerCounts;
 use crate::stats::{bucket_of, FailReason, LogHist, Phase, WorkerTick, HIST_BUCKETS};
-use crate::url::HttpUrl;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 use std::collections::{BTreeMap, VecDeque};
@@ -677,7 +677,7 @@ impl HlsEngine {
 /// The engine a spec asks for: HLS players when every URL is a playlist, else ICY listeners.
 pub enum Runner {
     /// ICY/HTTP stream listeners.
-    Icy(crate::engine::Engine),
+    Icy(crate::icy::engine::Engine),
     /// HLS players.
     Hls(HlsEngine),
 }
@@ -688,11 +688,11 @@ impl Runner {
         if !spec.urls.is_empty() && spec.urls.iter().all(|u| is_hls_url(u)) {
             Ok(Runner::Hls(HlsEngine::new(spec)?))
         } else {
-            Ok(Runner::Icy(crate::engine::Engine::new(spec)?))
+            Ok(Runner::Icy(crate::icy::engine::Engine::new(spec)?))
         }
     }
 
-    /// Runs it (see [`crate::engine::Engine::run`]).
+    /// Runs it (see [`crate::icy::engine::Engine::run`]).
     pub fn run(
         self,
         stop: &AtomicBool,

@@ -2,10 +2,10 @@
 //! current executable re-run as `bench whep-worker`, one per CPU unless `--workers` says
 //! otherwise, `--workers 0` for one in-process engine), each reading its [`WhepSpec`] as a JSON
 //! line on stdin and writing one [`WhepTick`] JSON line per second and a last one with its
-//! [`crate::whep::WhepResult`]; all start their second 0 at a common wall-clock time, as the ICY
+//! [`crate::whep::viewer::WhepResult`]; all start their second 0 at a common wall-clock time, as the ICY
 //! engine's workers do, and give their viewers their own loopback addresses on a shared
 //! socket per thread (a loopback server) or their own sockets over `--bind-range`. With
-//! `--latency-source` the run first pushes a stamped Ogg/Opus source ([`crate::latency_probe`])
+//! `--latency-source` the run first pushes a stamped Ogg/Opus source ([`crate::whep::probe`])
 //! and, over the hold, a few ICY listeners of that mount measure the same mouth-to-ear latency.
 //! The merged [`WhepReport`] goes to `report-whep.json` and a text summary to stdout; the
 //! verdict is PASS when no viewer failed or was degraded.
@@ -15,12 +15,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use crate::latency::LatencyHist;
-use crate::latency_probe::{IcyProbe, ProbeSource};
 use crate::profile::Profile;
+use crate::run::worker::{serve_json_worker, spawn_json_worker, Launcher};
 use crate::source::SourceMethod;
-use crate::whep::{merge_result, run_worker, WhepArgs, WhepResult, WhepSpec, WhepTick};
-use crate::worker::{serve_json_worker, spawn_json_worker, Launcher};
+use crate::whep::latency::LatencyHist;
+use crate::whep::probe::{IcyProbe, ProbeSource};
+use crate::whep::viewer::{merge_result, run_worker, WhepArgs, WhepResult, WhepSpec, WhepTick};
 
 /// Where and how the latency probe pushes its source.
 #[derive(Debug, Clone)]
@@ -167,11 +167,12 @@ pub fn execute(plan: &WhepPlan) -> anyhow::Result<WhepReport> {
     let server_cpu0 = plan.server_pid.and_then(proc_cpu_us);
     let server_rss0 = plan
         .server_pid
-        .and_then(|pid| crate::sampler::read_proc(pid).ok())
+        .and_then(|pid| crate::observe::sampler::read_proc(pid).ok())
         .map(|r| r.rss);
     let nproc = effective_workers(p);
     let nspecs = nproc.max(1);
-    let start_unix_ms = crate::events::unix_us() / 1000 + if nproc > 0 { 500 } else { 100 };
+    let start_unix_ms =
+        crate::events::subscriber::unix_us() / 1000 + if nproc > 0 { 500 } else { 100 };
     let (tx, rx) = mpsc::channel::<WhepTick>();
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();
@@ -213,7 +214,7 @@ pub fn execute(plan: &WhepPlan) -> anyhow::Result<WhepReport> {
     let ramp_s = p.listeners as f64 / p.ramp.max(0.001);
     let hold_start_unix_us = (start_unix_ms as f64 * 1000.0 + ramp_s * 1e6) as u64;
     let hold_end = started + Duration::from_secs_f64(0.5 + ramp_s + p.hold.0);
-    let deadline = hold_end + crate::whep::SETUP_TIMEOUT + Duration::from_secs(30);
+    let deadline = hold_end + crate::whep::viewer::SETUP_TIMEOUT + Duration::from_secs(30);
     let mut icy = None;
     let mut server_rss1 = None;
     let mut results: Vec<Option<WhepResult>> = vec![None; nspecs as usize];
@@ -229,7 +230,7 @@ pub fn execute(plan: &WhepPlan) -> anyhow::Result<WhepReport> {
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
-        let now_us = crate::events::unix_us();
+        let now_us = crate::events::subscriber::unix_us();
         if icy.is_none() && now_us >= hold_start_unix_us {
             if let Some(c) = &plan.probe {
                 if plan.args.latency_icy > 0 {
@@ -240,7 +241,7 @@ pub fn execute(plan: &WhepPlan) -> anyhow::Result<WhepReport> {
         if server_rss1.is_none() && Instant::now() + Duration::from_millis(300) >= hold_end {
             server_rss1 = Some(
                 plan.server_pid
-                    .and_then(|pid| crate::sampler::read_proc(pid).ok())
+                    .and_then(|pid| crate::observe::sampler::read_proc(pid).ok())
                     .map(|r| r.rss),
             );
         }
@@ -446,7 +447,7 @@ pub fn with_probe<T>(
 ) -> anyhow::Result<T> {
     let source = ProbeSource::start(&probe.url, &probe.user, &probe.password, probe.method)?;
     std::thread::sleep(Duration::from_millis(1500));
-    let listeners = IcyProbe::start(&probe.url, icy, crate::events::unix_us())?;
+    let listeners = IcyProbe::start(&probe.url, icy, crate::events::subscriber::unix_us())?;
     let r = f();
     let (h, mut errors) = listeners.stop();
     if let Err(e) = source.stop() {

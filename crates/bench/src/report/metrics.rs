@@ -2,7 +2,7 @@
 //! metric's label (with unit), how to read it from a run's [`Summary`], its decimals, and the
 //! formatted cells of several runs with their ratios to the first run.
 
-use crate::summary::{RunReport, Summary};
+use crate::report::summary::{RunReport, Summary};
 
 /// One metric of the summary table: label, value extractor and decimal places.
 pub struct Metric {

@@ -1,12 +1,17 @@
 //! One bench run: optional source, workers, server sampler, progress, aggregation, reports.
 
-use crate::engine::EngineSpec;
+pub mod compare;
+pub mod events;
+pub mod whep;
+pub mod worker;
+
+use crate::icy::engine::EngineSpec;
+use crate::observe::sampler::{SampleTarget, Sampler};
 use crate::profile::{Profile, ProfileError};
-use crate::progress::Progress;
-use crate::sampler::{SampleTarget, Sampler};
+use crate::report::progress::Progress;
+use crate::report::summary::{Aggregator, RunReport};
+use crate::run::worker::{Launcher, WorkerError, WorkerMsg, WorkerSet};
 use crate::source::{resolve_password, Source, SourceConfig, SourceError, SourceMethod};
-use crate::summary::{Aggregator, RunReport};
-use crate::worker::{Launcher, WorkerError, WorkerMsg, WorkerSet};
 use clap::Args;
 use std::path::PathBuf;
 use std::sync::mpsc;
@@ -64,10 +69,10 @@ pub struct RunArgs {
     pub no_progress: bool,
     /// Event-stream runs (`--events`) and their title changes.
     #[command(flatten)]
-    pub events: crate::events_run::EventArgs,
+    pub events: crate::run::events::EventArgs,
     /// WebRTC (WHEP) runs (`--whep`).
     #[command(flatten)]
-    pub whep: crate::whep::WhepArgs,
+    pub whep: crate::whep::viewer::WhepArgs,
     /// Program to run as a worker process (default: this executable, as `<exe> bench worker`).
     #[arg(long, hide = true)]
     pub worker_exe: Option<PathBuf>,
@@ -136,7 +141,7 @@ pub fn execute(plan: &Plan) -> Result<RunReport, RunError> {
         None => None,
     };
     // What the server says it is, for the report (one short request before the listeners).
-    let server = crate::meta::server_header(&plan.urls[0], Duration::from_secs(2));
+    let server = crate::observe::meta::server_header(&plan.urls[0], Duration::from_secs(2));
     let nproc = plan.profile.effective_workers();
     let start_unix_ms = unix_ms() + if nproc > 0 { 500 } else { 100 };
     let nspecs = nproc.max(1);
@@ -159,7 +164,7 @@ pub fn execute(plan: &Plan) -> Result<RunReport, RunError> {
         None
     };
     let (tx, rx) = mpsc::channel();
-    let meta = crate::meta::RunMeta::collect(start_unix_ms, server);
+    let meta = crate::observe::meta::RunMeta::collect(start_unix_ms, server);
     let mut workers = WorkerSet::start(specs, launcher.as_ref(), tx)?;
     let (stx, srx) = mpsc::channel();
     let sampler = plan
@@ -219,7 +224,7 @@ pub fn execute(plan: &Plan) -> Result<RunReport, RunError> {
     }
     let (timeline, mut summary, ttfb, longest_gaps) = agg.finish(&plan.profile, nproc);
     // Whole-bench CPU: workers' processes plus this process (which includes in-process engines).
-    let me = crate::rusage::process();
+    let me = crate::observe::rusage::process();
     let own = (me.user_us + me.sys_us) as f64 / 1e6;
     summary.bench_cpu_total_s = if nproc > 0 {
         summary.bench_cpu_total_s + own
@@ -266,9 +271,11 @@ pub fn run_command(a: RunArgs) -> anyhow::Result<bool> {
     let sample = if let Some(p) = a.pid {
         Some(SampleTarget::Pid(p))
     } else if let Some(f) = &a.pid_file {
-        Some(SampleTarget::Pid(crate::pidfind::pid_from_file(f)?))
+        Some(SampleTarget::Pid(crate::observe::pidfind::pid_from_file(
+            f,
+        )?))
     } else if let Some(n) = &a.pid_name {
-        Some(SampleTarget::Pid(crate::pidfind::pid_by_name(n)?))
+        Some(SampleTarget::Pid(crate::observe::pidfind::pid_by_name(n)?))
     } else {
         a.metrics_url.clone().map(SampleTarget::Metrics)
     };
@@ -278,7 +285,7 @@ pub fn run_command(a: RunArgs) -> anyhow::Result<bool> {
             _ => None,
         };
         let probe = match &a.whep.latency_source {
-            Some(url) => Some(crate::whep_run::ProbeConfig {
+            Some(url) => Some(crate::run::whep::ProbeConfig {
                 url: url.clone(),
                 user: a.source_user.clone(),
                 password: resolve_password(a.source_password.as_deref(), url)?,
@@ -286,7 +293,7 @@ pub fn run_command(a: RunArgs) -> anyhow::Result<bool> {
             }),
             None => None,
         };
-        let plan = crate::whep_run::WhepPlan {
+        let plan = crate::run::whep::WhepPlan {
             urls: a.urls.clone(),
             profile: a.profile.clone(),
             args: a.whep.clone(),
@@ -297,10 +304,10 @@ pub fn run_command(a: RunArgs) -> anyhow::Result<bool> {
                 args: vec!["bench".into(), "whep-worker".into()],
             }),
         };
-        return crate::whep_run::command(&plan, &a.out);
+        return crate::run::whep::command(&plan, &a.out);
     }
     if a.events.events {
-        let plan = crate::events_run::EventsPlan {
+        let plan = crate::run::events::EventsPlan {
             name: a.name.clone(),
             urls: a.urls.clone(),
             profile: a.profile.clone(),
@@ -311,7 +318,7 @@ pub fn run_command(a: RunArgs) -> anyhow::Result<bool> {
                 args: vec!["bench".into(), "events-worker".into()],
             }),
         };
-        return crate::events_run::command(&plan, &a.out);
+        return crate::run::events::command(&plan, &a.out);
     }
     let plan = Plan {
         name: a.name.clone(),
@@ -327,13 +334,15 @@ pub fn run_command(a: RunArgs) -> anyhow::Result<bool> {
     };
     let report = match &a.whep.latency_source {
         Some(url) => {
-            let probe = crate::whep_run::ProbeConfig {
+            let probe = crate::run::whep::ProbeConfig {
                 url: url.clone(),
                 user: a.source_user.clone(),
                 password: resolve_password(a.source_password.as_deref(), url)?,
                 method: a.source_method,
             };
-            crate::whep_run::with_probe(&probe, a.whep.latency_icy, &a.out, || Ok(execute(&plan)?))?
+            crate::run::whep::with_probe(&probe, a.whep.latency_icy, &a.out, || {
+                Ok(execute(&plan)?)
+            })?
         }
         None => execute(&plan)?,
     };

@@ -2,9 +2,9 @@
 //! command line, each server's `Server` header), summary table (with ratios in a comparison),
 //! failures, errors, the profile, and the SVG plots inline (no external files or scripts).
 
-use crate::plots;
-use crate::summary::RunReport;
-use crate::summary_metrics::{metric_cells, metrics};
+use crate::report::metrics::{metric_cells, metrics};
+use crate::report::plots;
+use crate::report::summary::RunReport;
 
 /// Escapes text for HTML.
 pub fn esc(s: &str) -> String {

@@ -18,12 +18,12 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 
-use crate::events::{bench_title, unix_us, EventsSpec, EventsSummary, EventsTick};
+use crate::events::subscriber::{bench_title, unix_us, EventsSpec, EventsSummary, EventsTick};
+use crate::observe::sampler::SampleTarget;
 use crate::profile::{Profile, Secs};
-use crate::sampler::SampleTarget;
+use crate::report::summary::RunReport;
+use crate::run::worker::{serve_json_worker, spawn_json_worker, Launcher};
 use crate::stats::{bucket_of, LogHist, HIST_BUCKETS};
-use crate::summary::RunReport;
-use crate::worker::{serve_json_worker, spawn_json_worker, Launcher};
 
 /// The flags of an events run (with `--events`).
 #[derive(Debug, Clone, Args)]
@@ -79,17 +79,19 @@ pub struct EventsPlan {
 
 fn rss_of(sample: &Option<SampleTarget>) -> Option<u64> {
     match sample {
-        Some(SampleTarget::Pid(p)) => crate::sampler::read_proc(*p).ok().map(|r| r.rss),
-        Some(SampleTarget::Metrics(u)) => crate::sampler::http_get(u, Duration::from_secs(2))
-            .ok()
-            .map(|t| crate::sampler::parse_metrics(&t).rss),
+        Some(SampleTarget::Pid(p)) => crate::observe::sampler::read_proc(*p).ok().map(|r| r.rss),
+        Some(SampleTarget::Metrics(u)) => {
+            crate::observe::sampler::http_get(u, Duration::from_secs(2))
+                .ok()
+                .map(|t| crate::observe::sampler::parse_metrics(&t).rss)
+        }
         None => None,
     }
 }
 
 /// The admin metadata request that sets `title` on the mount of `trigger` (`http://host:port/mount`).
 fn set_title(trigger: &str, user: &str, password: &str, title: &str) -> anyhow::Result<()> {
-    let u = crate::url::HttpUrl::parse(trigger)?;
+    let u = crate::net::url::HttpUrl::parse(trigger)?;
     let enc = |s: &str| {
         s.bytes()
             .map(|b| match b {
@@ -172,7 +174,7 @@ impl Totals {
 /// Errors: no spec on stdin, or the engine could not start.
 pub fn worker_command() -> anyhow::Result<()> {
     serve_json_worker(|spec: EventsSpec, stop, mut out| {
-        crate::events::run(&spec, &stop, |t| out.send(&t))?;
+        crate::events::subscriber::run(&spec, &stop, |t| out.send(&t))?;
         Ok(())
     })
 }
@@ -196,9 +198,9 @@ pub fn execute(plan: &EventsPlan) -> anyhow::Result<RunReport> {
         .clone()
         .or_else(|| std::env::var("THRONG_ADMIN_PASSWORD").ok())
         .ok_or_else(|| anyhow::anyhow!("--admin-password (or THRONG_ADMIN_PASSWORD) is needed"))?;
-    let server = crate::meta::server_header(&trigger, Duration::from_secs(2));
+    let server = crate::observe::meta::server_header(&trigger, Duration::from_secs(2));
     let start_unix_ms = unix_us() / 1000;
-    let meta = crate::meta::RunMeta::collect(start_unix_ms, server);
+    let meta = crate::observe::meta::RunMeta::collect(start_unix_ms, server);
     let rss_before = rss_of(&plan.sample);
 
     let nproc = p.effective_workers();
@@ -220,7 +222,7 @@ pub fn execute(plan: &EventsPlan) -> anyhow::Result<RunReport> {
         if nproc == 0 {
             let (tx, stop) = (tx.clone(), stop.clone());
             threads.push(std::thread::spawn(move || {
-                if let Err(e) = crate::events::run(&spec, &stop, |t| {
+                if let Err(e) = crate::events::subscriber::run(&spec, &stop, |t| {
                     let _ = tx.send(t);
                 }) {
                     eprintln!("events worker: {e}");
