@@ -22,6 +22,7 @@ use clap::{Args, Subcommand};
 pub mod events;
 pub mod hls;
 pub mod icy;
+pub mod mode;
 pub mod net;
 pub mod observe;
 pub mod profile;
@@ -52,18 +53,10 @@ pub enum BenchCommand {
     /// A minimal fixed-rate streaming server (one write per listener per interval), used to
     /// calibrate the bench and by its tests.
     TestServer(testserver::TestServerArgs),
-    /// Internal: one worker process of a run (reads its spec as JSON from stdin, writes one JSON
-    /// line per second to stdout).
+    /// Internal: one worker process of a run, of any mode (reads its mode and spec as JSON
+    /// from stdin, writes one JSON line per tick to stdout).
     #[command(hide = true)]
     Worker(run::worker::WorkerArgs),
-    /// Internal: one worker process of an events run (`run --events`; its spec as JSON on
-    /// stdin, one JSON line per tick on stdout).
-    #[command(hide = true)]
-    EventsWorker,
-    /// Internal: one worker process of a WHEP run (`run --whep`; its spec as JSON on stdin,
-    /// one JSON line per second on stdout).
-    #[command(hide = true)]
-    WhepWorker,
 }
 
 /// Exit status of `throng bench run` and `compare` when every run's verdict is PASS.
@@ -89,8 +82,6 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Compare(a) => exit_with(run::compare::compare_command(a)),
         BenchCommand::TestServer(a) => testserver::test_server_command(a),
         BenchCommand::Worker(a) => run::worker::worker_command(a),
-        BenchCommand::EventsWorker => run::events::worker_command(),
-        BenchCommand::WhepWorker => run::whep::worker_command(),
     }
 }
 

@@ -384,44 +384,6 @@ pub struct EventsSummary {
     pub server_rss_per_subscriber: Option<f64>,
 }
 
-/// The rows an events run adds to the summary table.
-pub fn summary_rows(runs: &[Option<&EventsSummary>]) -> String {
-    if runs.iter().all(|r| r.is_none()) {
-        return String::new();
-    }
-    type Cell = fn(&EventsSummary) -> String;
-    let rows: [(&str, Cell); 7] = [
-        ("event subscribers ready", |e| {
-            format!("{} / {}", e.ready, e.subscribers)
-        }),
-        ("title changes", |e| e.changes.to_string()),
-        ("receipts missed", |e| e.missed.to_string()),
-        ("delivery p50 (ms)", |e| {
-            e.latency_p50_ms.map_or("-".into(), |v| format!("{v:.1}"))
-        }),
-        ("delivery p99 (ms)", |e| {
-            e.latency_p99_ms.map_or("-".into(), |v| format!("{v:.1}"))
-        }),
-        ("delivery max (ms)", |e| {
-            e.latency_max_ms.map_or("-".into(), |v| format!("{v:.1}"))
-        }),
-        ("server RSS growth per subscriber (B)", |e| {
-            e.server_rss_per_subscriber
-                .map_or("-".into(), |v| format!("{v:.0}"))
-        }),
-    ];
-    let mut out = String::new();
-    for (label, cell) in rows {
-        out.push_str(&format!("| {label} |"));
-        for r in runs {
-            let c = r.map_or("-".to_owned(), cell);
-            out.push_str(&format!(" {c} |"));
-        }
-        out.push('\n');
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

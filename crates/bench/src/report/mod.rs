@@ -7,7 +7,7 @@ pub mod plots;
 pub mod progress;
 pub mod summary;
 
-use crate::report::metrics::{metric_cells, metrics};
+use crate::report::metrics::{metric_cells, metrics, mode_rows};
 use crate::report::summary::RunReport;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -130,8 +130,13 @@ pub fn summary_table(runs: &[&RunReport]) -> String {
         }
         out.push('\n');
     }
-    let events: Vec<_> = runs.iter().map(|r| r.events.as_ref()).collect();
-    out.push_str(&crate::events::subscriber::summary_rows(&events));
+    for (label, cells) in mode_rows(runs) {
+        out.push_str(&format!("| {label} |"));
+        for c in cells {
+            out.push_str(&format!(" {c} |"));
+        }
+        out.push('\n');
+    }
     out.push_str("| verdict |");
     for r in runs {
         out.push_str(if r.summary.pass { " PASS |" } else { " FAIL |" });

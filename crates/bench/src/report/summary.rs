@@ -123,6 +123,9 @@ pub struct Summary {
 pub struct RunReport {
     /// Name of the run (a server's name in a comparison).
     pub name: String,
+    /// What the simulated clients were: `icy`, `hls`, `events` or `whep`.
+    #[serde(default)]
+    pub mode: crate::mode::Mode,
     /// When, where and how the run was made, and the server's `Server` header.
     #[serde(default)]
     pub meta: crate::observe::meta::RunMeta,
@@ -147,6 +150,9 @@ pub struct RunReport {
     /// The outcome of an events run (`--events`), absent for listener runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub events: Option<crate::events::subscriber::EventsSummary>,
+    /// The outcome of a WHEP run (`--whep`), absent for other runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whep: Option<crate::whep::WhepSummary>,
 }
 
 /// Collects ticks and samples during a run.

@@ -240,3 +240,16 @@ fn icy_listen(
     hist.lock().unwrap_or_else(|p| p.into_inner()).merge(&local);
     Ok(())
 }
+
+/// Where and how the latency probe pushes its source.
+#[derive(Debug, Clone)]
+pub struct ProbeConfig {
+    /// The Ogg/Opus mount URL.
+    pub url: String,
+    /// Source user.
+    pub user: String,
+    /// Source password.
+    pub password: String,
+    /// Request method.
+    pub method: SourceMethod,
+}

@@ -62,8 +62,9 @@ pub const RECV_BATCH: usize = 4;
 /// A viewer still setting up this long after its POST is closed as failed.
 pub const SETUP_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// The flags of a WHEP run.
-#[derive(Debug, Clone, Args)]
+/// The flags of a WHEP run (a comparison scenario's `[whep]` table takes `whep_threads`).
+#[derive(Debug, Clone, Args, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct WhepArgs {
     /// The URLs are WHEP endpoints (`http://host:port/whep/<mount>`): load them with WebRTC
     /// viewers (str0m clients) instead of HTTP listeners. Viewers are spread over `--workers`
@@ -71,6 +72,7 @@ pub struct WhepArgs {
     /// 127.100.x.y address on its thread's one shared socket, else its own socket over the
     /// `--bind-range` source addresses.
     #[arg(long)]
+    #[serde(skip)]
     pub whep: bool,
     /// With `--whep`: threads per worker process driving its viewers (each with its own
     /// connector thread for the POSTs).
@@ -82,11 +84,26 @@ pub struct WhepArgs {
     /// (`--whep`) and `--latency-icy` ICY listeners of the mount report mouth-to-ear latency.
     /// Without `--whep` the run's listeners load the mount and the ICY probes measure.
     #[arg(long, value_name = "URL")]
+    #[serde(skip)]
     pub latency_source: Option<String>,
     /// With `--latency-source`: ICY listeners of the probe mount measuring the same latency.
     #[arg(long, default_value_t = 4)]
+    #[serde(skip)]
     pub latency_icy: u32,
 }
+
+impl Default for WhepArgs {
+    /// The command line's defaults.
+    fn default() -> WhepArgs {
+        WhepArgs {
+            whep: false,
+            whep_threads: 1,
+            latency_source: None,
+            latency_icy: 4,
+        }
+    }
+}
+
 /// What one viewer saw, judged as it goes.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PacketTrack {

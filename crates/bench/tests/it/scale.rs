@@ -4,8 +4,9 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use throng_bench::profile::Secs;
+use throng_bench::run::execute;
+use throng_bench::run::plan::Plan;
 use throng_bench::run::worker::Launcher;
-use throng_bench::run::{execute, Plan};
 
 const EXE: &str = env!("CARGO_BIN_EXE_throng-bench");
 
@@ -72,6 +73,7 @@ fn over_20000_listeners_on_two_workers() {
             args: vec!["bench".into(), "worker".into()],
         }),
         progress: false,
+        ..Plan::default()
     };
     let r = execute(&plan).unwrap();
     let s = &r.summary;

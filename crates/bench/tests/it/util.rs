@@ -2,7 +2,8 @@
 
 use throng_bench::profile::{Profile, Secs};
 use throng_bench::report::summary::RunReport;
-use throng_bench::run::{execute, Plan};
+use throng_bench::run::execute;
+use throng_bench::run::plan::Plan;
 
 /// A profile of `n` listeners at 64 kbit/s holding `hold_s` seconds, in-process.
 pub fn profile(n: u32, hold_s: f64) -> Profile {
@@ -28,6 +29,7 @@ pub fn run(urls: Vec<String>, profile: Profile) -> RunReport {
         )),
         launcher: None,
         progress: false,
+        ..Plan::default()
     };
     execute(&plan).expect("run")
 }
