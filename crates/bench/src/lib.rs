@@ -19,37 +19,19 @@
 
 use clap::{Args, Subcommand};
 
-pub mod compare;
-pub mod connect;
-pub mod engine;
 pub mod events;
-pub mod events_run;
 pub mod hls;
-pub mod latency;
-pub mod latency_probe;
-pub mod listener;
-pub mod listener_counts;
-pub mod meta;
-pub mod pidfind;
-pub mod plots;
+pub mod icy;
+pub mod mode;
+pub mod net;
+pub mod observe;
 pub mod profile;
-pub mod progress;
 pub mod report;
-pub mod report_html;
 pub mod run;
-pub mod rusage;
-pub mod sampler;
 pub mod source;
 pub mod stats;
-pub mod summary;
-pub mod summary_metrics;
 pub mod testserver;
-pub mod tls;
-pub mod udp_batch;
-pub mod url;
 pub mod whep;
-pub mod whep_run;
-pub mod worker;
 
 /// Arguments of `throng bench`.
 #[derive(Debug, Args)]
@@ -67,22 +49,14 @@ pub enum BenchCommand {
     Run(Box<run::RunArgs>),
     /// Run the same profile against several servers, one after the other, from a scenario file.
     #[command(after_help = EXIT_STATUS_HELP)]
-    Compare(compare::CompareArgs),
+    Compare(run::compare::CompareArgs),
     /// A minimal fixed-rate streaming server (one write per listener per interval), used to
     /// calibrate the bench and by its tests.
     TestServer(testserver::TestServerArgs),
-    /// Internal: one worker process of a run (reads its spec as JSON from stdin, writes one JSON
-    /// line per second to stdout).
+    /// Internal: one worker process of a run, of any mode (reads its mode and spec as JSON
+    /// from stdin, writes one JSON line per tick to stdout).
     #[command(hide = true)]
-    Worker(worker::WorkerArgs),
-    /// Internal: one worker process of an events run (`run --events`; its spec as JSON on
-    /// stdin, one JSON line per tick on stdout).
-    #[command(hide = true)]
-    EventsWorker,
-    /// Internal: one worker process of a WHEP run (`run --whep`; its spec as JSON on stdin,
-    /// one JSON line per second on stdout).
-    #[command(hide = true)]
-    WhepWorker,
+    Worker(run::worker::WorkerArgs),
 }
 
 /// Exit status of `throng bench run` and `compare` when every run's verdict is PASS.
@@ -105,11 +79,9 @@ could not run (bad arguments, a missing file or program, a server that did not s
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.command {
         BenchCommand::Run(a) => exit_with(run::run_command(*a)),
-        BenchCommand::Compare(a) => exit_with(compare::compare_command(a)),
+        BenchCommand::Compare(a) => exit_with(run::compare::compare_command(a)),
         BenchCommand::TestServer(a) => testserver::test_server_command(a),
-        BenchCommand::Worker(a) => worker::worker_command(a),
-        BenchCommand::EventsWorker => events_run::worker_command(),
-        BenchCommand::WhepWorker => whep_run::worker_command(),
+        BenchCommand::Worker(a) => run::worker::worker_command(a),
     }
 }
 

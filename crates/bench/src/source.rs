@@ -6,7 +6,7 @@
 //! in batches of about 100 ms, each no earlier than the cumulative play time of the frames
 //! before it; the file loops until the source is stopped.
 
-use crate::url::{HttpUrl, UrlError};
+use crate::net::url::{HttpUrl, UrlError};
 use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};

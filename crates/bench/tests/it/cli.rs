@@ -295,7 +295,7 @@ fn shipped_scenarios_load_and_their_scripts_exist() {
         if path.extension().is_none_or(|e| e != "toml") {
             continue;
         }
-        let scenario = throng_bench::compare::Scenario::load(&path)
+        let scenario = throng_bench::run::compare::Scenario::load(&path)
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         for srv in &scenario.servers {
             if srv.command[0].contains("scripts/") {

@@ -4,8 +4,9 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use throng_bench::profile::Secs;
-use throng_bench::run::{execute, Plan};
-use throng_bench::worker::Launcher;
+use throng_bench::run::execute;
+use throng_bench::run::plan::Plan;
+use throng_bench::run::worker::Launcher;
 
 const EXE: &str = env!("CARGO_BIN_EXE_throng-bench");
 
@@ -64,12 +65,15 @@ fn over_20000_listeners_on_two_workers() {
             .collect(),
         profile,
         source: None,
-        sample: Some(throng_bench::sampler::SampleTarget::Pid(servers[0].0.id())),
+        sample: Some(throng_bench::observe::sampler::SampleTarget::Pid(
+            servers[0].0.id(),
+        )),
         launcher: Some(Launcher {
             program: EXE.into(),
             args: vec!["bench".into(), "worker".into()],
         }),
         progress: false,
+        ..Plan::default()
     };
     let r = execute(&plan).unwrap();
     let s = &r.summary;

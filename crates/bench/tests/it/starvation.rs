@@ -103,7 +103,8 @@ fn connect_bursts_are_not_plotted_as_delivered_rate() {
         vec![format!("http://{}/stream", srv.addr())],
         profile(20, 4.0),
     );
-    let sum = |f: fn(&throng_bench::summary::Row) -> u64| r.timeline.iter().map(f).sum::<u64>();
+    let sum =
+        |f: fn(&throng_bench::report::summary::Row) -> u64| r.timeline.iter().map(f).sum::<u64>();
     let bytes = sum(|x| x.counts.bytes);
     let burst = sum(|x| x.counts.burst_bytes);
     let steady = sum(|x| x.counts.steady_bytes());
@@ -118,6 +119,6 @@ fn connect_bursts_are_not_plotted_as_delivered_rate() {
         (0.7..1.3).contains(&ratio),
         "steady {steady} / expected {expected}"
     );
-    let svg = throng_bench::plots::bandwidth_vs_listeners(&[&r]);
+    let svg = throng_bench::report::plots::bandwidth_vs_listeners(&[&r]);
     assert!(svg.contains("connect bursts left out"));
 }

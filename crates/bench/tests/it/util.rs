@@ -1,8 +1,9 @@
 //! Helpers: plans for in-process runs, profiles with short timings.
 
 use throng_bench::profile::{Profile, Secs};
-use throng_bench::run::{execute, Plan};
-use throng_bench::summary::RunReport;
+use throng_bench::report::summary::RunReport;
+use throng_bench::run::execute;
+use throng_bench::run::plan::Plan;
 
 /// A profile of `n` listeners at 64 kbit/s holding `hold_s` seconds, in-process.
 pub fn profile(n: u32, hold_s: f64) -> Profile {
@@ -23,9 +24,12 @@ pub fn run(urls: Vec<String>, profile: Profile) -> RunReport {
         urls,
         profile,
         source: None,
-        sample: Some(throng_bench::sampler::SampleTarget::Pid(std::process::id())),
+        sample: Some(throng_bench::observe::sampler::SampleTarget::Pid(
+            std::process::id(),
+        )),
         launcher: None,
         progress: false,
+        ..Plan::default()
     };
     execute(&plan).expect("run")
 }

@@ -38,7 +38,7 @@ fn show(o: &Output) -> String {
     )
 }
 
-fn summary(dir: &std::path::Path) -> throng_bench::summary::Summary {
+fn summary(dir: &std::path::Path) -> throng_bench::report::summary::Summary {
     let json = std::fs::read_to_string(dir.join("report.json")).unwrap();
     throng_bench::report::parse_run(&json)
         .expect("report.json parses")

@@ -1,122 +1,32 @@
-//! One `throng bench run --whep URL -n N` run: spreads the viewers over worker processes (the
-//! current executable re-run as `bench whep-worker`, one per CPU unless `--workers` says
-//! otherwise, `--workers 0` for one in-process engine), each reading its [`WhepSpec`] as a JSON
-//! line on stdin and writing one [`WhepTick`] JSON line per second and a last one with its
-//! [`crate::whep::WhepResult`]; all start their second 0 at a common wall-clock time, as the ICY
-//! engine's workers do, and give their viewers their own loopback addresses on a shared
-//! socket per thread (a loopback server) or their own sockets over `--bind-range`. With
-//! `--latency-source` the run first pushes a stamped Ogg/Opus source ([`crate::latency_probe`])
-//! and, over the hold, a few ICY listeners of that mount measure the same mouth-to-ear latency.
-//! The merged [`WhepReport`] goes to `report-whep.json` and a text summary to stdout; the
-//! verdict is PASS when no viewer failed or was degraded.
+//! WebRTC viewers (`throng bench run --whep URL -n N`): spreads the viewers over worker
+//! processes (the one `bench worker` protocol of [`crate::run::worker`], one per CPU unless
+//! `--workers` says otherwise, `--workers 0` for one in-process engine), each writing one
+//! [`WhepTick`] per second and a last one with its [`WhepResult`]; all start their second 0 at a
+//! common wall-clock time, as the ICY engine's workers do, and give their viewers their own
+//! loopback addresses on a shared socket per thread (a loopback server) or their own sockets
+//! over `--bind-range`. With `--latency-source` the run first pushes a stamped Ogg/Opus source
+//! ([`crate::whep::probe`]) and, over the hold, a few ICY listeners of that mount measure the
+//! same mouth-to-ear latency. The merged [`WhepSummary`] is the `whep` part of the run's
+//! [`RunReport`] (and `report-whep.json`); the per-second viewer counts and the server samples
+//! make its timeline, and the setup times (POST to first packet) its TTFB. The verdict is PASS
+//! when every viewer received and none failed or was degraded.
 
+use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::latency::LatencyHist;
-use crate::latency_probe::{IcyProbe, ProbeSource};
+use crate::mode::Mode;
+use crate::observe::sampler::{Sampler, ServerSample};
 use crate::profile::Profile;
-use crate::source::SourceMethod;
-use crate::whep::{merge_result, run_worker, WhepArgs, WhepResult, WhepSpec, WhepTick};
-use crate::worker::{serve_json_worker, spawn_json_worker, Launcher};
-
-/// Where and how the latency probe pushes its source.
-#[derive(Debug, Clone)]
-pub struct ProbeConfig {
-    /// The Ogg/Opus mount URL.
-    pub url: String,
-    /// Source user.
-    pub user: String,
-    /// Source password.
-    pub password: String,
-    /// Request method.
-    pub method: SourceMethod,
-}
-
-/// Everything a WHEP run needs.
-#[derive(Debug, Clone)]
-pub struct WhepPlan {
-    /// WHEP endpoint URLs.
-    pub urls: Vec<String>,
-    /// Viewer count, ramp, hold, workers, bind range.
-    pub profile: Profile,
-    /// The WHEP flags.
-    pub args: WhepArgs,
-    /// The latency probe, if any.
-    pub probe: Option<ProbeConfig>,
-    /// The local server process to read CPU and memory from.
-    pub server_pid: Option<u32>,
-    /// Worker process launcher (default: this executable).
-    pub launcher: Option<Launcher>,
-}
-
-/// The result of a WHEP run (`report-whep.json`).
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct WhepReport {
-    /// Viewers asked for.
-    pub viewers: u32,
-    /// Worker processes (0: in-process).
-    pub workers: u32,
-    /// Viewers whose POST got a 201 and that received media.
-    pub receiving: u32,
-    /// Viewers that failed to set up or received nothing.
-    pub failed: u32,
-    /// Viewers degraded at least once (loss over 1 % or a gap over 200 ms in a 5 s window,
-    /// or packets out of order).
-    pub degraded: u32,
-    /// Degraded viewers by cause (a viewer may have several): `loss` (a window over 1 %),
-    /// `gap` (over 200 ms), `order` (packets out of order), `silent` (no packet at the end).
-    pub degraded_by: std::collections::BTreeMap<String, u32>,
-    /// Longest gap of the degraded viewers, median and largest (ms).
-    pub degraded_gap_p50_max_ms: Option<(u64, u64)>,
-    /// Setup time, POST to first packet, median (ms).
-    pub setup_p50_ms: f64,
-    /// Setup time, 99th percentile (ms).
-    pub setup_p99_ms: f64,
-    /// Packets received per viewer per second over the hold (each viewer from the hold start
-    /// or its first packet; expected 50).
-    pub packets_per_viewer_second: f64,
-    /// Mouth-to-ear latency (source write to viewer receipt) over every stamped packet of
-    /// every viewer, median (ms); `None` without `--latency-source`.
-    pub latency_p50_ms: Option<f64>,
-    /// Mouth-to-ear latency, 99th percentile (ms).
-    pub latency_p99_ms: Option<f64>,
-    /// Mouth-to-ear latency, largest (ms).
-    pub latency_max_ms: Option<f64>,
-    /// Stamped packets the latency figures are made of.
-    pub latency_samples: u64,
-    /// The same latency for the ICY listeners of the probe mount, median (ms).
-    pub icy_latency_p50_ms: Option<f64>,
-    /// ICY latency, 99th percentile (ms).
-    pub icy_latency_p99_ms: Option<f64>,
-    /// ICY latency, largest (ms).
-    pub icy_latency_max_ms: Option<f64>,
-    /// Stamped packets the ICY figures are made of.
-    pub icy_latency_samples: u64,
-    /// CPU time of the bench's viewer engines (all workers) per viewer-second of the run (µs).
-    pub client_cpu_us_per_viewer_second: f64,
-    /// CPU time of the viewer engines over the hold only (set-up done) per viewer-second of
-    /// the hold, by the viewers receiving (µs).
-    pub client_hold_cpu_us_per_viewer_second: f64,
-    /// Share of the hold the bench's driving threads spent working rather than waiting
-    /// (0 to 1): near 1, the bench itself is the bottleneck and its gaps and latency are its
-    /// own.
-    pub client_busy_share: f64,
-    /// Resident memory of the workers at the end of the hold per viewer (bytes).
-    pub client_rss_per_viewer: f64,
-    /// Per viewer-second of the run: datagrams received, str0m timers handled, and the
-    /// workers' event-loop wake-ups (the bench's own work, for profiling).
-    pub client_datagrams_timers_wakeups_per_viewer_second: (f64, f64, f64),
-    /// CPU time of the server (`--pid`) per viewer-second over the run (µs).
-    pub server_cpu_us_per_viewer_second: Option<f64>,
-    /// The server's resident memory growth from before the run to the end of the hold, per
-    /// receiving viewer (bytes).
-    pub server_rss_per_viewer: Option<f64>,
-    /// Run errors (a worker that failed, the probe source, the first viewer errors).
-    pub errors: Vec<String>,
-}
+use crate::report::summary::{Row, RunReport};
+use crate::run::plan::Plan;
+use crate::run::worker::{Tick, WorkerMsg, WorkerSet, WorkerSpec};
+use crate::stats::{bucket_of, LogHist, Phase, HIST_BUCKETS};
+use crate::whep::latency::LatencyHist;
+use crate::whep::probe::{IcyProbe, ProbeConfig, ProbeSource};
+use crate::whep::viewer::{merge_result, WhepResult, WhepSpec, WhepTick};
+use crate::whep::WhepSummary;
 
 /// Workers to start: `--workers` if given, else one per CPU (and at least one per
 /// `--max-per-worker` viewers), never more than the viewers.
@@ -131,14 +41,6 @@ pub fn effective_workers(p: &Profile) -> u32 {
     }
 }
 
-/// Body of the hidden `bench whep-worker`: its [`WhepSpec`] from stdin, [`WhepTick`] lines to
-/// stdout; stops early when stdin closes.
-///
-/// Errors: no spec on stdin, or the engine could not start.
-pub fn worker_command() -> anyhow::Result<()> {
-    serve_json_worker(|spec: WhepSpec, stop, mut out| run_worker(&spec, &stop, |t| out.send(t)))
-}
-
 fn quantiles(h: &LatencyHist) -> (Option<f64>, Option<f64>, Option<f64>) {
     (
         h.quantile_ms(0.5),
@@ -147,10 +49,124 @@ fn quantiles(h: &LatencyHist) -> (Option<f64>, Option<f64>, Option<f64>) {
     )
 }
 
+/// The viewer counts of every second, from the workers' latest ticks.
+#[derive(Default)]
+struct Timeline {
+    latest: BTreeMap<u32, WhepTick>,
+    rows: BTreeMap<u32, Row>,
+}
+
+impl Timeline {
+    /// Records tick `t`, which arrived in second `second` of the run.
+    fn add(&mut self, second: u32, t: &WhepTick) {
+        self.latest.insert(t.worker, t.clone());
+        let row = self.rows.entry(second).or_default();
+        row.second = second;
+        let c = &mut row.counts;
+        let sum = |f: fn(&WhepTick) -> u32| self.latest.values().map(f).sum::<u32>();
+        (c.started, c.streaming, c.failed) = (
+            sum(|t| t.answered + t.failed),
+            sum(|t| t.receiving),
+            sum(|t| t.failed),
+        );
+        c.connecting = sum(|t| t.answered.saturating_sub(t.receiving));
+        c.connects = sum(|t| t.answered);
+    }
+
+    /// The rows from second 0 to the last (a second without a tick repeats the one before),
+    /// with the server samples and the phase (`hold` from `hold_from` on).
+    fn finish(mut self, samples: Vec<ServerSample>, hold_from: u32) -> Vec<Row> {
+        let last = self.rows.keys().next_back().copied().unwrap_or(0);
+        let mut out: Vec<Row> = Vec::new();
+        for s in 0..=last {
+            let mut row = match self.rows.remove(&s) {
+                Some(r) => r,
+                None => out.last().cloned().unwrap_or_default(),
+            };
+            row.second = s;
+            row.phase = if s >= hold_from {
+                Phase::Hold
+            } else {
+                Phase::Ramp
+            };
+            row.server = samples.iter().find(|x| x.second == s).cloned();
+            out.push(row);
+        }
+        out
+    }
+}
+
 /// Runs one WHEP plan to the end and returns its report.
 ///
 /// Errors: bad arguments, a probe source the server refuses, workers that cannot start.
-pub fn execute(plan: &WhepPlan) -> anyhow::Result<WhepReport> {
+pub fn execute(plan: &Plan) -> anyhow::Result<RunReport> {
+    let server = crate::observe::meta::server_header(&plan.urls[0], Duration::from_secs(2));
+    let (w, timeline, start_unix_ms, nproc, cpu_us) = measure(plan)?;
+    let p = &plan.profile;
+    let mut setup = vec![0u64; HIST_BUCKETS];
+    for ms in &w.setups_ms {
+        setup[bucket_of((ms * 1000.0) as u64) as usize] += 1;
+    }
+    let ttfb = LogHist::from_dense(&setup);
+    let mut report = RunReport {
+        name: plan.name.clone(),
+        mode: Mode::Whep,
+        meta: crate::observe::meta::RunMeta::collect(start_unix_ms, server),
+        urls: plan.urls.clone(),
+        profile: Some(p.clone()),
+        start_unix_ms,
+        workers: nproc,
+        errors: w.summary.errors.clone(),
+        timeline,
+        ..RunReport::default()
+    };
+    let s = &mut report.summary;
+    let ws = &w.summary;
+    s.listeners = ws.viewers;
+    s.peak_streaming = report
+        .timeline
+        .iter()
+        .map(|r| r.counts.streaming)
+        .max()
+        .unwrap_or(0)
+        .max(ws.receiving);
+    s.final_streaming = ws.receiving;
+    s.starved = ws.degraded;
+    if ws.failed > 0 {
+        s.failures
+            .insert("viewer failed".into(), u64::from(ws.failed));
+    }
+    s.failures_total = u64::from(ws.failed);
+    s.connects = report
+        .timeline
+        .last()
+        .map_or(0, |r| u64::from(r.counts.connects));
+    s.ttfb_p50_ms = Some(ws.setup_p50_ms).filter(|_| !w.setups_ms.is_empty());
+    s.ttfb_p99_ms = Some(ws.setup_p99_ms).filter(|_| !w.setups_ms.is_empty());
+    s.ttfb_max_ms = w.setups_ms.last().copied();
+    s.bench_cpu_total_s = cpu_us as f64 / 1e6;
+    s.server_rss_max = report
+        .timeline
+        .iter()
+        .filter_map(|r| r.server.as_ref().map(|x| x.rss_bytes))
+        .max();
+    s.server_rss_per_listener = ws.server_rss_per_viewer;
+    s.hold_seconds = p.hold.0 as u32;
+    s.pass = ws.pass();
+    report.ttfb = ttfb;
+    report.whep = Some(w.summary);
+    Ok(report)
+}
+
+/// What [`measure`] found: the summary and the sorted setup times (ms).
+struct Measured {
+    summary: WhepSummary,
+    setups_ms: Vec<f64>,
+}
+
+/// Runs the viewers and merges the workers' results: the summary, the timeline, the common
+/// start (ms since the Unix epoch), the worker processes and the engines' CPU time (µs).
+fn measure(plan: &Plan) -> anyhow::Result<(Measured, Vec<Row>, u64, u32, u64)> {
     let p = &plan.profile;
     anyhow::ensure!(!plan.urls.is_empty(), "no WHEP URL given");
     anyhow::ensure!(p.listeners > 0, "-n: at least one viewer");
@@ -164,83 +180,82 @@ pub fn execute(plan: &WhepPlan) -> anyhow::Result<WhepReport> {
         }
         None => None,
     };
-    let server_cpu0 = plan.server_pid.and_then(proc_cpu_us);
-    let server_rss0 = plan
-        .server_pid
-        .and_then(|pid| crate::sampler::read_proc(pid).ok())
+    let server_pid = plan.server_pid();
+    let server_cpu0 = server_pid.and_then(proc_cpu_us);
+    let server_rss0 = server_pid
+        .and_then(|pid| crate::observe::sampler::read_proc(pid).ok())
         .map(|r| r.rss);
     let nproc = effective_workers(p);
     let nspecs = nproc.max(1);
-    let start_unix_ms = crate::events::unix_us() / 1000 + if nproc > 0 { 500 } else { 100 };
-    let (tx, rx) = mpsc::channel::<WhepTick>();
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut threads = Vec::new();
-    let mut children = Vec::new();
+    let start_unix_ms =
+        crate::events::subscriber::unix_us() / 1000 + if nproc > 0 { 500 } else { 100 };
     let started = Instant::now();
-    for w in 0..nspecs {
-        let spec = WhepSpec {
-            worker: w,
-            workers: nspecs,
-            urls: plan.urls.clone(),
-            total: p.listeners,
-            ramp: p.ramp,
-            hold_s: p.hold.0,
-            bind_range: p.bind_range.clone(),
-            start_unix_ms,
-            threads: plan.args.whep_threads.clamp(1, 64) as u32,
-        };
-        if nproc == 0 {
-            let (tx, stop) = (tx.clone(), stop.clone());
-            threads.push(std::thread::spawn(move || {
-                if let Err(e) = run_worker(&spec, &stop, |t| {
-                    let _ = tx.send(t.clone());
-                }) {
-                    eprintln!("whep worker: {e}");
-                }
-            }));
-        } else {
-            let l = match &plan.launcher {
-                Some(l) => l.clone(),
-                None => Launcher::current_exe()?,
-            };
-            let (child, stdin, reader) =
-                spawn_json_worker(&l.program, "whep-worker", &spec, tx.clone())?;
-            threads.push(reader);
-            children.push((child, Some(stdin)));
-        }
-    }
-    drop(tx);
+    let specs = (0..nspecs)
+        .map(|w| {
+            WorkerSpec::Whep(WhepSpec {
+                worker: w,
+                workers: nspecs,
+                urls: plan.urls.clone(),
+                total: p.listeners,
+                ramp: p.ramp,
+                hold_s: p.hold.0,
+                bind_range: p.bind_range.clone(),
+                start_unix_ms,
+                threads: plan.whep.whep_threads.clamp(1, 64) as u32,
+            })
+        })
+        .collect();
+    let launcher = if nproc > 0 {
+        Some(plan.launcher()?)
+    } else {
+        None
+    };
+    let (tx, rx) = mpsc::channel::<WorkerMsg>();
+    let mut workers = WorkerSet::start(specs, launcher.as_ref(), tx)?;
+    let (stx, srx) = mpsc::channel();
+    let sampler = plan
+        .sample
+        .clone()
+        .map(|t| Sampler::start(t, start_unix_ms, stx));
+    let mut timeline = Timeline::default();
     let ramp_s = p.listeners as f64 / p.ramp.max(0.001);
     let hold_start_unix_us = (start_unix_ms as f64 * 1000.0 + ramp_s * 1e6) as u64;
     let hold_end = started + Duration::from_secs_f64(0.5 + ramp_s + p.hold.0);
-    let deadline = hold_end + crate::whep::SETUP_TIMEOUT + Duration::from_secs(30);
+    let deadline = hold_end + crate::whep::viewer::SETUP_TIMEOUT + Duration::from_secs(30);
     let mut icy = None;
     let mut server_rss1 = None;
     let mut results: Vec<Option<WhepResult>> = vec![None; nspecs as usize];
     while results.iter().any(Option::is_none) {
         match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(t) => {
+            Ok(WorkerMsg::Tick(Tick::Whep(t))) => {
+                let ms =
+                    (crate::events::subscriber::unix_us() / 1000).saturating_sub(start_unix_ms);
+                timeline.add((ms / 1000) as u32, &t);
                 if let Some(r) = t.result {
                     if let Some(slot) = results.get_mut(t.worker as usize) {
                         *slot = Some(r);
                     }
                 }
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Ok(WorkerMsg::Exited {
+                worker,
+                error: Some(e),
+            }) => eprintln!("whep worker {worker}: {e}"),
+            Ok(_) | Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
-        let now_us = crate::events::unix_us();
+        let now_us = crate::events::subscriber::unix_us();
         if icy.is_none() && now_us >= hold_start_unix_us {
             if let Some(c) = &plan.probe {
-                if plan.args.latency_icy > 0 {
-                    icy = Some(IcyProbe::start(&c.url, plan.args.latency_icy, now_us)?);
+                if plan.whep.latency_icy > 0 {
+                    icy = Some(IcyProbe::start(&c.url, plan.whep.latency_icy, now_us)?);
                 }
             }
         }
         if server_rss1.is_none() && Instant::now() + Duration::from_millis(300) >= hold_end {
             server_rss1 = Some(
-                plan.server_pid
-                    .and_then(|pid| crate::sampler::read_proc(pid).ok())
+                server_pid
+                    .and_then(|pid| crate::observe::sampler::read_proc(pid).ok())
                     .map(|r| r.rss),
             );
         }
@@ -250,22 +265,13 @@ pub fn execute(plan: &WhepPlan) -> anyhow::Result<WhepReport> {
         }
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let server_cpu1 = plan.server_pid.and_then(proc_cpu_us);
-    stop.store(true, Ordering::Relaxed);
-    for (_, stdin) in &mut children {
-        stdin.take();
+    let server_cpu1 = server_pid.and_then(proc_cpu_us);
+    workers.stop();
+    workers.join(Duration::from_secs(5));
+    if let Some(s) = sampler {
+        s.stop();
     }
-    for (mut c, _) in children {
-        let end = Instant::now() + Duration::from_secs(5);
-        while matches!(c.try_wait(), Ok(None)) && Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = c.kill();
-        let _ = c.wait();
-    }
-    for t in threads {
-        let _ = t.join();
-    }
+    let samples: Vec<ServerSample> = srx.try_iter().collect();
     let icy_hist = match icy {
         Some(probe) => {
             let (h, errs) = probe.stop();
@@ -305,7 +311,10 @@ pub fn execute(plan: &WhepPlan) -> anyhow::Result<WhepReport> {
     let run_viewer_secs = f64::from(p.listeners) * elapsed.max(1e-3);
     let (l50, l99, lmax) = quantiles(&all.latency);
     let (i50, i99, imax) = quantiles(&icy_hist);
-    Ok(WhepReport {
+    let cpu_us = all.cpu_us;
+    let setups_ms = all.setups_ms.clone();
+    let hold_from = (ramp_s.ceil() as u32).max(1);
+    let summary = WhepSummary {
         viewers: p.listeners,
         workers: nproc,
         receiving: all.receiving,
@@ -358,11 +367,18 @@ pub fn execute(plan: &WhepPlan) -> anyhow::Result<WhepReport> {
             _ => None,
         },
         errors,
-    })
+    };
+    Ok((
+        Measured { summary, setups_ms },
+        timeline.finish(samples, hold_from),
+        start_unix_ms,
+        nproc,
+        cpu_us,
+    ))
 }
 
 /// The text summary of a report (a few lines for the terminal).
-pub fn summary_text(r: &WhepReport) -> String {
+pub fn summary_text(r: &WhepSummary) -> String {
     let ms = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.1} ms"));
     let mut s = format!(
         "WHEP viewers: {} asked, {} receiving, {} failed, {} degraded {:?} ({} worker processes)\n\
@@ -406,30 +422,8 @@ pub fn summary_text(r: &WhepReport) -> String {
             r.icy_latency_samples
         );
     }
-    s += &format!("verdict: {}", if pass(r) { "PASS" } else { "FAIL" });
+    s += &format!("verdict: {}", if r.pass() { "PASS" } else { "FAIL" });
     s
-}
-
-/// The verdict: every viewer received, none degraded, no run error.
-pub fn pass(r: &WhepReport) -> bool {
-    r.failed == 0 && r.degraded == 0 && r.receiving == r.viewers && r.errors.is_empty()
-}
-
-/// Body of `throng bench run --whep`: runs, writes `report-whep.json` in `out`, prints the
-/// summary, returns the verdict.
-///
-/// Errors: as [`execute`], or the report cannot be written.
-pub fn command(plan: &WhepPlan, out: &Path) -> anyhow::Result<bool> {
-    let r = execute(plan)?;
-    std::fs::create_dir_all(out)?;
-    let path = out.join("report-whep.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&r)?)?;
-    println!("{}", summary_text(&r));
-    println!("json:   {}", path.display());
-    for e in &r.errors {
-        eprintln!("error: {e}");
-    }
-    Ok(pass(&r))
 }
 
 /// The latency probe around a listener (ICY) run: pushes the stamped source of `probe`, lets
@@ -446,7 +440,7 @@ pub fn with_probe<T>(
 ) -> anyhow::Result<T> {
     let source = ProbeSource::start(&probe.url, &probe.user, &probe.password, probe.method)?;
     std::thread::sleep(Duration::from_millis(1500));
-    let listeners = IcyProbe::start(&probe.url, icy, crate::events::unix_us())?;
+    let listeners = IcyProbe::start(&probe.url, icy, crate::events::subscriber::unix_us())?;
     let r = f();
     let (h, mut errors) = listeners.stop();
     if let Err(e) = source.stop() {
@@ -513,17 +507,17 @@ mod tests {
 
     #[test]
     fn the_summary_gives_latency_and_the_verdict() {
-        let r = WhepReport {
+        let r = WhepSummary {
             viewers: 2,
             receiving: 2,
             latency_p50_ms: Some(40.0),
             latency_samples: 10,
-            ..WhepReport::default()
+            ..WhepSummary::default()
         };
         let s = summary_text(&r);
         assert!(s.contains("WHEP: p50 40.0 ms"), "{s}");
         assert!(s.ends_with("verdict: PASS"), "{s}");
-        let bad = WhepReport { degraded: 1, ..r };
-        assert!(!pass(&bad));
+        let bad = WhepSummary { degraded: 1, ..r };
+        assert!(!bad.pass());
     }
 }

@@ -2,7 +2,7 @@
 //! command line and bench version, and what the server says it is (the `Server` header of the
 //! first listener URL's reply: Icecast's `server_id`, `Throng/x.y.z`, ...).
 
-use crate::url::HttpUrl;
+use crate::net::url::HttpUrl;
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::net::TcpStream;

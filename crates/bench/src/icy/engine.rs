@@ -6,13 +6,13 @@
 //! second the engine walks all slots (starvation verdicts, timeouts, reconnects) and hands a
 //! [`WorkerTick`] to its reporter.
 
-use crate::connect::{is_loopback_v4, parse_bind_range, start_connect};
-use crate::listener::{Meter, Thresholds};
-use crate::listener_counts::ListenerCounts;
+use crate::icy::listener::{Meter, Thresholds};
+use crate::net::connect::{is_loopback_v4, parse_bind_range, start_connect};
+use crate::net::url::{HttpUrl, UrlError};
+use crate::observe::rusage;
 use crate::profile::{is_sampled, is_stalled, Profile};
-use crate::rusage;
+use crate::stats::listener_counts::ListenerCounts;
 use crate::stats::{bucket_of, FailReason, LogHist, Phase, WorkerTick, HIST_BUCKETS};
-use crate::url::{HttpUrl, UrlError};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 use serde::{Deserialize, Serialize};
@@ -76,7 +76,7 @@ pub enum EngineError {
     Url(#[from] UrlError),
     /// The bind range could not be parsed.
     #[error(transparent)]
-    Range(#[from] crate::connect::BadRange),
+    Range(#[from] crate::net::connect::BadRange),
     /// The poller could not be created.
     #[error("poll: {0}")]
     Poll(#[from] io::Error),
@@ -85,7 +85,7 @@ pub enum EngineError {
     NoUrl,
     /// The TLS client configuration could not be made (`--ca`).
     #[error(transparent)]
-    Tls(#[from] crate::tls::TlsClientError),
+    Tls(#[from] crate::net::tls::TlsClientError),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -222,7 +222,7 @@ impl Engine {
         }
         let tls = if targets.iter().any(|t| t.tls_name.is_some()) {
             let p = &spec.profile;
-            Some(crate::tls::client_config(p.insecure, p.ca.as_deref())?)
+            Some(crate::net::tls::client_config(p.insecure, p.ca.as_deref())?)
         } else {
             None
         };

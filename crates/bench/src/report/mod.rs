@@ -1,8 +1,14 @@
 //! Writing reports: `report.json` (timeline and summary) and `report.html`, plus a plain-text
 //! (Markdown) summary table with ratios against the first run.
 
-use crate::summary::RunReport;
-use crate::summary_metrics::{metric_cells, metrics};
+pub mod html;
+pub mod metrics;
+pub mod plots;
+pub mod progress;
+pub mod summary;
+
+use crate::report::metrics::{metric_cells, metrics, mode_rows};
+use crate::report::summary::RunReport;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -56,7 +62,7 @@ fn write(path: &Path, data: &[u8]) -> Result<(), ReportError> {
 
 /// Writes every plot as `dir/<prefix><plot>.svg` (for embedding in other documents).
 fn write_svgs(dir: &Path, prefix: &str, runs: &[&RunReport]) -> Result<(), ReportError> {
-    for (stem, svg) in crate::plots::all(runs) {
+    for (stem, svg) in crate::report::plots::all(runs) {
         write(&dir.join(format!("{prefix}{stem}.svg")), svg.as_bytes())?;
     }
     Ok(())
@@ -77,7 +83,7 @@ pub fn write_run(dir: &Path, r: &RunReport) -> Result<ReportPaths, ReportError> 
     write(&json, &serde_json::to_vec_pretty(r)?)?;
     write(
         &html,
-        crate::report_html::render(&format!("throng bench: {}", r.name), &[r]).as_bytes(),
+        crate::report::html::render(&format!("throng bench: {}", r.name), &[r]).as_bytes(),
     )?;
     Ok(ReportPaths { json, html })
 }
@@ -103,7 +109,7 @@ pub fn write_compare(
             .collect::<Vec<_>>()
             .join(" vs ")
     );
-    write(&html, crate::report_html::render(&title, runs).as_bytes())?;
+    write(&html, crate::report::html::render(&title, runs).as_bytes())?;
     Ok(ReportPaths { json, html })
 }
 
@@ -124,8 +130,13 @@ pub fn summary_table(runs: &[&RunReport]) -> String {
         }
         out.push('\n');
     }
-    let events: Vec<_> = runs.iter().map(|r| r.events.as_ref()).collect();
-    out.push_str(&crate::events::summary_rows(&events));
+    for (label, cells) in mode_rows(runs) {
+        out.push_str(&format!("| {label} |"));
+        for c in cells {
+            out.push_str(&format!(" {c} |"));
+        }
+        out.push('\n');
+    }
     out.push_str("| verdict |");
     for r in runs {
         out.push_str(if r.summary.pass { " PASS |" } else { " FAIL |" });

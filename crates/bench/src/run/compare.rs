@@ -11,13 +11,17 @@
 //! any, run the profile while sampling the server's process tree, stop the server (SIGTERM to
 //! the group, SIGKILL after 5 s) and wait for its port to close.
 
+use crate::events::EventArgs;
+use crate::mode::Mode;
+use crate::net::url::HttpUrl;
+use crate::observe::sampler::SampleTarget;
 use crate::profile::{Profile, Secs};
-use crate::run::{execute, Plan, RunError};
-use crate::sampler::SampleTarget;
+use crate::report::summary::RunReport;
+use crate::run::execute;
+use crate::run::plan::{Plan, RunError};
+use crate::run::worker::Launcher;
 use crate::source::{SourceConfig, SourceMethod};
-use crate::summary::RunReport;
-use crate::url::HttpUrl;
-use crate::worker::Launcher;
+use crate::whep::viewer::WhepArgs;
 use clap::Args;
 use serde::Deserialize;
 use std::net::TcpStream;
@@ -121,9 +125,19 @@ pub struct Scenario {
     /// Output directory (relative to the scenario file's directory).
     #[serde(default)]
     pub out: Option<PathBuf>,
+    /// What the simulated clients are (`icy`, `hls`, `events`, `whep`; default: HLS when
+    /// every URL of a server ends `.m3u8`, else ICY).
+    #[serde(default)]
+    pub mode: Option<Mode>,
     /// The profile every server gets.
     #[serde(default)]
     pub profile: Profile,
+    /// The flags of an events run (`mode = "events"`): `admin_password`, `changes`, ...
+    #[serde(default)]
+    pub events: EventArgs,
+    /// The flags of a WHEP run (`mode = "whep"`): `whep_threads`.
+    #[serde(default)]
+    pub whep: WhepArgs,
     /// The source pushed to each server, if any.
     #[serde(default)]
     pub source: Option<ScenarioSource>,
@@ -489,8 +503,11 @@ pub fn run_scenario(
         if let Some(n) = srv.listeners {
             profile.listeners = n;
         }
+        let mode = crate::mode::choose(scenario.mode, false, false, &srv.urls)
+            .map_err(|e| err(e.to_string()))?;
         let plan = Plan {
             name: srv.name.clone(),
+            mode,
             urls: srv.urls.clone(),
             profile,
             source,
@@ -500,6 +517,9 @@ pub fn run_scenario(
             }),
             launcher: launcher.clone(),
             progress,
+            events: scenario.events.clone(),
+            whep: scenario.whep.clone(),
+            probe: None,
         };
         let result = execute(&plan);
         proc.stop(Duration::from_secs(5));
@@ -551,10 +571,11 @@ pub fn compare_command(a: CompareArgs) -> anyhow::Result<bool> {
         .unwrap_or_else(|| PathBuf::from("bench-results").join(&name));
     // Refuse before the first server starts rather than after it ran.
     scenario.check_paths()?;
-    let launcher = a.worker_exe.as_ref().map(|p| Launcher {
-        program: p.clone(),
-        args: vec!["bench".into(), "worker".into()],
-    });
+    for srv in &scenario.servers {
+        crate::mode::choose(scenario.mode, false, false, &srv.urls)
+            .map_err(|e| anyhow::anyhow!("server {}: {e}", srv.name))?;
+    }
+    let launcher = a.worker_exe.clone().map(Launcher::program);
     let reports = run_scenario(&scenario, &out, !a.no_progress, launcher)?;
     let refs: Vec<&RunReport> = reports.iter().collect();
     let paths = crate::report::write_compare(&out, &a.scenario.display().to_string(), &refs)?;

@@ -3,7 +3,7 @@
 //! whose command line contains PATTERN, like `pgrep -f` but refusing zero or several matches
 //! instead of handing `--pid` a list).
 
-use crate::sampler::parse_stat;
+use crate::observe::sampler::parse_stat;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use thiserror::Error;

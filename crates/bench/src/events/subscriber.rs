@@ -16,8 +16,8 @@ use mio::{Events, Interest, Poll, Token};
 use serde::{Deserialize, Serialize};
 use throng_proto::sse::{Item, Parser};
 
-use crate::connect::{is_loopback_v4, parse_bind_range, start_connect};
-use crate::url::HttpUrl;
+use crate::net::connect::{is_loopback_v4, parse_bind_range, start_connect};
+use crate::net::url::HttpUrl;
 
 /// How often an engine reports.
 pub const TICK: Duration = Duration::from_millis(250);
@@ -103,10 +103,10 @@ pub struct EventsTick {
 pub enum EventsError {
     /// A URL could not be used.
     #[error(transparent)]
-    Url(#[from] crate::url::UrlError),
+    Url(#[from] crate::net::url::UrlError),
     /// The bind range could not be parsed.
     #[error(transparent)]
-    Range(#[from] crate::connect::BadRange),
+    Range(#[from] crate::net::connect::BadRange),
     /// The poller could not be created.
     #[error("poll: {0}")]
     Poll(#[from] io::Error),
@@ -382,44 +382,6 @@ pub struct EventsSummary {
     pub server_rss_ready: Option<u64>,
     /// RSS growth of the sampled server (the first URL's) per subscriber it holds (bytes).
     pub server_rss_per_subscriber: Option<f64>,
-}
-
-/// The rows an events run adds to the summary table.
-pub fn summary_rows(runs: &[Option<&EventsSummary>]) -> String {
-    if runs.iter().all(|r| r.is_none()) {
-        return String::new();
-    }
-    type Cell = fn(&EventsSummary) -> String;
-    let rows: [(&str, Cell); 7] = [
-        ("event subscribers ready", |e| {
-            format!("{} / {}", e.ready, e.subscribers)
-        }),
-        ("title changes", |e| e.changes.to_string()),
-        ("receipts missed", |e| e.missed.to_string()),
-        ("delivery p50 (ms)", |e| {
-            e.latency_p50_ms.map_or("-".into(), |v| format!("{v:.1}"))
-        }),
-        ("delivery p99 (ms)", |e| {
-            e.latency_p99_ms.map_or("-".into(), |v| format!("{v:.1}"))
-        }),
-        ("delivery max (ms)", |e| {
-            e.latency_max_ms.map_or("-".into(), |v| format!("{v:.1}"))
-        }),
-        ("server RSS growth per subscriber (B)", |e| {
-            e.server_rss_per_subscriber
-                .map_or("-".into(), |v| format!("{v:.0}"))
-        }),
-    ];
-    let mut out = String::new();
-    for (label, cell) in rows {
-        out.push_str(&format!("| {label} |"));
-        for r in runs {
-            let c = r.map_or("-".to_owned(), cell);
-            out.push_str(&format!(" {c} |"));
-        }
-        out.push('\n');
-    }
-    out
 }
 
 #[cfg(test)]

@@ -17,12 +17,12 @@
 //! goes in the run's TTFB histogram, requests in `requests_total`; the verdict is the ICY one.
 //! Plain HTTP only, so a caching proxy (nginx, a CDN edge) is benched by giving its URL.
 
-use crate::connect::{is_loopback_v4, parse_bind_range, start_connect};
-use crate::engine::{EngineError, EngineSpec};
-use crate::listener_counts::ListenerCounts;
-use crate::rusage;
+use crate::icy::engine::{EngineError, EngineSpec};
+use crate::net::connect::{is_loopback_v4, parse_bind_range, start_connect};
+use crate::net::url::HttpUrl;
+use crate::observe::rusage;
+use crate::stats::listener_counts::ListenerCounts;
 use crate::stats::{bucket_of, FailReason, LogHist, Phase, WorkerTick, HIST_BUCKETS};
-use crate::url::HttpUrl;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 use std::collections::{BTreeMap, VecDeque};
@@ -41,12 +41,6 @@ const MAX_PLAYLIST: usize = 256 * 1024;
 const MAX_HEAD: usize = 16 * 1024;
 /// How often timers are checked (µs).
 const TIMER_US: u64 = 20_000;
-
-/// Whether `url` names an HLS playlist (its path ends `.m3u8`).
-pub fn is_hls_url(url: &str) -> bool {
-    let path = url.split(['?', '#']).next().unwrap_or("");
-    path.ends_with(".m3u8")
-}
 
 struct Target {
     addr: SocketAddr,
@@ -674,46 +668,12 @@ impl HlsEngine {
     }
 }
 
-/// The engine a spec asks for: HLS players when every URL is a playlist, else ICY listeners.
-pub enum Runner {
-    /// ICY/HTTP stream listeners.
-    Icy(crate::engine::Engine),
-    /// HLS players.
-    Hls(HlsEngine),
-}
-
-impl Runner {
-    /// Builds the engine for `spec`.
-    pub fn new(spec: EngineSpec) -> Result<Runner, EngineError> {
-        if !spec.urls.is_empty() && spec.urls.iter().all(|u| is_hls_url(u)) {
-            Ok(Runner::Hls(HlsEngine::new(spec)?))
-        } else {
-            Ok(Runner::Icy(crate::engine::Engine::new(spec)?))
-        }
-    }
-
-    /// Runs it (see [`crate::engine::Engine::run`]).
-    pub fn run(
-        self,
-        stop: &AtomicBool,
-        report: impl FnMut(&WorkerTick) -> bool,
-    ) -> Result<(), EngineError> {
-        match self {
-            Runner::Icy(e) => e.run(stop, report),
-            Runner::Hls(e) => e.run(stop, report),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn urls_and_paths() {
-        assert!(is_hls_url("http://h/hls/live.mp3/index.m3u8"));
-        assert!(is_hls_url("http://h/x.m3u8?session=1"));
-        assert!(!is_hls_url("http://h/live.mp3"));
         assert_eq!(dir_of("/hls/a.mp3/index.m3u8?s=1"), "/hls/a.mp3/");
         assert_eq!(resolve("/hls/a.mp3/", "12.mp3"), "/hls/a.mp3/12.mp3");
         assert_eq!(resolve("/hls/a.mp3/", "/x/1.aac"), "/x/1.aac");

@@ -5,8 +5,8 @@
 //! starved listeners against listeners, and the TTFB distribution. Several runs share one graph,
 //! one colour per run.
 
+use crate::report::summary::{Row, RunReport};
 use crate::stats::{bucket_lower_us, HIST_BUCKETS};
-use crate::summary::{Row, RunReport};
 use plotters::prelude::*;
 
 /// Plot size (pixels).

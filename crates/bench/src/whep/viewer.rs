@@ -1,15 +1,15 @@
 //! The WHEP viewer engine of `throng bench run --whep URL -n N`: WebRTC (WHEP,
 //! draft-ietf-wish-whep) viewers with their own str0m clients, one UDP socket each, driven by
 //! one `mio` loop per thread of a worker process ([`run_worker`]; the parent side is
-//! [`crate::whep_run`]). Each viewer POSTs an SDP offer to a WHEP endpoint
+//! [`crate::run::whep`]). Each viewer POSTs an SDP offer to a WHEP endpoint
 //! (`http://host:port/whep/<mount>`, on a connector thread so blocking requests never hold up
 //! the viewers playing), completes ICE and DTLS, and must then receive the Opus packets of the
 //! mount in order at 50 per second (20 ms frames: the RTP timestamp advances 960 at 48 kHz per
 //! packet). A viewer is degraded when, in a 5 s window, more than 1 % of the packets its
 //! timestamps say were sent are missing, or a gap between two packets exceeds 200 ms. Payloads
-//! that carry a latency stamp ([`crate::latency`]) give the viewer's mouth-to-ear latency.
+//! that carry a latency stamp ([`crate::whep::latency`]) give the viewer's mouth-to-ear latency.
 //! A viewer is only woken when its socket is readable or its own str0m timer is due (its
-//! socket then read with one `recvmmsg`, [`crate::udp_batch`]), and its client negotiates no
+//! socket then read with one `recvmmsg`, [`crate::net::udp_batch`]), and its client negotiates no
 //! TWCC feedback, shares its thread's DTLS certificate and runs in str0m's RTP mode: each SRTP
 //! packet is decrypted and checked by the viewer's own client and handed over as it arrives,
 //! without the jitter buffer and depacketizer a player would need (the order check sees the
@@ -32,9 +32,9 @@ use str0m::net::{Protocol, Receive};
 use str0m::rtp::Extension;
 use str0m::{Candidate, Event, Input, Output, Rtc, RtcConfig};
 
-use crate::events::unix_us;
-use crate::latency::{read_stamp, LatencyHist};
-use crate::udp_batch::{bind_shared, send_from, RecvBatch};
+use crate::events::subscriber::unix_us;
+use crate::net::udp_batch::{bind_shared, send_from, RecvBatch};
+use crate::whep::latency::{read_stamp, LatencyHist};
 
 /// RTP timestamp step of one 20 ms Opus packet at 48 kHz.
 pub const TS_STEP: u64 = 960;
@@ -62,8 +62,9 @@ pub const RECV_BATCH: usize = 4;
 /// A viewer still setting up this long after its POST is closed as failed.
 pub const SETUP_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// The flags of a WHEP run.
-#[derive(Debug, Clone, Args)]
+/// The flags of a WHEP run (a comparison scenario's `[whep]` table takes `whep_threads`).
+#[derive(Debug, Clone, Args, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct WhepArgs {
     /// The URLs are WHEP endpoints (`http://host:port/whep/<mount>`): load them with WebRTC
     /// viewers (str0m clients) instead of HTTP listeners. Viewers are spread over `--workers`
@@ -71,6 +72,7 @@ pub struct WhepArgs {
     /// 127.100.x.y address on its thread's one shared socket, else its own socket over the
     /// `--bind-range` source addresses.
     #[arg(long)]
+    #[serde(skip)]
     pub whep: bool,
     /// With `--whep`: threads per worker process driving its viewers (each with its own
     /// connector thread for the POSTs).
@@ -82,11 +84,26 @@ pub struct WhepArgs {
     /// (`--whep`) and `--latency-icy` ICY listeners of the mount report mouth-to-ear latency.
     /// Without `--whep` the run's listeners load the mount and the ICY probes measure.
     #[arg(long, value_name = "URL")]
+    #[serde(skip)]
     pub latency_source: Option<String>,
     /// With `--latency-source`: ICY listeners of the probe mount measuring the same latency.
     #[arg(long, default_value_t = 4)]
+    #[serde(skip)]
     pub latency_icy: u32,
 }
+
+impl Default for WhepArgs {
+    /// The command line's defaults.
+    fn default() -> WhepArgs {
+        WhepArgs {
+            whep: false,
+            whep_threads: 1,
+            latency_source: None,
+            latency_icy: 4,
+        }
+    }
+}
+
 /// What one viewer saw, judged as it goes.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PacketTrack {
@@ -297,7 +314,7 @@ pub fn arrival_instant(t: SystemTime, clocks: (Instant, SystemTime)) -> (Instant
 enum Link {
     /// Its own socket, registered on its thread's poll.
     Own(UdpSocket),
-    /// Its thread's shared socket (a loopback target: [`crate::udp_batch::bind_shared`]),
+    /// Its thread's shared socket (a loopback target: [`crate::net::udp_batch::bind_shared`]),
     /// from the viewer's own address.
     Shared(RawFd),
 }
@@ -830,23 +847,23 @@ pub fn run_worker(
         .urls
         .iter()
         .map(|u| {
-            let url = crate::url::HttpUrl::parse(u)?;
+            let url = crate::net::url::HttpUrl::parse(u)?;
             anyhow::ensure!(!url.tls, "{u}: the WHEP bench speaks plain http://");
             Ok(Target {
                 addr: url.addr,
                 host: url.host_header(),
-                loopback: crate::connect::is_loopback_v4(&url.addr),
+                loopback: crate::net::connect::is_loopback_v4(&url.addr),
                 path: url.path,
             })
         })
         .collect::<anyhow::Result<_>>()?;
     anyhow::ensure!(!targets.is_empty(), "no WHEP URL");
-    let binds = crate::connect::parse_bind_range(&spec.bind_range)?;
+    let binds = crate::net::connect::parse_bind_range(&spec.bind_range)?;
     // The pure-Rust crypto backend (a no-op when one is installed already).
     str0m::crypto::from_feature_flags().install_process_default();
     crate::profile::sleep_until_unix_ms(spec.start_unix_ms);
     let start = Instant::now();
-    let cpu0 = crate::rusage::process();
+    let cpu0 = crate::observe::rusage::process();
     let counters = Counters::default();
     let hold_end = start + Duration::from_secs_f64(spec.ramp_secs() + spec.hold_s);
     let mut rss = 0u64;
@@ -864,12 +881,12 @@ pub fn run_worker(
         while handles.iter().any(|h| !h.is_finished()) {
             std::thread::sleep(Duration::from_millis(100));
             if hold_cpu0.is_none() && Instant::now() >= hold_start {
-                hold_cpu0 = Some(crate::rusage::process());
+                hold_cpu0 = Some(crate::observe::rusage::process());
             }
             if Instant::now() + Duration::from_millis(300) >= hold_end && rss == 0 {
-                rss = crate::sampler::read_proc(std::process::id()).map_or(0, |r| r.rss);
+                rss = crate::observe::sampler::read_proc(std::process::id()).map_or(0, |r| r.rss);
                 if let Some(c0) = hold_cpu0 {
-                    let c1 = crate::rusage::process();
+                    let c1 = crate::observe::rusage::process();
                     hold_cpu = (c1.user_us + c1.sys_us).saturating_sub(c0.user_us + c0.sys_us);
                 }
             }
@@ -892,7 +909,7 @@ pub fn run_worker(
             })
             .collect::<anyhow::Result<Vec<_>>>()
     })?;
-    let cpu1 = crate::rusage::process();
+    let cpu1 = crate::observe::rusage::process();
     let mut r = WhepResult {
         cpu_us: (cpu1.user_us + cpu1.sys_us).saturating_sub(cpu0.user_us + cpu0.sys_us),
         rss_bytes: rss,

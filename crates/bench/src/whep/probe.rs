@@ -1,5 +1,5 @@
 //! `--latency-source URL`: the bench as the live source of an Ogg/Opus mount, sending one
-//! stamped 20 ms Opus packet per Ogg page in real time ([`crate::latency`]), and a few ICY
+//! stamped 20 ms Opus packet per Ogg page in real time ([`crate::whep::latency`]), and a few ICY
 //! listeners of that mount that read the stamps back, so a run reports mouth-to-ear latency
 //! (source push to receipt) for ICY next to WHEP.
 //!
@@ -15,10 +15,10 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::events::unix_us;
-use crate::latency::{audio_page, header_pages, scan_stamps, LatencyHist, PACKET_US};
+use crate::events::subscriber::unix_us;
+use crate::net::url::HttpUrl;
 use crate::source::{await_accept, AcceptError, SourceError, SourceMethod};
-use crate::url::HttpUrl;
+use crate::whep::latency::{audio_page, header_pages, scan_stamps, LatencyHist, PACKET_US};
 
 /// A running probe source.
 pub struct ProbeSource {
@@ -239,4 +239,17 @@ fn icy_listen(
     local.seal();
     hist.lock().unwrap_or_else(|p| p.into_inner()).merge(&local);
     Ok(())
+}
+
+/// Where and how the latency probe pushes its source.
+#[derive(Debug, Clone)]
+pub struct ProbeConfig {
+    /// The Ogg/Opus mount URL.
+    pub url: String,
+    /// Source user.
+    pub user: String,
+    /// Source password.
+    pub password: String,
+    /// Request method.
+    pub method: SourceMethod,
 }

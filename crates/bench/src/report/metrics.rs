@@ -1,8 +1,11 @@
 //! The metrics of the summary table, shared by the Markdown table and the HTML report: each
 //! metric's label (with unit), how to read it from a run's [`Summary`], its decimals, and the
-//! formatted cells of several runs with their ratios to the first run.
+//! formatted cells of several runs with their ratios to the first run; then the rows only an
+//! events or a WHEP run has ([`mode_rows`]).
 
-use crate::summary::{RunReport, Summary};
+use crate::events::subscriber::EventsSummary;
+use crate::report::summary::{RunReport, Summary};
+use crate::whep::WhepSummary;
 
 /// One metric of the summary table: label, value extractor and decimal places.
 pub struct Metric {
@@ -176,4 +179,83 @@ pub fn metric_cells(runs: &[&RunReport], m: &Metric) -> Vec<(String, Option<Stri
             (fmt_value(v, m.decimals), x)
         })
         .collect()
+}
+
+/// A value in ms with one decimal, or `-`.
+fn ms(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.1}"))
+}
+
+/// The rows the runs' modes add to the summary table (events delivery, WHEP viewers), each a
+/// label and one cell per run (`-` for a run of another mode); none when no run has them.
+pub fn mode_rows(runs: &[&RunReport]) -> Vec<(&'static str, Vec<String>)> {
+    let mut out = Vec::new();
+    if runs.iter().any(|r| r.events.is_some()) {
+        type Cell = fn(&EventsSummary) -> String;
+        let rows: [(&str, Cell); 7] = [
+            ("event subscribers ready", |e| {
+                format!("{} / {}", e.ready, e.subscribers)
+            }),
+            ("title changes", |e| e.changes.to_string()),
+            ("receipts missed", |e| e.missed.to_string()),
+            ("delivery p50 (ms)", |e| ms(e.latency_p50_ms)),
+            ("delivery p99 (ms)", |e| ms(e.latency_p99_ms)),
+            ("delivery max (ms)", |e| ms(e.latency_max_ms)),
+            ("server RSS growth per subscriber (B)", |e| {
+                e.server_rss_per_subscriber
+                    .map_or("-".into(), |v| format!("{v:.0}"))
+            }),
+        ];
+        for (label, cell) in rows {
+            let cells = runs
+                .iter()
+                .map(|r| r.events.as_ref().map_or("-".into(), cell));
+            out.push((label, cells.collect()));
+        }
+    }
+    if runs.iter().any(|r| r.whep.is_some()) {
+        type Cell = fn(&WhepSummary) -> String;
+        let rows: [(&str, Cell); 10] = [
+            ("WHEP viewers receiving", |w| {
+                format!("{} / {}", w.receiving, w.viewers)
+            }),
+            ("WHEP viewers degraded", |w| {
+                let by: Vec<String> = w
+                    .degraded_by
+                    .iter()
+                    .map(|(k, n)| format!("{k} {n}"))
+                    .collect();
+                if by.is_empty() {
+                    w.degraded.to_string()
+                } else {
+                    format!("{} ({})", w.degraded, by.join(", "))
+                }
+            }),
+            ("WHEP setup p50 (ms)", |w| format!("{:.0}", w.setup_p50_ms)),
+            ("WHEP setup p99 (ms)", |w| format!("{:.0}", w.setup_p99_ms)),
+            ("packets per viewer-second (50 expected)", |w| {
+                format!("{:.1}", w.packets_per_viewer_second)
+            }),
+            ("mouth-to-ear latency p50 (ms)", |w| ms(w.latency_p50_ms)),
+            ("mouth-to-ear latency p99 (ms)", |w| ms(w.latency_p99_ms)),
+            ("bench CPU per viewer-second (µs)", |w| {
+                format!("{:.1}", w.client_cpu_us_per_viewer_second)
+            }),
+            ("server CPU per viewer-second (µs)", |w| {
+                w.server_cpu_us_per_viewer_second
+                    .map_or("-".into(), |v| format!("{v:.1}"))
+            }),
+            ("server RSS growth per viewer (B)", |w| {
+                w.server_rss_per_viewer
+                    .map_or("-".into(), |v| format!("{v:.0}"))
+            }),
+        ];
+        for (label, cell) in rows {
+            let cells = runs
+                .iter()
+                .map(|r| r.whep.as_ref().map_or("-".into(), cell));
+            out.push((label, cells.collect()));
+        }
+    }
+    out
 }

@@ -33,7 +33,7 @@ pub struct ListenerCounts {
     pub bytes: u64,
     /// Bytes the streaming listeners should have received this second at their bitrate (bytes).
     pub expected_bytes: u64,
-    /// Of `bytes`, those that were listeners' connect bursts (see [`crate::listener`]) (bytes).
+    /// Of `bytes`, those that were listeners' connect bursts (see [`crate::icy::listener`]) (bytes).
     #[serde(default)]
     pub burst_bytes: u64,
     /// Of `expected_bytes`, the share of listeners whose second was a connect burst (bytes).

@@ -212,7 +212,7 @@ pub fn http_get(url: &str, timeout: Duration) -> Result<String, SampleError> {
         url: url.to_owned(),
         why,
     };
-    let u = crate::url::HttpUrl::parse(url).map_err(|e| err(e.to_string()))?;
+    let u = crate::net::url::HttpUrl::parse(url).map_err(|e| err(e.to_string()))?;
     let mut s = TcpStream::connect_timeout(&u.addr, timeout).map_err(|e| err(e.to_string()))?;
     s.set_read_timeout(Some(timeout)).ok();
     let req = format!(

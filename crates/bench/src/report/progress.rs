@@ -1,6 +1,6 @@
 //! The live progress display (indicatif): started, streaming, starved, failed, server CPU.
 
-use crate::summary::{Row, Summary};
+use crate::report::summary::{Row, Summary};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 

@@ -4,7 +4,9 @@
 //! an in-process worker thread). Counters named `*_total` are cumulative since the worker
 //! started; the others cover the one-second interval that ended at `second + 1`.
 
-use crate::listener_counts::ListenerCounts;
+pub mod listener_counts;
+
+use crate::stats::listener_counts::ListenerCounts;
 use serde::{Deserialize, Serialize};
 use std::io;
 

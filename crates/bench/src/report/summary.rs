@@ -4,9 +4,9 @@
 //! ticks per second (carrying a worker's last cumulative counters forward if one second is
 //! missing), attaches the server sample of that second, and derives the run's verdict.
 
-use crate::listener_counts::ListenerCounts;
+use crate::observe::sampler::ServerSample;
 use crate::profile::Profile;
-use crate::sampler::ServerSample;
+use crate::stats::listener_counts::ListenerCounts;
 use crate::stats::{LogHist, Phase, WorkerTick};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -123,9 +123,12 @@ pub struct Summary {
 pub struct RunReport {
     /// Name of the run (a server's name in a comparison).
     pub name: String,
+    /// What the simulated clients were: `icy`, `hls`, `events` or `whep`.
+    #[serde(default)]
+    pub mode: crate::mode::Mode,
     /// When, where and how the run was made, and the server's `Server` header.
     #[serde(default)]
-    pub meta: crate::meta::RunMeta,
+    pub meta: crate::observe::meta::RunMeta,
     /// Listener URLs.
     pub urls: Vec<String>,
     /// The profile.
@@ -146,7 +149,10 @@ pub struct RunReport {
     pub errors: Vec<String>,
     /// The outcome of an events run (`--events`), absent for listener runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub events: Option<crate::events::EventsSummary>,
+    pub events: Option<crate::events::subscriber::EventsSummary>,
+    /// The outcome of a WHEP run (`--whep`), absent for other runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whep: Option<crate::whep::WhepSummary>,
 }
 
 /// Collects ticks and samples during a run.

@@ -8,88 +8,34 @@
 //! delivery latency of every (subscriber, change) pair (p50/p99/max), missed receipts, and the
 //! server's RSS growth per subscriber; the verdict needs every subscriber ready, none missed,
 //! p99 within `--max-latency` and, when the server is sampled, the memory within
-//! `--max-rss-per-subscriber`. Reports and exit codes are those of listener runs.
+//! `--max-rss-per-subscriber`. Reports and exit codes are those of every run ([`crate::run`]).
 
 use std::io::{Read, Write};
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use clap::Args;
-
-use crate::events::{bench_title, unix_us, EventsSpec, EventsSummary, EventsTick};
-use crate::profile::{Profile, Secs};
-use crate::sampler::SampleTarget;
+use crate::events::subscriber::{bench_title, unix_us, EventsSpec, EventsSummary, EventsTick};
+use crate::observe::sampler::SampleTarget;
+use crate::report::summary::RunReport;
+use crate::run::plan::Plan;
+use crate::run::worker::{Tick, WorkerMsg, WorkerSet, WorkerSpec};
 use crate::stats::{bucket_of, LogHist, HIST_BUCKETS};
-use crate::summary::RunReport;
-use crate::worker::{serve_json_worker, spawn_json_worker, Launcher};
-
-/// The flags of an events run (with `--events`).
-#[derive(Debug, Clone, Args)]
-pub struct EventArgs {
-    /// The URLs are event streams (`http://host:port/api/v1/events`): load them with SSE
-    /// subscribers and measure the delivery of title changes instead of audio.
-    #[arg(long)]
-    pub events: bool,
-    /// With `--events`: the mount whose title the run changes, `http://host:port/mount` (an
-    /// origin, for subscribers on its relay edges). Default: the `?mount=` of the first URL, on
-    /// its server.
-    #[arg(long, value_name = "URL")]
-    pub trigger_url: Option<String>,
-    /// With `--events`: admin user for the title changes.
-    #[arg(long, default_value = "admin")]
-    pub admin_user: String,
-    /// With `--events`: admin password for the title changes (or the `THRONG_ADMIN_PASSWORD`
-    /// environment variable).
-    #[arg(long)]
-    pub admin_password: Option<String>,
-    /// With `--events`: title changes to make once every subscriber is ready (1 to 64).
-    #[arg(long, default_value_t = 5)]
-    pub changes: u32,
-    /// With `--events`: time between two title changes.
-    #[arg(long, default_value = "2s")]
-    pub change_interval: Secs,
-    /// With `--events`: the verdict needs the p99 delivery latency within this.
-    #[arg(long, default_value = "1s")]
-    pub max_latency: Secs,
-    /// With `--events`: the verdict needs the server's RSS growth per subscriber within this
-    /// (bytes; checked when the server is sampled with `--pid`, `--pid-file` or `--pid-name`:
-    /// the first URL's server, holding its round-robin share of the subscribers).
-    #[arg(long, default_value_t = 1024.0)]
-    pub max_rss_per_subscriber: f64,
-}
-
-/// Everything an events run needs.
-#[derive(Debug, Clone)]
-pub struct EventsPlan {
-    /// Name of the run.
-    pub name: String,
-    /// Event-stream URLs.
-    pub urls: Vec<String>,
-    /// Subscriber count, ramp, bind range, connect timeout, workers.
-    pub profile: Profile,
-    /// The events flags.
-    pub args: EventArgs,
-    /// The local server process to read RSS from, if any.
-    pub sample: Option<SampleTarget>,
-    /// Worker process launcher (default: this executable).
-    pub launcher: Option<Launcher>,
-}
 
 fn rss_of(sample: &Option<SampleTarget>) -> Option<u64> {
     match sample {
-        Some(SampleTarget::Pid(p)) => crate::sampler::read_proc(*p).ok().map(|r| r.rss),
-        Some(SampleTarget::Metrics(u)) => crate::sampler::http_get(u, Duration::from_secs(2))
-            .ok()
-            .map(|t| crate::sampler::parse_metrics(&t).rss),
+        Some(SampleTarget::Pid(p)) => crate::observe::sampler::read_proc(*p).ok().map(|r| r.rss),
+        Some(SampleTarget::Metrics(u)) => {
+            crate::observe::sampler::http_get(u, Duration::from_secs(2))
+                .ok()
+                .map(|t| crate::observe::sampler::parse_metrics(&t).rss)
+        }
         None => None,
     }
 }
 
 /// The admin metadata request that sets `title` on the mount of `trigger` (`http://host:port/mount`).
 fn set_title(trigger: &str, user: &str, password: &str, title: &str) -> anyhow::Result<()> {
-    let u = crate::url::HttpUrl::parse(trigger)?;
+    let u = crate::net::url::HttpUrl::parse(trigger)?;
     let enc = |s: &str| {
         s.bytes()
             .map(|b| match b {
@@ -161,29 +107,30 @@ impl Totals {
         }
         self.last[w] = t;
     }
+    /// Takes one worker message: a tick is added, a worker's error is shown on stderr (as a
+    /// worker process's own stderr was before; missing receipts fail the run).
+    fn take(&mut self, m: WorkerMsg) {
+        match m {
+            WorkerMsg::Tick(Tick::Events(t)) => self.add(t),
+            WorkerMsg::Exited {
+                worker,
+                error: Some(e),
+            } => eprintln!("events worker {worker}: {e}"),
+            _ => {}
+        }
+    }
     fn sum(&self, f: impl Fn(&EventsTick) -> u64) -> u64 {
         self.last.iter().map(f).sum()
     }
 }
 
-/// Runs the engine of one worker process: its [`EventsSpec`] as one JSON line on stdin, one
-/// [`EventsTick`] JSON line per tick on stdout; stops when stdin closes.
-///
-/// Errors: no spec on stdin, or the engine could not start.
-pub fn worker_command() -> anyhow::Result<()> {
-    serve_json_worker(|spec: EventsSpec, stop, mut out| {
-        crate::events::run(&spec, &stop, |t| out.send(&t))?;
-        Ok(())
-    })
-}
-
 /// Runs one events plan to the end and returns its report.
 ///
 /// Errors: bad arguments, workers that cannot start, a title change the server refuses.
-pub fn execute(plan: &EventsPlan) -> anyhow::Result<RunReport> {
+pub fn execute(plan: &Plan) -> anyhow::Result<RunReport> {
     let p = &plan.profile;
     p.validate()?;
-    let a = &plan.args;
+    let a = &plan.events;
     anyhow::ensure!(!plan.urls.is_empty(), "no event-stream URL given");
     anyhow::ensure!((1..=64).contains(&a.changes), "--changes: 1 to 64");
     let trigger = a
@@ -196,54 +143,39 @@ pub fn execute(plan: &EventsPlan) -> anyhow::Result<RunReport> {
         .clone()
         .or_else(|| std::env::var("THRONG_ADMIN_PASSWORD").ok())
         .ok_or_else(|| anyhow::anyhow!("--admin-password (or THRONG_ADMIN_PASSWORD) is needed"))?;
-    let server = crate::meta::server_header(&trigger, Duration::from_secs(2));
+    let server = crate::observe::meta::server_header(&trigger, Duration::from_secs(2));
     let start_unix_ms = unix_us() / 1000;
-    let meta = crate::meta::RunMeta::collect(start_unix_ms, server);
+    let meta = crate::observe::meta::RunMeta::collect(start_unix_ms, server);
     let rss_before = rss_of(&plan.sample);
 
     let nproc = p.effective_workers();
     let nspecs = nproc.max(1);
-    let (tx, rx) = mpsc::channel::<EventsTick>();
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut threads = Vec::new();
-    let mut children = Vec::new();
-    for w in 0..nspecs {
-        let spec = EventsSpec {
-            worker: w,
-            workers: nspecs,
-            urls: plan.urls.clone(),
-            total: p.listeners,
-            ramp: p.ramp,
-            bind_range: p.bind_range.clone(),
-            connect_timeout_s: p.connect_timeout.0,
-        };
-        if nproc == 0 {
-            let (tx, stop) = (tx.clone(), stop.clone());
-            threads.push(std::thread::spawn(move || {
-                if let Err(e) = crate::events::run(&spec, &stop, |t| {
-                    let _ = tx.send(t);
-                }) {
-                    eprintln!("events worker: {e}");
-                }
-            }));
-        } else {
-            let l = match &plan.launcher {
-                Some(l) => l.clone(),
-                None => Launcher::current_exe()?,
-            };
-            let (child, stdin, reader) =
-                spawn_json_worker(&l.program, "events-worker", &spec, tx.clone())?;
-            threads.push(reader);
-            children.push((child, Some(stdin)));
-        }
-    }
-    drop(tx);
+    let specs = (0..nspecs)
+        .map(|w| {
+            WorkerSpec::Events(EventsSpec {
+                worker: w,
+                workers: nspecs,
+                urls: plan.urls.clone(),
+                total: p.listeners,
+                ramp: p.ramp,
+                bind_range: p.bind_range.clone(),
+                connect_timeout_s: p.connect_timeout.0,
+            })
+        })
+        .collect();
+    let launcher = if nproc > 0 {
+        Some(plan.launcher()?)
+    } else {
+        None
+    };
+    let (tx, rx) = mpsc::channel::<WorkerMsg>();
+    let mut workers = WorkerSet::start(specs, launcher.as_ref(), tx)?;
     let mut totals = Totals::default();
     let mut errors = Vec::new();
     let drain = |totals: &mut Totals, d: Duration| {
         let end = Instant::now() + d;
-        while let Ok(t) = rx.recv_timeout(end.saturating_duration_since(Instant::now())) {
-            totals.add(t);
+        while let Ok(m) = rx.recv_timeout(end.saturating_duration_since(Instant::now())) {
+            totals.take(m);
             if Instant::now() >= end {
                 break;
             }
@@ -291,19 +223,11 @@ pub fn execute(plan: &EventsPlan) -> anyhow::Result<RunReport> {
     while totals.sum(|t| t.received) < want && Instant::now() < end {
         drain(&mut totals, Duration::from_millis(250));
     }
-    stop.store(true, Ordering::Relaxed);
-    for (_, stdin) in &mut children {
-        stdin.take();
-    }
+    workers.stop();
     drain(&mut totals, Duration::from_millis(500));
-    for (mut c, _) in children {
-        let _ = c.wait();
-    }
-    for t in threads {
-        let _ = t.join();
-    }
-    while let Ok(t) = rx.try_recv() {
-        totals.add(t);
+    workers.join(Duration::from_secs(5));
+    while let Ok(m) = rx.try_recv() {
+        totals.take(m);
     }
 
     let received = totals.sum(|t| t.received);
@@ -360,6 +284,7 @@ pub fn execute(plan: &EventsPlan) -> anyhow::Result<RunReport> {
         ttfb: snap,
         events: Some(ev),
         errors,
+        mode: crate::mode::Mode::Events,
         ..RunReport::default()
     };
     let s = &mut report.summary;
@@ -375,21 +300,6 @@ pub fn execute(plan: &EventsPlan) -> anyhow::Result<RunReport> {
     s.server_rss_per_listener = per_sub;
     s.pass = pass;
     Ok(report)
-}
-
-/// Body of `throng bench run --events`: runs, writes the reports, returns the verdict.
-///
-/// Errors: as [`execute`], or the reports cannot be written.
-pub fn command(plan: &EventsPlan, out: &Path) -> anyhow::Result<bool> {
-    let report = execute(plan)?;
-    let paths = crate::report::write_run(out, &report)?;
-    println!("{}", crate::report::summary_table(&[&report]));
-    println!("report: {}", paths.html.display());
-    println!("json:   {}", paths.json.display());
-    for e in &report.errors {
-        eprintln!("error: {e}");
-    }
-    Ok(report.summary.pass)
 }
 
 #[cfg(test)]

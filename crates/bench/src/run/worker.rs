@@ -1,13 +1,21 @@
-//! Workers: engines run as in-process threads or as child processes of the bench.
+//! The one worker protocol of every mode: engines run as in-process threads or as child
+//! processes of the bench.
 //!
 //! A worker process is the current executable re-run as `... bench worker`: it reads its
-//! [`EngineSpec`] as one JSON line from stdin, writes one [`WorkerTick`] JSON line per second to
-//! stdout, and stops early when stdin closes (so workers never outlive the parent). Each process
-//! opens at most `max_per_worker` sockets, keeping under the per-process file limit.
+//! [`WorkerSpec`] (the mode and that mode's engine spec) as one JSON line from stdin, writes
+//! one [`Tick`] JSON line per tick to stdout, and stops early when stdin closes (so workers
+//! never outlive the parent). Each process opens at most `max_per_worker` sockets, keeping
+//! under the per-process file limit. An in-process worker (`--workers 0`) runs the same
+//! [`WorkerSpec::run`] on a thread and hands its ticks over a channel.
 
-use crate::engine::EngineSpec;
+use crate::events::subscriber::{EventsSpec, EventsTick};
+use crate::hls::player::HlsEngine;
+use crate::icy::engine::{Engine, EngineSpec};
+use crate::mode::Mode;
 use crate::stats::WorkerTick;
+use crate::whep::viewer::{WhepSpec, WhepTick};
 use clap::Args;
+use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -32,6 +40,14 @@ pub struct Launcher {
 }
 
 impl Launcher {
+    /// Runs `program` as `<program> bench worker` (`--worker-exe`).
+    pub fn program(program: PathBuf) -> Launcher {
+        Launcher {
+            program,
+            args: vec!["bench".into(), "worker".into()],
+        }
+    }
+
     /// Re-executes the current binary as `<exe> bench worker`.
     pub fn current_exe() -> std::io::Result<Launcher> {
         Ok(Launcher {
@@ -41,11 +57,113 @@ impl Launcher {
     }
 }
 
+/// What one worker runs: the run's mode and that mode's engine spec (one JSON line on a
+/// worker process's stdin).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "mode", content = "spec", rename_all = "lowercase")]
+pub enum WorkerSpec {
+    /// ICY listeners.
+    Icy(EngineSpec),
+    /// HLS players.
+    Hls(EngineSpec),
+    /// Event-stream subscribers.
+    Events(EventsSpec),
+    /// WHEP viewers.
+    Whep(WhepSpec),
+}
+
+/// One tick of a worker (one JSON line on a worker process's stdout).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tick {
+    /// One second of ICY listeners or HLS players.
+    Listeners(WorkerTick),
+    /// Event-stream subscribers' progress.
+    Events(EventsTick),
+    /// WHEP viewers' counts (and, last, the worker's result).
+    Whep(WhepTick),
+}
+
+impl WorkerSpec {
+    /// The mode of the spec.
+    pub fn mode(&self) -> Mode {
+        match self {
+            WorkerSpec::Icy(_) => Mode::Icy,
+            WorkerSpec::Hls(_) => Mode::Hls,
+            WorkerSpec::Events(_) => Mode::Events,
+            WorkerSpec::Whep(_) => Mode::Whep,
+        }
+    }
+
+    /// The worker index.
+    pub fn worker(&self) -> u32 {
+        match self {
+            WorkerSpec::Icy(s) | WorkerSpec::Hls(s) => s.worker,
+            WorkerSpec::Events(s) => s.worker,
+            WorkerSpec::Whep(s) => s.worker,
+        }
+    }
+
+    /// Builds the mode's engine (an ICY or HLS engine checks its URLs and bind range here;
+    /// events and WHEP engines check theirs when they run).
+    ///
+    /// Errors: [`WorkerError::Engine`] for a bad URL or bind range.
+    pub fn prepare(self) -> Result<Prepared, WorkerError> {
+        Ok(match self {
+            WorkerSpec::Icy(s) => Prepared::Icy(Engine::new(s)?),
+            WorkerSpec::Hls(s) => Prepared::Hls(HlsEngine::new(s)?),
+            WorkerSpec::Events(s) => Prepared::Events(s),
+            WorkerSpec::Whep(s) => Prepared::Whep(s),
+        })
+    }
+
+    /// Builds the engine and runs it (see [`Prepared::run`]).
+    ///
+    /// Errors: the engine could not start (bad URL or bind range) or failed.
+    pub fn run(self, stop: &AtomicBool, emit: impl FnMut(Tick) -> bool) -> anyhow::Result<()> {
+        self.prepare()?.run(stop, emit)
+    }
+}
+
+/// A worker's engine, built from its [`WorkerSpec`] and ready to run.
+pub enum Prepared {
+    /// ICY listeners.
+    Icy(Engine),
+    /// HLS players.
+    Hls(HlsEngine),
+    /// Event-stream subscribers.
+    Events(EventsSpec),
+    /// WHEP viewers.
+    Whep(WhepSpec),
+}
+
+impl Prepared {
+    /// Runs the engine to its end (or until `stop`), handing every tick to `emit`; an ICY or
+    /// HLS engine also stops when `emit` returns false (the parent went away).
+    ///
+    /// Errors: the engine failed (events and WHEP: also a bad URL or bind range).
+    pub fn run(self, stop: &AtomicBool, mut emit: impl FnMut(Tick) -> bool) -> anyhow::Result<()> {
+        match self {
+            Prepared::Icy(e) => e.run(stop, |t| emit(Tick::Listeners(t.clone())))?,
+            Prepared::Hls(e) => e.run(stop, |t| emit(Tick::Listeners(t.clone())))?,
+            Prepared::Events(s) => crate::events::subscriber::run(&s, stop, |t| {
+                emit(Tick::Events(t));
+            })?,
+            Prepared::Whep(s) => crate::whep::viewer::run_worker(&s, stop, |t| {
+                emit(Tick::Whep(t.clone()));
+            })?,
+        }
+        Ok(())
+    }
+}
+
 /// What workers send to the parent.
+// One message per worker per second: boxing the tick would save nothing worth a pointer.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum WorkerMsg {
-    /// One second of one worker.
-    Tick(WorkerTick),
+    /// One tick of one worker.
+    Tick(Tick),
     /// A worker ended; `error` holds its failure (and stderr) if it did not end cleanly.
     Exited {
         /// Worker index.
@@ -60,7 +178,7 @@ pub enum WorkerMsg {
 pub enum WorkerError {
     /// The engine could not be prepared (bad URL, bad range).
     #[error(transparent)]
-    Engine(#[from] crate::engine::EngineError),
+    Engine(#[from] crate::icy::engine::EngineError),
     /// The worker process could not be spawned or fed.
     #[error("starting worker process {program}: {source}")]
     Spawn {
@@ -93,24 +211,23 @@ impl WorkerSet {
     /// Starts one worker per spec: in-process threads when `launcher` is `None`, else processes.
     /// Every message goes to `tx`.
     pub fn start(
-        specs: Vec<EngineSpec>,
+        specs: Vec<WorkerSpec>,
         launcher: Option<&Launcher>,
         tx: Sender<WorkerMsg>,
     ) -> Result<WorkerSet, WorkerError> {
         let stop = Arc::new(AtomicBool::new(false));
         let mut handles = Vec::new();
         for spec in specs {
-            let worker = spec.worker;
+            let worker = spec.worker();
             match launcher {
                 None => {
-                    let engine = crate::hls::Runner::new(spec)?;
+                    let engine = spec.prepare()?;
                     let tx = tx.clone();
                     let stop = stop.clone();
                     let h = std::thread::Builder::new()
                         .name(format!("bench-worker-{worker}"))
                         .spawn(move || {
-                            let r =
-                                engine.run(&stop, |t| tx.send(WorkerMsg::Tick(t.clone())).is_ok());
+                            let r = engine.run(&stop, |t| tx.send(WorkerMsg::Tick(t)).is_ok());
                             let _ = tx.send(WorkerMsg::Exited {
                                 worker,
                                 error: r.err().map(|e| e.to_string()),
@@ -175,11 +292,11 @@ impl WorkerSet {
 }
 
 fn spawn_process(
-    spec: EngineSpec,
+    spec: WorkerSpec,
     l: &Launcher,
     tx: Sender<WorkerMsg>,
 ) -> Result<Handle, WorkerError> {
-    let worker = spec.worker;
+    let worker = spec.worker();
     let spawn_err = |source| WorkerError::Spawn {
         program: l.program.display().to_string(),
         source,
@@ -213,7 +330,7 @@ fn spawn_process(
         if let Some(out) = stdout {
             for line in BufReader::new(out).lines() {
                 let Ok(line) = line else { break };
-                match serde_json::from_str::<WorkerTick>(&line) {
+                match serde_json::from_str::<Tick>(&line) {
                     Ok(t) => {
                         let _ = tx.send(WorkerMsg::Tick(t));
                     }
@@ -236,13 +353,16 @@ fn spawn_process(
     })
 }
 
-/// Body of `throng bench worker`: spec from stdin, ticks to stdout.
+/// Body of `throng bench worker`, the one worker subcommand of every mode: its
+/// [`WorkerSpec`] from stdin, one [`Tick`] JSON line per tick to stdout (each flushed at once);
+/// stops early when stdin closes.
+///
+/// Errors: no spec on stdin or one that does not parse, or the engine's error.
 pub fn worker_command(_args: WorkerArgs) -> anyhow::Result<()> {
     let mut stdin = BufReader::new(std::io::stdin());
     let mut line = String::new();
     stdin.read_line(&mut line)?;
-    let spec: EngineSpec = serde_json::from_str(&line)?;
-    let engine = crate::hls::Runner::new(spec)?;
+    let spec: WorkerSpec = serde_json::from_str(&line)?;
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
     std::thread::spawn(move || {
@@ -251,78 +371,10 @@ pub fn worker_command(_args: WorkerArgs) -> anyhow::Result<()> {
         stop2.store(true, Ordering::Relaxed);
     });
     let stdout = std::io::stdout();
-    engine.run(&stop, |t| {
+    spec.run(&stop, |t| {
         let mut out = stdout.lock();
-        serde_json::to_writer(&mut out, t).is_ok()
+        serde_json::to_writer(&mut out, &t).is_ok()
             && out.write_all(b"\n").is_ok()
             && out.flush().is_ok()
-    })?;
-    Ok(())
-}
-
-/// The stdout of a JSON-lines worker process: each tick one JSON line, flushed at once.
-#[derive(Debug)]
-pub struct JsonLines(std::io::StdoutLock<'static>);
-
-impl JsonLines {
-    /// Writes `tick` as one JSON line; a parent that went away is ignored (the worker stops
-    /// when its stdin closes).
-    pub fn send<T: serde::Serialize>(&mut self, tick: &T) {
-        if let Ok(j) = serde_json::to_string(tick) {
-            let _ = writeln!(self.0, "{j}");
-            let _ = self.0.flush();
-        }
-    }
-}
-
-/// The worker side of the JSON-lines worker processes (`bench events-worker`, `bench
-/// whep-worker`): reads the spec `S` as one JSON line from stdin, raises the stop flag when
-/// stdin closes (the parent ended or wants the worker to stop), and runs `run` with the spec,
-/// the flag and the stdout to send ticks to.
-///
-/// Errors: no spec on stdin or one that does not parse; else what `run` returns.
-pub fn serve_json_worker<S: serde::de::DeserializeOwned>(
-    run: impl FnOnce(S, Arc<AtomicBool>, JsonLines) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
-    let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line)?;
-    let spec: S = serde_json::from_str(&line)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let raised = stop.clone();
-    std::thread::spawn(move || {
-        let mut sink = Vec::new();
-        let _ = std::io::stdin().read_to_end(&mut sink);
-        raised.store(true, Ordering::Relaxed);
-    });
-    run(spec, stop, JsonLines(std::io::stdout().lock()))
-}
-
-/// The parent side: starts `<program> bench <subcommand>`, writes `spec` as one JSON line to
-/// its stdin, and forwards each stdout line that parses as a `T` to `tx` from a reader thread.
-/// The stdin is returned open: closing it tells the worker to stop.
-///
-/// Errors: the process cannot be started, or the spec cannot be written.
-pub fn spawn_json_worker<S: serde::Serialize, T: serde::de::DeserializeOwned + Send + 'static>(
-    program: &std::path::Path,
-    subcommand: &str,
-    spec: &S,
-    tx: Sender<T>,
-) -> std::io::Result<(Child, ChildStdin, JoinHandle<()>)> {
-    let mut child = Command::new(program)
-        .args(["bench", subcommand])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()?;
-    let mut stdin = child.stdin.take().expect("piped stdin");
-    writeln!(stdin, "{}", serde_json::to_string(spec)?)?;
-    let stdout = child.stdout.take().expect("piped stdout");
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if let Ok(t) = serde_json::from_str::<T>(&line) {
-                let _ = tx.send(t);
-            }
-        }
-    });
-    Ok((child, stdin, reader))
+    })
 }

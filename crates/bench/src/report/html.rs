@@ -2,9 +2,10 @@
 //! command line, each server's `Server` header), summary table (with ratios in a comparison),
 //! failures, errors, the profile, and the SVG plots inline (no external files or scripts).
 
-use crate::plots;
-use crate::summary::RunReport;
-use crate::summary_metrics::{metric_cells, metrics};
+use crate::mode::Mode;
+use crate::report::metrics::{metric_cells, metrics, mode_rows};
+use crate::report::plots;
+use crate::report::summary::RunReport;
 
 /// Escapes text for HTML.
 pub fn esc(s: &str) -> String {
@@ -54,6 +55,19 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}.pass{{color:#080;font
 stream bitrate over the sliding window, or waits longer than the maximum gap between reads. \
 CPU is in percent of one core.</p>\n",
     );
+    if runs.iter().any(|r| r.mode == Mode::Events) {
+        h.push_str(
+            "<p>In an events run the listeners are event-stream subscribers: streaming means \
+subscribed with the snapshot received, and TTFB is the time from connect to snapshot.</p>\n",
+        );
+    }
+    if runs.iter().any(|r| r.mode == Mode::Whep) {
+        h.push_str(
+            "<p>In a WHEP run the listeners are WebRTC viewers: streaming means receiving \
+media, starved means degraded (a 5 s window with over 1 % loss or a gap over 200 ms, packets \
+out of order, or silent at the end), and TTFB is the setup time, POST to first packet.</p>\n",
+        );
+    }
     // Summary table.
     h.push_str("<h2>Summary</h2>\n<table><tr><th>metric</th>");
     for r in runs {
@@ -67,6 +81,13 @@ CPU is in percent of one core.</p>\n",
                 .map(|x| format!(" <small>({x})</small>"))
                 .unwrap_or_default();
             h.push_str(&format!("<td class=\"n\">{cell}{x}</td>"));
+        }
+        h.push_str("</tr>\n");
+    }
+    for (label, cells) in mode_rows(runs) {
+        h.push_str(&format!("<tr><td>{}</td>", esc(label)));
+        for c in cells {
+            h.push_str(&format!("<td class=\"n\">{}</td>", esc(&c)));
         }
         h.push_str("</tr>\n");
     }
@@ -107,8 +128,9 @@ CPU is in percent of one core.</p>\n",
     h.push_str("<h2>Configuration</h2>\n");
     for r in runs {
         h.push_str(&format!(
-            "<h3>{}</h3><p>URLs: {}; worker processes: {}</p><pre>{}</pre>\n",
+            "<h3>{}</h3><p>mode: {}; URLs: {}; worker processes: {}</p><pre>{}</pre>\n",
             esc(&r.name),
+            r.mode,
             esc(&r.urls.join(", ")),
             r.workers,
             esc(&r
