@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::audience::follow::MoveFilter;
-use crate::audience::ListenerRow;
+use crate::audience::{AudiencePath, EndReason, ListenerRow};
 use crate::ctx::ServerCtx;
 use crate::mount::live::Mount;
 
@@ -63,4 +63,60 @@ pub async fn move_members(ctx: &ServerCtx, filter: MoveFilter, to: Arc<Mount>) -
     };
     let icy = ctx.fanout.move_listeners(filter, to).await;
     Moved { icy, hls, whep }
+}
+
+/// Members connected now on each path: ICY listeners, HLS sessions, WHEP viewers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// ICY listeners on the fan-out shards.
+    pub icy: usize,
+    /// HLS sessions.
+    pub hls: usize,
+    /// WHEP viewers.
+    pub whep: usize,
+}
+
+impl Counts {
+    /// Members on every path.
+    pub fn total(self) -> usize {
+        self.icy + self.hls + self.whep
+    }
+}
+
+/// Members connected now, by path (the status documents' `listeners`).
+pub fn counts(ctx: &ServerCtx) -> Counts {
+    Counts {
+        icy: ctx.fanout.listeners(),
+        hls: ctx.hls.sessions.len(),
+        whep: ctx.whep.as_ref().map_or(0, |w| w.sessions()),
+    }
+}
+
+/// The paths whose sessions end with an [`EndReason`], in the order the status documents and
+/// the admin UI list them.
+pub const ENDING_PATHS: [AudiencePath; 4] = [
+    AudiencePath::Icy,
+    AudiencePath::Hls,
+    AudiencePath::Whep,
+    AudiencePath::Events,
+];
+
+/// Sessions ended since the start, by path and end reason (`throng_session_ends_total`),
+/// every pair listed (zero included), in [`ENDING_PATHS`] and [`EndReason::ALL`] order.
+pub fn session_ends(ctx: &ServerCtx) -> Vec<(AudiencePath, EndReason, u64)> {
+    let mut out = Vec::with_capacity(ENDING_PATHS.len() * EndReason::ALL.len());
+    for path in ENDING_PATHS {
+        for why in EndReason::ALL {
+            let n = ctx
+                .metrics
+                .session_ends
+                .get_or_create(&crate::observe::metrics::EndLabel {
+                    path: path.as_str(),
+                    reason: why.key(),
+                })
+                .get();
+            out.push((path, why, n));
+        }
+    }
+    out
 }

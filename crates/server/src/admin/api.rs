@@ -382,6 +382,7 @@ pub async fn mount_resource(
                 .map(|r| {
                     json!({
                         "id": r.id,
+                        "path": r.path.as_str(),
                         "ip": r.ip.to_string(),
                         "user_agent": r.agent,
                         "referer": r.referer,

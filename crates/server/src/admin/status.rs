@@ -171,6 +171,16 @@ pub fn v1_status(ctx: &ServerCtx) -> Value {
         .iter()
         .map(|m| v1_mount(ctx, m))
         .collect();
+    let counts = crate::roster::counts(ctx);
+    // `{"icy": {"client:hung-up": 3, ...}, "hls": {...}, ...}`: the end-reason vocabulary
+    // of the access log and `throng_session_ends_total`.
+    let mut session_ends = serde_json::Map::new();
+    for (path, why, n) in crate::roster::session_ends(ctx) {
+        let by_reason = session_ends
+            .entry(path.as_str())
+            .or_insert_with(|| json!({}));
+        by_reason[why.key()] = json!(n);
+    }
     json!({
         "server": {
             "id": ctx.config().server_id,
@@ -180,7 +190,13 @@ pub fn v1_status(ctx: &ServerCtx) -> Value {
             "admin": ctx.config().admin_email,
             "started_iso8601": iso8601(&ctx.started),
             "uptime_s": (chrono::Local::now() - ctx.started).num_seconds(),
-            "listeners": ctx.fanout.listeners() + ctx.whep.as_ref().map_or(0, |w| w.sessions()),
+            "listeners": counts.total(),
+            "listeners_by_path": {
+                "icy": counts.icy,
+                "hls": counts.hls,
+                "whep": counts.whep,
+            },
+            "session_ends": session_ends,
             "clients": ctx.clients.open(),
             "sources": ctx.registry.list().len(),
         },

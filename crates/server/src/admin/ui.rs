@@ -232,10 +232,11 @@ pub async fn overview(
         )
     };
     let uptime = (chrono::Local::now() - ctx.started).num_seconds().max(0);
+    let counts = crate::roster::counts(&ctx);
     let summary = format!(
         "<dl class=\"summary\"><div><dt>Listeners</dt><dd>{}</dd></div><div><dt>Mounts</dt><dd>{}</dd></div>\
 <div><dt>Clients</dt><dd>{}</dd></div><div><dt>Uptime</dt><dd>{}</dd></div><div><dt>Version</dt><dd>{}</dd></div></dl>",
-        ctx.fanout.listeners(),
+        counts.total(),
         ctx.registry.list().len(),
         ctx.clients.open(),
         duration_text(u64::try_from(uptime).unwrap_or(0)),
@@ -245,7 +246,60 @@ pub async fn overview(
         &ctx,
         "Mounts",
         query.as_deref(),
-        &format!("{summary}{table}"),
+        &format!("{summary}{table}{}", ends_table(&ctx)),
+    )
+}
+
+/// How the admin UI names an audience path.
+fn path_text(p: crate::audience::AudiencePath) -> &'static str {
+    match p {
+        crate::audience::AudiencePath::Icy => "HTTP",
+        crate::audience::AudiencePath::Hls => "HLS",
+        crate::audience::AudiencePath::Whep => "WebRTC",
+        crate::audience::AudiencePath::Events => "Events",
+    }
+}
+
+/// The "Sessions ended" table of the overview: counts since the start by end reason (rows,
+/// with the key the access log and `/metrics` use) and path (columns); reasons never seen are
+/// left out.
+fn ends_table(ctx: &ServerCtx) -> String {
+    let ends = crate::roster::session_ends(ctx);
+    let mut rows = String::new();
+    for why in crate::audience::EndReason::ALL {
+        let counts: Vec<u64> = crate::roster::ENDING_PATHS
+            .iter()
+            .map(|p| {
+                ends.iter()
+                    .find(|(path, w, _)| path == p && *w == why)
+                    .map_or(0, |e| e.2)
+            })
+            .collect();
+        if counts.iter().all(|&n| n == 0) {
+            continue;
+        }
+        let _ = write!(
+            rows,
+            "<tr><th scope=\"row\">{} <code>{}</code></th>",
+            escape(why.describe()),
+            why.key()
+        );
+        for n in counts {
+            let _ = write!(rows, "<td class=\"num\">{n}</td>");
+        }
+        rows.push_str("</tr>");
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut head = String::new();
+    for p in crate::roster::ENDING_PATHS {
+        let _ = write!(head, "<th scope=\"col\">{}</th>", path_text(p));
+    }
+    format!(
+        "<section aria-labelledby=\"h-ends\"><h2 id=\"h-ends\">Sessions ended</h2>\
+<div class=\"scroll\"><table><thead><tr><th scope=\"col\">Why</th>{head}</tr></thead>\
+<tbody>{rows}</tbody></table></div></section>"
     )
 }
 
@@ -324,9 +378,10 @@ pub async fn mount(
         );
         let _ = write!(
             lrows,
-            "<tr data-listener=\"{id}\"><td class=\"num\">{id}</td><td>{ip}</td><td>{agent}</td><td>{user}</td>\
+            "<tr data-listener=\"{id}\"><td class=\"num\">{id}</td><td>{path}</td><td>{ip}</td><td>{agent}</td><td>{user}</td>\
 <td>{connected}</td><td class=\"num\">{sent}</td><td>{kick}</td></tr>",
             id = r.id,
+            path = path_text(r.path),
             ip = escape(&r.ip.to_string()),
             agent = escape(r.agent.as_deref().unwrap_or("")),
             user = escape(r.user.as_deref().unwrap_or("")),
@@ -338,7 +393,7 @@ pub async fn mount(
         "<p>No listener.</p>".to_owned()
     } else {
         format!(
-            "<div class=\"scroll\"><table><thead><tr><th scope=\"col\">Id</th><th scope=\"col\">Address</th>\
+            "<div class=\"scroll\"><table><thead><tr><th scope=\"col\">Id</th><th scope=\"col\">Via</th><th scope=\"col\">Address</th>\
 <th scope=\"col\">Player</th><th scope=\"col\">User</th><th scope=\"col\">Connected</th>\
 <th scope=\"col\">Bytes sent</th><th scope=\"col\"><span class=\"visually-hidden\">Actions</span></th></tr></thead>\
 <tbody>{lrows}</tbody></table></div>"

@@ -253,9 +253,10 @@ fn a_session_is_a_listener_until_it_stops_fetching() {
         .lines()
         .find(|l| l.contains("GET /hls/live.mp3/index.m3u8 HTTP/1.1\" 200"))
         .unwrap_or_else(|| panic!("no session line in {logged}"));
-    // bytes and a duration of at least 5 s
+    // bytes, a duration of at least 5 s, and why it ended: it stopped fetching.
     let fields: Vec<&str> = line.rsplit(' ').collect();
-    let secs: u64 = fields[0].parse().unwrap();
+    assert_eq!(fields[0], "client:vanished", "{line}");
+    let secs: u64 = fields[1].parse().unwrap();
     assert!(secs >= 5, "{line}");
     assert!(line.contains("\" 200 "), "{line}");
     // A session still open when the server stops is logged too.

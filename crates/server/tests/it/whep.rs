@@ -699,7 +699,9 @@ fn a_whep_session_end_sends_listener_remove_and_an_access_log_line() {
     let line = line.unwrap();
     assert!(line.contains("fred"), "{line}");
     assert!(line.contains("\"whep-log-test\""), "{line}");
-    let secs: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+    let mut fields = line.rsplit(' ');
+    assert_eq!(fields.next(), Some("client:hung-up"), "DELETE: {line}");
+    let secs: u64 = fields.next().unwrap().parse().unwrap();
     assert!(secs >= 2, "{line}");
 
     // A session still playing when the server shuts down is logged too.
