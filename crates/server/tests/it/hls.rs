@@ -627,3 +627,45 @@ fn max_listeners_counts_icy_listeners_and_hls_sessions_together() {
     let (head, _) = http_get(srv.addr, "/live.mp3", &[]);
     assert_eq!(head.status, 403, "a fourth by ICY");
 }
+
+/// Issue 22: a source drop with a fallback and its return (`fallback-override = true`) do the
+/// same to an ICY listener and an HLS session: both are counted on the fallback while the
+/// source is gone, and both are back on the mount they asked for when it returns; the
+/// session's playlist marks the switches with `EXT-X-DISCONTINUITY`.
+#[test]
+fn a_fallback_and_its_override_return_move_icy_listeners_and_hls_sessions_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = fallback_config(dir.path()) + "fallback-override = true\n";
+    let srv = TestServer::start(&config);
+    srv.wait_mount("/fallback.mp3");
+    let source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
+    wait_hls(&srv, "/live.mp3");
+    let media = open_session(srv.addr, "/live.mp3");
+    wait_segments(srv.addr, &media, 1);
+    let mut icy = Listener::open(srv.addr, "/live.mp3", false);
+    icy.read_for(Duration::from_millis(300));
+    wait_until(Duration::from_secs(5), || {
+        listed_ids(&srv, "/live.mp3").len() == 2
+    })
+    .expect("both on /live.mp3");
+
+    source.stop();
+    wait_until(Duration::from_secs(20), || {
+        get_text(srv.addr, &media);
+        listed_ids(&srv, "/fallback.mp3").len() == 2
+    })
+    .expect("both counted on the fallback");
+    wait_until(Duration::from_secs(20), || {
+        get_text(srv.addr, &media).contains("#EXT-X-DISCONTINUITY")
+    })
+    .expect("the playlist marks the switch to the fallback");
+
+    let _back = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
+    wait_until(Duration::from_secs(20), || {
+        get_text(srv.addr, &media);
+        listed_ids(&srv, "/live.mp3").len() == 2
+    })
+    .expect("both back on /live.mp3");
+    assert!(listed_ids(&srv, "/fallback.mp3").is_empty());
+    assert!(icy.read_for(Duration::from_secs(1)).len() > 4000);
+}

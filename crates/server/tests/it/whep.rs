@@ -869,3 +869,72 @@ fn max_listeners_counts_icy_listeners_and_whep_viewers_together() {
     let (head, _) = http_get(srv.addr, "/tone.opus", &[]);
     assert_eq!(head.status, 403, "a fourth by ICY");
 }
+
+/// Issue 22: a WHEP viewer follows `fallback-override` as an ICY listener does: on the
+/// fallback while the source is gone, back on its mount when the source returns, with RTP
+/// timestamps continuing and no gap over 200 ms at the return.
+#[test]
+fn a_whep_viewer_returns_from_the_fallback_with_fallback_override() {
+    require("ffmpeg");
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&format!(
+        "{}{}[[mount]]\nname = \"/live.opus\"\nfallback-mount = \"/fallback.opus\"\n\
+         fallback-override = true\n",
+        webrtc_config(),
+        tone_mount(dir.path(), "/fallback.opus"),
+    ));
+    srv.wait_mount("/fallback.opus");
+    let source = || {
+        Proc(
+            Command::new("ffmpeg")
+                .args(["-nostdin", "-v", "error", "-re", "-stream_loop", "-1", "-i"])
+                .arg(asset("test-tone.opus"))
+                .args(["-c", "copy", "-content_type", "audio/ogg", "-f", "ogg"])
+                .arg(format!(
+                    "icecast://source:{SOURCE_PW}@{}/live.opus",
+                    srv.addr
+                ))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn ffmpeg"),
+        )
+    };
+    let first = source();
+    srv.wait_mount("/live.opus");
+    std::thread::sleep(Duration::from_secs(2));
+    let mut icy = Listener::open(srv.addr, "/live.opus", false);
+    let mut v = Viewer::connect(srv.addr, "/whep/live.opus", &[]);
+    v.run_for(Duration::from_secs(2));
+    assert!(v.connected);
+    icy.read_for(Duration::from_millis(100));
+    assert_eq!(ids_on(&srv, "/live.opus").len(), 2);
+
+    drop(first);
+    v.run_for(Duration::from_secs(4));
+    wait_until(Duration::from_secs(10), || {
+        v.run_for(Duration::from_millis(200));
+        ids_on(&srv, "/fallback.opus").len() == 2
+    })
+    .expect("both on the fallback");
+
+    let mark = v.packets.len();
+    let _second = source();
+    wait_until(Duration::from_secs(15), || {
+        v.run_for(Duration::from_millis(200));
+        ids_on(&srv, "/live.opus").len() == 2
+    })
+    .expect("both back on /live.opus (fallback-override)");
+    v.run_for(Duration::from_secs(2));
+    assert!(ids_on(&srv, "/fallback.opus").is_empty());
+    let (n, ordered) = v.check_in_order(mark.saturating_sub(1));
+    assert!(ordered, "RTP timestamps continue across the return");
+    assert!(n >= 100, "media keeps flowing: {n}");
+    let gap = v.packets[mark.saturating_sub(1)..]
+        .windows(2)
+        .map(|w| w[1].1.duration_since(w[0].1))
+        .max()
+        .unwrap();
+    assert!(gap <= Duration::from_millis(200), "longest gap {gap:?}");
+    assert!(icy.read_for(Duration::from_secs(1)).len() > 1000);
+}
