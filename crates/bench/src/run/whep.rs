@@ -100,6 +100,7 @@ impl Timeline {
 ///
 /// Errors: bad arguments, a probe source the server refuses, workers that cannot start.
 pub fn execute(plan: &Plan) -> anyhow::Result<RunReport> {
+    anyhow::ensure!(!plan.urls.is_empty(), "no WHEP URL given");
     let server = crate::observe::meta::server_header(&plan.urls[0], Duration::from_secs(2));
     let (w, timeline, start_unix_ms, nproc, cpu_us) = measure(plan)?;
     let p = &plan.profile;
