@@ -40,9 +40,6 @@ _throng() {
             throng__subcmd__bench,compare)
                 cmd="throng__subcmd__bench__subcmd__compare"
                 ;;
-            throng__subcmd__bench,events-worker)
-                cmd="throng__subcmd__bench__subcmd__events__subcmd__worker"
-                ;;
             throng__subcmd__bench,help)
                 cmd="throng__subcmd__bench__subcmd__help"
                 ;;
@@ -52,17 +49,11 @@ _throng() {
             throng__subcmd__bench,test-server)
                 cmd="throng__subcmd__bench__subcmd__test__subcmd__server"
                 ;;
-            throng__subcmd__bench,whep-worker)
-                cmd="throng__subcmd__bench__subcmd__whep__subcmd__worker"
-                ;;
             throng__subcmd__bench,worker)
                 cmd="throng__subcmd__bench__subcmd__worker"
                 ;;
             throng__subcmd__bench__subcmd__help,compare)
                 cmd="throng__subcmd__bench__subcmd__help__subcmd__compare"
-                ;;
-            throng__subcmd__bench__subcmd__help,events-worker)
-                cmd="throng__subcmd__bench__subcmd__help__subcmd__events__subcmd__worker"
                 ;;
             throng__subcmd__bench__subcmd__help,help)
                 cmd="throng__subcmd__bench__subcmd__help__subcmd__help"
@@ -72,9 +63,6 @@ _throng() {
                 ;;
             throng__subcmd__bench__subcmd__help,test-server)
                 cmd="throng__subcmd__bench__subcmd__help__subcmd__test__subcmd__server"
-                ;;
-            throng__subcmd__bench__subcmd__help,whep-worker)
-                cmd="throng__subcmd__bench__subcmd__help__subcmd__whep__subcmd__worker"
                 ;;
             throng__subcmd__bench__subcmd__help,worker)
                 cmd="throng__subcmd__bench__subcmd__help__subcmd__worker"
@@ -103,17 +91,11 @@ _throng() {
             throng__subcmd__help__subcmd__bench,compare)
                 cmd="throng__subcmd__help__subcmd__bench__subcmd__compare"
                 ;;
-            throng__subcmd__help__subcmd__bench,events-worker)
-                cmd="throng__subcmd__help__subcmd__bench__subcmd__events__subcmd__worker"
-                ;;
             throng__subcmd__help__subcmd__bench,run)
                 cmd="throng__subcmd__help__subcmd__bench__subcmd__run"
                 ;;
             throng__subcmd__help__subcmd__bench,test-server)
                 cmd="throng__subcmd__help__subcmd__bench__subcmd__test__subcmd__server"
-                ;;
-            throng__subcmd__help__subcmd__bench,whep-worker)
-                cmd="throng__subcmd__help__subcmd__bench__subcmd__whep__subcmd__worker"
                 ;;
             throng__subcmd__help__subcmd__bench,worker)
                 cmd="throng__subcmd__help__subcmd__bench__subcmd__worker"
@@ -139,7 +121,7 @@ _throng() {
             return 0
             ;;
         throng__subcmd__bench)
-            opts="-h --help run compare test-server worker events-worker whep-worker help"
+            opts="-h --help run compare test-server worker help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -186,22 +168,8 @@ _throng() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        throng__subcmd__bench__subcmd__events__subcmd__worker)
-            opts="-h --help"
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
         throng__subcmd__bench__subcmd__help)
-            opts="run compare test-server worker events-worker whep-worker help"
+            opts="run compare test-server worker help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -215,20 +183,6 @@ _throng() {
             return 0
             ;;
         throng__subcmd__bench__subcmd__help__subcmd__compare)
-            opts=""
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        throng__subcmd__bench__subcmd__help__subcmd__events__subcmd__worker)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -284,20 +238,6 @@ _throng() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        throng__subcmd__bench__subcmd__help__subcmd__whep__subcmd__worker)
-            opts=""
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
         throng__subcmd__bench__subcmd__help__subcmd__worker)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
@@ -313,12 +253,16 @@ _throng() {
             return 0
             ;;
         throng__subcmd__bench__subcmd__run)
-            opts="-n -h --listeners --ramp --hold --profile --bitrate-kbps --min-rate-pct --window --max-gap --churn-rate --storm-at --stalled-fraction --icy --decode-sample --reconnect-after --connect-timeout --hls-no-blocking-reload --workers --max-per-worker --bind-range --insecure --ca --source --source-url --source-user --source-password --source-method --pid --pid-file --pid-name --metrics-url --out --name --no-progress --events --trigger-url --admin-user --admin-password --changes --change-interval --max-latency --max-rss-per-subscriber --whep --whep-threads --latency-source --latency-icy --worker-exe --help"
+            opts="-n -h --mode --listeners --ramp --hold --profile --bitrate-kbps --min-rate-pct --window --max-gap --churn-rate --storm-at --stalled-fraction --icy --decode-sample --reconnect-after --connect-timeout --hls-no-blocking-reload --workers --max-per-worker --bind-range --insecure --ca --source --source-url --source-user --source-password --source-method --pid --pid-file --pid-name --metrics-url --out --name --no-progress --events --trigger-url --admin-user --admin-password --changes --change-interval --max-latency --max-rss-per-subscriber --whep --whep-threads --latency-source --latency-icy --worker-exe --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --mode)
+                    COMPREPLY=($(compgen -W "icy hls events whep" -- "${cur}"))
+                    return 0
+                    ;;
                 --listeners)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -528,20 +472,6 @@ _throng() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        throng__subcmd__bench__subcmd__whep__subcmd__worker)
-            opts="-h --help"
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
         throng__subcmd__bench__subcmd__worker)
             opts="-h --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -611,7 +541,7 @@ _throng() {
             return 0
             ;;
         throng__subcmd__help__subcmd__bench)
-            opts="run compare test-server worker events-worker whep-worker"
+            opts="run compare test-server worker"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -625,20 +555,6 @@ _throng() {
             return 0
             ;;
         throng__subcmd__help__subcmd__bench__subcmd__compare)
-            opts=""
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        throng__subcmd__help__subcmd__bench__subcmd__events__subcmd__worker)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -667,20 +583,6 @@ _throng() {
             return 0
             ;;
         throng__subcmd__help__subcmd__bench__subcmd__test__subcmd__server)
-            opts=""
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        throng__subcmd__help__subcmd__bench__subcmd__whep__subcmd__worker)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

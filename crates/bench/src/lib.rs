@@ -10,12 +10,20 @@
 //! self-contained HTML report with SVG plots. `throng bench compare` does the same for several
 //! servers, each started from a scenario file, and writes one side-by-side report.
 //!
-//! Modules: [`profile`] (what to run), [`url`], [`connect`], [`listener`] (per-listener
-//! accounting), [`listener_counts`] (the counters shared by ticks and timeline rows), [`engine`]
-//! (the event loop), [`events`] + [`events_run`] (`run --events`: SSE subscribers and title-change delivery), [`hls`] (HLS players: playlist polling, segments, a buffer model), [`whep`] + [`whep_run`] (`run --whep`: WebRTC viewers over worker processes), [`latency`] + [`latency_probe`] (`--latency-source`: stamped Opus packets, mouth-to-ear latency), [`stats`] (per-second messages, histograms), [`worker`] (threads and
-//! processes), [`sampler`], [`pidfind`] (`--pid-file`, `--pid-name`), [`source`], [`run`](mod@run) (one bench run), [`summary`],
-//! [`summary_metrics`] (the rows of the summary table), [`report`], [`meta`] (date, host, command line and server of a run), [`plots`], [`report_html`],
-//! [`progress`], [`compare`], [`testserver`].
+//! One run has one [`mode::Mode`] (ICY listeners, HLS players, event-stream subscribers or WHEP
+//! viewers), chosen once from the flags and URLs; every mode runs over the same worker
+//! protocol and ends in the same report (`report.json`, `report.html`, plots, `compare`).
+//!
+//! Modules, bottom layer first (`layers.txt`; a module uses only its own layer or below):
+//! - shared plumbing: [`mode`] (the mode and its choice), [`net`] (URLs, sockets, TLS, UDP
+//!   batches), [`profile`] (what to run), [`testserver`]; [`stats`] (per-second ticks,
+//!   histograms, listener counts), [`observe`] (server sampling, the server's pid, the bench's
+//!   CPU, a run's metadata), [`source`] (pushing a live source);
+//! - one folder per mode: [`icy`] (the listener event loop and starvation rule), [`events`]
+//!   (SSE subscribers), [`hls`] (HLS players), [`whep`] (WebRTC viewers, mouth-to-ear latency);
+//! - [`report`]: the one report of every mode (summary, metrics, plots, HTML, progress);
+//! - [`run`](mod@run): the one plan, the one worker protocol, each mode's pipeline and
+//!   `compare`.
 
 use clap::{Args, Subcommand};
 

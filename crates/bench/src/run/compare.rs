@@ -630,4 +630,27 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn a_scenario_can_compare_events_or_whep_runs() {
+        let s: Scenario = toml::from_str(
+            "mode = \"events\"\n[profile]\nlisteners = 10\n\
+             [events]\nadmin_password = \"pw\"\nchanges = 3\n\
+             [whep]\nwhep_threads = 2\n\
+             [[server]]\nname = \"throng\"\ncommand = [\"throng\", \"serve\"]\n\
+             urls = [\"http://127.0.0.1:8000/api/v1/events?mount=/a.mp3\"]\n",
+        )
+        .unwrap();
+        assert_eq!(s.mode, Some(Mode::Events));
+        assert_eq!(s.events.changes, 3);
+        assert_eq!(
+            s.events.admin_user, "admin",
+            "unset flags keep their defaults"
+        );
+        assert_eq!(s.whep.whep_threads, 2);
+        let bad = "mode = \"whep\"\n[[server]]\nname = \"x\"\ncommand = [\"x\"]\n\
+                   urls = [\"http://h/a/index.m3u8\"]\n";
+        let s: Scenario = toml::from_str(bad).unwrap();
+        assert!(crate::mode::choose(s.mode, false, false, &s.servers[0].urls).is_err());
+    }
 }

@@ -8,7 +8,7 @@
 //! delivery latency of every (subscriber, change) pair (p50/p99/max), missed receipts, and the
 //! server's RSS growth per subscriber; the verdict needs every subscriber ready, none missed,
 //! p99 within `--max-latency` and, when the server is sampled, the memory within
-//! `--max-rss-per-subscriber`. Reports and exit codes are those of every run ([`crate::run`]).
+//! `--max-rss-per-subscriber`. Reports and exit codes are those of every run ([`crate::run`](mod@crate::run)).
 
 use std::io::{Read, Write};
 use std::sync::mpsc;

@@ -100,6 +100,7 @@ impl Timeline {
 ///
 /// Errors: bad arguments, a probe source the server refuses, workers that cannot start.
 pub fn execute(plan: &Plan) -> anyhow::Result<RunReport> {
+    anyhow::ensure!(!plan.urls.is_empty(), "no WHEP URL given");
     let server = crate::observe::meta::server_header(&plan.urls[0], Duration::from_secs(2));
     let (w, timeline, start_unix_ms, nproc, cpu_us) = measure(plan)?;
     let p = &plan.profile;
@@ -519,5 +520,59 @@ mod tests {
         assert!(s.ends_with("verdict: PASS"), "{s}");
         let bad = WhepSummary { degraded: 1, ..r };
         assert!(!bad.pass());
+    }
+
+    #[test]
+    fn the_timeline_sums_the_workers_latest_ticks_and_fills_gaps() {
+        let tick = |worker, answered, receiving, failed| WhepTick {
+            worker,
+            answered,
+            receiving,
+            failed,
+            result: None,
+        };
+        let mut t = Timeline::default();
+        t.add(0, &tick(0, 2, 1, 0));
+        t.add(0, &tick(1, 3, 2, 1));
+        t.add(2, &tick(0, 4, 4, 0));
+        let rows = t.finish(Vec::new(), 2);
+        assert_eq!(rows.len(), 3);
+        assert_eq!(rows[0].counts.streaming, 3);
+        assert_eq!(rows[0].counts.connecting, 2);
+        assert_eq!(rows[0].counts.failed, 1);
+        assert_eq!(
+            rows[1].counts.streaming, 3,
+            "a second without ticks repeats"
+        );
+        assert_eq!(rows[1].second, 1);
+        assert_eq!(rows[2].counts.streaming, 6);
+        assert_eq!(rows[2].phase, Phase::Hold);
+        assert_eq!(rows[1].phase, Phase::Ramp);
+    }
+
+    #[test]
+    fn a_whep_report_has_the_html_report_and_the_summary_rows() {
+        let mut r = RunReport {
+            name: "w".into(),
+            mode: Mode::Whep,
+            whep: Some(WhepSummary {
+                viewers: 3,
+                receiving: 3,
+                ..WhepSummary::default()
+            }),
+            ..RunReport::default()
+        };
+        r.summary.pass = true;
+        let table = crate::report::summary_table(&[&r]);
+        assert!(
+            table.contains("| WHEP viewers receiving | 3 / 3 |"),
+            "{table}"
+        );
+        let html = crate::report::html::render("t", &[&r]);
+        assert!(html.contains("WHEP viewers receiving"), "{html}");
+        assert!(html.contains("mode: whep"), "{html}");
+        let back = crate::report::parse_run(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back.mode, Mode::Whep);
+        assert_eq!(back.whep, r.whep);
     }
 }

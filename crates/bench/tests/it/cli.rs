@@ -312,3 +312,54 @@ fn shipped_scenarios_load_and_their_scripts_exist() {
         dir.display()
     );
 }
+
+#[test]
+fn conflicting_modes_are_refused_naming_both_choices() {
+    let dir = temp_dir("modes");
+    let icy = "http://127.0.0.1:9/live.mp3";
+    let hls = "http://127.0.0.1:9/hls/live.mp3/index.m3u8";
+    let cases: [(&[&str], &str, &str); 5] = [
+        (&["run", icy, "--whep", "--events"], "--whep", "--events"),
+        (&["run", hls, "--events"], "--events", ".m3u8 URL"),
+        (
+            &["run", icy, "--mode", "icy", "--whep"],
+            "--mode icy",
+            "--whep",
+        ),
+        (&["run", hls, "--mode", "icy"], "--mode icy", ".m3u8 URL"),
+        (&["run", hls, icy], "index.m3u8", "live.mp3"),
+    ];
+    for (args, first, second) in cases {
+        let o = bench(&dir, args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(
+            err.contains(first) && err.contains(second),
+            "{args:?}: {}",
+            text(&o)
+        );
+        assert!(!dir.join("bench-results").exists(), "{args:?}: nothing ran");
+    }
+}
+
+#[test]
+fn the_worker_subcommand_refuses_a_spec_without_a_mode() {
+    use std::io::Write as _;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_throng-bench"))
+        .args(["bench", "worker"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{{\"worker\":0}}").unwrap();
+    drop(stdin);
+    let o = child.wait_with_output().unwrap();
+    assert!(!o.status.success(), "{}", text(&o));
+    // The hidden per-mode worker subcommands are gone: one protocol for every mode.
+    for gone in ["events-worker", "whep-worker"] {
+        let o = bench(Path::new("."), &[gone]);
+        assert_eq!(o.status.code(), Some(2), "{gone}: {}", text(&o));
+    }
+}
