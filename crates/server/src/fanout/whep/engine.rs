@@ -3,10 +3,16 @@
 //! each viewer the Opus packets of its mount's queue, read like a listener reads it (from the
 //! live edge, following fallbacks when the mount ends).
 //!
+//! This file is the I/O around pure decisions: the loop reads the clock and passes `now` down
+//! (`Engine::run` says where it reads it); when the media and health passes are due and how
+//! long to sleep is [`super::schedule::LoopSchedule`]'s call, what a drive does with str0m's
+//! timeout and whether a session is over are [`super::schedule`]'s functions, and which
+//! session a datagram, a `DELETE` or a `killclient` is for is [`super::routing::Routes`]'s.
+//!
 //! The loop does per turn only what is due: the sessions whose str0m timeout passed (a
 //! [`Timers`] heap, not a scan of every `Rtc`), the sessions that just got a datagram (driven
 //! once after the socket is drained, however many datagrams came), and every
-//! [`MEDIA_TICK`] the paced Opus packets of the connected sessions (each session is driven right
+//! `MEDIA_TICK` the paced Opus packets of the connected sessions (each session is driven right
 //! after its packets are written, so its SRTP datagrams go out in that same pass, gathered and
 //! sent with `sendmmsg` by [`super::batch::SendBatch`], and runs one str0m timeout round per
 //! packet written, not two: [`super::shared::timeout_rounds`]). Incoming
@@ -37,9 +43,11 @@ use throng_proto::ogg;
 use throng_proto::opus_rtp::{OpusDepacketizer, OpusPacket};
 
 use super::batch::SendBatch;
+use super::routing::{stun_local_ufrag, Route, Routes};
+use super::schedule::{connect_timed_out, on_timeout, past_deadline, LoopSchedule, TimeoutStep};
 use super::shared::{
     session_id, set_degraded, timeout_rounds, Created, EngineShared, NewViewer, Pacer,
-    ViewerHealth, WhepError, CONNECT_TIMEOUT, DEFERRED_TIMEOUT, HEALTH_INTERVAL, MEDIA_TICK,
+    ViewerHealth, WhepError,
 };
 use super::timers::Timers;
 use crate::audience::follow::{self, FollowerView, JoinAt, MountView, MoveFilter, Step};
@@ -136,10 +144,7 @@ impl EngineHandle {
             shared,
             slots: Vec::new(),
             free: Vec::new(),
-            ids: HashMap::new(),
-            by_listener: HashMap::new(),
-            by_addr: HashMap::new(),
-            by_ufrag: HashMap::new(),
+            routes: Routes::default(),
             timers: Timers::default(),
             touched: Vec::new(),
             out: SendBatch::default(),
@@ -263,10 +268,6 @@ struct Session {
     health: ViewerHealth,
     /// The listener's facts: id, request line, agent, user, start, deadline, close hook.
     info: ListenerInfo,
-    /// Local ICE ufrag (routes the first STUN request from a new address).
-    ufrag: String,
-    /// Source addresses routed to this session.
-    addrs: Vec<SocketAddr>,
     /// Opus payload bytes written.
     sent: u64,
     /// Bytes of the `201` answer, counted in the access-log line.
@@ -295,10 +296,8 @@ struct Engine {
     /// Sessions by slot key.
     slots: Vec<Option<Session>>,
     free: Vec<usize>,
-    ids: HashMap<String, usize>,
-    by_listener: HashMap<u64, usize>,
-    by_addr: HashMap<SocketAddr, usize>,
-    by_ufrag: HashMap<String, usize>,
+    /// Which session a datagram, a resource id or a listener id is for.
+    routes: Routes,
     timers: Timers,
     /// Sessions that got input this turn, to drive once.
     touched: Vec<usize>,
@@ -330,69 +329,76 @@ struct Stats {
 }
 
 impl Engine {
+    /// The loop: per turn, commands, the socket drained, then the media and health passes and
+    /// the str0m timeouts due, then a sleep until the next of them ([`LoopSchedule`]).
+    ///
+    /// The clock is read here and passed down, never per datagram, per session or per event:
+    /// once when the turn starts (commands and the datagrams read are stamped with it); again,
+    /// when the turn had commands or datagrams, for the passes and timeouts due (a drain of up
+    /// to [`READ_BATCH`] datagrams or a session's creation, DTLS handshakes and SDP, can take
+    /// milliseconds, so the passes are timed after them); after a
+    /// media pass, which with thousands of viewers takes milliseconds too (its duration is a
+    /// stat, and the str0m timeouts that fell due meanwhile are served in this turn, as
+    /// before); and just before sleeping, so the wait does not oversleep the media tick by
+    /// the time the timeouts and the flush took. The only other reads are str0m's
+    /// `handle_timeout` rounds in [`Self::drive`].
     fn run(&mut self) {
         let mut buf = vec![0u8; 2048];
         let mut events = Events::with_capacity(16);
         let mut packets = Vec::new();
-        let mut next_media = Instant::now();
-        let mut next_health = Instant::now() + HEALTH_INTERVAL;
+        let mut schedule = LoopSchedule::new(Instant::now());
         let mut readable = true;
         loop {
+            let now = Instant::now();
+            let mut busy = readable;
             loop {
                 match self.rx.try_recv() {
                     Ok(Command::Shutdown(done)) => {
-                        self.close_all();
+                        self.close_all(now);
                         let _ = done.send(());
                         return;
                     }
-                    Ok(cmd) => self.command(cmd),
+                    Ok(cmd) => {
+                        self.command(cmd, now);
+                        busy = true;
+                    }
                     Err(mpsc::TryRecvError::Empty) => break,
                     Err(mpsc::TryRecvError::Disconnected) => {
-                        self.close_all();
+                        self.close_all(now);
                         return;
                     }
                 }
             }
             if readable {
-                readable = self.read_socket(&mut buf);
-                self.drive_touched();
+                readable = self.read_socket(&mut buf, now);
+                self.drive_touched(now);
             }
-            let now = Instant::now();
+            // A turn that only woke for its timers still has a fresh clock.
+            let now = if busy { Instant::now() } else { now };
             self.stats.turns += 1;
-            if now >= next_media {
-                let late = now.saturating_duration_since(next_media).as_micros() as u64;
+            let mut timers_now = now;
+            if let Some(late) = schedule.media_due(now) {
+                let late = late.as_micros() as u64;
                 self.stats.media_late_max_us = self.stats.media_late_max_us.max(late);
                 self.pump_media(now, &mut packets);
-                let took = now.elapsed().as_micros() as u64;
+                timers_now = Instant::now();
+                let took = timers_now.saturating_duration_since(now).as_micros() as u64;
                 self.stats.media_pass_max_us = self.stats.media_pass_max_us.max(took);
                 self.stats.media_passes += 1;
-                // Keep the tick's phase: a late pass does not push every later one back.
-                next_media += MEDIA_TICK;
-                if next_media <= now {
-                    next_media = now + MEDIA_TICK;
-                }
             }
-            if now >= next_health {
+            if schedule.health_due(now) {
                 self.health(now);
-                tracing::debug!(target: "throng_whep_stats", engine = self.index, sessions = self.ids.len(), "{:?}", self.stats);
+                tracing::debug!(target: "throng_whep_stats", engine = self.index, sessions = self.routes.len(), "{:?}", self.stats);
                 self.stats = Stats::default();
-                next_health = now + HEALTH_INTERVAL;
             }
-            let now = Instant::now();
-            while let Some(key) = self.timers.pop_due(now) {
-                self.drive_and_schedule(key);
+            while let Some(key) = self.timers.pop_due(timers_now) {
+                self.drive_and_schedule(key, timers_now);
             }
             self.flush();
             if readable {
                 continue;
             }
-            let wake = self
-                .timers
-                .next()
-                .unwrap_or(next_media)
-                .min(next_media)
-                .min(next_health);
-            let wait = wake.saturating_duration_since(Instant::now());
+            let wait = schedule.wait(self.timers.next(), Instant::now());
             if let Err(e) = self.poll.poll(&mut events, Some(wait)) {
                 if e.kind() != std::io::ErrorKind::Interrupted {
                     tracing::warn!("WebRTC engine poll: {e}");
@@ -402,13 +408,13 @@ impl Engine {
         }
     }
 
-    /// Reads up to [`READ_BATCH`] datagrams; `true` when more may be waiting.
-    fn read_socket(&mut self, buf: &mut [u8]) -> bool {
+    /// Reads up to [`READ_BATCH`] datagrams, stamped `now`; `true` when more may be waiting.
+    fn read_socket(&mut self, buf: &mut [u8], now: Instant) -> bool {
         for _ in 0..READ_BATCH {
             match self.socket.recv_from(buf) {
                 Ok((n, source)) => {
                     self.stats.datagrams_in += 1;
-                    self.receive(n, buf, source);
+                    self.receive(n, buf, source, now);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -434,12 +440,12 @@ impl Engine {
             let Some(s) = s else { continue };
             let n = counts.entry(s.mount.name.clone()).or_default();
             *n += i64::from(s.health.is_degraded(now));
-            if s.info.deadline.is_some_and(|d| now >= d) {
+            if past_deadline(s.info.deadline, now) {
                 expired.push(key);
             }
         }
         for key in expired {
-            self.close(key, EndReason::TimeLimit);
+            self.close(key, EndReason::TimeLimit, now);
         }
         if counts != self.gauged || !counts.is_empty() {
             let sums = self
@@ -451,11 +457,12 @@ impl Engine {
         self.gauged = counts;
     }
 
-    fn command(&mut self, cmd: Command) {
+    /// Carries out `cmd` at `now`.
+    fn command(&mut self, cmd: Command, now: Instant) {
         match cmd {
             Command::Add(viewer, reply) => {
                 let mount = viewer.mount.clone();
-                let result = self.add(*viewer);
+                let result = self.add(*viewer, now);
                 if result.is_err() {
                     mount.remove_listener();
                     self.load.fetch_sub(1, Ordering::Relaxed);
@@ -463,9 +470,9 @@ impl Engine {
                 let _ = reply.send(result);
             }
             Command::Remove(id, reply) => {
-                let key = self.ids.get(&id).copied();
+                let key = self.routes.by_id(&id);
                 if let Some(key) = key {
-                    self.close(key, EndReason::HungUp);
+                    self.close(key, EndReason::HungUp, now);
                 }
                 let _ = reply.send(key.is_some());
             }
@@ -491,28 +498,28 @@ impl Engine {
                     .iter()
                     .flatten()
                     .filter(|s| mount.as_ref().is_none_or(|m| *m == s.mount.name))
-                    .map(|s| s.info.row(&s.mount.name, Instant::now(), 0, s.sent))
+                    .map(|s| s.info.row(&s.mount.name, now, 0, s.sent))
                     .collect();
                 let _ = reply.send(rows);
             }
             Command::Kill(listener_id, reply) => {
-                let key = self.by_listener.get(&listener_id).copied();
+                let key = self.routes.by_listener(listener_id);
                 if let Some(key) = key {
-                    self.close(key, EndReason::Killed);
+                    self.close(key, EndReason::Killed, now);
                 }
                 let _ = reply.send(key.is_some());
             }
             Command::Shutdown(done) => {
-                self.close_all();
+                self.close_all(now);
                 let _ = done.send(());
             }
         }
     }
 
-    fn add(&mut self, viewer: NewViewer) -> Result<Created, WhepError> {
+    /// Creates a session for `viewer` at `now`: its `Rtc`, its slot, its indexes.
+    fn add(&mut self, viewer: NewViewer, now: Instant) -> Result<Created, WhepError> {
         let offer = SdpOffer::from_sdp_string(&viewer.offer)
             .map_err(|e| WhepError::BadOffer(e.to_string()))?;
-        let now = Instant::now();
         // No header extensions but the mid: in particular no transport-wide congestion
         // control, whose feedback (a datagram from every viewer every ~100 ms, sequence
         // bookkeeping for every packet sent) only serves a bandwidth estimate that a
@@ -552,9 +559,7 @@ impl Engine {
             self.slots.push(None);
             self.slots.len() - 1
         });
-        self.ids.insert(id.clone(), key);
-        self.by_listener.insert(viewer.info.id, key);
-        self.by_ufrag.insert(ufrag.clone(), key);
+        self.routes.insert(key, id.clone(), viewer.info.id, ufrag);
         self.slots[key] = Some(Session {
             id: id.clone(),
             rtc,
@@ -567,8 +572,6 @@ impl Engine {
             connected: false,
             health: ViewerHealth::default(),
             info: viewer.info,
-            ufrag,
-            addrs: Vec::new(),
             sent: 0,
             answer_bytes: answer.len() as u64,
             outbox: VecDeque::new(),
@@ -582,20 +585,15 @@ impl Engine {
         Ok(Created { id, answer })
     }
 
-    fn close(&mut self, key: usize, why: EndReason) {
+    /// Ends session `key` at `now` for `why`: unindexed, its listener slot and gauges given
+    /// back, its access-log line written and its close hook run.
+    fn close(&mut self, key: usize, why: EndReason, now: Instant) {
         let Some(mut s) = self.slots.get_mut(key).and_then(Option::take) else {
             return;
         };
         self.free.push(key);
         self.timers.cancel(key);
-        self.ids.remove(&s.id);
-        self.by_listener.remove(&s.info.id);
-        self.by_ufrag.remove(&s.ufrag);
-        for a in &s.addrs {
-            if self.by_addr.get(a) == Some(&key) {
-                self.by_addr.remove(a);
-            }
-        }
+        self.routes.remove(key);
         s.rtc.disconnect();
         s.mount.remove_listener();
         self.load.fetch_sub(1, Ordering::Relaxed);
@@ -604,7 +602,7 @@ impl Engine {
         metrics.listeners.get_or_create(&label).dec();
         metrics.disconnects.get_or_create(&label).inc();
         metrics.count_end(AudiencePath::Whep.as_str(), why.key());
-        let secs = s.info.started.elapsed().as_secs();
+        let secs = now.saturating_duration_since(s.info.started).as_secs();
         tracing::debug!(peer = %s.peer, mount = %s.mount.name, id = %s.id, "WHEP session closed: {}", why.key());
         let bytes = s.answer_bytes + s.sent;
         s.info.log_end(
@@ -617,9 +615,10 @@ impl Engine {
         );
     }
 
-    fn close_all(&mut self) {
+    /// Ends every session at `now` (shutdown).
+    fn close_all(&mut self, now: Instant) {
         for key in 0..self.slots.len() {
-            self.close(key, EndReason::Shutdown);
+            self.close(key, EndReason::Shutdown, now);
         }
     }
 
@@ -628,37 +627,41 @@ impl Engine {
         flush_out(&mut self.out, self.socket.as_raw_fd(), &mut self.stats);
     }
 
-    /// Polls one session's output until its next timeout; `None` when it is dead. `written`:
-    /// the Opus packets just written to it by a media pass (0 for any other drive), which
-    /// bounds the `handle_timeout` rounds of this drive ([`timeout_rounds`]).
-    fn drive(&mut self, key: usize, written: usize) -> Option<Instant> {
+    /// Polls one session's output at `now` until its next timeout; `None` when it is dead.
+    /// `written`: the Opus packets just written to it by a media pass (0 for any other drive),
+    /// which bounds the `handle_timeout` rounds of this drive ([`timeout_rounds`]).
+    fn drive(&mut self, key: usize, written: usize, now: Instant) -> Option<Instant> {
         self.stats.drives += 1;
         let s = self.slots.get_mut(key)?.as_mut()?;
         if !s.rtc.is_alive() {
             return None;
         }
-        let mut now = Instant::now();
-        if !s.connected && now.saturating_duration_since(s.info.started) > CONNECT_TIMEOUT {
+        if connect_timed_out(s.connected, s.info.started, now) {
             return None;
         }
+        let mut now = now;
         let mut rounds = timeout_rounds(s.connected, written);
         loop {
             match s.rtc.poll_output() {
-                Ok(Output::Timeout(t)) => {
-                    if t <= now {
-                        if rounds == 0 {
-                            self.stats.timeouts_deferred += 1;
-                            return Some(now + DEFERRED_TIMEOUT);
-                        }
+                Ok(Output::Timeout(t)) => match on_timeout(t, now, rounds) {
+                    TimeoutStep::Wait(at) => return Some(at),
+                    TimeoutStep::Defer(at) => {
+                        self.stats.timeouts_deferred += 1;
+                        return Some(at);
+                    }
+                    TimeoutStep::Round => {
                         rounds -= 1;
+                        // A clock read per round (not per poll), as before: str0m acts on
+                        // the time it is given (its pacer's send times, RTCP and ICE intervals
+                        // count from it), and the phase clock passed in can be milliseconds
+                        // old when a session late in a media pass is driven; a media drive's
+                        // rounds are as many as the packets it wrote (`timeout_rounds`).
                         now = Instant::now();
                         if s.rtc.handle_input(Input::Timeout(now)).is_err() {
                             return None;
                         }
-                        continue;
                     }
-                    return Some(t);
-                }
+                },
                 Ok(Output::Transmit(t)) => {
                     self.stats.datagrams_out += 1;
                     if self.out.push(&t.contents, t.destination) {
@@ -669,7 +672,7 @@ impl Engine {
                 Ok(Output::Event(e)) => match e {
                     Event::Connected => {
                         s.connected = true;
-                        s.health.connected_at = Some(Instant::now());
+                        s.health.connected_at = Some(now);
                         s.pt = s.rtc.writer(s.mid).and_then(|w| {
                             w.payload_params()
                                 .find(|p| p.spec().codec == Codec::Opus)
@@ -680,7 +683,7 @@ impl Engine {
                         st.remote.map(|r| *r.maximum_sequence_number),
                         st.loss,
                         st.rtt,
-                        Instant::now(),
+                        now,
                     ),
                     Event::IceConnectionStateChange(IceConnectionState::Disconnected) => {
                         return None;
@@ -695,14 +698,16 @@ impl Engine {
         }
     }
 
-    /// Hands the datagram `buf[..n]` from `source` to its session and marks it to drive.
-    fn receive(&mut self, n: usize, buf: &[u8], source: SocketAddr) {
+    /// Hands the datagram `buf[..n]` from `source`, received at `now`, to its session
+    /// ([`Routes::route`]: the owner of the address, else by STUN ufrag, else the first
+    /// session that accepts it) and marks the session to drive.
+    fn receive(&mut self, n: usize, buf: &[u8], source: SocketAddr, now: Instant) {
         let data = &buf[..n];
         let Ok(contents) = data.try_into() else {
             return;
         };
         let input = Input::Receive(
-            Instant::now(),
+            now,
             Receive {
                 proto: Protocol::Udp,
                 source,
@@ -710,38 +715,28 @@ impl Engine {
                 contents,
             },
         );
-        let known = self.by_addr.get(&source).copied().filter(|&k| {
-            self.slots[k]
-                .as_ref()
-                .is_some_and(|s| s.rtc.accepts(&input))
-        });
-        let key = match known {
-            Some(k) => k,
-            None => {
-                // A new address: its STUN request names our ufrag; else ask each session.
-                let by_name = stun_local_ufrag(data)
-                    .and_then(|u| self.by_ufrag.get(u).copied())
-                    .filter(|&k| {
-                        self.slots[k]
-                            .as_ref()
-                            .is_some_and(|s| s.rtc.accepts(&input))
-                    });
-                let Some(k) = by_name.or_else(|| {
-                    self.slots
-                        .iter()
-                        .position(|s| s.as_ref().is_some_and(|s| s.rtc.accepts(&input)))
-                }) else {
-                    return;
-                };
-                self.by_addr.insert(source, k);
-                if let Some(s) = self.slots[k].as_mut() {
-                    if !s.addrs.contains(&source) {
-                        s.addrs.push(source);
-                    }
-                }
-                k
+        let ufrag = stun_local_ufrag(data);
+        let mut route = self.routes.route(source, ufrag);
+        let key = loop {
+            let found = match route {
+                Route::Known(k) | Route::ByUfrag(k) => self.slots[k]
+                    .as_ref()
+                    .is_some_and(|s| s.rtc.accepts(&input))
+                    .then_some(k),
+                Route::AskEach => self
+                    .slots
+                    .iter()
+                    .position(|s| s.as_ref().is_some_and(|s| s.rtc.accepts(&input))),
+                Route::Drop => return,
+            };
+            if let Some(k) = found {
+                break k;
             }
+            route = self.routes.after(route, ufrag);
         };
+        if !matches!(route, Route::Known(_)) {
+            self.routes.learn(source, key);
+        }
         let Some(s) = self.slots[key].as_mut() else {
             return;
         };
@@ -754,29 +749,30 @@ impl Engine {
         }
     }
 
-    /// Drives every session that got input since the last call, once each.
-    fn drive_touched(&mut self) {
+    /// Drives every session that got input since the last call, once each, at `now`.
+    fn drive_touched(&mut self, now: Instant) {
         let touched = std::mem::take(&mut self.touched);
         for &key in &touched {
             if let Some(s) = self.session(key) {
                 s.touched = false;
-                self.drive_and_schedule(key);
+                self.drive_and_schedule(key, now);
             }
         }
         self.touched = touched;
         self.touched.clear();
     }
 
-    /// Drives session `key` and records its next timeout, or closes it when it is dead.
-    fn drive_and_schedule(&mut self, key: usize) {
-        self.drive_written(key, 0);
+    /// Drives session `key` at `now` and records its next timeout, or closes it when it is
+    /// dead.
+    fn drive_and_schedule(&mut self, key: usize, now: Instant) {
+        self.drive_written(key, 0, now);
     }
 
     /// [`Self::drive_and_schedule`] after a media pass wrote `written` packets to `key`.
-    fn drive_written(&mut self, key: usize, written: usize) {
-        match self.drive(key, written) {
+    fn drive_written(&mut self, key: usize, written: usize, now: Instant) {
+        match self.drive(key, written, now) {
             Some(t) => self.timers.schedule(key, t),
-            None => self.close(key, EndReason::Vanished),
+            None => self.close(key, EndReason::Vanished, now),
         }
     }
 
@@ -841,10 +837,10 @@ impl Engine {
             }
         }
         for (key, n) in written {
-            self.drive_written(key, n);
+            self.drive_written(key, n, now);
         }
         for (key, why) in ended {
-            self.close(key, why);
+            self.close(key, why, now);
         }
     }
 }
@@ -978,71 +974,5 @@ fn push_pages(depack: &mut OpusDepacketizer, mut data: &[u8], out: &mut Vec<Opus
             }
             _ => break,
         }
-    }
-}
-
-/// The receiver's (our) ufrag in a STUN Binding request: the `USERNAME` attribute (RFC 8489
-/// §14.3) is `<receiver ufrag>:<sender ufrag>` in ICE (RFC 8445 §7.2.2). `None` when `data`
-/// is not a STUN message (RFC 8489 §5: first two bits zero, magic cookie) or has no username.
-pub fn stun_local_ufrag(data: &[u8]) -> Option<&str> {
-    const MAGIC: [u8; 4] = [0x21, 0x12, 0xA4, 0x42];
-    const USERNAME: u16 = 0x0006;
-    if data.len() < 20 || data[0] & 0xC0 != 0 || data[4..8] != MAGIC {
-        return None;
-    }
-    let len = usize::from(u16::from_be_bytes([data[2], data[3]]));
-    let mut attrs = data.get(20..20 + len)?;
-    while attrs.len() >= 4 {
-        let kind = u16::from_be_bytes([attrs[0], attrs[1]]);
-        let alen = usize::from(u16::from_be_bytes([attrs[2], attrs[3]]));
-        let value = attrs.get(4..4 + alen)?;
-        if kind == USERNAME {
-            let name = std::str::from_utf8(value).ok()?;
-            return name.split(':').next();
-        }
-        // Attributes are padded to 4 bytes.
-        let padded = 4 + alen.div_ceil(4) * 4;
-        attrs = attrs.get(padded..).unwrap_or(&[]);
-    }
-    None
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn stun(attrs: &[(u16, &[u8])]) -> Vec<u8> {
-        let mut body = Vec::new();
-        for (kind, value) in attrs {
-            body.extend_from_slice(&kind.to_be_bytes());
-            body.extend_from_slice(&(value.len() as u16).to_be_bytes());
-            body.extend_from_slice(value);
-            while body.len() % 4 != 0 {
-                body.push(0);
-            }
-        }
-        let mut m = vec![0x00, 0x01];
-        m.extend_from_slice(&(body.len() as u16).to_be_bytes());
-        m.extend_from_slice(&[0x21, 0x12, 0xA4, 0x42]);
-        m.extend_from_slice(&[7; 12]);
-        m.extend_from_slice(&body);
-        m
-    }
-
-    #[test]
-    fn the_stun_username_names_the_session() {
-        // PRIORITY first (4 bytes), then a USERNAME needing padding.
-        let m = stun(&[(0x0024, &[0, 0, 0, 1]), (0x0006, b"srvA:cli")]);
-        assert_eq!(stun_local_ufrag(&m), Some("srvA"));
-        let m = stun(&[(0x8022, b"odd"), (0x0006, b"abcd:e")]);
-        assert_eq!(stun_local_ufrag(&m), Some("abcd"));
-        // No username, not STUN (DTLS, RTP), truncated.
-        assert_eq!(stun_local_ufrag(&stun(&[(0x0024, &[0; 4])])), None);
-        assert_eq!(stun_local_ufrag(&[22, 254, 253, 0, 0][..]), None);
-        let mut rtp = stun(&[(0x0006, b"a:b")]);
-        rtp[0] = 0x80;
-        assert_eq!(stun_local_ufrag(&rtp), None);
-        let m = stun(&[(0x0006, b"srvA:cli")]);
-        assert_eq!(stun_local_ufrag(&m[..m.len() - 4]), None);
     }
 }

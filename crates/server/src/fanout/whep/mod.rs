@@ -13,10 +13,15 @@
 //! 20 ms after; on the shard threads every handshake would stall the ICY listeners of that
 //! shard. As separate threads, one per shard, the kernel interleaves both kinds of work on the
 //! cores, and the engines scale with the shard count like the shards do. The engine loop
-//! itself (`engine.rs`) wakes only the sessions that are due ([`timers::Timers`]).
+//! itself (`engine.rs`) wakes only the sessions that are due ([`timers::Timers`]); its
+//! decisions are pure code on a `now` passed in: which session a datagram is for
+//! ([`routing::Routes`]), when the media and health passes are due, how long to sleep, what a
+//! drive does with str0m's timeout and when a session is over ([`schedule`]).
 
 pub mod batch;
 pub mod engine;
+pub mod routing;
+pub mod schedule;
 pub mod shared;
 pub mod timers;
 
