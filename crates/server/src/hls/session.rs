@@ -403,3 +403,354 @@ fn close(mut s: Session, why: EndReason, metrics: &Metrics, log: &AccessLog, now
     tracing::debug!(id = s.info.id, mount = %s.mount.name, why = why.key(), "HLS session ended");
     s.info.log_end(log, &s.mount.name, 200, s.bytes, secs, why);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use bytes::Bytes;
+    use throng_proto::format::Format;
+
+    use crate::audience::{CloseHook, ClosedListener};
+    use crate::hls::packager::Segment;
+    use crate::mount::live::test_support::test_mount;
+    use crate::observe::metrics::EndLabel;
+
+    /// What a session's close hook saw: why, bytes, the mount it ended on, seconds.
+    type Ends = Arc<Mutex<Vec<(EndReason, u64, String, u64)>>>;
+
+    struct Fixture {
+        sessions: Sessions,
+        metrics: Metrics,
+        log: AccessLog,
+        log_path: std::path::PathBuf,
+        _dir: tempfile::TempDir,
+        ends: Ends,
+        /// The time every session starts.
+        t0: Instant,
+    }
+
+    impl Fixture {
+        fn new() -> Fixture {
+            let dir = tempfile::tempdir().unwrap();
+            let log_path = dir.path().join("access.log");
+            Fixture {
+                sessions: Sessions::default(),
+                metrics: Metrics::new(),
+                log: AccessLog::open(log_path.to_str().unwrap()).unwrap(),
+                log_path,
+                _dir: dir,
+                ends: Ends::default(),
+                t0: Instant::now(),
+            }
+        }
+
+        /// Opens session `token` (listener `id`) on `mount`, taking its slot as the caller
+        /// does, with an optional deadline `limit` after the start.
+        fn open(&self, token: &str, id: u64, mount: &Arc<Mount>, limit: Option<Duration>) {
+            assert!(mount.try_add_listener());
+            let ends = self.ends.clone();
+            let info = ListenerInfo {
+                id,
+                path: AudiencePath::Hls,
+                ip: "192.0.2.7".parse().unwrap(),
+                request_line: format!("GET {}.m3u8 HTTP/1.1", mount.name),
+                agent: Some("player/1".into()),
+                referer: None,
+                started: self.t0,
+                requested_mount: mount.name.clone(),
+                user: None,
+                deadline: limit.map(|l| self.t0 + l),
+                on_close: Some(CloseHook(Box::new(move |c: &ClosedListener| {
+                    ends.lock()
+                        .push((c.why, c.sent, c.mount.to_owned(), c.duration_secs));
+                }))),
+            };
+            let session = Session {
+                info,
+                mount: mount.clone(),
+                last_seen: self.t0,
+                bytes: 0,
+                offered: None,
+                timeout: timeout_for(2),
+            };
+            self.sessions.open(token.to_owned(), session, &self.metrics);
+        }
+
+        fn ends(&self) -> Vec<(EndReason, u64, String, u64)> {
+            self.ends.lock().clone()
+        }
+
+        fn listeners_gauge(&self, mount: &str) -> i64 {
+            self.metrics
+                .listeners
+                .get_or_create(&MountLabel::new(mount))
+                .get()
+        }
+
+        fn ended(&self, why: EndReason) -> u64 {
+            self.metrics
+                .session_ends
+                .get_or_create(&EndLabel {
+                    path: "hls",
+                    reason: why.key(),
+                })
+                .get()
+        }
+
+        fn log_text(&self) -> String {
+            // Twice: a flush request that reaches the log's writer while it drains a backlog
+            // of lines is taken as the end of the backlog and dropped unanswered, so the first
+            // `flush` can return before the line is written (access_log.rs, writer thread).
+            self.log.flush(Duration::from_secs(5));
+            self.log.flush(Duration::from_secs(5));
+            std::fs::read_to_string(&self.log_path).unwrap_or_default()
+        }
+    }
+
+    fn segment(seq: u64, len: usize) -> Arc<Segment> {
+        Arc::new(Segment {
+            seq,
+            ext: "mp3",
+            data: Bytes::from(vec![0u8; len]),
+            duration_ns: 2_000_000_000,
+            discontinuity: false,
+            pdt_ms: 0,
+            fetches: AtomicU64::new(0),
+        })
+    }
+
+    /// A window offering segments `(seq, bytes)` with target `target_secs`.
+    fn window(segs: &[(u64, usize)], target_secs: u64) -> Window {
+        Window {
+            segments: segs.iter().map(|&(s, l)| segment(s, l)).collect(),
+            playlist: Bytes::from_static(b"#EXTM3U\n"),
+            target_secs,
+            bandwidth: 64_000,
+        }
+    }
+
+    fn listeners(m: &Mount) -> u32 {
+        m.listeners.load(Ordering::Relaxed)
+    }
+
+    #[test]
+    fn timeout_is_two_targets_and_a_second() {
+        assert_eq!(
+            timeout_for(0),
+            Duration::from_secs(3),
+            "at least a 1 s target"
+        );
+        assert_eq!(timeout_for(1), Duration::from_secs(3));
+        assert_eq!(timeout_for(2), Duration::from_secs(5));
+        assert_eq!(timeout_for(6), Duration::from_secs(13));
+    }
+
+    #[test]
+    fn open_counts_a_listener_and_touch_counts_each_offered_segment_once() {
+        let f = Fixture::new();
+        let (m, _w) = test_mount("/live", Format::Mp3);
+        assert!(f.sessions.is_empty());
+        f.open("tok", 7, &m, None);
+        assert_eq!(f.sessions.len(), 1);
+        assert!(f.sessions.contains("tok") && !f.sessions.contains("other"));
+        assert_eq!(f.listeners_gauge("/live"), 1);
+        assert_eq!(
+            f.metrics
+                .connects
+                .get_or_create(&MountLabel::new("/live"))
+                .get(),
+            1
+        );
+        assert_eq!(listeners(&m), 1);
+
+        let t = f.t0 + Duration::from_secs(1);
+        // First playlist: 50 bytes of playlist, two segments offered.
+        assert!(f
+            .sessions
+            .touch("tok", &window(&[(10, 100), (11, 200)], 6), 50, t));
+        let rows = f.sessions.rows(None, t);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].sent, 350);
+        assert_eq!(rows[0].id, 7);
+        assert_eq!(rows[0].path, AudiencePath::Hls);
+        assert_eq!(rows[0].mount, "/live");
+        assert_eq!(rows[0].connected_secs, 1);
+        assert_eq!(rows[0].lag_bytes, 0);
+        // The same playlist again: only its own bytes.
+        assert!(f
+            .sessions
+            .touch("tok", &window(&[(10, 100), (11, 200)], 6), 50, t));
+        assert_eq!(f.sessions.rows(None, t)[0].sent, 400);
+        // The window slid: only segment 12 is new.
+        assert!(f
+            .sessions
+            .touch("tok", &window(&[(11, 200), (12, 300)], 6), 50, t));
+        assert_eq!(f.sessions.rows(Some("/live"), t)[0].sent, 750);
+        assert!(f.sessions.rows(Some("/other"), t).is_empty());
+        // An unknown token is not a session.
+        assert!(!f.sessions.touch("nope", &window(&[(13, 1)], 6), 50, t));
+        assert_eq!(f.sessions.rows(None, t)[0].sent, 750);
+    }
+
+    #[test]
+    fn an_idle_session_vanishes_after_its_timeout() {
+        let f = Fixture::new();
+        let registry = Registry::default();
+        let (m, _w) = test_mount("/live", Format::Mp3);
+        f.open("tok", 1, &m, None);
+        // The playlist's target sets the timeout: 2 × 4 s + 1 s.
+        let touched = f.t0 + Duration::from_secs(3);
+        f.sessions
+            .touch("tok", &window(&[(1, 1000)], 4), 24, touched);
+        let timeout = timeout_for(4);
+        f.sessions
+            .expire(touched + timeout, &registry, &f.metrics, &f.log);
+        assert!(f.sessions.contains("tok"), "not past the timeout yet");
+        assert!(f.ends().is_empty());
+        f.sessions.expire(
+            touched + timeout + Duration::from_millis(1),
+            &registry,
+            &f.metrics,
+            &f.log,
+        );
+        assert!(!f.sessions.contains("tok"));
+        assert_eq!(
+            f.ends(),
+            vec![(EndReason::Vanished, 1024, "/live".to_owned(), 12)]
+        );
+        assert_eq!(listeners(&m), 0, "its slot is released");
+        assert_eq!(f.listeners_gauge("/live"), 0);
+        assert_eq!(
+            f.metrics
+                .disconnects
+                .get_or_create(&MountLabel::new("/live"))
+                .get(),
+            1
+        );
+        assert_eq!(f.ended(EndReason::Vanished), 1);
+        assert_eq!(f.ended(EndReason::TimeLimit), 0);
+        let text = f.log_text();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(
+            text.contains("\"GET /live.m3u8 HTTP/1.1\" 200 1024"),
+            "{text}"
+        );
+        assert!(
+            text.trim_end().ends_with("\"player/1\" 12 client:vanished"),
+            "{text}"
+        );
+        // Expiring again ends nothing more.
+        f.sessions.expire(
+            touched + Duration::from_secs(100),
+            &registry,
+            &f.metrics,
+            &f.log,
+        );
+        assert_eq!(f.ends().len(), 1);
+    }
+
+    #[test]
+    fn a_session_past_its_deadline_ends_with_time_limit() {
+        let f = Fixture::new();
+        let registry = Registry::default();
+        let (m, _w) = test_mount("/live", Format::Mp3);
+        f.open("limited", 1, &m, Some(Duration::from_secs(10)));
+        f.open("free", 2, &m, None);
+        assert_eq!(listeners(&m), 2);
+        // Both keep fetching every second.
+        for s in 1..10 {
+            let t = f.t0 + Duration::from_secs(s);
+            for tok in ["limited", "free"] {
+                assert!(f.sessions.touch(tok, &window(&[], 2), 10, t));
+            }
+            f.sessions.expire(t, &registry, &f.metrics, &f.log);
+        }
+        assert_eq!(f.sessions.len(), 2, "both within their limits");
+        let deadline = f.t0 + Duration::from_secs(10);
+        f.sessions.expire(
+            deadline - Duration::from_millis(1),
+            &registry,
+            &f.metrics,
+            &f.log,
+        );
+        assert_eq!(f.sessions.len(), 2);
+        f.sessions.expire(deadline, &registry, &f.metrics, &f.log);
+        assert!(!f.sessions.contains("limited") && f.sessions.contains("free"));
+        assert_eq!(
+            f.ends(),
+            vec![(EndReason::TimeLimit, 90, "/live".to_owned(), 10)]
+        );
+        assert_eq!(listeners(&m), 1);
+        assert_eq!(f.listeners_gauge("/live"), 1);
+        assert_eq!(f.ended(EndReason::TimeLimit), 1);
+        let text = f.log_text();
+        assert!(text.trim_end().ends_with("policy:time-limit"), "{text}");
+    }
+
+    #[test]
+    fn kill_ends_the_session_with_that_id() {
+        let f = Fixture::new();
+        let (m, _w) = test_mount("/live", Format::Mp3);
+        f.open("a", 11, &m, None);
+        f.open("b", 12, &m, None);
+        assert!(!f.sessions.kill(99, &f.metrics, &f.log));
+        assert_eq!(f.sessions.len(), 2);
+        assert!(f.sessions.kill(12, &f.metrics, &f.log));
+        assert!(f.sessions.contains("a") && !f.sessions.contains("b"));
+        assert!(!f.sessions.kill(12, &f.metrics, &f.log), "only once");
+        assert_eq!(f.ends().len(), 1);
+        assert_eq!(f.ends()[0].0, EndReason::Killed);
+        assert_eq!(listeners(&m), 1);
+        assert_eq!(f.ended(EndReason::Killed), 1);
+        let rows = f.sessions.rows(None, f.t0);
+        assert_eq!(rows.iter().map(|r| r.id).collect::<Vec<_>>(), [11]);
+        f.sessions.close_all(&f.metrics, &f.log);
+        assert!(f.sessions.is_empty());
+        assert_eq!(f.ends()[1].0, EndReason::Shutdown);
+        assert_eq!(listeners(&m), 0);
+        assert_eq!(f.listeners_gauge("/live"), 0);
+    }
+
+    #[test]
+    fn a_token_opened_twice_releases_the_older_session() {
+        let f = Fixture::new();
+        let (m, _w) = test_mount("/live", Format::Mp3);
+        f.open("tok", 1, &m, None);
+        f.open("tok", 2, &m, None);
+        assert_eq!(f.sessions.len(), 1);
+        assert_eq!(listeners(&m), 1, "the older slot is released");
+        assert_eq!(f.listeners_gauge("/live"), 1);
+        assert_eq!(f.sessions.rows(None, f.t0)[0].id, 2);
+    }
+
+    #[test]
+    fn sessions_on_an_ended_mount_move_to_its_fallback() {
+        let f = Fixture::new();
+        let registry = Registry::new(Arc::new(
+            crate::config::Config::from_toml(
+                "[[mount]]\nname = \"/live\"\nfallback-mount = \"/fb\"\n",
+            )
+            .unwrap(),
+        ));
+        let (live, mut wl) = test_mount("/live", Format::Mp3);
+        let (fb, _wf) = test_mount("/fb", Format::Mp3);
+        registry.reserve(live.clone(), 16).unwrap();
+        registry.reserve(fb.clone(), 16).unwrap();
+        f.open("tok", 1, &live, None);
+        f.sessions.expire(f.t0, &registry, &f.metrics, &f.log);
+        assert_eq!(f.sessions.rows(None, f.t0)[0].mount, "/live");
+        wl.end();
+        f.sessions.expire(f.t0, &registry, &f.metrics, &f.log);
+        let rows = f.sessions.rows(None, f.t0);
+        assert_eq!(rows[0].mount, "/fb");
+        assert_eq!(rows[0].requested_mount, "/live");
+        assert_eq!((listeners(&live), listeners(&fb)), (0, 1));
+        assert_eq!(
+            (f.listeners_gauge("/live"), f.listeners_gauge("/fb")),
+            (0, 1)
+        );
+        assert!(f.ends().is_empty(), "moved, not ended");
+    }
+}
