@@ -474,6 +474,7 @@ mod tests {
                 bytes: 0,
                 offered: None,
                 timeout: timeout_for(2),
+                moved: None,
             };
             self.sessions.open(token.to_owned(), session, &self.metrics);
         }
@@ -528,7 +529,55 @@ mod tests {
             playlist: Bytes::from_static(b"#EXTM3U\n"),
             target_secs,
             bandwidth: 64_000,
+            discontinuity_sequence: 0,
         }
+    }
+
+    #[test]
+    fn a_moved_session_numbers_on_and_marks_the_switch() {
+        let from = Window {
+            discontinuity_sequence: 2,
+            ..window(&[(10, 100), (11, 100), (12, 100), (13, 100)], 2)
+        };
+        let to = window(&[(500, 70), (501, 70)], 2);
+        let mut p = MovedPlaylist::start("/a.mp3", &from, "/b.mp3", &to, 3);
+        let (text, offered) = p.render(&to);
+        // /a.mp3's listed 11..=13, then /b.mp3's newest as 14; three listed.
+        assert_eq!(offered, 70);
+        let parsed = throng_proto::hls::playlist::parse(&text).unwrap();
+        let listed: Vec<(u64, &str)> = parsed
+            .segments
+            .iter()
+            .map(|(n, u, _)| (*n, u.as_str()))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                (12, "/hls/a.mp3/12.mp3"),
+                (13, "/hls/a.mp3/13.mp3"),
+                (14, "/hls/b.mp3/501.mp3")
+            ]
+        );
+        assert!(
+            text.contains("#EXT-X-DISCONTINUITY\n#EXT-X-PROGRAM-DATE-TIME:1970-01-01T00:00:00.000Z\n#EXTINF:2.000,\n/hls/b.mp3/501.mp3"),
+            "{text}"
+        );
+        assert!(text.contains("#EXT-X-DISCONTINUITY-SEQUENCE:2\n"), "{text}");
+        // Nothing new: the same list, nothing offered.
+        assert_eq!(p.render(&to), (text.clone(), 0));
+        // The next /b.mp3 segment numbers on, without a discontinuity; the switch slides on.
+        let to = window(&[(501, 70), (502, 70)], 2);
+        let (text, offered) = p.render(&to);
+        assert_eq!(offered, 70);
+        let parsed = throng_proto::hls::playlist::parse(&text).unwrap();
+        assert_eq!(parsed.media_sequence, 13);
+        assert_eq!(parsed.segments.last().unwrap().1, "/hls/b.mp3/502.mp3");
+        assert_eq!(text.matches("#EXT-X-DISCONTINUITY\n").count(), 1);
+        // Two more: the discontinuity slides out and is counted.
+        let to = window(&[(503, 70), (504, 70)], 2);
+        let (text, _) = p.render(&to);
+        assert_eq!(text.matches("#EXT-X-DISCONTINUITY\n").count(), 0, "{text}");
+        assert!(text.contains("#EXT-X-DISCONTINUITY-SEQUENCE:3\n"), "{text}");
     }
 
     fn listeners(m: &Mount) -> u32 {
