@@ -83,6 +83,13 @@ impl Cutter {
         self.current.duration_ns >= self.target_ns
     }
 
+    /// Changes the target to `target_ms` milliseconds (at least 1 ms) for the open segment and
+    /// the next ones, keeping what the open segment holds (a configuration reload while a
+    /// segment is open).
+    pub fn set_target(&mut self, target_ms: u64) {
+        self.target_ns = target_ms.max(1) * 1_000_000;
+    }
+
     /// The open segment so far.
     pub fn current(&self) -> SegmentLength {
         self.current
@@ -109,6 +116,19 @@ pub fn target_duration_secs(target_ms: u64, segments_ns: impl IntoIterator<Item 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_target_keeps_the_open_segment() {
+        let mut c = Cutter::new(4000);
+        for _ in 0..10 {
+            assert!(!c.push(1152, 44_100));
+        }
+        c.set_target(200);
+        assert_eq!(c.current().frames, 10);
+        // 10 frames are 261 ms: over the new target at the next frame.
+        assert!(c.push(1152, 44_100));
+        assert_eq!(c.take().frames, 11);
+    }
 
     #[test]
     fn mp3_cuts_at_first_boundary_after_target() {

@@ -315,12 +315,27 @@ impl AccessLog {
                         Message::Line(line) => {
                             let mut result = out.1.write_line(&line);
                             let mut lines = 1;
-                            // Write a backlog in one go, then flush once.
-                            while let Ok(Message::Line(more)) = rx.try_recv() {
-                                result = result.and(out.1.write_line(&more));
-                                lines += 1;
+                            // Write a backlog in one go, then flush once; a flush request
+                            // met on the way is answered after that flush (it was dropped
+                            // unanswered, so `flush` could return before its lines were
+                            // written).
+                            let mut acks = Vec::new();
+                            while let Ok(more) = rx.try_recv() {
+                                match more {
+                                    Message::Line(more) => {
+                                        result = result.and(out.1.write_line(&more));
+                                        lines += 1;
+                                    }
+                                    Message::Flush(ack) => {
+                                        acks.push(ack);
+                                        break;
+                                    }
+                                }
                             }
                             health.record(&out.0, lines, result.and(out.1.flush()));
+                            for ack in acks {
+                                let _ = ack.send(());
+                            }
                         }
                         Message::Flush(ack) => {
                             health.record(&out.0, 0, out.1.flush());
@@ -390,6 +405,31 @@ impl AccessLog {
 mod tests {
     use super::*;
     use chrono::TimeZone;
+
+    #[test]
+    fn flush_returns_after_a_backlog_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("access.log");
+        for round in 0..20 {
+            let log = AccessLog::open(path.to_str().unwrap()).unwrap();
+            for i in 0..500 {
+                log.log(&AccessEntry {
+                    ip: "127.0.0.1".parse().unwrap(),
+                    user: None,
+                    request_line: "GET /x HTTP/1.1",
+                    status: 200,
+                    bytes: i,
+                    referer: None,
+                    agent: None,
+                    duration_secs: 0,
+                    end: None,
+                });
+            }
+            log.flush(std::time::Duration::from_secs(10));
+            let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+            assert_eq!(lines, 500 * (round + 1), "round {round}");
+        }
+    }
 
     #[test]
     fn combined_log_format_plus_duration() {
