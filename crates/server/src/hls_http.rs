@@ -428,7 +428,7 @@ fn empty_like(w: &crate::hls::Window) -> crate::hls::Window {
     }
 }
 
-/// Admits a new session `token` on mount `name` as a listener (`listener.rs` rules:
+/// Admits a new session `token` on mount `name` as a listener (`listener/` rules:
 /// authentication, then the mount a listener hears, then max-listeners); answers the refusal
 /// and returns false when it is refused.
 async fn admit(

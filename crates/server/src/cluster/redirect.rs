@@ -62,11 +62,25 @@ pub async fn answer(
     let Some(location) = target(ctx, head, full) else {
         return false;
     };
+    send(ctx, stream, head, peer, &location, full).await;
+    true
+}
+
+/// Answers listener request `head` from `peer` with `302 Found` to `location` (a [`target`]),
+/// `Content-Type: text/plain` and a one-line body, logged as [`reply`] logs; `full` (whether
+/// the origin had no room for it) only goes to the tracing line. The connection is then closed.
+///
+/// Errors: none returned; a failed write only means the client has gone.
+pub async fn send(
+    ctx: &ServerCtx,
+    stream: &mut Conn,
+    head: &RequestHead,
+    peer: SocketAddr,
+    location: &str,
+    full: bool,
+) {
     tracing::debug!(%peer, mount = %head.path, %location, full, "listener redirected to an edge");
-    let headers = [
-        ("Location", location.as_str()),
-        ("Content-Type", "text/plain"),
-    ];
+    let headers = [("Location", location), ("Content-Type", "text/plain")];
     let _ = reply(
         ctx,
         stream,
@@ -77,5 +91,4 @@ pub async fn answer(
         "Moved to an edge\n",
     )
     .await;
-    true
 }

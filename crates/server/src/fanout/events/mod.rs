@@ -2,7 +2,7 @@
 //! one. One [`EventLog`] per process holds every event encoded once (`log.rs`); a pump thread
 //! turns mount changes into events (`pump.rs`, JSON in `json.rs`); event shard threads hold
 //! the subscribers as cursors on the log and write each one everything new in one `writev`
-//! of shared bytes (`shard.rs`). The request itself is answered in `admin/events.rs`, which
+//! of shared bytes (`shard.rs`). The request itself is answered in `event_stream.rs`, which
 //! builds the first bytes ([`EventHub::first_bytes`]) and hands the socket here.
 
 pub mod json;
