@@ -2,7 +2,7 @@
 //! read-only, CORS-enabled). Checks the `mount` filter (an unknown or hidden mount gets `404`
 //! with a JSON error, as the other `/api/v1` errors), builds the first bytes (head, `retry:`,
 //! then the snapshot or, with a `Last-Event-ID` still in the ring, nothing: the replay follows
-//! from the log), logs the request and hands the socket to an event shard
+//! from the log) and hands the socket to an event shard
 //! (`fanout/events/`), over HTTPS with its transmit keys (sealed there as audio is). `HEAD`
 //! gets the head alone.
 
@@ -13,6 +13,7 @@ use crate::net::conn::Conn;
 use throng_proto::http::{parse_query, simple_response, RequestHead};
 use tokio::io::AsyncWriteExt;
 
+use crate::audience::{AudiencePath, ListenerInfo};
 use crate::ctx::ServerCtx;
 use crate::fanout::events::shard::NewSubscriber;
 use crate::fanout::seal::{SealState, TlsListener};
@@ -68,7 +69,21 @@ pub async fn handle(
     let (first, next) = ctx
         .events
         .first_bytes(&response_head, filter.as_deref(), last_seen);
-    log(&ctx, &head, peer, 200, response_head.len());
+    // The subscriber's access-log line is written when it ends (its bytes, duration and end
+    // reason, as a listener's), by its event shard.
+    let info = ListenerInfo {
+        id: ctx.next_id(),
+        path: AudiencePath::Events,
+        ip: peer.ip(),
+        request_line: head.request_line(),
+        agent: head.header("user-agent").map(str::to_owned),
+        referer: head.header("referer").map(str::to_owned),
+        started: std::time::Instant::now(),
+        requested_mount: filter.clone().unwrap_or_default(),
+        user: None,
+        deadline: None,
+        on_close: None,
+    };
     // Over TLS the event shard gets the socket and the transmit keys only (`fanout/seal.rs`).
     let (stream, tls_conn) = stream.into_parts();
     let tls = match tls_conn.map(SealState::from_rustls).transpose() {
@@ -90,14 +105,14 @@ pub async fn handle(
         first,
         next,
         filter: filter.map(Into::into),
-        ip: peer.ip(),
+        info,
         client_slot: slot,
         tls,
     });
 }
 
-/// The access-log line of an event-stream request, written when it is answered (a subscriber
-/// then stays connected; its events are counted in `/metrics`, not in the log).
+/// The access-log line of an event-stream request answered at once (`HEAD`, a refusal); a
+/// subscriber's line is written when it ends (`fanout/events/shard.rs`).
 fn log(ctx: &ServerCtx, head: &RequestHead, peer: SocketAddr, status: u16, bytes: usize) {
     ctx.access_log.log(&AccessEntry {
         ip: peer.ip(),

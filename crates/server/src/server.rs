@@ -240,6 +240,7 @@ impl Server {
             },
             registry.clone(),
             metrics.clone(),
+            access_log.clone(),
             port,
         )
         .map_err(ServerError::FanOut)?;

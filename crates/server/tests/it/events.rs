@@ -504,3 +504,49 @@ fn a_server_shutting_down_closes_subscribers_without_stopping_its_mounts() {
     assert!(sub.closed, "the subscriber was closed");
     assert!(!String::from_utf8_lossy(&sub.raw).contains("mount_stop"));
 }
+
+/// Issue 22: an event subscriber is an audience session like a listener: its access-log line
+/// is written when it ends, with its bytes and duration, and ends with the shared end-reason
+/// vocabulary (`client:hung-up` when it closes; `shutdown:shutdown` for one still connected
+/// when the server stops), and `throng_session_ends_total{path="events"}` counts it.
+#[test]
+fn a_subscriber_is_logged_when_it_ends_with_its_end_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let srv = crate::support::logged_server(&log, "");
+    let sub = Sub::open(srv.addr, "/api/v1/events", &["User-Agent: ev-test"]);
+    assert_eq!(sub.head.status, 200);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("/api/v1/events"),
+        "not logged while connected"
+    );
+    drop(sub);
+    let line = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.contains("\"GET /api/v1/events HTTP/1.1\" 200"))
+            .map(str::to_owned)
+    };
+    wait_until(Duration::from_secs(10), || line().is_some()).expect("logged when it ends");
+    let line = line().unwrap();
+    assert!(line.ends_with(" client:hung-up"), "{line}");
+    assert!(line.contains("\"ev-test\""), "{line}");
+    let (_, body) = http_get(srv.addr, "/metrics", &[&crate::support::admin_header()]);
+    let metrics = String::from_utf8_lossy(&body);
+    assert!(
+        metrics.contains("throng_session_ends_total{path=\"events\",reason=\"client:hung-up\"} 1"),
+        "{metrics}"
+    );
+    let _open = Sub::open(srv.addr, "/api/v1/events", &[]);
+    drop(srv);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.contains("/api/v1/events") && l.ends_with(" shutdown:shutdown")),
+        "{text}"
+    );
+}

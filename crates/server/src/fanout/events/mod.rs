@@ -21,6 +21,7 @@ use crate::fanout::events::pump::{Change, Facts, Tracker};
 use crate::fanout::events::shard::{EventShardConfig, EventShardHandle, NewSubscriber};
 use crate::mount::live::Mount;
 use crate::mount::registry::Registry;
+use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::Metrics;
 
 /// The event fan-out: the log, its pump and the event shards.
@@ -44,6 +45,7 @@ impl EventHub {
         cfg: EventShardConfig,
         registry: Arc<Registry>,
         metrics: Arc<Metrics>,
+        access_log: AccessLog,
         port: u16,
     ) -> std::io::Result<EventHub> {
         let n = if workers == 0 {
@@ -54,7 +56,15 @@ impl EventHub {
         let log = Arc::new(EventLog::starting_now());
         let shards = Arc::new(
             (0..n)
-                .map(|i| EventShardHandle::spawn(i, cfg, log.clone(), metrics.clone()))
+                .map(|i| {
+                    EventShardHandle::spawn(
+                        i,
+                        cfg,
+                        log.clone(),
+                        metrics.clone(),
+                        access_log.clone(),
+                    )
+                })
                 .collect::<std::io::Result<Vec<_>>>()?,
         );
         let stop = Arc::new(AtomicBool::new(false));

@@ -11,7 +11,6 @@
 //! A subscriber costs one small slab entry here (no buffer of its own).
 
 use std::io::{IoSlice, Read, Write};
-use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -21,10 +20,11 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 
-use crate::audience::{AudiencePath, EndReason};
+use crate::audience::{AudiencePath, EndReason, ListenerInfo};
 use crate::fanout::events::log::{EventLog, Ring};
 use crate::fanout::seal::{SealingWriter, TlsListener};
 use crate::net::clients::ClientSlot;
+use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::Metrics;
 
 const WAKER: Token = Token(usize::MAX);
@@ -44,8 +44,9 @@ pub struct NewSubscriber {
     pub next: u64,
     /// Only events of this mount (`?mount=`), or all.
     pub filter: Option<Arc<str>>,
-    /// Client address, for the log line when it is dropped.
-    pub ip: IpAddr,
+    /// The subscriber's request facts (path `events`), for its access-log line, written when
+    /// it ends with its bytes, duration and end reason, as a listener's is.
+    pub info: ListenerInfo,
     /// Its unit of the `clients` count, released when the subscriber is gone.
     pub client_slot: ClientSlot,
     /// Over HTTPS: its transmit keys; everything it is sent is sealed (`fanout/seal.rs`), as
@@ -72,7 +73,9 @@ struct Sub {
     blocked_since: Option<Instant>,
     /// Something was written to it since the last heartbeat round.
     active: bool,
-    ip: IpAddr,
+    info: ListenerInfo,
+    /// Bytes written to it (first bytes, events, heartbeats).
+    sent: u64,
     _client_slot: ClientSlot,
     tls: Option<Box<TlsListener>>,
 }
@@ -100,6 +103,7 @@ impl EventShardHandle {
         cfg: EventShardConfig,
         log: Arc<EventLog>,
         metrics: Arc<Metrics>,
+        access_log: AccessLog,
     ) -> std::io::Result<EventShardHandle> {
         let poll = Poll::new()?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
@@ -113,6 +117,7 @@ impl EventShardHandle {
             cfg,
             log,
             metrics,
+            access_log,
             load: load.clone(),
             seen,
             last_beat: Instant::now(),
@@ -166,6 +171,8 @@ struct EventShard {
     cfg: EventShardConfig,
     log: Arc<EventLog>,
     metrics: Arc<Metrics>,
+    /// Where a subscriber's line goes when it ends.
+    access_log: AccessLog,
     load: Arc<AtomicUsize>,
     /// The last log id every subscriber was offered.
     seen: u64,
@@ -262,7 +269,8 @@ impl EventShard {
             filter: s.filter,
             blocked_since: None,
             active: false,
-            ip: s.ip,
+            info: s.info,
+            sent: 0,
             _client_slot: s.client_slot,
             tls: s.tls,
         });
@@ -414,6 +422,7 @@ impl EventShard {
         };
         drop(iov);
         s.active |= n > 0;
+        s.sent += n as u64;
         let whole = n == total;
         // Advance past what the kernel took.
         let mut left = n;
@@ -469,11 +478,18 @@ impl EventShard {
         match why {
             EndReason::TooSlow => {
                 self.metrics.event_subscribers_dropped.inc();
-                tracing::info!(ip = %s.ip, "event subscriber dropped: too slow");
+                tracing::info!(ip = %s.info.ip, "event subscriber dropped: too slow");
             }
-            EndReason::WriteFailed => tracing::debug!(ip = %s.ip, "event subscriber: write error"),
+            EndReason::WriteFailed => {
+                tracing::debug!(ip = %s.info.ip, "event subscriber: write error")
+            }
             _ => {}
         }
+        // Its line, as a listener's: the filter as its mount, bytes, duration, end reason.
+        let secs = s.info.started.elapsed().as_secs();
+        let mount = s.filter.as_deref().unwrap_or("-").to_owned();
+        s.info
+            .log_end(&self.access_log, &mount, 200, s.sent, secs, why);
     }
 }
 
@@ -500,6 +516,7 @@ mod tests {
             },
             log: log.clone(),
             metrics: Arc::new(Metrics::new()),
+            access_log: AccessLog::open("").unwrap(),
             load: Arc::new(AtomicUsize::new(0)),
             seen: log.load().last,
             last_beat: now,
@@ -539,7 +556,19 @@ mod tests {
                 first: Bytes::from_static(first),
                 next,
                 filter: filter.map(Arc::from),
-                ip: "127.0.0.1".parse().unwrap(),
+                info: ListenerInfo {
+                    id: 1,
+                    path: AudiencePath::Events,
+                    ip: "127.0.0.1".parse().unwrap(),
+                    request_line: "GET /api/v1/events HTTP/1.1".into(),
+                    agent: None,
+                    referer: None,
+                    started: now,
+                    requested_mount: filter.unwrap_or("").into(),
+                    user: None,
+                    deadline: None,
+                    on_close: None,
+                },
                 client_slot: Clients::new(100, Default::default()).admit().0,
                 tls: None,
             },
