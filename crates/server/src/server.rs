@@ -282,6 +282,9 @@ impl Server {
             next_id: AtomicU64::new(1),
             tls,
         });
+        // Every `throng_session_ends_total{path,reason}` series exists from the start, at 0, so
+        // a dashboard's rate() sees a reason's first session end.
+        let _ = crate::roster::session_ends(&ctx);
         let reloader = Reloader {
             source,
             relays: Default::default(),
