@@ -486,20 +486,6 @@ fn blocking_reload_can_be_turned_off() {
     assert!(parse(&String::from_utf8(body).unwrap()).is_some());
 }
 
-/// The ICY listener ids on `mount` from `listclients` (every path: ICY, HLS, WHEP).
-fn listed_ids(srv: &TestServer, mount: &str) -> Vec<u64> {
-    let (_, body) = http_get(
-        srv.addr,
-        &format!("/admin/listclients?mount={mount}"),
-        &[&admin_header()],
-    );
-    String::from_utf8_lossy(&body)
-        .split("<ID>")
-        .skip(1)
-        .filter_map(|r| r.split('<').next()?.parse().ok())
-        .collect()
-}
-
 /// Issue 22: `moveclients` moves an ICY listener and an HLS session of one MP3 mount to another
 /// together. The ICY listener's stream stays a whole chain of MP3 frames; the HLS session's
 /// playlist goes on numbering from where it was, marks `EXT-X-DISCONTINUITY` and lists the new
@@ -529,7 +515,7 @@ fn moveclients_moves_icy_listeners_and_hls_sessions_together() {
     let mut icy = Listener::open(srv.addr, "/a.mp3", false);
     let mut heard = icy.read_for(Duration::from_millis(500));
     wait_until(Duration::from_secs(5), || {
-        listed_ids(&srv, "/a.mp3").len() == 2
+        listener_ids(&srv, "/a.mp3").len() == 2
     })
     .expect("the ICY listener and the HLS session are listed on /a.mp3");
 
@@ -540,10 +526,10 @@ fn moveclients_moves_icy_listeners_and_hls_sessions_together() {
     );
     assert_eq!(head.status, 200, "{}", String::from_utf8_lossy(&body));
     wait_until(Duration::from_secs(5), || {
-        listed_ids(&srv, "/b.mp3").len() == 2
+        listener_ids(&srv, "/b.mp3").len() == 2
     })
     .expect("both moved to /b.mp3");
-    assert!(listed_ids(&srv, "/a.mp3").is_empty());
+    assert!(listener_ids(&srv, "/a.mp3").is_empty());
 
     // The session's playlist continues its own numbering into /b.mp3's segments.
     let mut after = None;
@@ -588,7 +574,7 @@ fn moveclients_moves_icy_listeners_and_hls_sessions_together() {
     );
 
     // killclient ends either path; both lines end with the shared vocabulary.
-    for id in listed_ids(&srv, "/b.mp3") {
+    for id in listener_ids(&srv, "/b.mp3") {
         let (_, body) = http_get(
             srv.addr,
             &format!("/admin/killclient?mount=/b.mp3&id={id}"),
@@ -597,7 +583,7 @@ fn moveclients_moves_icy_listeners_and_hls_sessions_together() {
         assert!(String::from_utf8_lossy(&body).contains("<return>1</return>"));
     }
     wait_until(Duration::from_secs(5), || {
-        listed_ids(&srv, "/b.mp3").is_empty()
+        listener_ids(&srv, "/b.mp3").is_empty()
     })
     .expect("killclient ends both");
     wait_until(Duration::from_secs(5), || {
@@ -645,14 +631,14 @@ fn a_fallback_and_its_override_return_move_icy_listeners_and_hls_sessions_alike(
     let mut icy = Listener::open(srv.addr, "/live.mp3", false);
     icy.read_for(Duration::from_millis(300));
     wait_until(Duration::from_secs(5), || {
-        listed_ids(&srv, "/live.mp3").len() == 2
+        listener_ids(&srv, "/live.mp3").len() == 2
     })
     .expect("both on /live.mp3");
 
     source.stop();
     wait_until(Duration::from_secs(20), || {
         get_text(srv.addr, &media);
-        listed_ids(&srv, "/fallback.mp3").len() == 2
+        listener_ids(&srv, "/fallback.mp3").len() == 2
     })
     .expect("both counted on the fallback");
     wait_until(Duration::from_secs(20), || {
@@ -663,9 +649,9 @@ fn a_fallback_and_its_override_return_move_icy_listeners_and_hls_sessions_alike(
     let _back = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
     wait_until(Duration::from_secs(20), || {
         get_text(srv.addr, &media);
-        listed_ids(&srv, "/live.mp3").len() == 2
+        listener_ids(&srv, "/live.mp3").len() == 2
     })
     .expect("both back on /live.mp3");
-    assert!(listed_ids(&srv, "/fallback.mp3").is_empty());
+    assert!(listener_ids(&srv, "/fallback.mp3").is_empty());
     assert!(icy.read_for(Duration::from_secs(1)).len() > 4000);
 }

@@ -421,3 +421,18 @@ pub fn logged_server(log: &std::path::Path, extra: &str) -> TestServer {
     );
     TestServer::start_config(throng_server::Config::from_toml(&toml).expect("test config"))
 }
+
+/// The ids `listclients` lists on `mount` (every path: ICY listeners, HLS sessions, WHEP
+/// viewers).
+pub fn listener_ids(srv: &TestServer, mount: &str) -> Vec<u64> {
+    let (_, body) = http_get(
+        srv.addr,
+        &format!("/admin/listclients?mount={mount}"),
+        &[&admin_header()],
+    );
+    String::from_utf8_lossy(&body)
+        .split("<ID>")
+        .skip(1)
+        .filter_map(|r| r.split('<').next()?.parse().ok())
+        .collect()
+}

@@ -170,6 +170,21 @@ pub(crate) fn tone_mount(dir: &std::path::Path, name: &str) -> String {
     format!("[[mount]]\nname = \"{name}\"\nfile = {file:?}\n")
 }
 
+/// ffmpeg pushing the looped test tone (Ogg/Opus) to `mount` in real time, as a source client.
+fn opus_source(srv: &TestServer, mount: &str) -> Proc {
+    Proc(
+        Command::new("ffmpeg")
+            .args(["-nostdin", "-v", "error", "-re", "-stream_loop", "-1", "-i"])
+            .arg(asset("test-tone.opus"))
+            .args(["-c", "copy", "-content_type", "audio/ogg", "-f", "ogg"])
+            .arg(format!("icecast://source:{SOURCE_PW}@{}{mount}", srv.addr))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn ffmpeg"),
+    )
+}
+
 fn listeners_on(srv: &TestServer, mount: &str) -> u64 {
     srv.mount_status(mount)
         .map_or(0, |m| m["listeners"].as_u64().unwrap())
@@ -290,20 +305,7 @@ fn a_whep_session_survives_a_title_change_and_a_fallback_switch() {
         tone_mount(dir.path(), "/fallback.opus"),
     ));
     srv.wait_mount("/fallback.opus");
-    let source = Proc(
-        Command::new("ffmpeg")
-            .args(["-nostdin", "-v", "error", "-re", "-stream_loop", "-1", "-i"])
-            .arg(asset("test-tone.opus"))
-            .args(["-c", "copy", "-content_type", "audio/ogg", "-f", "ogg"])
-            .arg(format!(
-                "icecast://source:{SOURCE_PW}@{}/live.opus",
-                srv.addr
-            ))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn ffmpeg"),
-    );
+    let source = opus_source(&srv, "/live.opus");
     srv.wait_mount("/live.opus");
     // ffmpeg's Ogg muxer sends pages about once a second: let a few arrive.
     std::thread::sleep(Duration::from_secs(2));
@@ -764,20 +766,6 @@ fn viewers_spread_over_the_engines_and_their_ports() {
     assert_eq!(whep.sessions(), 1);
 }
 
-/// The listener ids on `mount` from `listclients` (every path).
-fn ids_on(srv: &TestServer, mount: &str) -> Vec<u64> {
-    let (_, body) = http_get(
-        srv.addr,
-        &format!("/admin/listclients?mount={mount}"),
-        &[&admin_header()],
-    );
-    String::from_utf8_lossy(&body)
-        .split("<ID>")
-        .skip(1)
-        .filter_map(|r| r.split('<').next()?.parse().ok())
-        .collect()
-}
-
 /// Issue 22: `moveclients` moves an ICY listener and a WHEP viewer of one Ogg/Opus mount to
 /// another together; the viewer's RTP timestamps continue with no gap over 200 ms; then
 /// `killclient` ends each, both access-log lines ending with `operator:killed`.
@@ -801,7 +789,7 @@ fn moveclients_moves_icy_listeners_and_whep_viewers_together() {
     v.run_for(Duration::from_secs(2));
     assert!(v.connected);
     icy.read_for(Duration::from_millis(100));
-    assert_eq!(ids_on(&srv, "/a.opus").len(), 2);
+    assert_eq!(listener_ids(&srv, "/a.opus").len(), 2);
     let mark = v.packets.len();
     assert!(mark > 0);
 
@@ -813,10 +801,10 @@ fn moveclients_moves_icy_listeners_and_whep_viewers_together() {
     assert_eq!(head.status, 200, "{}", String::from_utf8_lossy(&body));
     v.run_for(Duration::from_secs(3));
     wait_until(Duration::from_secs(5), || {
-        ids_on(&srv, "/b.opus").len() == 2
+        listener_ids(&srv, "/b.opus").len() == 2
     })
     .expect("both moved to /b.opus");
-    assert!(ids_on(&srv, "/a.opus").is_empty());
+    assert!(listener_ids(&srv, "/a.opus").is_empty());
     let (n, ordered) = v.check_in_order(mark.saturating_sub(1));
     assert!(ordered, "RTP timestamps continue across the move");
     assert!(n >= 100, "media keeps flowing: {n} packets in 3 s");
@@ -829,7 +817,7 @@ fn moveclients_moves_icy_listeners_and_whep_viewers_together() {
     let after = icy.read_for(Duration::from_secs(2));
     assert!(after.len() > 1000, "the ICY listener keeps receiving");
 
-    for id in ids_on(&srv, "/b.opus") {
+    for id in listener_ids(&srv, "/b.opus") {
         let (_, body) = http_get(
             srv.addr,
             &format!("/admin/killclient?mount=/b.opus&id={id}"),
@@ -884,23 +872,7 @@ fn a_whep_viewer_returns_from_the_fallback_with_fallback_override() {
         tone_mount(dir.path(), "/fallback.opus"),
     ));
     srv.wait_mount("/fallback.opus");
-    let source = || {
-        Proc(
-            Command::new("ffmpeg")
-                .args(["-nostdin", "-v", "error", "-re", "-stream_loop", "-1", "-i"])
-                .arg(asset("test-tone.opus"))
-                .args(["-c", "copy", "-content_type", "audio/ogg", "-f", "ogg"])
-                .arg(format!(
-                    "icecast://source:{SOURCE_PW}@{}/live.opus",
-                    srv.addr
-                ))
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn ffmpeg"),
-        )
-    };
-    let first = source();
+    let first = opus_source(&srv, "/live.opus");
     srv.wait_mount("/live.opus");
     std::thread::sleep(Duration::from_secs(2));
     let mut icy = Listener::open(srv.addr, "/live.opus", false);
@@ -908,25 +880,25 @@ fn a_whep_viewer_returns_from_the_fallback_with_fallback_override() {
     v.run_for(Duration::from_secs(2));
     assert!(v.connected);
     icy.read_for(Duration::from_millis(100));
-    assert_eq!(ids_on(&srv, "/live.opus").len(), 2);
+    assert_eq!(listener_ids(&srv, "/live.opus").len(), 2);
 
     drop(first);
     v.run_for(Duration::from_secs(4));
     wait_until(Duration::from_secs(10), || {
         v.run_for(Duration::from_millis(200));
-        ids_on(&srv, "/fallback.opus").len() == 2
+        listener_ids(&srv, "/fallback.opus").len() == 2
     })
     .expect("both on the fallback");
 
     let mark = v.packets.len();
-    let _second = source();
+    let _second = opus_source(&srv, "/live.opus");
     wait_until(Duration::from_secs(15), || {
         v.run_for(Duration::from_millis(200));
-        ids_on(&srv, "/live.opus").len() == 2
+        listener_ids(&srv, "/live.opus").len() == 2
     })
     .expect("both back on /live.opus (fallback-override)");
     v.run_for(Duration::from_secs(2));
-    assert!(ids_on(&srv, "/fallback.opus").is_empty());
+    assert!(listener_ids(&srv, "/fallback.opus").is_empty());
     let (n, ordered) = v.check_in_order(mark.saturating_sub(1));
     assert!(ordered, "RTP timestamps continue across the return");
     assert!(n >= 100, "media keeps flowing: {n}");
