@@ -19,6 +19,7 @@ use std::time::Instant;
 
 use throng_server::bench_api::IcyMeta;
 use throng_server::bench_api::QueueSnapshot;
+use throng_server::bench_api::{visit, LagPolicy, ListenerView, MountView};
 use throng_server::bench_api::{write_due, Written, MAX_WRITE_BYTES};
 use throng_server::bench_api::{Cursor, SegKind};
 
@@ -46,7 +47,45 @@ pub fn throng_fanout_tick(
     bytes
 }
 
+/// The shard's per-visit decision (`decide::visit`: deadline, ended feed, fallback, lag) for
+/// every listener of one tick, as the shard makes it before writing: how many lag. Counted
+/// alone with `--visit` (`--toggle-collect=throng_visit_tick`).
+#[no_mangle]
+#[inline(never)]
+pub fn throng_visit_tick(listeners: &[ListenerView], mount: MountView, now: Instant) -> usize {
+    let mut lagging = 0;
+    for (i, l) in listeners.iter().enumerate() {
+        let policy = if i % 2 == 0 {
+            LagPolicy::Drop
+        } else {
+            LagPolicy::Skip
+        };
+        lagging += usize::from(std::hint::black_box(visit(*l, mount, now, 7, policy)).lagging());
+    }
+    lagging
+}
+
 fn main() {
+    if std::env::args().any(|a| a == "--visit") {
+        // 10,000 listeners spread over a 512 kB queue, a tenth of them behind its tail, every
+        // fifth with a deadline not yet due; the feed live.
+        let listeners: Vec<ListenerView> = (0..LISTENERS as u64)
+            .map(|i| ListenerView {
+                pos: i * 53 % 520_000,
+                pending: i % 7 == 0,
+                deadline_s: if i % 5 == 0 { 30 } else { 0 },
+            })
+            .collect();
+        let mount = MountView {
+            tail: 8_000,
+            head: 520_000,
+            ended_at: None,
+            successor: false,
+        };
+        let n = throng_visit_tick(&listeners, mount, Instant::now());
+        println!("one visit pass: {LISTENERS} listeners, {n} lagging");
+        return;
+    }
     let snapshot = common::snapshot(64);
     let icy = common::icy();
     let mut kinds = Vec::with_capacity(64);

@@ -64,7 +64,9 @@ pub use upgrade::UpgradeError;
 /// `crates/server/benches` (criterion and callgrind measure them without a server).
 #[doc(hidden)]
 pub mod bench_api {
+    pub use crate::config::LagPolicy;
     pub use crate::fanout::cursor::{Cursor, SegKind};
+    pub use crate::fanout::shard::decide::{visit, ListenerView, MountView};
     pub use crate::fanout::write_path::{write_due, Written, MAX_WRITE_BYTES};
     pub use crate::mount::icy_meta::IcyMeta;
     pub use crate::mount::queue::{QueueSnapshot, QueueWriter};

@@ -54,7 +54,7 @@ pub const MAX_WRITES_PER_VISIT: usize = 4;
 
 const WAKER: Token = Token(usize::MAX);
 
-mod decide;
+pub(crate) mod decide;
 mod moves;
 
 /// A listener handed to a shard after its request was accepted.
