@@ -225,8 +225,9 @@ impl Packager {
         };
         self.last_live_ms = now_ms;
         let q = f.mount.queue.load();
-        if f.pos < q.tail() {
-            // Fell behind the queue (should not happen at 10 ticks a second): skip ahead.
+        if follow::lagging(f.pos, q.tail(), false) {
+            // Fell behind the queue (should not happen at 10 ticks a second): the lag policy of
+            // a packager is skip, to the live edge.
             f.pos = q.head;
             f.framer = Framer::new(f.format);
             self.discontinuity_pending = true;
