@@ -55,6 +55,38 @@ pub fn wants_redirect(mode: RedirectMode, full: bool) -> bool {
     }
 }
 
+/// Longest edge URL accepted in a report (bytes).
+pub const MAX_EDGE_URL: usize = 2048;
+
+/// Most listeners an edge may report as its capacity or its audience (a million times the
+/// largest box): larger figures are refused, so sums over 1,000 edges cannot overflow.
+pub const MAX_EDGE_LISTENERS: u64 = 1 << 40;
+
+/// Whether `url` may be an edge's base URL, which the origin writes into the `Location` of its
+/// redirects: an absolute `http://` or `https://` URL with a host, at most [`MAX_EDGE_URL`]
+/// bytes, without user info, query or fragment, and without control characters, spaces, `"`,
+/// `<`, `>`, `\\` or `` ` `` anywhere (RFC 3986 section 2: none of them may appear unencoded in a
+/// URI; a CR or LF in a header value would split the response, RFC 9110 section 5.5).
+pub fn valid_edge_url(url: &str) -> bool {
+    let Some(rest) = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    let authority = rest.split('/').next().unwrap_or("");
+    url.len() <= MAX_EDGE_URL
+        && !authority.is_empty()
+        && !authority.contains('@')
+        && !authority.starts_with(':')
+        && !url.contains(['?', '#'])
+        && !url.bytes().any(|b| {
+            b.is_ascii_control()
+                || matches!(b, b' ' | b'"' | b'<' | b'>' | b'\\' | b'`')
+                || b >= 0x80
+        })
+}
+
 /// The `Location` of a redirect to the edge at `base` (`http://edge1:8000`, a trailing `/`
 /// ignored) of a request for `target` (the raw request target: path and query as sent, so the
 /// query string, e.g. a URL-auth token, is kept).
@@ -128,6 +160,43 @@ mod tests {
         assert!(!wants_redirect(RedirectMode::Overflow, false));
         assert!(wants_redirect(RedirectMode::All, false));
         assert!(!wants_redirect(RedirectMode::Off, true));
+    }
+
+    #[test]
+    fn an_edge_url_is_an_absolute_http_url_with_nothing_to_inject() {
+        for ok in [
+            "http://edge1.example.com:8000",
+            "https://edge1.example.com",
+            "http://10.0.0.7:8000/",
+            "http://[::1]:8000",
+            "https://cdn.example.com/radio",
+        ] {
+            assert!(valid_edge_url(ok), "{ok}");
+        }
+        for bad in [
+            "http://edge1\r\nSet-Cookie: a=b",
+            "http://edge1/\nx",
+            "http://edge1/\tx",
+            "ftp://edge1",
+            "//edge1",
+            "edge1:8000",
+            "http://",
+            "http:///path",
+            "http://:8000",
+            "http://user:pw@edge1",
+            "http://edge1/?x=1",
+            "http://edge1/#top",
+            "http://edge 1",
+            "http://edge1/\"x",
+            "http://edge1/<x>",
+            "http://édge1",
+        ] {
+            assert!(!valid_edge_url(bad), "{bad:?}");
+        }
+        assert!(!valid_edge_url(&format!(
+            "http://e/{}",
+            "a".repeat(MAX_EDGE_URL)
+        )));
     }
 
     #[test]

@@ -33,7 +33,9 @@ pub fn target(ctx: &ServerCtx, head: &RequestHead, full: bool) -> Option<String>
     }
     let timeout = Duration::from_secs(c.edge_timeout);
     let edge = ctx.cluster.pick(&head.path, Instant::now(), timeout)?;
-    Some(decide::location(&edge, &head.target))
+    // Reports are checked (`decide::valid_edge_url`); a header value with a control character
+    // is still never written, whatever put it there (RFC 9110 section 5.5).
+    Some(decide::location(&edge, &head.target)).filter(|l| !l.bytes().any(|b| b.is_ascii_control()))
 }
 
 /// Whether `head` carries the Basic credentials of an edge (user `edge`, the cluster secret) or

@@ -35,11 +35,17 @@ pub const MAX_EDGES: usize = 1000;
 /// Why a report was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReportError {
-    /// The URL is not `http://` or `https://`.
-    #[error("the edge URL must be an http:// or https:// URL")]
+    /// The URL is not an absolute `http://` or `https://` URL safe to redirect to
+    /// ([`decide::valid_edge_url`]: a host, no user info, query, fragment, control characters
+    /// or spaces).
+    #[error("the edge URL must be an absolute http:// or https:// URL with a host and no control characters, spaces, user info, query or fragment")]
     BadUrl,
-    /// More than [`MAX_MOUNTS`] mounts, or a mount name not starting with `/`.
-    #[error("at most {MAX_MOUNTS} mounts, each starting with /")]
+    /// A capacity or listener count over [`decide::MAX_EDGE_LISTENERS`].
+    #[error("capacity and listener counts must be at most 2^40")]
+    BadCounts,
+    /// More than [`MAX_MOUNTS`] mounts, or a mount name not starting with `/`, longer than 1,024
+    /// bytes or holding a control character.
+    #[error("at most {MAX_MOUNTS} mounts, each starting with / (at most 1024 bytes, no control characters)")]
     BadMounts,
     /// The registry holds [`MAX_EDGES`] other edges.
     #[error("the registry is full ({MAX_EDGES} edges)")]
@@ -101,10 +107,19 @@ impl Cluster {
     ///
     /// Errors: [`ReportError`].
     pub fn report(&self, r: EdgeReport, now: Instant) -> Result<bool, ReportError> {
-        if !r.url.starts_with("http://") && !r.url.starts_with("https://") {
+        if !decide::valid_edge_url(&r.url) {
             return Err(ReportError::BadUrl);
         }
-        if r.mounts.len() > MAX_MOUNTS || r.mounts.keys().any(|m| !m.starts_with('/')) {
+        let too_many = |n: u64| n > decide::MAX_EDGE_LISTENERS;
+        if too_many(r.capacity) || too_many(r.listeners) || r.mounts.values().any(|&n| too_many(n))
+        {
+            return Err(ReportError::BadCounts);
+        }
+        if r.mounts.len() > MAX_MOUNTS
+            || r.mounts
+                .keys()
+                .any(|m| !m.starts_with('/') || m.len() > 1024 || m.chars().any(char::is_control))
+        {
             return Err(ReportError::BadMounts);
         }
         let mut edges = self.edges.lock();
@@ -289,6 +304,26 @@ mod tests {
             listeners,
             mounts: mounts.iter().map(|(m, n)| ((*m).into(), *n)).collect(),
         }
+    }
+
+    #[test]
+    fn reports_that_could_split_a_redirect_or_overflow_a_sum_are_refused() {
+        let c = Cluster::default();
+        let now = Instant::now();
+        let r = |url: &str| report(url, 1, &[("/a.mp3", 1)]);
+        assert_eq!(
+            c.report(r("http://e1\r\nSet-Cookie: x=1"), now),
+            Err(ReportError::BadUrl)
+        );
+        assert_eq!(c.report(r("http://u:p@e1"), now), Err(ReportError::BadUrl));
+        let mut big = r("http://e1:8000");
+        big.capacity = u64::MAX;
+        assert_eq!(c.report(big, now), Err(ReportError::BadCounts));
+        let mut odd = r("http://e1:8000");
+        odd.mounts.insert("/x\ny".into(), 1);
+        assert_eq!(c.report(odd, now), Err(ReportError::BadMounts));
+        assert_eq!(c.report(r("http://e1:8000"), now), Ok(true));
+        assert_eq!(c.snapshot(now, Duration::from_secs(30)).len(), 1);
     }
 
     #[test]

@@ -451,3 +451,39 @@ fn an_edges_relay_connection_is_written_at_every_tick() {
         "listener written {listener_writes} times in 3 s"
     );
 }
+
+/// Issue 28 (cluster reports): an edge URL that would split the origin's `302` (CR/LF), carry
+/// credentials or overflow a sum is refused with `400` before it reaches the registry, so no
+/// listener is ever redirected by it.
+#[test]
+fn a_report_with_an_unsafe_edge_url_or_count_is_refused_with_400() {
+    let (origin, _source) = origin("");
+    let post = |body: &str| {
+        status_of(
+            origin.addr,
+            format!(
+                "POST /api/v1/cluster/edges HTTP/1.1\r\nHost: t\r\nAuthorization: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                basic_authorization("edge", SECRET),
+                body.len()
+            )
+            .as_bytes(),
+        )
+    };
+    for url in [
+        "http://127.0.0.1:9/\r\nSet-Cookie: admin=1\r\n\r\n<h1>owned</h1>",
+        "http://user:pw@127.0.0.1:9",
+        "javascript:alert(1)",
+    ] {
+        let body = format!(
+            r#"{{"url":{},"capacity":10,"listeners":0,"mounts":{{"/live.mp3":0}}}}"#,
+            serde_json::to_string(url).unwrap()
+        );
+        assert_eq!(post(&body), 400, "{url:?}");
+    }
+    let huge = r#"{"url":"http://127.0.0.1:9","capacity":18446744073709551615,"listeners":0,"mounts":{"/live.mp3":0}}"#;
+    assert_eq!(post(huge), 400);
+    assert!(cluster_view(&origin)["edges"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+}
