@@ -109,9 +109,7 @@ async fn post(
 ) {
     let cors: Vec<(&str, &str)> = CORS.to_vec();
     let engine = ctx.whep.clone().expect("checked by handle");
-    let len: Option<usize> = head
-        .header("content-length")
-        .and_then(|v| v.trim().parse().ok());
+    let len = content_length(&head.headers);
     let is_sdp = head
         .header("content-type")
         .is_some_and(|t| t.trim().starts_with("application/sdp"));
@@ -154,7 +152,23 @@ async fn post(
         return;
     }
     body.truncate(len);
-    let Ok(offer) = String::from_utf8(body) else {
+    let offer = String::from_utf8(body).ok();
+    if let Some(o) = &offer {
+        if !offers_opus(o) {
+            let _ = reply(
+                &ctx,
+                &mut stream,
+                peer,
+                Some(&head),
+                400,
+                &cors,
+                "the offer has no audio section offering Opus (opus/48000/2)\n",
+            )
+            .await;
+            return;
+        }
+    }
+    let Some(offer) = offer else {
         let _ = reply(
             &ctx,
             &mut stream,
@@ -241,7 +255,7 @@ async fn post(
             }
         }
         Err(e) => {
-            tracing::info!(%peer, mount = %requested, "WHEP offer refused: {e}");
+            tracing::info!(%peer, mount = %requested, "WHEP offer refused: {}", e.detail());
             let _ = reply(
                 &ctx,
                 &mut stream,
@@ -268,13 +282,79 @@ pub enum OfferCheck {
     Refuse(u16, &'static str),
 }
 
+/// The body length `headers` announce: `Some(Ok(n))` for exactly one `Content-Length` of one
+/// decimal value and no `Transfer-Encoding`; `Some(Err(()))` for anything else a request
+/// smuggler could use (two `Content-Length` headers or a list, a non-number, a
+/// `Transfer-Encoding`: RFC 9112 section 6.3 makes them invalid or ambiguous, and an offer is
+/// never chunked); `None` when there is none.
+pub fn content_length(headers: &[(String, String)]) -> Option<Result<usize, ()>> {
+    if headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("transfer-encoding"))
+    {
+        return Some(Err(()));
+    }
+    let mut lengths = headers
+        .iter()
+        .filter(|(k, _)| k.eq_ignore_ascii_case("content-length"));
+    let first = lengths.next()?;
+    if lengths.next().is_some() {
+        return Some(Err(()));
+    }
+    let v = first.1.trim();
+    Some(if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+        v.parse().map_err(|_| ())
+    } else {
+        Err(())
+    })
+}
+
+/// Whether SDP `sdp` has an audio media section whose formats include a payload type mapped to
+/// Opus (`a=rtpmap:<pt> opus/48000/2`, RFC 7587 section 7): without one the server has
+/// nothing to send (a PCMU-only offer was answered `201` and held a listener slot).
+pub fn offers_opus(sdp: &str) -> bool {
+    let mut formats: Vec<&str> = Vec::new();
+    let mut in_audio = false;
+    for line in sdp.lines().map(str::trim_end) {
+        if let Some(m) = line.strip_prefix("m=") {
+            let mut parts = m.split_whitespace();
+            in_audio = parts.next() == Some("audio");
+            // m=audio <port> <proto> <fmt> ...
+            formats = if in_audio {
+                parts.skip(2).collect()
+            } else {
+                Vec::new()
+            };
+        } else if in_audio {
+            if let Some(map) = line.strip_prefix("a=rtpmap:") {
+                let mut it = map.splitn(2, ' ');
+                let (pt, codec) = (it.next().unwrap_or(""), it.next().unwrap_or(""));
+                if formats.contains(&pt) && codec.to_ascii_lowercase().starts_with("opus/48000") {
+                    return true;
+                }
+            }
+        }
+    }
+    false
+}
+
 /// Decides from the head alone whether to read a WHEP offer's body: `is_sdp` (the
-/// `Content-Type`), `len` (the `Content-Length`, `None` when absent or unreadable) and the
-/// mount name `requested`.
-pub fn offer_check(is_sdp: bool, len: Option<usize>, requested: &str) -> OfferCheck {
+/// `Content-Type`), `len` (the `Content-Length` as [`content_length`] reads it) and the mount
+/// name `requested`.
+pub fn offer_check(is_sdp: bool, len: Option<Result<usize, ()>>, requested: &str) -> OfferCheck {
     if !is_sdp {
         return OfferCheck::Refuse(415, "application/sdp expected\n");
     }
+    let len = match len {
+        Some(Err(())) => {
+            return OfferCheck::Refuse(
+                400,
+                "exactly one Content-Length of a decimal number, and no Transfer-Encoding\n",
+            )
+        }
+        Some(Ok(n)) => Some(n),
+        None => None,
+    };
     match len {
         None | Some(0) => OfferCheck::Refuse(400, "SDP offer expected\n"),
         Some(n) if n > MAX_OFFER_BYTES => OfferCheck::Refuse(413, "SDP offer too large\n"),
@@ -292,21 +372,30 @@ mod tests {
     #[test]
     fn the_head_decides_before_the_body_is_read() {
         assert_eq!(
-            offer_check(true, Some(300), "/a.opus"),
+            offer_check(true, Some(Ok(300)), "/a.opus"),
             OfferCheck::Read(300)
         );
-        assert_eq!(offer_check(false, Some(300), "/a.opus").status(), Some(415));
-        assert_eq!(offer_check(true, None, "/a.opus").status(), Some(400));
-        assert_eq!(offer_check(true, Some(0), "/a.opus").status(), Some(400));
         assert_eq!(
-            offer_check(true, Some(MAX_OFFER_BYTES), "/a.opus"),
+            offer_check(false, Some(Ok(300)), "/a.opus").status(),
+            Some(415)
+        );
+        assert_eq!(offer_check(true, None, "/a.opus").status(), Some(400));
+        assert_eq!(
+            offer_check(true, Some(Ok(0)), "/a.opus").status(),
+            Some(400)
+        );
+        assert_eq!(
+            offer_check(true, Some(Ok(MAX_OFFER_BYTES)), "/a.opus"),
             OfferCheck::Read(MAX_OFFER_BYTES)
         );
         assert_eq!(
-            offer_check(true, Some(MAX_OFFER_BYTES + 1), "/a.opus").status(),
+            offer_check(true, Some(Ok(MAX_OFFER_BYTES + 1)), "/a.opus").status(),
             Some(413)
         );
-        assert_eq!(offer_check(true, Some(300), "/../x").status(), Some(404));
+        assert_eq!(
+            offer_check(true, Some(Ok(300)), "/../x").status(),
+            Some(404)
+        );
     }
 
     impl OfferCheck {

@@ -910,3 +910,47 @@ fn a_whep_viewer_returns_from_the_fallback_with_fallback_override() {
     assert!(gap <= Duration::from_millis(200), "longest gap {gap:?}");
     assert!(icy.read_for(Duration::from_secs(1)).len() > 1000);
 }
+
+/// Issue 28 (WHEP offers): an offer without Opus is refused (it used to get `201` and a
+/// listener slot), two `Content-Length` headers are refused before any body is read, and a
+/// parse error says what was wrong without internal values.
+#[test]
+fn offers_without_opus_ambiguous_lengths_and_garbage_are_refused_plainly() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&format!(
+        "{}{}",
+        webrtc_config(),
+        tone_mount(dir.path(), "/tone.opus")
+    ));
+    srv.wait_mount("/tone.opus");
+    let (_, _, offer, _) = Viewer::offer();
+    let sdp = ["Content-Type: application/sdp"];
+    let pcmu = offer.replace("opus/48000/2", "PCMU/8000");
+    assert_ne!(pcmu, offer);
+    let (status, _, body) = post(srv.addr, "/whep/tone.opus", &sdp, &pcmu);
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("Opus"), "{body}");
+    assert_eq!(listeners_on(&srv, "/tone.opus"), 0);
+
+    let twice = format!(
+        "POST /whep/tone.opus HTTP/1.1\r\nHost: test\r\nContent-Type: application/sdp\r\n\
+         Content-Length: {n}\r\nContent-Length: {n}\r\n\r\n{offer}",
+        n = offer.len()
+    );
+    assert_eq!(status_of(srv.addr, twice.as_bytes()), 400);
+
+    let garbage =
+        "v=0\r\no=- 0 0 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\n\
+                   a=rtpmap:111 opus/48000/2\r\na=setup:bogus\r\n";
+    let (status, _, body) = post(srv.addr, "/whep/tone.opus", &sdp, garbage);
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        !body.contains("0x") && !body.contains("Pointer"),
+        "no internal values: {body}"
+    );
+    assert_eq!(listeners_on(&srv, "/tone.opus"), 0);
+    // A real offer still plays.
+    let mut v = Viewer::connect(srv.addr, "/whep/tone.opus", &[]);
+    v.run_for(Duration::from_secs(1));
+    assert!(v.connected);
+}

@@ -134,8 +134,10 @@ impl Pacer {
 /// Why a WHEP session could not be created.
 #[derive(Debug, thiserror::Error)]
 pub enum WhepError {
-    /// The SDP offer does not parse (RFC 8866) or str0m refuses it.
-    #[error("bad SDP offer: {0}")]
+    /// The SDP offer does not parse (RFC 8866) or str0m refuses it. The client is told only
+    /// that; str0m's own message (which may hold internal values) goes to the log
+    /// ([`WhepError::detail`]).
+    #[error("bad SDP offer: it does not parse as SDP (RFC 8866) or cannot be answered")]
     BadOffer(String),
     /// The offer has no audio media section str0m can answer with Opus.
     #[error("the offer has no audio section accepting Opus")]
@@ -143,6 +145,17 @@ pub enum WhepError {
     /// The engine thread is gone (server shutting down).
     #[error("WebRTC engine stopped")]
     Stopped,
+}
+
+impl WhepError {
+    /// What the log says of the error: the client's message, and for a refused offer str0m's
+    /// reason.
+    pub fn detail(&self) -> String {
+        match self {
+            WhepError::BadOffer(why) => format!("{self} ({why})"),
+            other => other.to_string(),
+        }
+    }
 }
 
 /// A viewer to add: the mount it plays and who it is.
