@@ -37,6 +37,23 @@ impl AudiencePath {
     }
 }
 
+/// Most bytes of a `User-Agent` or `Referer` a session keeps (512): what a member holds for
+/// its whole session stays small whatever a client sends (a 6 KB User-Agent on every one of
+/// thousands of HLS sessions made a flood cost memory, issue 28).
+pub const MAX_KEPT_HEADER: usize = 512;
+
+/// `value` as a session keeps it: at most [`MAX_KEPT_HEADER`] bytes, cut on a character
+/// boundary.
+pub fn kept_header(value: Option<&str>) -> Option<String> {
+    value.map(|v| {
+        let mut end = v.len().min(MAX_KEPT_HEADER);
+        while !v.is_char_boundary(end) {
+            end -= 1;
+        }
+        v[..end].to_owned()
+    })
+}
+
 /// Called once when a listener is gone (e.g. URL auth `listener_remove`), with what it did.
 pub struct CloseHook(pub Box<dyn FnOnce(&ClosedListener) + Send>);
 
@@ -169,5 +186,23 @@ impl ListenerInfo {
                 why,
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_headers_are_cut_on_a_character_boundary() {
+        assert_eq!(kept_header(None), None);
+        assert_eq!(kept_header(Some("VLC/3.0")).as_deref(), Some("VLC/3.0"));
+        let long = "é".repeat(MAX_KEPT_HEADER); // 2 bytes each
+        let kept = kept_header(Some(&long)).unwrap();
+        assert_eq!(kept.len(), MAX_KEPT_HEADER);
+        let odd = format!("a{long}");
+        let kept = kept_header(Some(&odd)).unwrap();
+        assert_eq!(kept.len(), MAX_KEPT_HEADER - 1);
+        assert!(odd.starts_with(&kept));
     }
 }
