@@ -152,34 +152,17 @@ async fn post(
         return;
     }
     body.truncate(len);
-    let offer = String::from_utf8(body).ok();
-    if let Some(o) = &offer {
-        if !offers_opus(o) {
-            let _ = reply(
-                &ctx,
-                &mut stream,
-                peer,
-                Some(&head),
-                400,
-                &cors,
-                "the offer has no audio section offering Opus (opus/48000/2)\n",
-            )
-            .await;
+    let offer = match String::from_utf8(body) {
+        Ok(o) if offers_opus(&o) => o,
+        bad => {
+            let message = if bad.is_ok() {
+                "the offer has no audio section offering Opus (opus/48000/2)\n"
+            } else {
+                "SDP offer expected\n"
+            };
+            let _ = reply(&ctx, &mut stream, peer, Some(&head), 400, &cors, message).await;
             return;
         }
-    }
-    let Some(offer) = offer else {
-        let _ = reply(
-            &ctx,
-            &mut stream,
-            peer,
-            Some(&head),
-            400,
-            &cors,
-            "SDP offer expected\n",
-        )
-        .await;
-        return;
     };
     let Some(mount) = ctx.registry.resolve(&requested) else {
         let _ = reply(

@@ -574,27 +574,12 @@ fn moveclients_moves_icy_listeners_and_hls_sessions_together() {
     );
 
     // killclient ends either path; both lines end with the shared vocabulary.
-    for id in listener_ids(&srv, "/b.mp3") {
-        let (_, body) = http_get(
-            srv.addr,
-            &format!("/admin/killclient?mount=/b.mp3&id={id}"),
-            &[&admin_header()],
-        );
-        assert!(String::from_utf8_lossy(&body).contains("<return>1</return>"));
-    }
+    kill_every_listener(&srv, "/b.mp3");
     wait_until(Duration::from_secs(5), || {
         listener_ids(&srv, "/b.mp3").is_empty()
     })
     .expect("killclient ends both");
-    wait_until(Duration::from_secs(5), || {
-        std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| l.ends_with(" operator:killed"))
-            .count()
-            == 2
-    })
-    .unwrap_or_else(|_| panic!("{}", std::fs::read_to_string(&log).unwrap_or_default()));
+    wait_log_lines_ending(&log, "operator:killed", 2);
 }
 
 /// Issue 22: `max-listeners` is one count across ICY listeners and HLS sessions: with 3, two

@@ -436,3 +436,35 @@ pub fn listener_ids(srv: &TestServer, mount: &str) -> Vec<u64> {
         .filter_map(|r| r.split('<').next()?.parse().ok())
         .collect()
 }
+
+/// `killclient` on every listener `listclients` lists on `mount` (every path); each must be
+/// found (`<return>1</return>`).
+pub fn kill_every_listener(srv: &TestServer, mount: &str) {
+    for id in listener_ids(srv, mount) {
+        let (_, body) = http_get(
+            srv.addr,
+            &format!("/admin/killclient?mount={mount}&id={id}"),
+            &[&admin_header()],
+        );
+        assert!(
+            String::from_utf8_lossy(&body).contains("<return>1</return>"),
+            "killclient {id}: {}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+}
+
+/// Waits until the access log at `log` has exactly `n` lines ending with ` <suffix>` (an end
+/// reason's key); panics with the log's text otherwise.
+pub fn wait_log_lines_ending(log: &std::path::Path, suffix: &str, n: usize) {
+    let tail = format!(" {suffix}");
+    wait_until(Duration::from_secs(5), || {
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.ends_with(&tail))
+            .count()
+            == n
+    })
+    .unwrap_or_else(|_| panic!("{}", std::fs::read_to_string(log).unwrap_or_default()));
+}

@@ -333,43 +333,55 @@ mod tests {
 
     // The verdict at a visit.
 
+    /// `visit` is the audience follower's `step` (whose rules are tested in
+    /// `audience/follow.rs`) with the deadline judged in the shard's whole seconds: the same
+    /// verdict for every listener and mount, past its deadline exactly from its second on.
     #[test]
-    fn a_listener_in_the_queue_is_written_to() {
-        let now = Instant::now();
-        for pos in [1000, 3000, 4999, 5000] {
-            for policy in [LagPolicy::Drop, LagPolicy::Skip] {
-                assert_eq!(
-                    visit(listener(pos), live(), now, 0, policy),
-                    Verdict::Follow
-                );
+    fn visit_is_the_followers_step_with_the_deadline_in_seconds() {
+        use crate::audience::follow::{step, FollowerView};
+        let t = Instant::now();
+        let mounts = [live(), ended(live(), t, true), ended(live(), t, false)];
+        for m in mounts {
+            for now in [t, t + ENDED_GRACE + SEC] {
+                for pos in [0, 999, 1000, 4999, 5000] {
+                    for pending in [false, true] {
+                        for (deadline_s, now_s, past) in
+                            [(0, 9, false), (7, 6, false), (7, 7, true)]
+                        {
+                            for policy in [LagPolicy::Drop, LagPolicy::Skip] {
+                                let l = ListenerView {
+                                    pos,
+                                    pending,
+                                    deadline_s,
+                                };
+                                let f = FollowerView {
+                                    pos,
+                                    pending,
+                                    past_deadline: past,
+                                };
+                                assert_eq!(
+                                    visit(l, m, now, now_s, policy),
+                                    step(f, m, now, policy),
+                                    "{l:?} {m:?}"
+                                );
+                            }
+                        }
+                    }
+                }
             }
         }
-    }
-
-    #[test]
-    fn a_lagging_listener_is_dropped_under_drop() {
-        let v = visit(listener(999), live(), Instant::now(), 0, LagPolicy::Drop);
-        assert_eq!(v, Verdict::End(EndReason::TooSlow));
-        assert!(v.lagging());
-    }
-
-    #[test]
-    fn the_deadline_wins_over_everything() {
-        let t = Instant::now();
-        let now = t + ENDED_GRACE + SEC;
-        let l = ListenerView {
-            deadline_s: 7,
-            ..listener(0)
-        };
-        let long_ended = ended(live(), t, true);
         assert_eq!(
-            visit(l, long_ended, now, 7, LagPolicy::Skip),
+            visit(
+                ListenerView {
+                    deadline_s: 7,
+                    ..listener(0)
+                },
+                live(),
+                t,
+                7,
+                LagPolicy::Skip
+            ),
             Verdict::End(EndReason::TimeLimit)
-        );
-        // One second earlier it lags (and is skipped ahead).
-        assert_eq!(
-            visit(l, live(), now, 6, LagPolicy::Skip),
-            Verdict::SkipAhead
         );
     }
 
