@@ -68,6 +68,8 @@ pub struct ServerCtx {
     pub(crate) next_id: AtomicU64,
     /// The TLS configuration of the HTTPS sockets; a reload swaps its certificates.
     pub tls: crate::net::tls::TlsAcceptor,
+    /// The audience ledger, if the server keeps one (`[ledger]`).
+    pub ledger: Option<crate::ledger::Ledger>,
 }
 
 impl ServerCtx {

@@ -83,6 +83,7 @@ pub async fn handle(
         user: None,
         deadline: None,
         on_close: None,
+        ledger: None,
     };
     // Over TLS the event shard gets the socket and the transmit keys only (`fanout/seal.rs`).
     let (stream, tls_conn) = stream.into_parts();

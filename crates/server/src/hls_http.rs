@@ -481,7 +481,10 @@ async fn admit(
         user,
         deadline: limit.map(|l| now + l),
         on_close,
+        ledger: None,
     };
+    let mut info = info;
+    info.open_in_ledger(ctx.ledger.as_ref(), false);
     ctx.hls.sessions.open(
         token.to_owned(),
         Session {

@@ -28,6 +28,7 @@ mod fanout;
 mod hls;
 mod hls_http;
 mod ingest;
+pub mod ledger;
 mod listener;
 mod logs;
 mod mount;

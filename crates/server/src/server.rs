@@ -42,6 +42,9 @@ pub enum ServerError {
         /// The error.
         source: std::io::Error,
     },
+    /// The audience ledger's database could not be opened.
+    #[error(transparent)]
+    Ledger(#[from] crate::ledger::LedgerError),
     /// Threads or polls could not be created.
     #[error("cannot start fan-out: {0}")]
     FanOut(std::io::Error),
@@ -150,6 +153,7 @@ impl Server {
             source,
             (listen_sockets, shoutcast, tls_sockets),
             chrono::Local::now(),
+            true,
         )?;
         server.start_mounts(Resumed::new()).await?;
         Ok(server)
@@ -171,7 +175,7 @@ impl Server {
     ) -> Result<Server, ServerError> {
         let taken = handover.take_sockets()?;
         let sockets = (taken.http, taken.shoutcast, taken.tls);
-        let mut server = Server::build(config, source, sockets, taken.started)?;
+        let mut server = Server::build(config, source, sockets, taken.started, false)?;
         // The old process exits once this one took over: from then on signals are for this
         // one, so take them before saying so.
         server.install_signals().map_err(ServerError::Signals)?;
@@ -197,8 +201,12 @@ impl Server {
         source: Option<ConfigSource>,
         (listen_sockets, shoutcast, tls_sockets): BoundSockets,
         started: chrono::DateTime<chrono::Local>,
+        recover_ledger: bool,
     ) -> Result<Server, ServerError> {
         let tls = crate::net::tls::TlsAcceptor::from_config(&config.tls)?;
+        // Sessions a crash left open are closed at a normal start; after an upgrade the old
+        // process's open sessions are handed over and continue.
+        let ledger = crate::ledger::Ledger::start(&config, recover_ledger)?;
         let access_log = AccessLog::open(&config.logging.access_log).map_err(|source| {
             ServerError::AccessLog {
                 path: config.logging.access_log.clone(),
@@ -218,6 +226,9 @@ impl Server {
             port,
         )?);
         let registry = Arc::new(Registry::new(config.clone()));
+        if let Some(l) = &ledger {
+            registry.set_ledger(l.clone());
+        }
         let fallback_registry = registry.clone();
         let fanout = FanOut::start(
             config.workers,
@@ -229,6 +240,7 @@ impl Server {
                 metrics: metrics.clone(),
                 access_log: access_log.clone(),
                 fallback: Arc::new(move |m| fallback_registry.fallback_target(m)),
+                ledger: ledger.clone(),
             },
         )
         .map_err(ServerError::FanOut)?;
@@ -281,6 +293,7 @@ impl Server {
             hls: Default::default(),
             next_id: AtomicU64::new(1),
             tls,
+            ledger,
         });
         // Every `throng_session_ends_total{path,reason}` series exists from the start, at 0, so
         // a dashboard's rate() sees a reason's first session end.
@@ -485,6 +498,11 @@ impl Server {
             }
             // The shards logged every listener they closed: write those lines before exiting.
             c.access_log.flush(Duration::from_secs(5));
+            if let Some(ledger) = &c.ledger {
+                if !ledger.flush(Duration::from_secs(5)) {
+                    tracing::warn!("ledger: last sessions not committed within 5 s");
+                }
+            }
             if c.access_log.dropped() > 0 {
                 tracing::warn!(
                     lines = c.access_log.dropped(),

@@ -28,6 +28,9 @@ pub enum Command {
     /// Print the Throng TOML configuration equivalent to an Icecast icecast.xml (what is not
     /// carried over is listed in comments at the top, and on stderr).
     ImportIcecast(ImportArgs),
+    /// Print an audience report from the ledger's database (no server needs to run):
+    /// listening, tracks, plays, sessions, soundexchange or ppl.
+    Report(ReportArgs),
     /// Write the man pages: throng.1 and one page per subcommand (throng-serve.1, ...).
     #[command(hide = true)]
     Manpage(ManpageArgs),
@@ -115,4 +118,44 @@ pub struct ServeArgs {
     /// overrides `[logging] level` (default `info`).
     #[arg(long, env = "THRONG_LOG")]
     pub log: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReportArgs {
+    /// The report: `listening` and `tracks` (JSON, or CSV with --csv), `plays` (JSON),
+    /// `sessions`, `soundexchange` and `ppl` (CSV); the same as /api/v1/reports/<name>.
+    pub report: String,
+    /// Start: Unix seconds or RFC 3339 (default: 7 days before --to).
+    #[arg(long)]
+    pub from: Option<String>,
+    /// End: Unix seconds or RFC 3339 (default: now).
+    #[arg(long)]
+    pub to: Option<String>,
+    /// Only this mount.
+    #[arg(long)]
+    pub mount: Option<String>,
+    /// Grouping of `listening`: hour, day, country, path or agent (default day).
+    #[arg(long)]
+    pub group: Option<String>,
+    /// `listening` and `tracks` as CSV rather than JSON.
+    #[arg(long)]
+    pub csv: bool,
+    /// NAME_OF_SERVICE of `soundexchange` (default the configuration's server-id).
+    #[arg(long)]
+    pub service: Option<String>,
+    /// TRANSMISSION_CATEGORY of `soundexchange`.
+    #[arg(long)]
+    pub category: Option<String>,
+    /// TOML configuration file whose `[ledger] database` is read.
+    #[arg(long, short = 'c', conflicts_with = "icecast_config")]
+    pub config: Option<PathBuf>,
+    /// Icecast configuration file (icecast.xml) instead of a TOML file.
+    #[arg(long)]
+    pub icecast_config: Option<PathBuf>,
+    /// The database, over the configuration's (`sqlite:///path` or `postgres://…`).
+    #[arg(long)]
+    pub database: Option<String>,
+    /// State directory of the default SQLite ledger (as `throng serve --state-dir`).
+    #[arg(long, env = "THRONG_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
 }

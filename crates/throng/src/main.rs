@@ -4,7 +4,8 @@
 //! `throng serve --icecast-config icecast.xml` runs on an Icecast configuration as it is, and
 //! `throng import-icecast icecast.xml` prints the equivalent TOML. `throng check-config` checks a
 //! configuration as a start would. The configuration is loaded through a `ConfigSource`, which
-//! the server keeps to load it again on SIGHUP or admin `reloadconfig`. The hidden
+//! the server keeps to load it again on SIGHUP or admin `reloadconfig`. `throng report` prints
+//! the audience ledger's reports from its database, with no server running. The hidden
 //! `throng manpage` and `throng completions SHELL` generate the man pages and shell completions.
 
 use std::path::Path;
@@ -18,7 +19,7 @@ use throng_server::config::Logging;
 use throng_server::{ErrorLog, Server};
 
 mod cli;
-use cli::{CheckArgs, Cli, Command, ServeArgs};
+use cli::{CheckArgs, Cli, Command, ReportArgs, ServeArgs};
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -27,6 +28,7 @@ fn main() -> anyhow::Result<()> {
         Command::CheckConfig(args) => check_config(args),
         Command::Bench(args) => throng_bench::run(args),
         Command::ImportIcecast(args) => import_icecast(&args.file),
+        Command::Report(args) => report(args),
         Command::Manpage(args) => manpage(&args.out),
         Command::Completions(args) => {
             let mut cmd = Cli::command();
@@ -243,5 +245,54 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         server.run(std::future::pending()).await;
         anyhow::Ok(())
     })?;
+    Ok(())
+}
+
+/// `throng report NAME`: the report on standard output, read from the ledger's database (the
+/// configuration's `[ledger] database`, its default in the state directory, or --database).
+fn report(args: ReportArgs) -> anyhow::Result<()> {
+    let source = ConfigSource::new(
+        config_file(&args.config, &args.icecast_config),
+        Overrides::default(),
+        args.state_dir.clone(),
+    );
+    let (mut config, _warnings) = source.read().context("cannot read the configuration")?;
+    if let Some(db) = &args.database {
+        config.ledger.database = Some(db.clone());
+    }
+    source.default_ledger(&mut config);
+    let mut q = std::collections::HashMap::new();
+    for (k, v) in [
+        ("from", &args.from),
+        ("to", &args.to),
+        ("mount", &args.mount),
+        ("group", &args.group),
+        ("service", &args.service),
+        ("category", &args.category),
+    ] {
+        if let Some(v) = v {
+            q.insert(k.to_owned(), v.clone());
+        }
+    }
+    let name = match (args.report.as_str(), args.csv) {
+        ("listening" | "tracks", true) => format!("{}.csv", args.report),
+        _ => args.report.clone(),
+    };
+    let now = throng_server::ledger::now_ms();
+    let req =
+        throng_server::ledger::request::ReportRequest::parse(&name, &q, now, &config.server_id)
+            .map_err(anyhow::Error::msg)?;
+    let mut db = throng_server::ledger::open_for_reports(&config)?;
+    let out = throng_server::ledger::request::run(&mut db, &req, now)?;
+    print!("{}", out.body);
+    if !out.body.ends_with('\n') {
+        println!();
+    }
+    if out.truncated {
+        eprintln!(
+            "throng: sessions cut at {} rows: ask for a shorter range",
+            throng_server::ledger::request::MAX_SESSION_ROWS
+        );
+    }
     Ok(())
 }

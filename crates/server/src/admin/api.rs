@@ -66,7 +66,7 @@ fn outcome(status: StatusCode, ok: bool, message: &str) -> Response {
     json_reply(status, json!({ "ok": ok, "message": message }))
 }
 
-fn unauthorized() -> Response {
+pub(crate) fn unauthorized() -> Response {
     let mut r = outcome(StatusCode::UNAUTHORIZED, false, "You need to authenticate");
     r.headers_mut().insert(
         header::WWW_AUTHENTICATE,

@@ -27,6 +27,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::ledger::TitleSetter;
 use crate::net::conn::Conn;
 use throng_proto::auth::{parse_basic, secrets_equal};
 use throng_proto::http::{parse_query, RequestHead};
@@ -184,7 +185,7 @@ pub fn update(ctx: &ServerCtx, head: &RequestHead, peer: SocketAddr) -> Answer {
         tracing::info!(%peer, mount = %name, "admin.cgi: update not accepted");
         return Answer::error(400, "mountpoint will not accept URL updates");
     }
-    mount.set_title(&song, q.get("url").map(String::as_str));
+    mount.set_title(&song, q.get("url").map(String::as_str), TitleSetter::Admin);
     tracing::info!(mount = %mount.name, title = %song, "metadata updated (admin.cgi)");
     Answer {
         status: 200,

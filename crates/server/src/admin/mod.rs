@@ -31,6 +31,7 @@ pub mod html;
 pub mod icecast;
 pub mod ops;
 pub mod playlist;
+pub mod reports;
 pub mod station;
 pub mod status;
 pub mod ui;
@@ -90,6 +91,7 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
         .route("/api/v1/stats", get(crate::admin::api::stats))
         .route("/api/v1/reload", any(crate::admin::api::reload))
         .route("/api/v1/mounts", get(crate::admin::api::mounts))
+        .route("/api/v1/reports/{name}", get(crate::admin::reports::report))
         .route("/api/v1/cluster", get(crate::admin::cluster::cluster))
         .route("/api/v1/cluster/edges", any(crate::admin::cluster::edges))
         .route(

@@ -11,6 +11,7 @@ use thiserror::Error;
 use crate::audience::follow::MoveFilter;
 use crate::audience::ListenerRow;
 use crate::ctx::ServerCtx;
+use crate::ledger::TitleSetter;
 use crate::mount::live::Mount;
 
 /// Why an admin command on a mount failed. The messages are Icecast 2.4.4's; all are answered
@@ -224,7 +225,7 @@ pub fn update_metadata(mount: &Mount, u: &MetadataUpdate) -> MetadataOutcome {
         (None, Some(a), None) => a.clone(),
         (None, None, None) => return MetadataOutcome::Unchanged,
     };
-    mount.set_title(&title, u.url.as_deref());
+    mount.set_title(&title, u.url.as_deref(), TitleSetter::Admin);
     tracing::info!(mount = %mount.name, %title, "metadata updated");
     MetadataOutcome::Updated
 }

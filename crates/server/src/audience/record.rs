@@ -3,12 +3,15 @@
 //! referrer, user, connected-at, deadline, path), how the admin lists show it
 //! ([`ListenerRow`]), and what runs when it ends ([`CloseHook`], given a [`ClosedListener`]).
 //! [`ListenerInfo::log_end`] is the one end of a session for every path: the access-log line
-//! (ending with the [`EndReason`] key) and the close hook (URL auth `listener_remove`).
+//! (ending with the [`EndReason`] key), the session's row in the audience ledger
+//! ([`crate::ledger`], through its [`LedgerTicket`]) and the close hook (URL auth
+//! `listener_remove`).
 
 use std::net::IpAddr;
 use std::time::Instant;
 
 use super::end::EndReason;
+use crate::ledger::{Ledger, LedgerTicket, SessionStart};
 use crate::observe::access_log::{AccessEntry, AccessLog};
 
 /// How an audience member is served.
@@ -132,9 +135,30 @@ pub struct ListenerInfo {
     pub deadline: Option<Instant>,
     /// Run once when the listener is gone.
     pub on_close: Option<CloseHook>,
+    /// Its row in the audience ledger, if the server keeps one (see
+    /// [`ListenerInfo::open_in_ledger`]).
+    pub ledger: Option<LedgerTicket>,
 }
 
 impl ListenerInfo {
+    /// Records the session's start in `ledger` (none: no ledger), as a relay's or edge's pull
+    /// when `relay`. Event subscribers are not listeners and are never recorded.
+    pub fn open_in_ledger(&mut self, ledger: Option<&Ledger>, relay: bool) {
+        let Some(ledger) = ledger else { return };
+        if self.path == AudiencePath::Events || self.ledger.is_some() {
+            return;
+        }
+        self.ledger = Some(ledger.open(SessionStart {
+            mount: self.requested_mount.clone(),
+            path: self.path.as_str(),
+            relay,
+            agent: self.agent.clone(),
+            referer: self.referer.clone(),
+            user: self.user.clone(),
+            ip: self.ip,
+        }));
+    }
+
     /// Its row for the admin lists, on `mount` now, at `now`, with `lag_bytes` behind the live
     /// edge and `sent` bytes so far.
     pub fn row(&self, mount: &str, now: Instant, lag_bytes: u64, sent: u64) -> ListenerRow {
@@ -155,8 +179,8 @@ impl ListenerInfo {
 
     /// The end of a session on any path: writes its access-log line (`status` as answered: 200
     /// for a stream or playlist, 201 for a WHEP session; `sent` bytes; `duration_secs`; the
-    /// line ends with `why`'s key) and runs its close hook once (URL authentication's
-    /// `listener_remove`), with `mount` the mount it was on at the end.
+    /// line ends with `why`'s key), completes its ledger row, and runs its close hook once (URL
+    /// authentication's `listener_remove`), with `mount` the mount it was on at the end.
     pub fn log_end(
         &mut self,
         log: &AccessLog,
@@ -177,6 +201,9 @@ impl ListenerInfo {
             duration_secs,
             end: Some(why.key()),
         });
+        if let Some(ticket) = self.ledger.take() {
+            ticket.end(mount, sent, why.key());
+        }
         if let Some(hook) = self.on_close.take() {
             (hook.0)(&ClosedListener {
                 info: self,

@@ -12,6 +12,7 @@ pub mod check;
 pub mod cluster;
 pub mod hls;
 pub mod icecast_xml;
+pub mod ledger;
 pub mod source;
 pub mod tls;
 
@@ -24,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 pub use hls::{HlsConfig, HlsSettings};
+pub use ledger::{AddressPolicy, LedgerConfig, LedgerDatabase};
 
 /// Errors reading the configuration.
 #[derive(Debug, Error)]
@@ -105,6 +107,8 @@ pub struct Config {
     pub hls: HlsConfig,
     /// WebRTC playback (WHEP) of Ogg/Opus mounts; off unless `udp-listen` is set.
     pub webrtc: WebrtcConfig,
+    /// The audience ledger: every listening session and title change (`config/ledger.rs`).
+    pub ledger: LedgerConfig,
 }
 
 /// `[webrtc]`: WHEP playback (draft-ietf-wish-whep) of Ogg/Opus mounts, ICE-lite
@@ -531,6 +535,7 @@ impl Default for Config {
             events: EventsConfig::default(),
             cluster: cluster::ClusterConfig::default(),
             hls: HlsConfig::default(),
+            ledger: LedgerConfig::default(),
             webrtc: WebrtcConfig::default(),
         }
     }
@@ -626,6 +631,9 @@ impl Config {
         hls::check_seconds("hls.segment-seconds", Some(self.hls.segment_seconds))
             .and_then(|()| hls::check_window("hls.window", Some(self.hls.window)))
             .map_err(ConfigError::Invalid)?;
+        if let Some(db) = &self.ledger.database {
+            LedgerDatabase::parse(db).map_err(ConfigError::Invalid)?;
+        }
         for m in &self.mount {
             hls::check_seconds("hls-segment-seconds", m.hls_segment_seconds)
                 .and_then(|()| hls::check_window("hls-window", m.hls_window))

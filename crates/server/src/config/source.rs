@@ -10,7 +10,8 @@
 //! later start and reload, so an encoder keeps working across restarts. The state directory is
 //! `--state-dir`/`THRONG_STATE_DIR`, else `[paths] state-dir`, else
 //! `$XDG_STATE_HOME/throng`, else `$HOME/.local/state/throng` (the XDG Base Directory
-//! specification's default for state data).
+//! specification's default for state data). The audience ledger's default database,
+//! `sqlite://STATE_DIR/ledger.db`, lives there too.
 
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -146,6 +147,9 @@ struct StoredPasswords {
     admin_password: Option<String>,
 }
 
+/// Name of the audience ledger's default SQLite file in the state directory.
+pub const LEDGER_FILE: &str = "ledger.db";
+
 /// Name of the state file in the state directory.
 pub const PASSWORDS_FILE: &str = "passwords.toml";
 
@@ -229,6 +233,7 @@ impl ConfigSource {
     /// state file cannot be written (or no state directory is known).
     pub fn load(&mut self) -> Result<Loaded, LoadError> {
         let (mut config, warnings) = self.read()?;
+        self.default_ledger(&mut config);
         let problems = check(&config);
         if !problems.is_empty() {
             return Err(LoadError::Problems(problems));
@@ -286,6 +291,17 @@ impl ConfigSource {
             generated,
             state_file: Some(file),
         })
+    }
+
+    /// Gives `config` the audience ledger's default database when it names none: the SQLite
+    /// file [`LEDGER_FILE`] in the state directory (none when no state directory is known).
+    pub fn default_ledger(&self, config: &mut Config) {
+        if config.ledger.database.is_some() {
+            return;
+        }
+        if let Ok(dir) = self.state_dir(config) {
+            config.ledger.database = Some(format!("sqlite://{}", dir.join(LEDGER_FILE).display()));
+        }
     }
 
     /// The state directory: `--state-dir`, else `[paths] state-dir`, else the XDG default.

@@ -44,6 +44,10 @@ pub struct ListenerState {
     /// A downstream relay's connection, visited at every tick (see `NewListener::relay`).
     #[serde(default)]
     pub relay: bool,
+    /// Its session in the audience ledger: id and start (Unix ms), so the new process
+    /// completes the same row.
+    #[serde(default)]
+    pub ledger_session: Option<(i64, i64)>,
 }
 
 /// A listener a shard gave up: its socket (blocking mode unspecified) and its state.

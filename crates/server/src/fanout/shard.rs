@@ -102,6 +102,8 @@ pub struct ShardContext {
     /// Where listeners of an ended mount go: its live fallback, if any (see
     /// [`crate::mount::registry::Registry::fallback_target`]).
     pub fallback: FallbackFn,
+    /// The audience ledger, if the server keeps one (adopted listeners continue their rows).
+    pub ledger: Option<crate::ledger::Ledger>,
 }
 
 impl std::fmt::Debug for ShardContext {
@@ -264,7 +266,7 @@ impl ShardHandle {
 
 /// The request facts of a listener carried across an upgrade, for this process's clock (the
 /// close hook of URL authentication does not travel: see docs/operators.md).
-fn adopted_info(state: &ListenerState) -> ListenerInfo {
+fn adopted_info(state: &ListenerState, ledger: Option<&crate::ledger::Ledger>) -> ListenerInfo {
     let now = Instant::now();
     ListenerInfo {
         id: state.id,
@@ -280,6 +282,9 @@ fn adopted_info(state: &ListenerState) -> ListenerInfo {
         user: state.user.clone(),
         deadline: state.deadline_ms.map(|ms| now + Duration::from_millis(ms)),
         on_close: None,
+        ledger: state
+            .ledger_session
+            .and_then(|(id, started_ms)| ledger.map(|l| l.adopt(id, started_ms))),
     }
 }
 
@@ -619,7 +624,7 @@ impl Shard {
         let sm = self.mounts[mi].as_mut().expect("just inserted");
         sm.refresh(fallback.as_ref(), self.now);
         sm.listeners += 1;
-        let info = adopted_info(&state);
+        let info = adopted_info(&state, self.ctx.ledger.as_ref());
         let sent = state.sent;
         let relay = state.relay;
         self.insert(
@@ -675,6 +680,7 @@ impl Shard {
                 sent: slot.sent,
                 cursor: slot.cursor.export(),
                 relay: slot.relay,
+                ledger_session: slot.info.ledger.take().map(|t| t.hand_over()),
             };
             // mio's stream owns the descriptor; it moves to a std stream, still open.
             let stream = std::net::TcpStream::from(std::os::fd::OwnedFd::from(slot.stream));

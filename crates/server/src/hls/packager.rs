@@ -540,7 +540,7 @@ mod tests {
         let n = frames_for(2000);
         assert_eq!(n, 77);
         let (m, mut feed) = mp3_mount("/live");
-        m.set_title("Artist - Song", None);
+        m.set_title("Artist - Song", None, crate::ledger::TitleSetter::Source);
         let mut p = Packager::new("/live", settings(2000, 3), 1000, T0);
         let mut updates = p.updates();
         updates.mark_unchanged();

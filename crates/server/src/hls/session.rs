@@ -466,6 +466,7 @@ mod tests {
                     ends.lock()
                         .push((c.why, c.sent, c.mount.to_owned(), c.duration_secs));
                 }))),
+                ledger: None,
             };
             let session = Session {
                 info,

@@ -17,6 +17,7 @@ use throng_proto::source_info::SourceInfo;
 
 use crate::ctx::ServerCtx;
 use crate::ingest::live_mount::LiveMount;
+use crate::ledger::TitleSetter;
 use crate::mount::feeder::Feeder;
 use crate::mount::freeze::FrozenFeed;
 use crate::mount::live::{Announcement, Mount, SourceKind};
@@ -321,9 +322,10 @@ fn start_loop(
             force_hidden: spec.hidden,
         },
     );
-    mount.set_title(spec.title, None);
     mount.set_params(params);
     let live = LiveMount::reserve(ctx.clone(), mount.clone(), usize::MAX)?;
+    // Titled once registered, so the title reaches the ledger's play log.
+    mount.set_title(spec.title, None, TitleSetter::File);
     let feeder = Feeder::new(mount.clone(), writer, None, ctx.metrics.clone());
     tokio::spawn(loop_file(live, mount, feeder, units, 0, true));
     Ok(())

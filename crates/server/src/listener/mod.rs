@@ -349,7 +349,10 @@ async fn join(
         user,
         deadline: limit.map(|l| started + l),
         on_close,
+        ledger: None,
     };
+    let mut info = info;
+    info.open_in_ledger(ctx.ledger.as_ref(), relay);
     tracing::debug!(%peer, mount = %mount.name, id = info.id, "listener joined");
     ctx.fanout.join(NewListener {
         stream: std_stream,

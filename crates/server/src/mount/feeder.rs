@@ -11,6 +11,7 @@ use throng_proto::format::Format;
 use throng_proto::framer::{FrameError, Framer, Unit, UnitKind};
 use throng_proto::icy::{clean_title, stream_title, stream_url, IcyDemuxer, IcyError, IcyPiece};
 
+use crate::ledger::TitleSetter;
 use crate::mount::chunker::Chunker;
 use crate::mount::live::Mount;
 use crate::mount::ogg_retag::OggRetagger;
@@ -249,7 +250,11 @@ impl Feeder {
                         // Sources repeat their block; only a change goes out to listeners.
                         // (Compared as stored: without control characters.)
                         if clean_title(&t) != self.mount.title() {
-                            self.mount.set_title(&t, stream_url(&m).as_deref());
+                            self.mount.set_title(
+                                &t,
+                                stream_url(&m).as_deref(),
+                                TitleSetter::Source,
+                            );
                         }
                     }
                 }

@@ -14,6 +14,7 @@ use throng_proto::framer::StreamParams;
 use throng_proto::icy::metadata_block;
 use throng_proto::source_info::SourceInfo;
 
+use crate::ledger::{Play, TitleSetter};
 use crate::mount::freeze::HandoverSlot;
 use crate::mount::icy_meta::IcyMeta;
 use crate::mount::ogg_tags::OggTagSlot;
@@ -163,6 +164,8 @@ pub struct Mount {
     pub ogg_tags: OggTagSlot,
     /// Where a binary upgrade asks the feeding task to hand its feed over (`handover.rs`).
     pub handover: HandoverSlot,
+    /// The audience ledger its title changes go to (set when the mount is registered).
+    pub ledger: std::sync::OnceLock<crate::ledger::Ledger>,
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -191,6 +194,7 @@ impl Mount {
             stop: AtomicBool::new(false),
             ogg_tags: Default::default(),
             handover: Default::default(),
+            ledger: Default::default(),
         }
     }
 
@@ -253,18 +257,44 @@ impl Mount {
     }
 
     /// Sets the stream title (and optional URL) sent in ICY metadata and shown in status;
-    /// control characters are removed first ([`throng_proto::icy::clean_title`]).
-    pub fn set_title(&self, title: &str, url: Option<&str>) {
+    /// control characters are removed first ([`throng_proto::icy::clean_title`]). A title that
+    /// differs from the current one goes into the play log of the audience ledger, with `by`
+    /// and the mount's listeners at that moment.
+    pub fn set_title(&self, title: &str, url: Option<&str>, by: TitleSetter) {
+        self.set_song(None, title, url, by);
+    }
+
+    /// [`Mount::set_title`] for a source that names the artist apart (Ogg `ARTIST` and
+    /// `TITLE` comments): the mount's title is `title`; the play log records
+    /// `artist - title`.
+    pub fn set_song(&self, artist: Option<&str>, title: &str, url: Option<&str>, by: TitleSetter) {
         // Whatever sent it (admin update, inline ICY, Ogg comment), no control character
         // reaches the status pages or the ICY block.
         let title = throng_proto::icy::clean_title(title);
-        let mut t = self.title.lock();
-        *t = title.clone().into_owned();
+        let changed = {
+            let mut t = self.title.lock();
+            let changed = *t != title;
+            *t = title.clone().into_owned();
+            changed
+        };
         let generation = self.icy.load().generation + 1;
         self.icy.store(Arc::new(IcyMeta {
             generation,
             block: metadata_block(&title, url),
         }));
+        if let (true, Some(ledger)) = (changed && !title.is_empty(), self.ledger.get()) {
+            let full = match artist.map(throng_proto::icy::clean_title) {
+                Some(a) if !a.is_empty() => format!("{a} - {title}"),
+                _ => title.into_owned(),
+            };
+            ledger.play(Play {
+                mount: self.name.clone(),
+                at_ms: crate::ledger::now_ms(),
+                title: full,
+                set_by: by,
+                listeners: u64::from(self.listeners.load(Ordering::Relaxed)),
+            });
+        }
     }
 
     /// Sets the title and the exact ICY block with its generation (a mount rebuilt after a

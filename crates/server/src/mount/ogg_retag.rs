@@ -16,6 +16,7 @@ use throng_proto::format::Format;
 use throng_proto::framer::Unit;
 use throng_proto::ogg_rechain::{ChainStatus, RechainEvent, Rechainer, TagUpdate};
 
+use crate::ledger::TitleSetter;
 use crate::mount::live::Mount;
 
 /// Why an Ogg mount does not take a metadata update.
@@ -83,7 +84,7 @@ pub fn request_ogg_tags(
         st.artist = artist;
         slot.pending.store(true, Ordering::Release);
     }
-    mount.set_title(title, None);
+    mount.set_song(artist, title, None, TitleSetter::Admin);
     Ok(())
 }
 
@@ -125,7 +126,12 @@ impl OggRetagger {
                 // is set before the status is published, so whoever sees the status sees it.
                 let named = title.is_some() || artist.is_some();
                 if named {
-                    mount.set_title(title.as_deref().unwrap_or(""), None);
+                    mount.set_song(
+                        artist.as_deref(),
+                        title.as_deref().unwrap_or(""),
+                        None,
+                        TitleSetter::Source,
+                    );
                 }
                 let mut st = mount.ogg_tags.state.lock();
                 if named {

@@ -47,6 +47,8 @@ pub struct Registry {
     on_demand: RwLock<HashMap<String, Arc<tokio::sync::Notify>>>,
     /// Relays carried across a binary upgrade, until their relay task claims them.
     adopted_relays: parking_lot::Mutex<HashMap<String, AdoptedRelay>>,
+    /// The audience ledger mounts send their title changes to.
+    ledger: std::sync::OnceLock<crate::ledger::Ledger>,
 }
 
 impl Registry {
@@ -61,6 +63,12 @@ impl Registry {
     /// Takes fallback rules from `config` from now on (a reload); run-time overrides stay.
     pub fn set_config(&self, config: Arc<crate::config::Config>) {
         self.config.store(config);
+    }
+
+    /// Sends the title changes of every mount registered from now on to `ledger`'s play log
+    /// (set once, at start).
+    pub fn set_ledger(&self, ledger: crate::ledger::Ledger) {
+        let _ = self.ledger.set(ledger);
     }
 
     /// The configuration in force (as last given to [`Registry::set_config`]).
@@ -241,6 +249,9 @@ impl Registry {
             .count();
         if mount.settings.kind == SourceKind::Client && clients >= max_sources {
             return Err(ReserveError::TooManySources);
+        }
+        if let Some(ledger) = self.ledger.get() {
+            let _ = mount.ledger.set(ledger.clone());
         }
         map.insert(mount.name.clone(), mount);
         Ok(())

@@ -206,7 +206,7 @@ async fn post(
     // The same time limit as an ICY listener's: max-listener-duration, URL-auth time limit.
     let limit = ctx.config().listening_limit(&requested, time_limit);
     let started = std::time::Instant::now();
-    let viewer = NewViewer {
+    let mut viewer = NewViewer {
         mount,
         offer,
         peer,
@@ -222,8 +222,12 @@ async fn post(
             user,
             deadline: limit.map(|l| started + l),
             on_close,
+            ledger: None,
         },
     };
+    // Recorded once the offer is taken; a viewer the engine refuses is dropped with its
+    // ticket, which takes the row back.
+    viewer.info.open_in_ledger(ctx.ledger.as_ref(), false);
     match engine.add(viewer).await {
         Ok(created) => {
             let location = format!("{PREFIX}{requested}/{}", created.id);

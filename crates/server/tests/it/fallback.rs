@@ -327,11 +327,11 @@ fn the_intro_plays_before_the_stream_and_counts_in_the_icy_interval() {
     ));
     let _source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
     srv.wait_mount("/live.mp3");
-    srv.ctx
-        .registry
-        .get("/live.mp3")
-        .unwrap()
-        .set_title("Intro test", None);
+    srv.ctx.registry.get("/live.mp3").unwrap().set_title(
+        "Intro test",
+        None,
+        throng_server::ledger::TitleSetter::Admin,
+    );
     // Without ICY: the intro bytes come first, then the stream, on a frame boundary.
     let mut plain = Listener::open(srv.addr, "/live.mp3", false);
     assert_eq!(plain.head.header("X-Station"), Some("Throng FM"));

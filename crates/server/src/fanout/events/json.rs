@@ -65,7 +65,7 @@ mod tests {
     #[test]
     fn mount_event_has_the_fixed_fields() {
         let (m, _w) = test_mount("/live.mp3", Format::Mp3);
-        m.set_title("A - B", None);
+        m.set_title("A - B", None, crate::ledger::TitleSetter::Source);
         let v: serde_json::Value = serde_json::from_str(&mount(&m, "http://h:1")).unwrap();
         for k in [
             "mount",

@@ -568,6 +568,7 @@ mod tests {
                     user: None,
                     deadline: None,
                     on_close: None,
+                    ledger: None,
                 },
                 client_slot: Clients::new(100, Default::default()).admit().0,
                 tls: None,

@@ -1,0 +1,93 @@
+//! `GET /api/v1/reports/<name>` (admin credentials): the audience ledger's reports over HTTP
+//! (`listening`, `tracks`, `plays` as JSON; `listening.csv`, `tracks.csv`, `sessions.csv`,
+//! `soundexchange.csv`, `ppl.csv`), with `from`/`to` (Unix seconds or RFC 3339), `mount`,
+//! `group`, and for SoundExchange `service`/`category`. The request is parsed by
+//! `ledger/request.rs` and answered there, on a blocking thread with its own database
+//! connection, so a long report never holds up the server's tasks. Statuses: 400 with the
+//! parameter that is wrong, 401 without admin credentials, 404 for an unknown report or when
+//! the server keeps no ledger, 500 when the database fails (logged).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::admin::api::{json_reply, unauthorized};
+use crate::admin::auth;
+use crate::ctx::ServerCtx;
+use crate::ledger::request::{ReportBody, ReportRequest};
+
+/// `GET /api/v1/reports/{name}`.
+pub async fn report(
+    State(ctx): State<Arc<ServerCtx>>,
+    Path(name): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    if !auth::is_admin(&ctx, auth::credentials(&headers).as_ref()) {
+        return unauthorized();
+    }
+    let config = ctx.config();
+    let service = config.server_id.clone();
+    let req = match ReportRequest::parse(&name, &q, crate::ledger::now_ms(), &service) {
+        Ok(r) => r,
+        Err(why) if crate::ledger::request::ReportKind::parse(&name).is_none() => {
+            return json_reply(StatusCode::NOT_FOUND, json!({ "error": why }));
+        }
+        Err(why) => return json_reply(StatusCode::BAD_REQUEST, json!({ "error": why })),
+    };
+    if ctx.ledger.is_none() {
+        return json_reply(
+            StatusCode::NOT_FOUND,
+            json!({ "error": "this server keeps no audience ledger ([ledger] database)" }),
+        );
+    }
+    let answered = tokio::task::spawn_blocking(move || -> Result<ReportBody, String> {
+        let mut db = crate::ledger::open_for_reports(&config).map_err(|e| e.to_string())?;
+        crate::ledger::request::run(&mut db, &req, crate::ledger::now_ms())
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    let failure = match answered {
+        Ok(Ok(body)) => return reply(&name, body),
+        Ok(Err(e)) => e,
+        Err(e) => e.to_string(),
+    };
+    tracing::error!(report = %name, "report failed: {failure}");
+    json_reply(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        json!({ "error": "the report failed; see the server log" }),
+    )
+}
+
+/// The HTTP form of an answered report: CSV files are offered as downloads named after the
+/// report.
+fn reply(name: &str, body: ReportBody) -> Response {
+    let mut r = (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, body.content_type),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body.body,
+    )
+        .into_response();
+    if body.content_type.starts_with("text/csv") {
+        let file = if name.ends_with(".csv") {
+            name.to_owned()
+        } else {
+            format!("{name}.csv")
+        };
+        if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{file}\"")) {
+            r.headers_mut().insert(header::CONTENT_DISPOSITION, v);
+        }
+    }
+    if body.truncated {
+        r.headers_mut()
+            .insert("x-throng-truncated", HeaderValue::from_static("1"));
+    }
+    r
+}

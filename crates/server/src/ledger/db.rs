@@ -1,0 +1,349 @@
+//! The ledger's two databases behind one small interface: SQLite (`rusqlite`, the embedded
+//! default) and PostgreSQL (the synchronous `postgres` client, for a ledger shared by a
+//! cluster). Statements are written once, in the SQL both understand: `$1`, `$2`… placeholders
+//! (rewritten `?1`, `?2`… for SQLite, which numbers `$N` by first appearance), `BIGINT`, `DOUBLE PRECISION`, `TEXT`,
+//! `INSERT … ON CONFLICT … DO UPDATE`, and explicit casts on aggregates (PostgreSQL's `SUM` of a
+//! `BIGINT` is a `NUMERIC`). Values cross as [`Val`].
+
+use std::path::Path;
+
+use crate::config::LedgerDatabase;
+
+/// Errors of the ledger's database.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    /// SQLite failed (open, statement, constraint).
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// PostgreSQL failed (connect, statement, constraint).
+    #[error("postgres: {0}")]
+    Postgres(#[from] postgres::Error),
+    /// The SQLite file's directory cannot be created.
+    #[error("{path}: {source}")]
+    Dir {
+        /// The directory.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The schema is newer than this build knows (a later Throng wrote it).
+    #[error("ledger schema version {found} is newer than this build's {known}")]
+    NewerSchema {
+        /// Version in the database.
+        found: i64,
+        /// Newest version this build knows.
+        known: i64,
+    },
+}
+
+/// One value in or out of a statement.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Val {
+    /// An integer (SQLite INTEGER, PostgreSQL BIGINT or INTEGER).
+    Int(i64),
+    /// A float (REAL, DOUBLE PRECISION).
+    Float(f64),
+    /// Text.
+    Text(String),
+    /// NULL.
+    Null,
+}
+
+impl Val {
+    /// The integer, or 0 (NULL, text); floats are truncated.
+    pub fn int(&self) -> i64 {
+        match self {
+            Val::Int(i) => *i,
+            Val::Float(f) => *f as i64,
+            _ => 0,
+        }
+    }
+
+    /// The float, or 0.0 (NULL, text).
+    pub fn float(&self) -> f64 {
+        match self {
+            Val::Int(i) => *i as f64,
+            Val::Float(f) => *f,
+            _ => 0.0,
+        }
+    }
+
+    /// The text, if any (numbers are formatted).
+    pub fn text(&self) -> Option<String> {
+        match self {
+            Val::Text(s) => Some(s.clone()),
+            Val::Int(i) => Some(i.to_string()),
+            Val::Float(f) => Some(f.to_string()),
+            Val::Null => None,
+        }
+    }
+
+    /// The integer, or `None` for NULL.
+    pub fn opt_int(&self) -> Option<i64> {
+        match self {
+            Val::Null => None,
+            v => Some(v.int()),
+        }
+    }
+}
+
+impl From<i64> for Val {
+    fn from(v: i64) -> Val {
+        Val::Int(v)
+    }
+}
+impl From<f64> for Val {
+    fn from(v: f64) -> Val {
+        Val::Float(v)
+    }
+}
+impl From<&str> for Val {
+    fn from(v: &str) -> Val {
+        Val::Text(v.to_owned())
+    }
+}
+impl From<String> for Val {
+    fn from(v: String) -> Val {
+        Val::Text(v)
+    }
+}
+impl<T: Into<Val>> From<Option<T>> for Val {
+    fn from(v: Option<T>) -> Val {
+        v.map(Into::into).unwrap_or(Val::Null)
+    }
+}
+
+/// Which SQL dialect a connection speaks (for the few statements that differ: DDL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// SQLite 3.
+    Sqlite,
+    /// PostgreSQL.
+    Postgres,
+}
+
+/// An open ledger database.
+pub enum Db {
+    /// An SQLite file in WAL mode.
+    Sqlite(rusqlite::Connection),
+    /// A PostgreSQL connection.
+    Postgres(Box<postgres::Client>),
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Db({:?})", self.dialect())
+    }
+}
+
+impl Db {
+    /// Opens (and for SQLite creates, with its directory) the database `db`; SQLite gets WAL
+    /// journaling, `synchronous = NORMAL` (a committed batch survives a process crash; WAL's
+    /// documented trade-off is the last commits on power loss) and a 5 s busy timeout so a
+    /// report reading the file never fails a write.
+    ///
+    /// Errors: [`DbError`] when the file or server cannot be opened.
+    pub fn open(db: &LedgerDatabase) -> Result<Db, DbError> {
+        match db {
+            LedgerDatabase::Sqlite(path) => {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir).map_err(|source| DbError::Dir {
+                        path: dir.display().to_string(),
+                        source,
+                    })?;
+                }
+                Ok(Db::Sqlite(open_sqlite(path)?))
+            }
+            LedgerDatabase::Postgres(url) => Ok(Db::Postgres(Box::new(postgres::Client::connect(
+                url,
+                postgres::NoTls,
+            )?))),
+        }
+    }
+
+    /// The dialect of this connection.
+    pub fn dialect(&self) -> Dialect {
+        match self {
+            Db::Sqlite(_) => Dialect::Sqlite,
+            Db::Postgres(_) => Dialect::Postgres,
+        }
+    }
+
+    /// Runs statements with no parameters (DDL, `BEGIN`, `COMMIT`), separated by `;`.
+    ///
+    /// Errors: the database's.
+    pub fn batch(&mut self, sql: &str) -> Result<(), DbError> {
+        match self {
+            Db::Sqlite(c) => c.execute_batch(sql)?,
+            Db::Postgres(c) => c.batch_execute(sql)?,
+        }
+        Ok(())
+    }
+
+    /// Runs one statement with `params`; returns the rows it changed.
+    ///
+    /// Errors: the database's.
+    pub fn exec(&mut self, sql: &str, params: &[Val]) -> Result<u64, DbError> {
+        match self {
+            Db::Sqlite(c) => {
+                let mut st = c.prepare_cached(&sqlite_sql(sql))?;
+                let n = st.execute(rusqlite::params_from_iter(params.iter().map(sqlite_value)))?;
+                Ok(n as u64)
+            }
+            Db::Postgres(c) => {
+                let boxed = pg_params(params);
+                let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
+                    boxed.iter().map(|b| b.as_ref()).collect();
+                Ok(c.execute(sql, &refs)?)
+            }
+        }
+    }
+
+    /// Runs a query with `params`; returns its rows as values.
+    ///
+    /// Errors: the database's.
+    pub fn query(&mut self, sql: &str, params: &[Val]) -> Result<Vec<Vec<Val>>, DbError> {
+        match self {
+            Db::Sqlite(c) => {
+                let mut st = c.prepare_cached(&sqlite_sql(sql))?;
+                let n = st.column_count();
+                let mut rows =
+                    st.query(rusqlite::params_from_iter(params.iter().map(sqlite_value)))?;
+                let mut out = Vec::new();
+                while let Some(row) = rows.next()? {
+                    let mut r = Vec::with_capacity(n);
+                    for i in 0..n {
+                        r.push(match row.get_ref(i)? {
+                            rusqlite::types::ValueRef::Null => Val::Null,
+                            rusqlite::types::ValueRef::Integer(v) => Val::Int(v),
+                            rusqlite::types::ValueRef::Real(v) => Val::Float(v),
+                            rusqlite::types::ValueRef::Text(t) => {
+                                Val::Text(String::from_utf8_lossy(t).into_owned())
+                            }
+                            rusqlite::types::ValueRef::Blob(b) => {
+                                Val::Text(String::from_utf8_lossy(b).into_owned())
+                            }
+                        });
+                    }
+                    out.push(r);
+                }
+                Ok(out)
+            }
+            Db::Postgres(c) => {
+                let boxed = pg_params(params);
+                let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
+                    boxed.iter().map(|b| b.as_ref()).collect();
+                let rows = c.query(sql, &refs)?;
+                let mut out = Vec::with_capacity(rows.len());
+                for row in rows {
+                    let mut r = Vec::with_capacity(row.len());
+                    for (i, col) in row.columns().iter().enumerate() {
+                        use postgres::types::Type;
+                        let t = col.type_();
+                        let v = if *t == Type::INT8 {
+                            row.try_get::<_, Option<i64>>(i)?.map(Val::Int)
+                        } else if *t == Type::INT4 {
+                            row.try_get::<_, Option<i32>>(i)?
+                                .map(|v| Val::Int(v.into()))
+                        } else if *t == Type::INT2 {
+                            row.try_get::<_, Option<i16>>(i)?
+                                .map(|v| Val::Int(v.into()))
+                        } else if *t == Type::FLOAT8 {
+                            row.try_get::<_, Option<f64>>(i)?.map(Val::Float)
+                        } else if *t == Type::FLOAT4 {
+                            row.try_get::<_, Option<f32>>(i)?
+                                .map(|v| Val::Float(v.into()))
+                        } else if *t == Type::BOOL {
+                            row.try_get::<_, Option<bool>>(i)?
+                                .map(|v| Val::Int(v.into()))
+                        } else {
+                            row.try_get::<_, Option<String>>(i)?.map(Val::Text)
+                        };
+                        r.push(v.unwrap_or(Val::Null));
+                    }
+                    out.push(r);
+                }
+                Ok(out)
+            }
+        }
+    }
+}
+
+/// `sql` with its `$N` placeholders written `?N` for SQLite: SQLite numbers `$name`
+/// parameters by first appearance, not by the digits, so `… = $2 WHERE id = $1` would bind
+/// the wrong values; `?N` is bound to the N-th value. (The ledger's SQL has no `$` in
+/// string literals.)
+fn sqlite_sql(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '$' && chars.peek().is_some_and(|d| d.is_ascii_digit()) {
+            out.push('?');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Opens an SQLite file with the ledger's settings.
+fn open_sqlite(path: &Path) -> Result<rusqlite::Connection, rusqlite::Error> {
+    let c = rusqlite::Connection::open(path)?;
+    c.busy_timeout(std::time::Duration::from_secs(5))?;
+    c.pragma_update(None, "journal_mode", "WAL")?;
+    c.pragma_update(None, "synchronous", "NORMAL")?;
+    c.set_prepared_statement_cache_capacity(64);
+    Ok(c)
+}
+
+fn sqlite_value(v: &Val) -> rusqlite::types::Value {
+    match v {
+        Val::Int(i) => rusqlite::types::Value::Integer(*i),
+        Val::Float(f) => rusqlite::types::Value::Real(*f),
+        Val::Text(s) => rusqlite::types::Value::Text(s.clone()),
+        Val::Null => rusqlite::types::Value::Null,
+    }
+}
+
+fn pg_params(params: &[Val]) -> Vec<Box<dyn postgres::types::ToSql + Sync>> {
+    params
+        .iter()
+        .map(|v| -> Box<dyn postgres::types::ToSql + Sync> {
+            match v {
+                Val::Int(i) => Box::new(*i),
+                Val::Float(f) => Box::new(*f),
+                Val::Text(s) => Box::new(s.clone()),
+                Val::Null => Box::new(Option::<String>::None),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_keep_their_numbers_on_sqlite() {
+        assert_eq!(
+            sqlite_sql("UPDATE t SET a = $2 WHERE id = $1 AND b = $12"),
+            "UPDATE t SET a = ?2 WHERE id = ?1 AND b = ?12"
+        );
+        let mut db = Db::Sqlite(rusqlite::Connection::open_in_memory().unwrap());
+        db.batch("CREATE TABLE t (id BIGINT, a TEXT)").unwrap();
+        db.exec(
+            "INSERT INTO t (id, a) VALUES ($1, $2)",
+            &[Val::Int(1), Val::from("x")],
+        )
+        .unwrap();
+        db.exec(
+            "UPDATE t SET a = $2 WHERE id = $1",
+            &[Val::Int(1), Val::from("y")],
+        )
+        .unwrap();
+        let rows = db
+            .query("SELECT a FROM t WHERE id = $1", &[Val::Int(1)])
+            .unwrap();
+        assert_eq!(rows, vec![vec![Val::from("y")]]);
+    }
+}

@@ -1,0 +1,254 @@
+//! The audience ledger (issue 23): every listening session on every path (ICY, HLS, WHEP), and
+//! every title change of every mount, kept in a real database (SQLite by default, PostgreSQL for
+//! a ledger a cluster shares), for listening reports and royalty reports.
+//!
+//! No listener ever waits on it: a session's start and end, and a title change, are messages on
+//! an unbounded channel to one writer thread (`writer.rs`), which stores them in batches, one
+//! transaction at least every [`COMMIT_EVERY`], so a crash loses at most the last second of
+//! closed sessions. Sessions open at a crash are closed at the next start, at the server's last
+//! sign of life, with the end reason [`CRASHED`].
+//!
+//! - `address.rs`: how client addresses are stored (`full`, `truncated`, `hashed`).
+//! - `geo.rs`: countries from a MaxMind-format database.
+//! - `player.rs`: the player family of a `User-Agent`.
+//! - `minutes.rs`: a session's seconds in each clock minute (the rollup reports sum).
+//! - `message.rs`: what the writer is sent (session start and end, title changes).
+//! - `db.rs`, `schema.rs`: the two databases and the versioned schema.
+//! - `writer.rs`: the writer thread; `report.rs`: the reports; `csv.rs`: their CSV forms;
+//!   `request.rs`: a report request as the API and `throng report` take it.
+
+pub mod address;
+pub mod csv;
+pub mod db;
+pub mod geo;
+pub mod message;
+pub mod minutes;
+pub mod player;
+pub mod report;
+pub mod request;
+pub mod schema;
+pub mod writer;
+
+use std::sync::mpsc::{channel, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::config::{Config, LedgerDatabase};
+
+pub use message::{
+    now_ms, Msg, Play, SessionEnd, SessionStart, TitleSetter, COMMIT_EVERY, CRASHED,
+};
+
+/// Errors starting the ledger.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    /// The database cannot be opened or migrated.
+    #[error("ledger {db}: {source}")]
+    Db {
+        /// The database (password redacted).
+        db: String,
+        /// Why.
+        source: db::DbError,
+    },
+    /// The country database cannot be read.
+    #[error("ledger geoip: {0}")]
+    Geo(String),
+    /// The `database` setting is not understood.
+    #[error("{0}")]
+    Config(String),
+    /// The writer thread cannot be started.
+    #[error("ledger writer thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// A handle on the running ledger (cheap to clone; every clone feeds the same writer).
+#[derive(Debug, Clone)]
+pub struct Ledger {
+    tx: Sender<Msg>,
+    server: Arc<str>,
+}
+
+/// This server's default name in the ledger: `hostname:port` of the first listen address.
+pub fn default_server_name(config: &Config) -> String {
+    let port = config.listen.first().map(|a| a.port()).unwrap_or(8000);
+    format!("{}:{port}", config.hostname)
+}
+
+impl Ledger {
+    /// Starts the ledger `config.ledger` asks for, or `None` when it has no database (or
+    /// `off`). `recover` closes the sessions this server left open (a crash): true at a normal
+    /// start, false when the process takes over from an older one (binary upgrade), whose
+    /// open sessions are handed over.
+    ///
+    /// Errors: [`LedgerError`] when the database or country file cannot be opened; the server
+    /// refuses to start then, so the audience record is never silently lost.
+    pub fn start(config: &Config, recover: bool) -> Result<Option<Ledger>, LedgerError> {
+        let Some(url) = &config.ledger.database else {
+            return Ok(None);
+        };
+        let Some(database) = LedgerDatabase::parse(url).map_err(LedgerError::Config)? else {
+            return Ok(None);
+        };
+        let server: Arc<str> = config
+            .ledger
+            .server
+            .clone()
+            .unwrap_or_else(|| default_server_name(config))
+            .into();
+        let countries = match &config.ledger.geoip {
+            Some(path) => Some(geo::Countries::open(path).map_err(LedgerError::Geo)?),
+            None => None,
+        };
+        let mut db = db::Db::open(&database).map_err(|source| LedgerError::Db {
+            db: database.display(),
+            source,
+        })?;
+        schema::migrate(&mut db).map_err(|source| LedgerError::Db {
+            db: database.display(),
+            source,
+        })?;
+        let mut w = writer::Writer::new(
+            db,
+            server.clone(),
+            config.ledger.address,
+            countries,
+            config.ledger.retention_days,
+            config.ledger.playlistlog.clone(),
+        );
+        if recover {
+            match w.recover(now_ms()) {
+                Ok(0) => {}
+                Ok(n) => tracing::warn!(
+                    sessions = n,
+                    "ledger: closed sessions left open by an earlier crash ({CRASHED})"
+                ),
+                Err(e) => tracing::error!("ledger: cannot close sessions left open: {e}"),
+            }
+        }
+        if let Err(e) = w.announce(now_ms()) {
+            tracing::error!("ledger: cannot record this server's start: {e}");
+        }
+        let (tx, rx) = channel();
+        std::thread::Builder::new()
+            .name("throng-ledger".into())
+            .spawn(move || w.run(rx))
+            .map_err(LedgerError::Thread)?;
+        tracing::info!(database = %database.display(), %server, "audience ledger on");
+        Ok(Some(Ledger { tx, server }))
+    }
+
+    /// This server's name in the ledger.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// Records a session's start; the ticket it returns records its end.
+    pub fn open(&self, start: SessionStart) -> LedgerTicket {
+        let id = (rand::random::<u64>() >> 1) as i64;
+        let started_ms = now_ms();
+        let _ = self.tx.send(Msg::Start(id, started_ms, start));
+        LedgerTicket {
+            id,
+            started_ms,
+            opened: Instant::now(),
+            ledger: Some(self.clone()),
+        }
+    }
+
+    /// The ticket of a session opened by an earlier process (a binary upgrade handed it
+    /// over): `id` and its start, Unix milliseconds.
+    pub fn adopt(&self, id: i64, started_ms: i64) -> LedgerTicket {
+        let age = Duration::from_millis((now_ms() - started_ms).max(0) as u64);
+        LedgerTicket {
+            id,
+            started_ms,
+            opened: Instant::now().checked_sub(age).unwrap_or_else(Instant::now),
+            ledger: Some(self.clone()),
+        }
+    }
+
+    /// Records a title change.
+    pub fn play(&self, play: Play) {
+        let _ = self.tx.send(Msg::Play(play));
+    }
+
+    /// Commits everything sent so far; waits at most `timeout` (shutdown, tests).
+    pub fn flush(&self, timeout: Duration) -> bool {
+        let (tx, rx) = channel();
+        if self.tx.send(Msg::Flush(tx)).is_err() {
+            return false;
+        }
+        rx.recv_timeout(timeout).is_ok()
+    }
+}
+
+/// One open session's link to the ledger, kept by its audience record; [`LedgerTicket::end`]
+/// records the end. A ticket dropped without an end (a viewer refused after its start was
+/// recorded, a listener the fan-out could not take) removes the session's row: it never got
+/// under way. A binary upgrade hands the session over with [`LedgerTicket::hand_over`].
+#[derive(Debug)]
+pub struct LedgerTicket {
+    /// The session id (the `id` column; 63 random bits).
+    pub id: i64,
+    /// When it started, Unix milliseconds.
+    pub started_ms: i64,
+    opened: Instant,
+    /// `None` once ended or handed over.
+    ledger: Option<Ledger>,
+}
+
+impl Drop for LedgerTicket {
+    fn drop(&mut self) {
+        if let Some(l) = self.ledger.take() {
+            let _ = l.tx.send(Msg::Discard(self.id));
+        }
+    }
+}
+
+impl LedgerTicket {
+    /// Gives the session to the process taking over (binary upgrade): returns its id and
+    /// start (Unix ms) for [`Ledger::adopt`] there; this process records nothing more.
+    pub fn hand_over(mut self) -> (i64, i64) {
+        self.ledger = None;
+        (self.id, self.started_ms)
+    }
+
+    /// Records the end: on `mount`, `bytes` sent, for `reason` (a `side:why` key).
+    pub fn end(mut self, mount: &str, bytes: u64, reason: &'static str) {
+        let Some(ledger) = self.ledger.take() else {
+            return;
+        };
+        let seconds = self.opened.elapsed().as_secs_f64();
+        let _ = ledger.tx.send(Msg::End(SessionEnd {
+            id: self.id,
+            mount: mount.to_owned(),
+            ended_ms: self.started_ms + (seconds * 1000.0) as i64,
+            seconds,
+            bytes,
+            reason,
+        }));
+    }
+}
+
+/// Opens the ledger database of `config` for reading reports (the API opens one per request;
+/// `throng report` one per run, with no server running).
+///
+/// Errors: [`LedgerError::Config`] without a database; [`LedgerError::Db`] when it cannot be
+/// opened or its schema is unknown.
+pub fn open_for_reports(config: &Config) -> Result<db::Db, LedgerError> {
+    let url = config.ledger.database.as_deref().unwrap_or("off");
+    let Some(database) = LedgerDatabase::parse(url).map_err(LedgerError::Config)? else {
+        return Err(LedgerError::Config(
+            "no audience ledger: set [ledger] database".into(),
+        ));
+    };
+    let mut db = db::Db::open(&database).map_err(|source| LedgerError::Db {
+        db: database.display(),
+        source,
+    })?;
+    schema::migrate(&mut db).map_err(|source| LedgerError::Db {
+        db: database.display(),
+        source,
+    })?;
+    Ok(db)
+}

@@ -1,0 +1,545 @@
+//! The ledger's reports, the same numbers for the API (`/api/v1/reports/…`), the admin
+//! reports page and `throng report`:
+//!
+//! - [`listening`]: sessions, unique listeners, total listening hours (TLH), average time spent
+//!   listening (ATSL) and peak listeners, per hour, day, country, path or player. Sessions and
+//!   listening seconds come from the minute rollup (`audience_minutes`, closed sessions: a
+//!   session counts once it has ended); unique listeners are distinct stored addresses of the
+//!   sessions started in the range (under `hashed`, a listener is one address per UTC day);
+//!   peak listeners is the highest one-minute average of concurrent listeners.
+//! - [`tracks`]: each title of the play log with its plays, performances (listeners tuned in
+//!   while it played: each session that received any part of it, as SoundExchange counts
+//!   "actual total performances") and the listening hours spent on it, from the sessions.
+//!
+//! Relays and edges pulling a mount are never counted. Times are Unix milliseconds in, RFC 3339
+//! (UTC) out; ranges are half-open `[from, to)`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use super::db::{Db, DbError, Val};
+
+/// A report's range and mount filter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Range {
+    /// Start, Unix milliseconds (inclusive).
+    pub from_ms: i64,
+    /// End, Unix milliseconds (exclusive).
+    pub to_ms: i64,
+    /// Only this mount, if set.
+    pub mount: Option<String>,
+}
+
+/// How [`listening`] groups its rows (`group=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    /// Per clock hour (UTC); key the hour's start, RFC 3339.
+    Hour,
+    /// Per UTC day; key the day's start, RFC 3339.
+    Day,
+    /// Per country (ISO 3166-1 alpha-2, `unknown` without one).
+    Country,
+    /// Per delivery path (`icy`, `hls`, `whep`).
+    Path,
+    /// Per player family (`player.rs`).
+    Agent,
+}
+
+impl Group {
+    /// Parses `hour`, `day`, `country`, `path`, `agent`.
+    pub fn parse(s: &str) -> Option<Group> {
+        Some(match s {
+            "hour" => Group::Hour,
+            "day" => Group::Day,
+            "country" => Group::Country,
+            "path" => Group::Path,
+            "agent" => Group::Agent,
+            _ => return None,
+        })
+    }
+
+    /// The key expression over `audience_minutes` (minute in Unix seconds).
+    fn minutes_key(self) -> &'static str {
+        match self {
+            Group::Hour => "(minute / 3600) * 3600",
+            Group::Day => "(minute / 86400) * 86400",
+            Group::Country => "country",
+            Group::Path => "path",
+            Group::Agent => "player",
+        }
+    }
+
+    /// The same key over `sessions` (by start).
+    fn sessions_key(self) -> &'static str {
+        match self {
+            Group::Hour => "(started_ms / 3600000) * 3600",
+            Group::Day => "(started_ms / 86400000) * 86400",
+            Group::Country => "COALESCE(country, '')",
+            Group::Path => "path",
+            Group::Agent => "player",
+        }
+    }
+
+    fn is_time(self) -> bool {
+        matches!(self, Group::Hour | Group::Day)
+    }
+}
+
+/// One row of [`listening`] (and its total).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ListeningRow {
+    /// The group: an RFC 3339 time, a country code, a path or a player; `total` for the total.
+    pub key: String,
+    /// Sessions started.
+    pub sessions: u64,
+    /// Distinct listeners among them.
+    pub unique_listeners: u64,
+    /// Total listening hours.
+    pub tlh_hours: f64,
+    /// Average time spent listening per session, minutes.
+    pub atsl_minutes: f64,
+    /// Highest one-minute average of concurrent listeners.
+    pub peak_listeners: u64,
+}
+
+/// The listening report: rows in key order, and the total over the range.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Listening {
+    /// One row per group.
+    pub rows: Vec<ListeningRow>,
+    /// The whole range.
+    pub total: ListeningRow,
+}
+
+#[derive(Default)]
+struct Acc {
+    seconds: f64,
+    sessions: u64,
+    per_minute: BTreeMap<i64, f64>,
+}
+
+impl Acc {
+    fn row(&self, key: String, unique: u64) -> ListeningRow {
+        let peak = self.per_minute.values().fold(0.0_f64, |m, s| m.max(*s)) / 60.0;
+        ListeningRow {
+            key,
+            sessions: self.sessions,
+            unique_listeners: unique,
+            tlh_hours: round3(self.seconds / 3600.0),
+            atsl_minutes: if self.sessions == 0 {
+                0.0
+            } else {
+                round3(self.seconds / 60.0 / self.sessions as f64)
+            },
+            peak_listeners: peak.round() as u64,
+        }
+    }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// RFC 3339 (UTC, seconds) of Unix seconds `t`.
+pub fn rfc3339(t: i64) -> String {
+    chrono::DateTime::from_timestamp(t, 0)
+        .map(|d| d.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_default()
+}
+
+/// Parses a report time: Unix seconds, or RFC 3339; returns Unix milliseconds.
+pub fn parse_time(s: &str) -> Option<i64> {
+    let s = s.trim();
+    if let Ok(secs) = s.parse::<i64>() {
+        return secs.checked_mul(1000);
+    }
+    chrono::DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|d| d.timestamp_millis())
+}
+
+/// `mount = $3` when the range has one.
+fn mount_filter(range: &Range, params: &mut Vec<Val>) -> &'static str {
+    match &range.mount {
+        Some(m) => {
+            params.push(Val::from(m.as_str()));
+            " AND mount = $3"
+        }
+        None => "",
+    }
+}
+
+fn group_key(group: Group, v: &Val) -> String {
+    if group.is_time() {
+        rfc3339(v.int())
+    } else {
+        match v.text().unwrap_or_default() {
+            s if s.is_empty() => "unknown".into(),
+            s => s,
+        }
+    }
+}
+
+/// The listening report over `range`, grouped by `group`.
+///
+/// Errors: the database's.
+pub fn listening(db: &mut Db, range: &Range, group: Group) -> Result<Listening, DbError> {
+    // Minutes: the range rounded out to whole minutes.
+    let from_min = range.from_ms.div_euclid(60_000) * 60;
+    let to_min = (range.to_ms + 59_999).div_euclid(60_000) * 60;
+    let mut params = vec![Val::Int(from_min), Val::Int(to_min)];
+    let filter = mount_filter(range, &mut params);
+    let key = group.minutes_key();
+    let rows = db.query(
+        &format!(
+            "SELECT {key}, minute, SUM(listener_seconds), CAST(SUM(sessions) AS BIGINT)
+             FROM audience_minutes WHERE minute >= $1 AND minute < $2{filter}
+             GROUP BY {key}, minute"
+        ),
+        &params,
+    )?;
+    let mut groups: BTreeMap<String, Acc> = BTreeMap::new();
+    let mut order: Vec<(i64, String)> = Vec::new();
+    let mut total = Acc::default();
+    for r in &rows {
+        let k = group_key(group, &r[0]);
+        let (minute, secs, sessions) = (r[1].int(), r[2].float(), r[3].int().max(0) as u64);
+        let acc = groups.entry(k.clone()).or_insert_with(|| {
+            order.push((r[0].int(), k.clone()));
+            Acc::default()
+        });
+        acc.seconds += secs;
+        acc.sessions += sessions;
+        *acc.per_minute.entry(minute).or_default() += secs;
+        total.seconds += secs;
+        total.sessions += sessions;
+        *total.per_minute.entry(minute).or_default() += secs;
+    }
+    let mut params = vec![Val::Int(range.from_ms), Val::Int(range.to_ms)];
+    let filter = mount_filter(range, &mut params);
+    let skey = group.sessions_key();
+    let uniques: HashMap<String, u64> = db
+        .query(
+            &format!(
+                "SELECT {skey}, COUNT(DISTINCT address) FROM sessions
+                 WHERE relay = 0 AND started_ms >= $1 AND started_ms < $2{filter} GROUP BY {skey}"
+            ),
+            &params,
+        )?
+        .iter()
+        .map(|r| (group_key(group, &r[0]), r[1].int().max(0) as u64))
+        .collect();
+    let total_unique = db
+        .query(
+            &format!(
+                "SELECT COUNT(DISTINCT address) FROM sessions
+                 WHERE relay = 0 AND started_ms >= $1 AND started_ms < $2{filter}"
+            ),
+            &params,
+        )?
+        .first()
+        .map(|r| r[0].int().max(0) as u64)
+        .unwrap_or(0);
+    if group.is_time() {
+        order.sort();
+    } else {
+        // Most listening first.
+        order.sort_by(|a, b| {
+            groups[&b.1]
+                .seconds
+                .total_cmp(&groups[&a.1].seconds)
+                .then(a.1.cmp(&b.1))
+        });
+    }
+    let rows = order
+        .into_iter()
+        .map(|(_, k)| {
+            let u = uniques.get(&k).copied().unwrap_or(0);
+            groups[&k].row(k, u)
+        })
+        .collect();
+    Ok(Listening {
+        rows,
+        total: total.row("total".into(), total_unique),
+    })
+}
+
+/// One title of the tracks report, over all its plays in the range.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TrackRow {
+    /// The mount.
+    pub mount: String,
+    /// The artist (before ` - ` in the stream title), if any.
+    pub artist: Option<String>,
+    /// The title.
+    pub title: String,
+    /// Its first play in the range, RFC 3339.
+    pub started: String,
+    /// Times it was played.
+    pub plays: u64,
+    /// Listeners tuned in while it played, summed over its plays.
+    pub performances: u64,
+    /// Listening hours spent on it.
+    pub tlh_hours: f64,
+}
+
+/// One play (a title from its change to the next change on its mount), for the per-play
+/// CSV.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlayRow {
+    /// The mount.
+    pub mount: String,
+    /// The artist, if any.
+    pub artist: Option<String>,
+    /// The title.
+    pub title: String,
+    /// Start, Unix milliseconds.
+    pub started_ms: i64,
+    /// End (the next title, or the range's end), Unix milliseconds.
+    pub ended_ms: i64,
+    /// Who set it (`source`, `admin`, `file`).
+    pub set_by: String,
+    /// The mount's listeners when it started.
+    pub listeners_at_start: u64,
+    /// Listeners tuned in while it played.
+    pub performances: u64,
+    /// Listening seconds spent on it.
+    pub listening_seconds: f64,
+    /// Performances per country, most first (`unknown` without a country).
+    pub countries: Vec<(String, u64)>,
+}
+
+/// The tracks report: per title.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Tracks {
+    /// One row per (mount, artist, title), in order of first play.
+    pub rows: Vec<TrackRow>,
+}
+
+/// The plays in `range`, each with its performances. A title repeated on a mount (a source
+/// re-sending it, or the same change recorded by the origin and an edge) is one play.
+///
+/// Errors: the database's.
+pub fn plays(db: &mut Db, range: &Range, now_ms: i64) -> Result<Vec<PlayRow>, DbError> {
+    let mut params = vec![Val::Int(range.from_ms), Val::Int(range.to_ms)];
+    let filter = mount_filter(range, &mut params);
+    let found = db.query(
+        &format!(
+            "SELECT mount, at_ms, artist, title, set_by, listeners FROM plays
+             WHERE at_ms >= $1 AND at_ms < $2{filter} ORDER BY mount, at_ms"
+        ),
+        &params,
+    )?;
+    let mut out: Vec<PlayRow> = Vec::new();
+    for r in &found {
+        let (mount, at, artist, title) = (
+            r[0].text().unwrap_or_default(),
+            r[1].int(),
+            r[2].text(),
+            r[3].text().unwrap_or_default(),
+        );
+        if let Some(last) = out.last() {
+            if last.mount == mount && last.artist == artist && last.title == title {
+                continue;
+            }
+        }
+        out.push(PlayRow {
+            mount,
+            artist,
+            title,
+            started_ms: at,
+            ended_ms: 0,
+            set_by: r[4].text().unwrap_or_default(),
+            listeners_at_start: r[5].int().max(0) as u64,
+            performances: 0,
+            listening_seconds: 0.0,
+            countries: Vec::new(),
+        });
+    }
+    // Each play ends where the next on its mount starts; the last at the next change after the
+    // range, or the range's end (or now).
+    let end_of_range = range.to_ms.min(now_ms);
+    for i in 0..out.len() {
+        let next = out
+            .get(i + 1)
+            .filter(|n| n.mount == out[i].mount)
+            .map(|n| n.started_ms);
+        out[i].ended_ms = match next {
+            Some(n) => n,
+            None => db
+                .query(
+                    "SELECT MIN(at_ms) FROM plays WHERE mount = $1 AND at_ms >= $2",
+                    &[Val::from(out[i].mount.as_str()), Val::Int(range.to_ms)],
+                )?
+                .first()
+                .and_then(|r| r[0].opt_int())
+                .unwrap_or(end_of_range)
+                .max(out[i].started_ms),
+        };
+    }
+    if out.is_empty() {
+        return Ok(out);
+    }
+    let first = out.iter().map(|p| p.started_ms).min().unwrap_or(0);
+    let last = out.iter().map(|p| p.ended_ms).max().unwrap_or(0);
+    let mut params = vec![Val::Int(first), Val::Int(last)];
+    let filter = mount_filter(range, &mut params);
+    let mut sessions = db.query(
+        &format!(
+            "SELECT mount, started_ms, ended_ms, country FROM sessions
+             WHERE relay = 0 AND ended_ms > $1 AND started_ms < $2{filter}"
+        ),
+        &params,
+    )?;
+    sessions.extend(db.query(
+        &format!(
+            "SELECT mount, started_ms, ended_ms, country FROM sessions
+             WHERE relay = 0 AND ended_ms IS NULL AND started_ms < $2 AND $1 <= $2{filter}"
+        ),
+        &params,
+    )?);
+    // Plays of one mount are consecutive and disjoint: index them by mount, in time order.
+    let mut by_mount: HashMap<String, Vec<usize>> = HashMap::new();
+    for (i, p) in out.iter().enumerate() {
+        by_mount.entry(p.mount.clone()).or_default().push(i);
+    }
+    let mut countries: Vec<HashMap<String, u64>> = vec![HashMap::new(); out.len()];
+    for s in &sessions {
+        let mount = s[0].text().unwrap_or_default();
+        let Some(idx) = by_mount.get(&mount) else {
+            continue;
+        };
+        let (a, b) = (s[1].int(), s[2].opt_int().unwrap_or(now_ms));
+        let country = s[3].text().unwrap_or_else(|| "unknown".into());
+        // First play of the mount ending after the session starts.
+        let start = idx.partition_point(|&i| out[i].ended_ms <= a);
+        for &i in &idx[start..] {
+            let p = &mut out[i];
+            if p.started_ms >= b {
+                break;
+            }
+            let overlap = b.min(p.ended_ms) - a.max(p.started_ms);
+            if overlap > 0 {
+                p.performances += 1;
+                p.listening_seconds += overlap as f64 / 1000.0;
+                *countries[i].entry(country.clone()).or_default() += 1;
+            }
+        }
+    }
+    for (p, c) in out.iter_mut().zip(countries) {
+        let mut c: Vec<(String, u64)> = c.into_iter().collect();
+        c.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
+        p.countries = c;
+    }
+    out.sort_by(|a, b| a.started_ms.cmp(&b.started_ms).then(a.mount.cmp(&b.mount)));
+    Ok(out)
+}
+
+/// The tracks report over `range`: [`plays`] summed per (mount, artist, title).
+///
+/// Errors: the database's.
+pub fn tracks(db: &mut Db, range: &Range, now_ms: i64) -> Result<Tracks, DbError> {
+    let mut rows: Vec<TrackRow> = Vec::new();
+    let mut index: HashMap<(String, Option<String>, String), usize> = HashMap::new();
+    let mut seconds: Vec<f64> = Vec::new();
+    for p in plays(db, range, now_ms)? {
+        let key = (p.mount.clone(), p.artist.clone(), p.title.clone());
+        let i = *index.entry(key).or_insert_with(|| {
+            rows.push(TrackRow {
+                mount: p.mount.clone(),
+                artist: p.artist.clone(),
+                title: p.title.clone(),
+                started: rfc3339(p.started_ms.div_euclid(1000)),
+                plays: 0,
+                performances: 0,
+                tlh_hours: 0.0,
+            });
+            seconds.push(0.0);
+            rows.len() - 1
+        });
+        rows[i].plays += 1;
+        rows[i].performances += p.performances;
+        seconds[i] += p.listening_seconds;
+    }
+    for (r, s) in rows.iter_mut().zip(seconds) {
+        r.tlh_hours = round3(s / 3600.0);
+    }
+    Ok(Tracks { rows })
+}
+
+/// One session as `sessions.csv` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionRow {
+    /// Session id.
+    pub id: i64,
+    /// Server that served it.
+    pub server: String,
+    /// Mount (at its end).
+    pub mount: String,
+    /// `icy`, `hls`, `whep`.
+    pub path: String,
+    /// A relay or edge, not a listener.
+    pub relay: bool,
+    /// Start, Unix milliseconds.
+    pub started_ms: i64,
+    /// End, Unix milliseconds (`None` while open).
+    pub ended_ms: Option<i64>,
+    /// Seconds listened.
+    pub seconds: Option<f64>,
+    /// Bytes sent.
+    pub bytes: Option<i64>,
+    /// `User-Agent`.
+    pub agent: Option<String>,
+    /// `Referer`.
+    pub referer: Option<String>,
+    /// Authenticated user.
+    pub user: Option<String>,
+    /// End reason key.
+    pub end_reason: Option<String>,
+    /// The address as stored (`[ledger] address`).
+    pub address: String,
+    /// Country code.
+    pub country: Option<String>,
+}
+
+/// The sessions started in `range` (relays included, marked), oldest first, at most `limit`.
+///
+/// Errors: the database's.
+pub fn sessions(db: &mut Db, range: &Range, limit: i64) -> Result<Vec<SessionRow>, DbError> {
+    let mut params = vec![Val::Int(range.from_ms), Val::Int(range.to_ms)];
+    let filter = mount_filter(range, &mut params);
+    let n = params.len() + 1;
+    params.push(Val::Int(limit));
+    let rows = db.query(
+        &format!(
+            "SELECT id, server, mount, path, relay, started_ms, ended_ms, seconds, bytes, agent,
+             referer, username, end_reason, address, country FROM sessions
+             WHERE started_ms >= $1 AND started_ms < $2{filter} ORDER BY started_ms, id LIMIT ${n}"
+        ),
+        &params,
+    )?;
+    Ok(rows
+        .into_iter()
+        .map(|r| SessionRow {
+            id: r[0].int(),
+            server: r[1].text().unwrap_or_default(),
+            mount: r[2].text().unwrap_or_default(),
+            path: r[3].text().unwrap_or_default(),
+            relay: r[4].int() != 0,
+            started_ms: r[5].int(),
+            ended_ms: r[6].opt_int(),
+            seconds: match r[7] {
+                Val::Null => None,
+                ref v => Some(v.float()),
+            },
+            bytes: r[8].opt_int(),
+            agent: r[9].text(),
+            referer: r[10].text(),
+            user: r[11].text(),
+            end_reason: r[12].text(),
+            address: r[13].text().unwrap_or_default(),
+            country: r[14].text(),
+        })
+        .collect())
+}

@@ -1,0 +1,470 @@
+//! The ledger's writer thread: it owns the database connection, turns session starts and ends
+//! and title changes into rows, and commits them in batches (at least every
+//! [`super::COMMIT_EVERY`], or every [`MAX_BATCH`] messages), recording this server's last sign
+//! of life with each commit. A database error is logged and the batch dropped; listeners never
+//! notice. Once an hour it deletes rows older than `retention-days`.
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::address::{day_of, new_salt, stored_address, DAY_MS};
+use super::db::{Db, DbError, Val};
+use super::geo::Countries;
+use super::message::{now_ms, Msg, Play, SessionEnd, SessionStart, COMMIT_EVERY, CRASHED};
+use super::minutes::split_by_minute;
+use super::player::player_of;
+use crate::config::AddressPolicy;
+
+/// Most messages applied in one transaction.
+pub const MAX_BATCH: usize = 5_000;
+
+/// How often rows past the retention are deleted.
+const RETENTION_EVERY: Duration = Duration::from_secs(3600);
+
+/// What the writer remembers of an open session until it ends (for the rollup).
+#[derive(Debug, Clone)]
+struct OpenRow {
+    path: String,
+    relay: bool,
+    started_ms: i64,
+    country: Option<String>,
+    player: String,
+}
+
+/// The writer: database, policies and the open sessions it has seen start.
+pub struct Writer {
+    db: Db,
+    server: Arc<str>,
+    policy: AddressPolicy,
+    countries: Option<Countries>,
+    retention_days: u32,
+    playlistlog: Option<PathBuf>,
+    salts: HashMap<i64, String>,
+    open: HashMap<i64, OpenRow>,
+}
+
+impl Writer {
+    /// A writer on `db` for `server`.
+    pub fn new(
+        db: Db,
+        server: Arc<str>,
+        policy: AddressPolicy,
+        countries: Option<Countries>,
+        retention_days: u32,
+        playlistlog: Option<PathBuf>,
+    ) -> Writer {
+        Writer {
+            db,
+            server,
+            policy,
+            countries,
+            retention_days,
+            playlistlog,
+            salts: HashMap::new(),
+            open: HashMap::new(),
+        }
+    }
+
+    /// Closes this server's sessions still open in the database (a crash left them), ending
+    /// them at the server's last recorded sign of life with [`CRASHED`]; returns how many.
+    ///
+    /// Errors: the database's.
+    pub fn recover(&mut self, now: i64) -> Result<usize, DbError> {
+        let seen = self
+            .db
+            .query(
+                "SELECT seen_ms FROM ledger_servers WHERE server = $1",
+                &[Val::from(&*self.server)],
+            )?
+            .first()
+            .map(|r| r[0].int())
+            .unwrap_or(now);
+        let open = self.db.query(
+            "SELECT id, started_ms FROM sessions WHERE server = $1 AND ended_ms IS NULL",
+            &[Val::from(&*self.server)],
+        )?;
+        self.db.batch("BEGIN")?;
+        for row in &open {
+            let (id, started) = (row[0].int(), row[1].int());
+            let end = seen.max(started);
+            let done = self.end(&SessionEnd {
+                id,
+                mount: String::new(),
+                ended_ms: end,
+                seconds: (end - started) as f64 / 1000.0,
+                bytes: 0,
+                reason: CRASHED,
+            });
+            if let Err(e) = done {
+                let _ = self.db.batch("ROLLBACK");
+                return Err(e);
+            }
+        }
+        self.db.batch("COMMIT")?;
+        Ok(open.len())
+    }
+
+    /// Records this server's start (and first sign of life) at `now`.
+    ///
+    /// Errors: the database's.
+    pub fn announce(&mut self, now: i64) -> Result<(), DbError> {
+        self.db.exec(
+            "INSERT INTO ledger_servers (server, started_ms, seen_ms) VALUES ($1, $2, $2)
+             ON CONFLICT (server) DO UPDATE SET started_ms = excluded.started_ms,
+             seen_ms = excluded.seen_ms",
+            &[Val::from(&*self.server), Val::Int(now)],
+        )?;
+        Ok(())
+    }
+
+    /// Runs until every sender is gone: batches messages, commits them, answers flushes.
+    pub fn run(mut self, rx: Receiver<Msg>) {
+        let mut pending: Vec<Msg> = Vec::new();
+        let mut due = Instant::now() + COMMIT_EVERY;
+        let mut next_retention = Instant::now();
+        loop {
+            let wait = due.saturating_duration_since(Instant::now());
+            let (gone, flush) = match rx.recv_timeout(wait) {
+                Ok(Msg::Flush(reply)) => (false, Some(reply)),
+                Ok(m) => {
+                    pending.push(m);
+                    if pending.len() < MAX_BATCH {
+                        continue;
+                    }
+                    (false, None)
+                }
+                Err(RecvTimeoutError::Timeout) => (false, None),
+                Err(RecvTimeoutError::Disconnected) => (true, None),
+            };
+            if let Err(e) = self.commit(&mut pending) {
+                tracing::error!("ledger: batch lost: {e}");
+            }
+            due = Instant::now() + COMMIT_EVERY;
+            if let Some(reply) = flush {
+                let _ = reply.send(());
+            }
+            if self.retention_days > 0 && Instant::now() >= next_retention {
+                next_retention = Instant::now() + RETENTION_EVERY;
+                if let Err(e) = self.expire(now_ms()) {
+                    tracing::error!("ledger: retention: {e}");
+                }
+            }
+            if gone {
+                return;
+            }
+        }
+    }
+
+    /// Applies `pending` in one transaction, with this server's sign of life.
+    fn commit(&mut self, pending: &mut Vec<Msg>) -> Result<(), DbError> {
+        let batch = std::mem::take(pending);
+        self.db.batch("BEGIN")?;
+        let applied = (|| {
+            for m in batch {
+                match m {
+                    Msg::Start(id, at, s) => self.start(id, at, &s)?,
+                    Msg::End(e) => self.end(&e)?,
+                    Msg::Play(p) => self.play(&p)?,
+                    Msg::Discard(id) => {
+                        self.open.remove(&id);
+                        self.db.exec(
+                            "DELETE FROM sessions WHERE id = $1 AND ended_ms IS NULL",
+                            &[Val::Int(id)],
+                        )?;
+                    }
+                    Msg::Flush(_) => {}
+                }
+            }
+            self.db.exec(
+                "UPDATE ledger_servers SET seen_ms = $2 WHERE server = $1",
+                &[Val::from(&*self.server), Val::Int(now_ms())],
+            )?;
+            Ok(())
+        })();
+        match applied {
+            Ok(()) => self.db.batch("COMMIT"),
+            Err(e) => {
+                let _ = self.db.batch("ROLLBACK");
+                Err(e)
+            }
+        }
+    }
+
+    /// The salt of `day` (created and shared through `ledger_salts` on first use).
+    fn salt(&mut self, day: i64) -> Result<String, DbError> {
+        if let Some(s) = self.salts.get(&day) {
+            return Ok(s.clone());
+        }
+        self.db.exec(
+            "INSERT INTO ledger_salts (day, salt) VALUES ($1, $2) ON CONFLICT (day) DO NOTHING",
+            &[Val::Int(day), Val::from(new_salt())],
+        )?;
+        let salt = self
+            .db
+            .query(
+                "SELECT salt FROM ledger_salts WHERE day = $1",
+                &[Val::Int(day)],
+            )?
+            .first()
+            .and_then(|r| r[0].text())
+            .unwrap_or_default();
+        self.salts.retain(|d, _| *d >= day - 1);
+        self.salts.insert(day, salt.clone());
+        Ok(salt)
+    }
+
+    fn address(&mut self, ip: IpAddr, at_ms: i64) -> Result<String, DbError> {
+        let salt = match self.policy {
+            AddressPolicy::Hashed => self.salt(day_of(at_ms))?,
+            _ => String::new(),
+        };
+        Ok(stored_address(self.policy, ip, salt.as_bytes()))
+    }
+
+    fn start(&mut self, id: i64, at: i64, s: &SessionStart) -> Result<(), DbError> {
+        let address = self.address(s.ip, at)?;
+        let country = self.countries.as_ref().and_then(|c| c.country(s.ip));
+        let player = player_of(s.agent.as_deref());
+        self.db.exec(
+            "INSERT INTO sessions (id, server, mount, path, relay, started_ms, agent, player,
+             referer, username, address, country)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+             ON CONFLICT (id) DO NOTHING",
+            &[
+                Val::Int(id),
+                Val::from(&*self.server),
+                Val::from(s.mount.as_str()),
+                Val::from(s.path),
+                Val::Int(s.relay.into()),
+                Val::Int(at),
+                Val::from(s.agent.clone()),
+                Val::from(player.clone()),
+                Val::from(s.referer.clone()),
+                Val::from(s.user.clone()),
+                Val::from(address),
+                Val::from(country.clone()),
+            ],
+        )?;
+        self.open.insert(
+            id,
+            OpenRow {
+                path: s.path.to_owned(),
+                relay: s.relay,
+                started_ms: at,
+                country,
+                player,
+            },
+        );
+        Ok(())
+    }
+
+    /// Completes a session's row and adds it to the rollup (listeners only). An empty `mount`
+    /// keeps the row's own.
+    fn end(&mut self, e: &SessionEnd) -> Result<(), DbError> {
+        let row = match self.open.remove(&e.id) {
+            Some(r) => Some(r),
+            None => self.stored_open_row(e.id)?,
+        };
+        let Some(row) = row else {
+            tracing::debug!(id = e.id, "ledger: end of a session never started here");
+            return Ok(());
+        };
+        // Bytes are unknown (-1, stored as NULL) for a session a crash left open.
+        let bytes = if e.reason == CRASHED {
+            -1
+        } else {
+            e.bytes.min(i64::MAX as u64) as i64
+        };
+        let mount = (!e.mount.is_empty()).then(|| e.mount.clone());
+        self.db.exec(
+            "UPDATE sessions SET ended_ms = $2, seconds = $3,
+             bytes = CASE WHEN CAST($4 AS BIGINT) < 0 THEN NULL ELSE CAST($4 AS BIGINT) END, end_reason = $5,
+             mount = COALESCE($6, mount) WHERE id = $1",
+            &[
+                Val::Int(e.id),
+                Val::Int(e.ended_ms),
+                Val::Float(e.seconds),
+                Val::Int(bytes),
+                Val::from(e.reason),
+                Val::from(mount),
+            ],
+        )?;
+        if row.relay {
+            return Ok(());
+        }
+        let mount = if e.mount.is_empty() {
+            self.db
+                .query(
+                    "SELECT mount FROM sessions WHERE id = $1",
+                    &[Val::Int(e.id)],
+                )?
+                .first()
+                .and_then(|r| r[0].text())
+                .unwrap_or_default()
+        } else {
+            e.mount.clone()
+        };
+        let country = row.country.clone().unwrap_or_default();
+        let started = row.started_ms;
+        for (i, (minute, secs)) in split_by_minute(started, e.ended_ms.max(started + 1))
+            .into_iter()
+            .enumerate()
+        {
+            self.db.exec(
+                "INSERT INTO audience_minutes
+                 (minute, server, mount, path, country, player, listener_seconds, sessions)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                 ON CONFLICT (minute, server, mount, path, country, player) DO UPDATE SET
+                 listener_seconds = audience_minutes.listener_seconds + excluded.listener_seconds,
+                 sessions = audience_minutes.sessions + excluded.sessions",
+                &[
+                    Val::Int(minute),
+                    Val::from(&*self.server),
+                    Val::from(mount.as_str()),
+                    Val::from(row.path.as_str()),
+                    Val::from(country.as_str()),
+                    Val::from(row.player.as_str()),
+                    Val::Float(secs),
+                    Val::Int(i64::from(i == 0)),
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// An open session's facts read back from the database (one started by an earlier
+    /// process: a binary upgrade handed it over, or a crash left it open).
+    fn stored_open_row(&mut self, id: i64) -> Result<Option<OpenRow>, DbError> {
+        let rows = self.db.query(
+            "SELECT path, relay, started_ms, country, player FROM sessions
+             WHERE id = $1 AND ended_ms IS NULL",
+            &[Val::Int(id)],
+        )?;
+        Ok(rows.first().map(|r| OpenRow {
+            path: r[0].text().unwrap_or_default(),
+            relay: r[1].int() != 0,
+            started_ms: r[2].int(),
+            country: r[3].text(),
+            player: r[4].text().unwrap_or_default(),
+        }))
+    }
+
+    fn play(&mut self, p: &Play) -> Result<(), DbError> {
+        let (artist, title) = split_title(&p.title);
+        self.db.exec(
+            "INSERT INTO plays (server, mount, at_ms, artist, title, set_by, listeners)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &[
+                Val::from(&*self.server),
+                Val::from(p.mount.as_str()),
+                Val::Int(p.at_ms),
+                Val::from(artist),
+                Val::from(title),
+                Val::from(p.set_by.as_str()),
+                Val::Int(p.listeners.min(i64::MAX as u64) as i64),
+            ],
+        )?;
+        if let Some(path) = &self.playlistlog {
+            let line = playlistlog_line(p, chrono::Local::now().fixed_offset());
+            let written = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .and_then(|mut f| f.write_all(line.as_bytes()));
+            if let Err(e) = written {
+                tracing::warn!(path = %path.display(), "playlistlog: {e}");
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes rows older than the retention.
+    fn expire(&mut self, now: i64) -> Result<(), DbError> {
+        let cutoff = now - i64::from(self.retention_days) * DAY_MS;
+        self.db.batch("BEGIN")?;
+        let done = (|| {
+            self.db.exec(
+                "DELETE FROM sessions WHERE ended_ms IS NOT NULL AND ended_ms < $1",
+                &[Val::Int(cutoff)],
+            )?;
+            self.db
+                .exec("DELETE FROM plays WHERE at_ms < $1", &[Val::Int(cutoff)])?;
+            self.db.exec(
+                "DELETE FROM audience_minutes WHERE minute < $1",
+                &[Val::Int(cutoff / 1000)],
+            )?;
+            self.db.exec(
+                "DELETE FROM ledger_salts WHERE day < $1",
+                &[Val::Int(day_of(now) - 1)],
+            )?;
+            Ok(())
+        })();
+        match done {
+            Ok(()) => self.db.batch("COMMIT"),
+            Err(e) => {
+                let _ = self.db.batch("ROLLBACK");
+                Err(e)
+            }
+        }
+    }
+}
+
+/// `Artist - Title` split at the first ` - ` (the ICY convention, as Icecast 2.4.4 `admin.c`
+/// joins `artist` and `title`); a title without one has no artist.
+pub fn split_title(full: &str) -> (Option<String>, String) {
+    match full.split_once(" - ") {
+        Some((a, t)) if !a.trim().is_empty() && !t.trim().is_empty() => {
+            (Some(a.trim().to_owned()), t.trim().to_owned())
+        }
+        _ => (None, full.trim().to_owned()),
+    }
+}
+
+/// One line of Icecast's playlist log: `time|mount|listeners|title`, the time as
+/// `%d/%b/%Y:%H:%M:%S %z` (Icecast 2.4.4 `logging.c` `logging_playlist`).
+pub fn playlistlog_line(p: &Play, now: chrono::DateTime<chrono::FixedOffset>) -> String {
+    format!(
+        "{}|{}|{}|{}\n",
+        now.format("%d/%b/%Y:%H:%M:%S %z"),
+        p.mount,
+        p.listeners,
+        p.title.replace(['\n', '\r'], " ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles_split_into_artist_and_title() {
+        assert_eq!(
+            split_title("Daft Punk - One More Time"),
+            (Some("Daft Punk".into()), "One More Time".into())
+        );
+        assert_eq!(split_title("Station ID"), (None, "Station ID".into()));
+        assert_eq!(split_title(" - x"), (None, "- x".into()));
+        assert_eq!(split_title("A - B - C"), (Some("A".into()), "B - C".into()));
+    }
+
+    #[test]
+    fn playlistlog_lines_are_icecasts() {
+        let p = Play {
+            mount: "/live".into(),
+            at_ms: 0,
+            title: "A - B\nC".into(),
+            set_by: super::super::message::TitleSetter::Source,
+            listeners: 12,
+        };
+        let t = chrono::DateTime::parse_from_rfc3339("2026-11-27T10:11:12+01:00").unwrap();
+        assert_eq!(
+            playlistlog_line(&p, t),
+            "27/Nov/2026:10:11:12 +0100|/live|12|A - B C\n"
+        );
+    }
+}
