@@ -177,19 +177,23 @@ impl ListenerInfo {
         }
     }
 
-    /// The end of a session on any path: writes its access-log line (`status` as answered: 200
-    /// for a stream or playlist, 201 for a WHEP session; `sent` bytes; `duration_secs`; the
-    /// line ends with `why`'s key), completes its ledger row, and runs its close hook once (URL
-    /// authentication's `listener_remove`), with `mount` the mount it was on at the end.
+    /// The end of a session on any path, at `ended` (now, or for an HLS player that stopped
+    /// fetching, its last request): writes its access-log line (`status` as answered: 200 for
+    /// a stream or playlist, 201 for a WHEP session; `sent` bytes; whole seconds from its
+    /// start; the line ends with `why`'s key), completes its ledger row (seconds to the
+    /// millisecond), and runs its close hook once (URL authentication's `listener_remove`),
+    /// with `mount` the mount it was on at the end.
     pub fn log_end(
         &mut self,
         log: &AccessLog,
         mount: &str,
         status: u16,
         sent: u64,
-        duration_secs: u64,
+        ended: Instant,
         why: EndReason,
     ) {
+        let listened = ended.saturating_duration_since(self.started);
+        let duration_secs = listened.as_secs();
         log.log(&AccessEntry {
             ip: self.ip,
             user: self.user.as_deref(),
@@ -202,7 +206,7 @@ impl ListenerInfo {
             end: Some(why.key()),
         });
         if let Some(ticket) = self.ledger.take() {
-            ticket.end(mount, sent, why.key());
+            ticket.end(mount, sent, why.key(), listened.as_secs_f64());
         }
         if let Some(hook) = self.on_close.take() {
             (hook.0)(&ClosedListener {

@@ -955,7 +955,6 @@ impl Shard {
         self.ctx.metrics.listeners.get_or_create(&label).dec();
         self.ctx.metrics.disconnects.get_or_create(&label).inc();
         self.ctx.metrics.count_end(info.path.as_str(), why.key());
-        let secs = info.started.elapsed().as_secs();
         match why {
             EndReason::TooSlow | EndReason::WriteFailed => tracing::info!(
                 mount = %mount.name, ip = %info.ip, id = info.id, "listener closed: {}", why.key()
@@ -964,7 +963,14 @@ impl Shard {
                 mount = %mount.name, ip = %info.ip, id = info.id, "listener closed: {}", why.key()
             ),
         }
-        info.log_end(&self.ctx.access_log, &mount.name, 200, sent, secs, why);
+        info.log_end(
+            &self.ctx.access_log,
+            &mount.name,
+            200,
+            sent,
+            Instant::now(),
+            why,
+        );
     }
 
     fn close_all(&mut self) {

@@ -399,9 +399,14 @@ fn close(mut s: Session, why: EndReason, metrics: &Metrics, log: &AccessLog, now
     metrics.listeners.get_or_create(&label).dec();
     metrics.disconnects.get_or_create(&label).inc();
     metrics.count_end(AudiencePath::Hls.as_str(), why.key());
-    let secs = now.duration_since(s.info.started).as_secs();
+    // A player that stopped fetching listened until its last request.
+    let ended = if why == EndReason::Vanished {
+        s.last_seen
+    } else {
+        now
+    };
     tracing::debug!(id = s.info.id, mount = %s.mount.name, why = why.key(), "HLS session ended");
-    s.info.log_end(log, &s.mount.name, 200, s.bytes, secs, why);
+    s.info.log_end(log, &s.mount.name, 200, s.bytes, ended, why);
 }
 
 #[cfg(test)]

@@ -31,7 +31,7 @@ pub mod writer;
 
 use std::sync::mpsc::{channel, Sender};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::config::{Config, LedgerDatabase};
 
@@ -150,7 +150,6 @@ impl Ledger {
         LedgerTicket {
             id,
             started_ms,
-            opened: Instant::now(),
             ledger: Some(self.clone()),
         }
     }
@@ -158,11 +157,9 @@ impl Ledger {
     /// The ticket of a session opened by an earlier process (a binary upgrade handed it
     /// over): `id` and its start, Unix milliseconds.
     pub fn adopt(&self, id: i64, started_ms: i64) -> LedgerTicket {
-        let age = Duration::from_millis((now_ms() - started_ms).max(0) as u64);
         LedgerTicket {
             id,
             started_ms,
-            opened: Instant::now().checked_sub(age).unwrap_or_else(Instant::now),
             ledger: Some(self.clone()),
         }
     }
@@ -192,7 +189,6 @@ pub struct LedgerTicket {
     pub id: i64,
     /// When it started, Unix milliseconds.
     pub started_ms: i64,
-    opened: Instant,
     /// `None` once ended or handed over.
     ledger: Option<Ledger>,
 }
@@ -213,12 +209,12 @@ impl LedgerTicket {
         (self.id, self.started_ms)
     }
 
-    /// Records the end: on `mount`, `bytes` sent, for `reason` (a `side:why` key).
-    pub fn end(mut self, mount: &str, bytes: u64, reason: &'static str) {
+    /// Records the end: on `mount`, `bytes` sent, for `reason` (a `side:why` key), after
+    /// `seconds` of listening (the session ends that long after its start).
+    pub fn end(mut self, mount: &str, bytes: u64, reason: &'static str, seconds: f64) {
         let Some(ledger) = self.ledger.take() else {
             return;
         };
-        let seconds = self.opened.elapsed().as_secs_f64();
         let _ = ledger.tx.send(Msg::End(SessionEnd {
             id: self.id,
             mount: mount.to_owned(),

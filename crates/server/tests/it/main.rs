@@ -18,6 +18,7 @@ mod filters;
 mod hls;
 mod hls_browser;
 mod ingest_faults;
+mod ledger;
 mod listeners;
 mod manageauth;
 mod metadata;

@@ -21,9 +21,9 @@ pub(crate) struct Viewer {
     rtc: Rtc,
     socket: UdpSocket,
     /// WHEP resource path (the `Location` of the 201).
-    resource: String,
+    pub(crate) resource: String,
     /// RTP timestamps (48 kHz) and arrival times of the packets received so far.
-    packets: Vec<(u64, Instant)>,
+    pub(crate) packets: Vec<(u64, Instant)>,
     connected: bool,
     /// The UDP port of the server's ICE candidate in the answer (its engine's port).
     engine_port: Option<u16>,
@@ -69,7 +69,7 @@ impl Viewer {
     }
 
     /// Negotiates with `POST path` (extra `headers`); panics unless 201.
-    fn connect(addr: SocketAddr, path: &str, headers: &[&str]) -> Viewer {
+    pub(crate) fn connect(addr: SocketAddr, path: &str, headers: &[&str]) -> Viewer {
         let (mut rtc, socket, offer, pending) = Self::offer();
         let mut h = vec!["Content-Type: application/sdp"];
         h.extend_from_slice(headers);
@@ -101,7 +101,7 @@ impl Viewer {
     }
 
     /// Runs the client for `d`, collecting media.
-    fn run_for(&mut self, d: Duration) {
+    pub(crate) fn run_for(&mut self, d: Duration) {
         let end = Instant::now() + d;
         let mut buf = vec![0u8; 2000];
         while Instant::now() < end {

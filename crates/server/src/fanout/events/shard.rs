@@ -486,10 +486,9 @@ impl EventShard {
             _ => {}
         }
         // Its line, as a listener's: the filter as its mount, bytes, duration, end reason.
-        let secs = s.info.started.elapsed().as_secs();
         let mount = s.filter.as_deref().unwrap_or("-").to_owned();
         s.info
-            .log_end(&self.access_log, &mount, 200, s.sent, secs, why);
+            .log_end(&self.access_log, &mount, 200, s.sent, Instant::now(), why);
     }
 }
 

@@ -602,17 +602,10 @@ impl Engine {
         metrics.listeners.get_or_create(&label).dec();
         metrics.disconnects.get_or_create(&label).inc();
         metrics.count_end(AudiencePath::Whep.as_str(), why.key());
-        let secs = now.saturating_duration_since(s.info.started).as_secs();
         tracing::debug!(peer = %s.peer, mount = %s.mount.name, id = %s.id, "WHEP session closed: {}", why.key());
         let bytes = s.answer_bytes + s.sent;
-        s.info.log_end(
-            &self.shared.access_log,
-            &s.mount.name,
-            201,
-            bytes,
-            secs,
-            why,
-        );
+        s.info
+            .log_end(&self.shared.access_log, &s.mount.name, 201, bytes, now, why);
     }
 
     /// Ends every session at `now` (shutdown).

@@ -1,0 +1,410 @@
+//! The audience ledger (issue 23) with real clients: curl and ffmpeg (ICY), an HLS player and
+//! a WHEP viewer are each recorded once, with their path, their listening time within 1 s of
+//! the client's and (ICY, HLS) their bytes within 1 %; title changes are in the play log with
+//! the listeners of that moment, and in Icecast's playlistlog file; a country comes from a
+//! `.mmdb` file the test builds; under `hashed` the address is nowhere in the database file;
+//! the reports answer over the API with admin credentials only.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use throng_proto::hls::playlist::parse;
+use throng_server::ledger::report::{self, Range};
+
+use crate::support::*;
+use crate::whep::{tone_mount, webrtc_config, Viewer};
+
+/// A server keeping its ledger in `dir/ledger.db`, with `extra` configuration.
+fn ledger_server(dir: &Path, extra: &str) -> TestServer {
+    TestServer::start(&format!(
+        "{extra}\n[ledger]\ndatabase = \"sqlite://{}\"\n",
+        dir.join("ledger.db").display()
+    ))
+}
+
+/// Commits what the ledger was sent, then reads every session row.
+fn sessions(srv: &TestServer) -> Vec<report::SessionRow> {
+    let ledger = srv.ctx.ledger.as_ref().expect("a ledger");
+    assert!(ledger.flush(Duration::from_secs(5)), "ledger flushed");
+    let mut db = throng_server::ledger::open_for_reports(&srv.ctx.config()).unwrap();
+    let range = Range {
+        from_ms: 0,
+        to_ms: i64::MAX / 2,
+        mount: None,
+    };
+    report::sessions(&mut db, &range, 1000).unwrap()
+}
+
+/// Waits until `n` sessions have ended in the ledger; returns all rows.
+fn ended_sessions(srv: &TestServer, n: usize, within: Duration) -> Vec<report::SessionRow> {
+    let mut rows = Vec::new();
+    let _ = wait_until(within, || {
+        rows = sessions(srv);
+        rows.iter().filter(|r| r.ended_ms.is_some()).count() >= n
+    });
+    rows
+}
+
+/// A simple HLS player: fetches the master playlist, then for `secs` reloads the media
+/// playlist every second and fetches every segment it lists once; returns the bytes of every
+/// body it read (playlists and segments) and when it made its first and last request.
+fn play_hls(addr: SocketAddr, mount: &str, secs: u64) -> (u64, Instant, Instant) {
+    let first = Instant::now();
+    let base = format!("/hls{mount}/");
+    let (head, master) = http_get(addr, &format!("{base}index.m3u8"), &[]);
+    assert_eq!(head.status, 200);
+    let master = String::from_utf8(master).unwrap();
+    let variant = parse(&master).unwrap().variant.expect("a variant");
+    let media = format!("{base}{variant}");
+    let mut bytes = master.len() as u64;
+    let mut fetched = std::collections::HashSet::new();
+    let mut last = Instant::now();
+    while first.elapsed() < Duration::from_secs(secs) {
+        last = Instant::now();
+        let (head, body) = http_get(addr, &media, &[]);
+        assert_eq!(head.status, 200);
+        bytes += body.len() as u64;
+        let playlist = parse(&String::from_utf8(body).unwrap()).unwrap();
+        for (seq, uri, _) in playlist.segments {
+            if fetched.insert(seq) {
+                let (head, seg) = http_get(addr, &format!("{base}{uri}"), &[]);
+                assert_eq!(head.status, 200, "segment {uri}");
+                bytes += seg.len() as u64;
+            }
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    (bytes, first, last)
+}
+
+fn mp3_file_mount(dir: &Path, name: &str) -> String {
+    let file = dir.join(format!(
+        "{}.mp3",
+        name.trim_start_matches('/').replace('.', "_")
+    ));
+    std::fs::copy(asset("demo.mp3"), &file).unwrap();
+    format!("[[mount]]\nname = \"{name}\"\nfile = {file:?}\n")
+}
+
+fn within_a_second(row: &report::SessionRow, client_secs: f64) {
+    let s = row.seconds.expect("seconds");
+    assert!(
+        (s - client_secs).abs() <= 1.0,
+        "{} session: ledger {s:.3} s, client {client_secs:.3} s",
+        row.path
+    );
+    let ended = row.ended_ms.expect("ended");
+    assert!(
+        ((ended - row.started_ms) as f64 / 1000.0 - s).abs() < 0.01,
+        "end - start is the listening time"
+    );
+}
+
+fn within_a_percent(row: &report::SessionRow, client_bytes: u64) {
+    let b = row.bytes.expect("bytes") as f64;
+    let c = client_bytes as f64;
+    assert!(
+        (b - c).abs() <= c / 100.0,
+        "{} session: ledger {b} bytes, client {c}",
+        row.path
+    );
+}
+
+#[test]
+fn every_path_is_recorded_once_with_its_time_and_bytes() {
+    require("curl");
+    require("ffmpeg");
+    let dir = tempfile::tempdir().unwrap();
+    let srv = ledger_server(
+        dir.path(),
+        &format!(
+            "[hls]\nsegment-seconds = 2\n{}{}{}",
+            mp3_file_mount(dir.path(), "/song.mp3"),
+            tone_mount(dir.path(), "/tone.opus"),
+            webrtc_config()
+        ),
+    );
+    srv.wait_mount("/song.mp3");
+    srv.wait_mount("/tone.opus");
+    wait_until(Duration::from_secs(15), || {
+        srv.ctx
+            .hls
+            .output("/song.mp3")
+            .is_some_and(|o| o.window.load().segments.len() >= 2)
+    })
+    .expect("HLS segments");
+
+    // curl: 4 s of the stream.
+    let out_file = dir.path().join("curl.out");
+    let t = Instant::now();
+    let status = Command::new("curl")
+        .args(["-s", "-A", "curl-ledger", "--max-time", "4", "-o"])
+        .arg(&out_file)
+        .arg(srv.url("/song.mp3"))
+        .status()
+        .unwrap();
+    let curl_secs = t.elapsed().as_secs_f64();
+    assert_eq!(status.code(), Some(28), "curl stops at --max-time");
+    let curl_bytes = std::fs::metadata(&out_file).unwrap().len();
+
+    // ffmpeg: decodes 3 s.
+    let t = Instant::now();
+    let errors = ffmpeg_decode(&srv.url("/song.mp3"), 3);
+    let ffmpeg_secs = t.elapsed().as_secs_f64();
+    assert_eq!(errors, "");
+
+    // An HLS player for 6 s.
+    let (hls_bytes, first, last) = play_hls(srv.addr, "/song.mp3", 6);
+    let hls_secs = last.duration_since(first).as_secs_f64();
+
+    // A WHEP viewer for 3 s, then DELETE.
+    let t = Instant::now();
+    let mut v = Viewer::connect(srv.addr, "/whep/tone.opus", &[]);
+    v.run_for(Duration::from_secs(3));
+    assert!(v.packets.len() > 100, "the viewer heard Opus");
+    let req = format!("DELETE {} HTTP/1.1\r\nHost: test\r\n\r\n", v.resource);
+    assert_eq!(status_of(srv.addr, req.as_bytes()), 200);
+    let whep_secs = t.elapsed().as_secs_f64();
+
+    // The HLS session ends once the player stops (two target durations and a second).
+    let rows = ended_sessions(&srv, 4, Duration::from_secs(15));
+    assert_eq!(rows.len(), 4, "one row per session: {rows:#?}");
+    assert!(rows.iter().all(|r| r.ended_ms.is_some() && !r.relay));
+    let by = |path: &str, agent: Option<&str>| -> &report::SessionRow {
+        let found: Vec<_> = rows
+            .iter()
+            .filter(|r| {
+                r.path == path
+                    && agent.is_none_or(|a| r.agent.as_deref().unwrap_or("").starts_with(a))
+            })
+            .collect();
+        assert_eq!(found.len(), 1, "one {path} session {agent:?}: {rows:#?}");
+        found[0]
+    };
+    let curl = by("icy", Some("curl-ledger"));
+    within_a_second(curl, curl_secs);
+    // curl's file holds the body; the server counts the response head too.
+    within_a_percent(curl, curl_bytes);
+    assert_eq!(curl.end_reason.as_deref(), Some("client:hung-up"));
+    assert_eq!(curl.mount, "/song.mp3");
+    let ffmpeg = by("icy", Some("Lavf"));
+    within_a_second(ffmpeg, ffmpeg_secs);
+    let hls = by("hls", None);
+    within_a_second(hls, hls_secs);
+    within_a_percent(hls, hls_bytes);
+    assert_eq!(hls.end_reason.as_deref(), Some("client:vanished"));
+    let whep = by("whep", None);
+    within_a_second(whep, whep_secs);
+    assert!(whep.bytes.unwrap_or(0) > 10_000, "WHEP bytes counted");
+    assert_eq!(whep.end_reason.as_deref(), Some("client:hung-up"));
+    assert_eq!(whep.mount, "/tone.opus");
+}
+
+#[test]
+fn title_changes_are_in_the_play_log_with_their_listeners() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("playlist.log");
+    let srv = TestServer::start(&format!(
+        "[ledger]\ndatabase = \"sqlite://{}\"\nplaylistlog = {:?}\n",
+        dir.path().join("ledger.db").display(),
+        log
+    ));
+    let source = Source::start(srv.addr, "/live.mp3", "PUT", 1.0);
+    srv.wait_mount("/live.mp3");
+    let a = Listener::open(srv.addr, "/live.mp3", false);
+    let b = Listener::open(srv.addr, "/live.mp3", false);
+    wait_until(Duration::from_secs(5), || {
+        srv.mount_status("/live.mp3")
+            .is_some_and(|m| m["listeners"] == 2)
+    })
+    .expect("two listeners");
+    let set = |song: &str| {
+        let (head, _) = http_get(
+            srv.addr,
+            &format!("/admin/metadata?mount=/live.mp3&mode=updinfo&song={song}"),
+            &[&admin_header()],
+        );
+        assert_eq!(head.status, 200);
+    };
+    set("Artist%20One%20-%20First%20Song");
+    std::thread::sleep(Duration::from_millis(1500));
+    set("Artist%20Two%20-%20Second%20Song");
+    std::thread::sleep(Duration::from_millis(1500));
+    // The same title again is no new play.
+    set("Artist%20Two%20-%20Second%20Song");
+    drop(a);
+    drop(b);
+    let _ = ended_sessions(&srv, 2, Duration::from_secs(5));
+
+    let ledger = srv.ctx.ledger.as_ref().unwrap();
+    assert!(ledger.flush(Duration::from_secs(5)));
+    let mut db = throng_server::ledger::open_for_reports(&srv.ctx.config()).unwrap();
+    let range = Range {
+        from_ms: 0,
+        to_ms: throng_server::ledger::now_ms() + 1000,
+        mount: Some("/live.mp3".into()),
+    };
+    let plays = report::plays(&mut db, &range, throng_server::ledger::now_ms()).unwrap();
+    assert_eq!(plays.len(), 2, "{plays:#?}");
+    assert_eq!(plays[0].artist.as_deref(), Some("Artist One"));
+    assert_eq!(plays[0].title, "First Song");
+    assert_eq!(plays[0].set_by, "admin");
+    assert_eq!(plays[0].listeners_at_start, 2);
+    assert_eq!(plays[1].title, "Second Song");
+    assert_eq!(
+        plays[0].performances, 2,
+        "both listeners heard the first song"
+    );
+    assert_eq!(plays[1].performances, 2);
+    assert!(plays[0].listening_seconds > 2.0);
+    let tracks = report::tracks(&mut db, &range, throng_server::ledger::now_ms()).unwrap();
+    assert_eq!(tracks.rows.len(), 2);
+    assert!(tracks
+        .rows
+        .iter()
+        .all(|t| t.plays == 1 && t.performances == 2));
+
+    // Icecast's playlistlog: time|mount|listeners|title.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        lines[0].ends_with("|/live.mp3|2|Artist One - First Song"),
+        "{text}"
+    );
+
+    // The same figures over the API, with admin credentials only.
+    let path = "/api/v1/reports/tracks?from=0&mount=/live.mp3";
+    let (head, _) = http_get(srv.addr, path, &[]);
+    assert_eq!(head.status, 401);
+    let (head, body) = http_get(srv.addr, path, &[&admin_header()]);
+    assert_eq!(head.status, 200);
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["rows"][0]["performances"], 2, "{v}");
+    assert_eq!(v["rows"][0]["artist"], "Artist One");
+    let (head, body) = http_get(
+        srv.addr,
+        "/api/v1/reports/soundexchange.csv?from=0&service=Test%20FM",
+        &[&admin_header()],
+    );
+    assert_eq!(head.status, 200);
+    let csv = String::from_utf8(body).unwrap();
+    assert!(csv.starts_with("NAME_OF_SERVICE,"), "{csv}");
+    assert!(
+        csv.contains("Test FM,,Artist One,First Song,,,,2,1"),
+        "{csv}"
+    );
+    let (head, _) = http_get(
+        srv.addr,
+        "/api/v1/reports/listening?group=week",
+        &[&admin_header()],
+    );
+    assert_eq!(head.status, 400);
+    source.stop();
+}
+
+/// A MaxMind DB (format 2.0, IPv4, 24-bit records) mapping 127.0.0.0/8 to `country`, as the
+/// MaxMind DB File Format Specification lays it out: the search tree, 16 zero bytes, the data
+/// section, then the metadata after `\xAB\xCD\xEFMaxMind.com`.
+fn country_mmdb(country: &str) -> Vec<u8> {
+    let node_count: u32 = 8;
+    let mut out = Vec::new();
+    // 127 = 0b0111_1111: node i follows bit i; the other branch has no data.
+    for i in 0..8u32 {
+        let bit = (127u8 >> (7 - i)) & 1;
+        let next = if i < 7 { i + 1 } else { node_count + 16 };
+        let (left, right) = if bit == 0 {
+            (next, node_count)
+        } else {
+            (node_count, next)
+        };
+        out.extend_from_slice(&left.to_be_bytes()[1..]);
+        out.extend_from_slice(&right.to_be_bytes()[1..]);
+    }
+    out.extend_from_slice(&[0u8; 16]);
+    let string = |out: &mut Vec<u8>, s: &str| {
+        out.push(0x40 | s.len() as u8);
+        out.extend_from_slice(s.as_bytes());
+    };
+    // {"country": {"iso_code": country}}
+    out.push(0xE1);
+    string(&mut out, "country");
+    out.push(0xE1);
+    string(&mut out, "iso_code");
+    string(&mut out, country);
+    out.extend_from_slice(b"\xAB\xCD\xEFMaxMind.com");
+    out.push(0xE0 | 9);
+    string(&mut out, "node_count");
+    out.extend_from_slice(&[0xC1, node_count as u8]);
+    string(&mut out, "record_size");
+    out.extend_from_slice(&[0xA1, 24]);
+    string(&mut out, "ip_version");
+    out.extend_from_slice(&[0xA1, 4]);
+    string(&mut out, "database_type");
+    string(&mut out, "Test-Country");
+    string(&mut out, "languages");
+    out.extend_from_slice(&[0x00, 0x04]); // an empty array (extended type 11)
+    string(&mut out, "binary_format_major_version");
+    out.extend_from_slice(&[0xA1, 2]);
+    string(&mut out, "binary_format_minor_version");
+    out.push(0xA0);
+    string(&mut out, "build_epoch");
+    out.extend_from_slice(&[0x00, 0x02]); // uint64 0 (extended type 9)
+    string(&mut out, "description");
+    out.push(0xE0);
+    out
+}
+
+#[test]
+fn a_country_lands_in_the_record_and_hashed_never_stores_the_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let mmdb = dir.path().join("test-country.mmdb");
+    std::fs::write(&mmdb, country_mmdb("SE")).unwrap();
+    let srv = TestServer::start(&format!(
+        "{}\n[ledger]\ndatabase = \"sqlite://{}\"\ngeoip = {:?}\naddress = \"hashed\"\n",
+        mp3_file_mount(dir.path(), "/song.mp3"),
+        dir.path().join("ledger2.db").display(),
+        mmdb
+    ));
+    srv.wait_mount("/song.mp3");
+    let mut l = Listener::open(srv.addr, "/song.mp3", false);
+    l.read_for(Duration::from_millis(500));
+    drop(l);
+    let rows = ended_sessions(&srv, 1, Duration::from_secs(5));
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0].country.as_deref(), Some("SE"));
+    assert_eq!(
+        rows[0].address.len(),
+        16,
+        "a 64-bit hash: {}",
+        rows[0].address
+    );
+    assert!(!rows[0].address.contains("127."));
+    // Nowhere in the database files (the main file and its write-ahead log).
+    drop(srv);
+    for file in ["ledger2.db", "ledger2.db-wal"] {
+        if let Ok(bytes) = std::fs::read(dir.path().join(file)) {
+            let text = String::from_utf8_lossy(&bytes);
+            assert!(!text.contains("127.0.0.1"), "{file} holds the address");
+        }
+    }
+    // The country report groups by it.
+    let config = throng_server::Config::from_toml(&format!(
+        "[ledger]\ndatabase = \"sqlite://{}\"\n",
+        dir.path().join("ledger2.db").display()
+    ))
+    .unwrap();
+    let mut db = throng_server::ledger::open_for_reports(&config).unwrap();
+    let range = Range {
+        from_ms: 0,
+        to_ms: throng_server::ledger::now_ms() + 60_000,
+        mount: None,
+    };
+    let l = report::listening(&mut db, &range, report::Group::Country).unwrap();
+    assert_eq!(l.rows.len(), 1);
+    assert_eq!(l.rows[0].key, "SE");
+    assert_eq!(l.rows[0].sessions, 1);
+    assert_eq!(l.total.unique_listeners, 1);
+}
