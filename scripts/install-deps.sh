@@ -12,7 +12,8 @@
 # browser tests: chromium (headless, driven over its DevTools pipe) and, through
 # scripts/install-web-deps.sh, the npm package icecast-metadata-player; haproxy
 # (a load balancer sending the PROXY protocol to two edges, crates/server/tests/it/cluster.rs); openssl (the HTTPS tests
-# read the served certificate with `openssl s_client`, scripts/bench-tls.sh makes one).
+# read the served certificate with `openssl s_client`, scripts/bench-tls.sh makes one);
+# postgresql (the audience ledger shared by an origin and an edge).
 # `apt-get update` only runs when something is
 # missing, so a second run is a no-op taking well under a second. Debian's
 # icecast2 package can start a daemon on port 8000 (Throng's default port): the
@@ -21,6 +22,9 @@
 set -euo pipefail
 
 PKGS=(ffmpeg libshout-tools icecast2 curl liquidsoap ezstream systemd man-db groff-base logrotate haproxy openssl)
+# The audience ledger's shared-database test (crates/server/tests/it/ledger.rs) runs a private
+# PostgreSQL server from Debian's package (initdb and postgres in a temporary directory).
+PKGS+=(postgresql)
 # The browser tests (crates/server/tests/it/web_page.rs): headless Chromium, and node/npm to
 # install icecast-metadata-player (scripts/install-web-deps.sh); Debian's nodejs and npm only
 # when no node/npm is there (a NodeSource nodejs, which bundles npm, conflicts with Debian's npm).

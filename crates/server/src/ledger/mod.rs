@@ -99,40 +99,70 @@ impl Ledger {
             Some(path) => Some(geo::Countries::open(path).map_err(LedgerError::Geo)?),
             None => None,
         };
-        let mut db = db::Db::open(&database).map_err(|source| LedgerError::Db {
-            db: database.display(),
-            source,
-        })?;
-        schema::migrate(&mut db).map_err(|source| LedgerError::Db {
-            db: database.display(),
-            source,
-        })?;
-        let mut w = writer::Writer::new(
-            db,
-            server.clone(),
+        // The writer thread opens the database itself: PostgreSQL's client runs its own
+        // runtime, which must not be started from the server's async tasks. Start waits for
+        // the outcome, so a database that cannot be opened refuses the start.
+        let (tx, rx) = channel();
+        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
+        let (address, retention, playlistlog) = (
             config.ledger.address,
-            countries,
             config.ledger.retention_days,
             config.ledger.playlistlog.clone(),
         );
-        if recover {
-            match w.recover(now_ms()) {
-                Ok(0) => {}
-                Ok(n) => tracing::warn!(
-                    sessions = n,
-                    "ledger: closed sessions left open by an earlier crash ({CRASHED})"
-                ),
-                Err(e) => tracing::error!("ledger: cannot close sessions left open: {e}"),
-            }
-        }
-        if let Err(e) = w.announce(now_ms()) {
-            tracing::error!("ledger: cannot record this server's start: {e}");
-        }
-        let (tx, rx) = channel();
+        let (db_name, writer_server) = (database.clone(), server.clone());
         std::thread::Builder::new()
             .name("throng-ledger".into())
-            .spawn(move || w.run(rx))
+            .spawn(move || {
+                let opened = db::Db::open(&db_name).and_then(|mut db| {
+                    schema::migrate(&mut db)?;
+                    Ok(db)
+                });
+                let db = match opened {
+                    Ok(db) => db,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let mut w = writer::Writer::new(
+                    db,
+                    writer_server,
+                    address,
+                    countries,
+                    retention,
+                    playlistlog,
+                );
+                if recover {
+                    match w.recover(now_ms()) {
+                        Ok(0) => {}
+                        Ok(n) => tracing::warn!(
+                            sessions = n,
+                            "ledger: closed sessions left open by an earlier crash ({CRASHED})"
+                        ),
+                        Err(e) => tracing::error!("ledger: cannot close sessions left open: {e}"),
+                    }
+                }
+                if let Err(e) = w.announce(now_ms()) {
+                    tracing::error!("ledger: cannot record this server's start: {e}");
+                }
+                let _ = ready_tx.send(Ok(()));
+                w.run(rx)
+            })
             .map_err(LedgerError::Thread)?;
+        match ready_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(source)) => {
+                return Err(LedgerError::Db {
+                    db: database.display(),
+                    source,
+                })
+            }
+            Err(_) => {
+                return Err(LedgerError::Thread(std::io::Error::other(
+                    "the ledger thread ended while opening the database",
+                )))
+            }
+        }
         tracing::info!(database = %database.display(), %server, "audience ledger on");
         Ok(Some(Ledger { tx, server }))
     }

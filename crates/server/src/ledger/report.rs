@@ -126,7 +126,7 @@ impl Acc {
             key,
             sessions: self.sessions,
             unique_listeners: unique,
-            tlh_hours: round3(self.seconds / 3600.0),
+            tlh_hours: round4(self.seconds / 3600.0),
             atsl_minutes: if self.sessions == 0 {
                 0.0
             } else {
@@ -139,6 +139,11 @@ impl Acc {
 
 fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
+}
+
+/// Hours to 4 decimals (0.36 s).
+fn round4(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0
 }
 
 /// RFC 3339 (UTC, seconds) of Unix seconds `t`.
@@ -463,7 +468,7 @@ pub fn tracks(db: &mut Db, range: &Range, now_ms: i64) -> Result<Tracks, DbError
         seconds[i] += p.listening_seconds;
     }
     for (r, s) in rows.iter_mut().zip(seconds) {
-        r.tlh_hours = round3(s / 3600.0);
+        r.tlh_hours = round4(s / 3600.0);
     }
     Ok(Tracks { rows })
 }

@@ -408,3 +408,223 @@ fn a_country_lands_in_the_record_and_hashed_never_stores_the_address() {
     assert_eq!(l.rows[0].sessions, 1);
     assert_eq!(l.total.unique_listeners, 1);
 }
+
+/// A private PostgreSQL server for one test (Debian's `postgresql` package, installed by
+/// scripts/install-deps.sh): `initdb` in a temporary directory (as user `postgres` when the
+/// test runs as root, which PostgreSQL refuses), `postgres` on a free loopback port with its
+/// socket in that directory, trust authentication for user `throng`. Stopped on drop.
+struct Postgres {
+    child: std::process::Child,
+    port: u16,
+    data: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Postgres {
+    fn bin(name: &str) -> std::path::PathBuf {
+        let mut found: Vec<std::path::PathBuf> = glob_dirs("/usr/lib/postgresql")
+            .into_iter()
+            .map(|d| d.join("bin").join(name))
+            .filter(|p| p.exists())
+            .collect();
+        found.sort();
+        found.pop().unwrap_or_else(|| {
+            panic!("PostgreSQL is not installed: run scripts/install-deps.sh (or scripts/test.sh)")
+        })
+    }
+
+    /// `bin` of PostgreSQL run as user `postgres` when the test runs as root, in `dir`.
+    fn command(bin: &str, dir: &Path) -> Command {
+        let root = unsafe { libc::geteuid() } == 0;
+        let mut c = if root {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(Self::bin(bin));
+            c
+        } else {
+            Command::new(Self::bin(bin))
+        };
+        c.current_dir(dir);
+        c
+    }
+
+    fn start() -> Postgres {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        let root = unsafe { libc::geteuid() } == 0;
+        let as_pg = |bin: &str| Self::command(bin, dir.path());
+        if root {
+            let st = Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(dir.path())
+                .status()
+                .unwrap();
+            assert!(st.success());
+        }
+        let out = as_pg("initdb")
+            .args(["-D"])
+            .arg(&data)
+            .args(["-U", "throng", "--auth=trust", "-E", "UTF8", "--no-sync"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "initdb: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let child = as_pg("postgres")
+            .args(["-D"])
+            .arg(&data)
+            .args(["-p", &port.to_string(), "-k"])
+            .arg(dir.path())
+            .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let pg = Postgres {
+            child,
+            port,
+            data,
+            _dir: dir,
+        };
+        wait_until(Duration::from_secs(30), || {
+            postgres::Client::connect(&pg.url(), postgres::NoTls).is_ok()
+        })
+        .expect("PostgreSQL accepts connections");
+        pg
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://throng@127.0.0.1:{}/postgres", self.port)
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        // The child may be `runuser`, which does not pass signals on: stop the server itself.
+        let _ = Self::command("pg_ctl", Path::new("/"))
+            .args(["stop", "-m", "immediate", "-D"])
+            .arg(&self.data)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn glob_dirs(parent: &str) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(parent)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default()
+}
+
+/// A server with `extra` TOML, the test passwords, a relay user and the ledger at `db` under
+/// the name `name`.
+fn cluster_member(name: &str, db: &str, extra: &str) -> TestServer {
+    let toml = format!(
+        "listen = [\"127.0.0.1:0\"]\nworkers = 2\n{extra}\n[authentication]\n\
+         source-password = \"{SOURCE_PW}\"\nadmin-password = \"{ADMIN_PW}\"\n\
+         relay-user = \"relay\"\nrelay-password = \"relay-pw\"\n[logging]\naccess-log = \"\"\n\
+         [ledger]\ndatabase = \"{db}\"\nserver = \"{name}\"\n"
+    );
+    TestServer::start_config(throng_server::Config::from_toml(&toml).expect("config"))
+}
+
+#[test]
+fn an_origin_and_an_edge_share_one_postgresql_ledger_and_the_reports_sum_both() {
+    let pg = Postgres::start();
+    let dir = tempfile::tempdir().unwrap();
+    let origin = cluster_member(
+        "origin",
+        &pg.url(),
+        &mp3_file_mount(dir.path(), "/live.mp3"),
+    );
+    origin.wait_mount("/live.mp3");
+    let edge = cluster_member(
+        "edge",
+        &pg.url(),
+        &format!(
+            "[[relay]]\nserver = \"127.0.0.1\"\nport = {}\nmount = \"/live.mp3\"\n\
+             username = \"relay\"\npassword = \"relay-pw\"\n",
+            origin.addr.port()
+        ),
+    );
+    edge.wait_mount("/live.mp3");
+    let mut listeners: Vec<Listener> = (0..2)
+        .map(|_| Listener::open(origin.addr, "/live.mp3", false))
+        .chain((0..3).map(|_| Listener::open(edge.addr, "/live.mp3", false)))
+        .collect();
+    for l in &mut listeners {
+        assert_eq!(l.head.status, 200);
+        l.read_for(Duration::from_millis(300));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    drop(listeners);
+    let ended = |srv: &TestServer, n: usize| {
+        wait_until(Duration::from_secs(10), || {
+            sessions(srv)
+                .iter()
+                .filter(|r| r.ended_ms.is_some() && !r.relay)
+                .count()
+                >= n
+        })
+    };
+    ended(&origin, 5).expect("five listener sessions ended");
+    // Both servers wrote to the one table.
+    let rows = sessions(&edge);
+    let from = |server: &str| {
+        rows.iter()
+            .filter(|r| r.server == server && !r.relay)
+            .count()
+    };
+    assert_eq!(from("origin"), 2, "{rows:#?}");
+    assert_eq!(from("edge"), 3, "{rows:#?}");
+    // The edge's pull is on the origin, marked as a relay, and still open.
+    let relays: Vec<_> = rows.iter().filter(|r| r.relay).collect();
+    assert_eq!(relays.len(), 1, "{rows:#?}");
+    assert_eq!(relays[0].server, "origin");
+    assert!(relays[0].ended_ms.is_none());
+
+    // The reports sum both servers and leave the relay out.
+    let mut db = throng_server::ledger::open_for_reports(&edge.ctx.config()).unwrap();
+    let range = Range {
+        from_ms: 0,
+        to_ms: throng_server::ledger::now_ms() + 60_000,
+        mount: Some("/live.mp3".into()),
+    };
+    let l = report::listening(&mut db, &range, report::Group::Path).unwrap();
+    assert_eq!(l.total.sessions, 5, "{l:#?}");
+    assert_eq!(l.rows.len(), 1);
+    assert_eq!(l.rows[0].key, "icy");
+    // The listening hours are the five sessions' seconds.
+    let tlh_secs = l.total.tlh_hours * 3600.0;
+    let listened: f64 = rows
+        .iter()
+        .filter(|r| !r.relay)
+        .filter_map(|r| r.seconds)
+        .sum();
+    assert!(
+        (tlh_secs - listened).abs() < 4.0,
+        "{tlh_secs} s reported, {listened} s listened"
+    );
+    assert!(listened > 10.0, "five sessions of over 2 s: {listened} s");
+    // Over the API of either server.
+    let (head, body) = http_get(
+        origin.addr,
+        "/api/v1/reports/listening?from=0&group=day&mount=/live.mp3",
+        &[&admin_header()],
+    );
+    assert_eq!(head.status, 200);
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["total"]["sessions"], 5, "{v}");
+    drop(edge);
+    drop(origin);
+}
