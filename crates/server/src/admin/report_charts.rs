@@ -12,19 +12,23 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 /// Width of every chart, pixels of its `viewBox`.
-pub const WIDTH: u32 = 720;
+pub const WIDTH: u32 = 640;
 
 /// Height of a [`timeline`] or [`columns`] chart, pixels of its `viewBox`.
-pub const HEIGHT: u32 = 300;
+pub const HEIGHT: u32 = 280;
 
 /// Height of one bar of [`bars`], pixels.
-const BAR_ROW: u32 = 30;
+const BAR_ROW: u32 = 34;
 
 /// Longest name beside a bar, in characters (longer ones end with `…`).
-const MAX_LABEL: usize = 36;
+const MAX_LABEL: usize = 28;
 
 /// Colour of every bar and line (the admin UI's accent, `admin.css --accent`).
 const ACCENT: RGBColor = RGBColor(79, 70, 229);
+
+/// Size of every text, pixels of the `viewBox` (the page shows a chart at about half to
+/// full size).
+const FONT: u32 = 18;
 
 /// Grid lines.
 const GRID: RGBColor = RGBColor(225, 227, 236);
@@ -92,6 +96,17 @@ pub fn short_number(v: f64) -> String {
     }
 }
 
+/// `v` as a label of a value axis reaching `top`: as [`short_number`], with enough decimals
+/// to tell its ticks (about a fifth of `top` apart) from each other.
+pub fn axis_number(v: f64, top: f64) -> String {
+    let step = top / 5.0;
+    if step >= 1.0 || v == 0.0 {
+        return short_number(v);
+    }
+    let decimals = (-step.log10()).ceil().clamp(1.0, 6.0) as usize;
+    format!("{v:.decimals$}")
+}
+
 /// `s` cut to [`MAX_LABEL`] characters, with `…` when cut.
 pub fn short_label(s: &str) -> String {
     if s.chars().count() <= MAX_LABEL {
@@ -112,8 +127,9 @@ fn axis_top(max: f64, headroom: f64) -> f64 {
     }
 }
 
-/// A line chart of `points` (`x` Unix seconds, `y` in `unit`) titled `title`; `x_label` turns
-/// an `x` into its axis label.
+/// A line chart of counts `points` (`x` Unix seconds, `y` a whole number of `unit`, so only
+/// whole numbers are written on its axis) titled `title`; `x_label` turns an `x` into its axis
+/// label.
 ///
 /// Errors: [`ChartError`] when plotters cannot draw it.
 pub fn timeline(
@@ -127,11 +143,10 @@ pub fn timeline(
     let top = axis_top(points.iter().map(|p| p.1).fold(0.0, f64::max), 1.15);
     svg(title, (WIDTH, HEIGHT), |root| {
         let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 20))
             .margin(10)
             .margin_right(24)
             .x_label_area_size(36)
-            .y_label_area_size(52)
+            .y_label_area_size(60)
             .build_cartesian_2d(x0 as f64..x1 as f64, 0f64..top)?;
         chart
             .configure_mesh()
@@ -139,8 +154,14 @@ pub fn timeline(
             .y_labels(6)
             .y_desc(unit)
             .x_label_formatter(&|v| x_label(*v as i64))
-            .y_label_formatter(&|v| short_number(*v))
-            .label_style(("sans-serif", 14))
+            .y_label_formatter(&|v| {
+                if v.fract() == 0.0 {
+                    short_number(*v)
+                } else {
+                    String::new()
+                }
+            })
+            .label_style(("sans-serif", FONT))
             .light_line_style(WHITE)
             .bold_line_style(GRID)
             .draw()?;
@@ -162,11 +183,10 @@ pub fn columns(title: &str, unit: &str, cols: &[Bar]) -> Result<String, ChartErr
     let every = n.div_ceil(10);
     svg(title, (WIDTH, HEIGHT), |root| {
         let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 20))
             .margin(10)
             .margin_right(24)
             .x_label_area_size(36)
-            .y_label_area_size(52)
+            .y_label_area_size(70)
             .build_cartesian_2d(0f64..n as f64, 0f64..top)?;
         chart
             .configure_mesh()
@@ -174,8 +194,8 @@ pub fn columns(title: &str, unit: &str, cols: &[Bar]) -> Result<String, ChartErr
             .x_labels(0)
             .y_labels(6)
             .y_desc(unit)
-            .y_label_formatter(&|v| short_number(*v))
-            .label_style(("sans-serif", 14))
+            .y_label_formatter(&|v| axis_number(*v, top))
+            .label_style(("sans-serif", FONT))
             .light_line_style(WHITE)
             .bold_line_style(GRID)
             .draw()?;
@@ -188,7 +208,7 @@ pub fn columns(title: &str, unit: &str, cols: &[Bar]) -> Result<String, ChartErr
             r.set_margin(0, 0, gap, gap);
             r
         }))?;
-        let style = TextStyle::from(("sans-serif", 14).into_font())
+        let style = TextStyle::from(("sans-serif", FONT).into_font())
             .pos(Pos::new(HPos::Center, VPos::Top))
             .color(&BLACK);
         for (i, c) in cols.iter().enumerate().step_by(every) {
@@ -205,15 +225,14 @@ pub fn columns(title: &str, unit: &str, cols: &[Bar]) -> Result<String, ChartErr
 /// Errors: [`ChartError`] when plotters cannot draw it.
 pub fn bars(title: &str, unit: &str, items: &[Bar]) -> Result<String, ChartError> {
     let n = items.len().max(1);
-    let height = 80 + BAR_ROW * n as u32;
+    let height = 74 + BAR_ROW * n as u32;
     let top = axis_top(items.iter().map(|b| b.value).fold(0.0, f64::max), 1.25);
     svg(title, (WIDTH, height), |root| {
         let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 20))
             .margin(10)
             .margin_right(24)
-            .x_label_area_size(30)
-            .y_label_area_size(250)
+            .x_label_area_size(54)
+            .y_label_area_size(270)
             .build_cartesian_2d(0f64..top, 0f64..n as f64)?;
         chart
             .configure_mesh()
@@ -221,8 +240,8 @@ pub fn bars(title: &str, unit: &str, items: &[Bar]) -> Result<String, ChartError
             .y_labels(0)
             .x_labels(5)
             .x_desc(unit)
-            .x_label_formatter(&|v| short_number(*v))
-            .label_style(("sans-serif", 14))
+            .x_label_formatter(&|v| axis_number(*v, top))
+            .label_style(("sans-serif", FONT))
             .light_line_style(WHITE)
             .bold_line_style(GRID)
             .draw()?;
@@ -233,7 +252,7 @@ pub fn bars(title: &str, unit: &str, items: &[Bar]) -> Result<String, ChartError
             r.set_margin(4, 4, 0, 0);
             r
         }))?;
-        let font = ("sans-serif", 14).into_font();
+        let font = ("sans-serif", FONT).into_font();
         let name = TextStyle::from(font.clone())
             .pos(Pos::new(HPos::Right, VPos::Center))
             .color(&BLACK);
@@ -282,7 +301,7 @@ mod tests {
         )
         .unwrap();
         assert!(svg.starts_with("<svg role=\"img\" aria-label=\"Top tracks\" class=\"chart\" "));
-        assert!(svg.contains("viewBox=\"0 0 720 140\""), "{svg}");
+        assert!(svg.contains("viewBox=\"0 0 640 142\""), "{svg}");
         assert!(
             svg.contains(">\nA - One\n</text>") || svg.contains(">A - One<"),
             "{svg}"
@@ -324,7 +343,7 @@ mod tests {
         let points: Vec<(i64, f64)> = (0..48).map(|h| (h * 3600, (h % 5) as f64)).collect();
         let svg = timeline("Listeners", "listeners", &points, &|t| format!("t{t}")).unwrap();
         assert!(svg.contains("<polyline"), "{svg}");
-        assert!(svg.contains("viewBox=\"0 0 720 300\""));
+        assert!(svg.contains("viewBox=\"0 0 640 280\""));
         assert!(svg.contains(">t0<") || svg.contains("t0\n"), "{svg}");
     }
 
@@ -341,5 +360,9 @@ mod tests {
         assert_eq!(short_number(0.25), "0.25");
         assert_eq!(short_number(0.004), "0.004");
         assert_eq!(short_number(3.0), "3");
+        assert_eq!(axis_number(0.0015, 0.0023), "0.0015");
+        assert_eq!(axis_number(0.002, 0.0023), "0.0020");
+        assert_eq!(axis_number(0.4, 1.15), "0.4");
+        assert_eq!(axis_number(300.0, 1000.0), "300");
     }
 }

@@ -629,7 +629,11 @@ pub fn render(req: &ReportRequest, data: &ReportData, live: &[String], now_ms: i
 fn table_html(group: Group, l: &Listening) -> String {
     let mut out = format!(
         "<section aria-labelledby=\"h-table\"><h2 id=\"h-table\">Listening by {}</h2>",
-        key_heading(group).to_lowercase()
+        GROUPS
+            .iter()
+            .find(|(_, g, _)| *g == group)
+            .map_or("day", |(_, _, label)| label)
+            .to_lowercase()
     );
     if l.rows.is_empty() {
         let _ = write!(

@@ -24,7 +24,7 @@ use crate::cdp::{browser_required, chromium_path, Browser};
 use crate::support::*;
 
 /// The browser, or `None` (after saying why) when the test is to be skipped.
-fn browser() -> Option<Browser> {
+pub(crate) fn browser() -> Option<Browser> {
     match chromium_path() {
         Some(p) => Some(Browser::launch(&p)),
         None if browser_required() => {
@@ -39,7 +39,7 @@ fn browser() -> Option<Browser> {
     }
 }
 
-fn assert_no_console_errors(b: &Browser, tab: &crate::cdp::Tab, page: &str) {
+pub(crate) fn assert_no_console_errors(b: &Browser, tab: &crate::cdp::Tab, page: &str) {
     let errors = b.console_errors(tab);
     assert!(errors.is_empty(), "console errors on {page}: {errors:#?}");
 }
