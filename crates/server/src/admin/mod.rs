@@ -32,6 +32,7 @@ pub mod icecast;
 pub mod ops;
 pub mod playlist;
 pub mod report_charts;
+pub mod report_form;
 pub mod reports;
 pub mod reports_page;
 pub mod station;

@@ -19,8 +19,9 @@
 //! The numbers come from the same report functions as the API (`ledger/report.rs`), asked
 //! through [`crate::admin::reports::on_ledger`] on a blocking thread; the form's values become
 //! a [`ReportRequest`] through the API's own parser, so the page takes what the API takes.
-//! Without a ledger the page says so and how to turn one on. Parsing ([`Form`]) and rendering
-//! ([`render`]) are pure; the handler only gathers and answers.
+//! Without a ledger the page says so and how to turn one on. The form is parsed in
+//! `report_form.rs`; it and the rendering ([`render`]) are pure; the handler only gathers and
+//! answers.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -29,11 +30,12 @@ use std::sync::Arc;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use chrono::{DateTime, NaiveDate, NaiveDateTime};
+use chrono::DateTime;
 use throng_proto::http::parse_query;
 
 use crate::admin::html::escape;
 use crate::admin::report_charts::{self, Bar, ChartError};
+use crate::admin::report_form::{api_query, day_of, Form};
 use crate::admin::{auth, ui};
 use crate::ctx::ServerCtx;
 use crate::ledger::db::{Db, DbError};
@@ -49,104 +51,9 @@ const TITLE: &str = "Audience reports";
 /// Tracks in the top tracks chart and table.
 pub const TOP_TRACKS: usize = 15;
 
-/// Days of the default range: today (UTC) and the six days before.
-pub const DEFAULT_DAYS: i64 = 7;
-
 /// Most hours or days a chart fills in with zeros; over a longer range, only the span with
 /// data is drawn.
 const MAX_FILLED: i64 = 24 * 400;
-
-const DAY_MS: i64 = 86_400_000;
-
-/// The report form as sent (each field as typed; empty when not sent).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Form {
-    /// `from`: first day (`YYYY-MM-DD`), or a time.
-    pub from: String,
-    /// `to`: last day (`YYYY-MM-DD`, included), or a time (excluded).
-    pub to: String,
-    /// `mount`: empty for every mount.
-    pub mount: String,
-    /// `group`: the table's grouping (`hour`, `day`, `country`, `path`, `agent`; empty: `day`).
-    pub group: String,
-}
-
-/// Midnight (UTC) starting `d`, Unix milliseconds.
-fn day_start_ms(d: NaiveDate) -> i64 {
-    d.and_hms_opt(0, 0, 0)
-        .map_or(0, |t| t.and_utc().timestamp_millis())
-}
-
-/// The UTC day of Unix milliseconds `ms`, as `YYYY-MM-DD`.
-pub fn day_of(ms: i64) -> String {
-    DateTime::from_timestamp_millis(ms)
-        .map(|t| t.format("%Y-%m-%d").to_string())
-        .unwrap_or_default()
-}
-
-/// One bound of the range, Unix milliseconds: a day (`YYYY-MM-DD`: its start, or with `end`
-/// the next day's start, so the day is included), a `datetime-local` value (UTC), Unix seconds
-/// or RFC 3339 (`report::parse_time`, as the API). `None` when empty.
-///
-/// Errors: a sentence naming the field.
-fn bound(key: &str, value: &str, end: bool) -> Result<Option<i64>, String> {
-    let v = value.trim();
-    if v.is_empty() {
-        return Ok(None);
-    }
-    if let Ok(d) = NaiveDate::parse_from_str(v, "%Y-%m-%d") {
-        return Ok(Some(day_start_ms(d) + if end { DAY_MS } else { 0 }));
-    }
-    for f in ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"] {
-        if let Ok(t) = NaiveDateTime::parse_from_str(v, f) {
-            return Ok(Some(t.and_utc().timestamp_millis()));
-        }
-    }
-    report::parse_time(v).map(Some).ok_or_else(|| {
-        format!("`{key}` must be a day (YYYY-MM-DD), Unix seconds or an RFC 3339 time, got {v:?}")
-    })
-}
-
-impl Form {
-    /// The form's fields in query `q` (decoded pairs; the last of a repeated field wins).
-    pub fn from_query(q: &[(String, String)]) -> Form {
-        let mut f = Form::default();
-        for (k, v) in q {
-            match k.as_str() {
-                "from" => f.from = v.clone(),
-                "to" => f.to = v.clone(),
-                "mount" => f.mount = v.clone(),
-                "group" => f.group = v.clone(),
-                _ => {}
-            }
-        }
-        f
-    }
-
-    /// The listening report request of the form at `now_ms` for the station `service`: the
-    /// days made times (the default `to` is the end of today, UTC; the default `from`
-    /// [`DEFAULT_DAYS`] before `to`), then parsed by the API's [`ReportRequest::parse`].
-    ///
-    /// Errors: a sentence naming the field that is wrong.
-    pub fn request(&self, now_ms: i64, service: &str) -> Result<ReportRequest, String> {
-        let to = match bound("to", &self.to, true)? {
-            Some(t) => t,
-            None => now_ms.div_euclid(DAY_MS) * DAY_MS + DAY_MS,
-        };
-        let from = bound("from", &self.from, false)?.unwrap_or(to - DEFAULT_DAYS * DAY_MS);
-        let secs = |ms: i64| ms.div_euclid(1000).to_string();
-        let q: HashMap<String, String> = [
-            ("from", secs(from)),
-            ("to", secs(to)),
-            ("mount", self.mount.trim().to_owned()),
-            ("group", self.group.trim().to_owned()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
-        ReportRequest::parse("listening", &q, now_ms, service)
-    }
-}
 
 /// Everything the page shows, gathered on the ledger's blocking thread.
 #[derive(Debug, Clone, PartialEq)]
@@ -283,22 +190,6 @@ pub fn mount_choices(seen: &[String], live: &[String], chosen: Option<&str>) -> 
     all.sort();
     all.dedup();
     all
-}
-
-/// The API query of `req` (`from`, `to` as RFC 3339, `mount` if any), percent-encoded.
-pub fn api_query(req: &ReportRequest) -> String {
-    let enc = |s: &str| {
-        percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
-    };
-    let mut q = format!(
-        "from={}&to={}",
-        enc(&report::rfc3339(req.range.from_ms.div_euclid(1000))),
-        enc(&report::rfc3339(req.range.to_ms.div_euclid(1000)))
-    );
-    if let Some(m) = &req.range.mount {
-        let _ = write!(q, "&mount={}", enc(m));
-    }
-    q
 }
 
 /// The form, filled with `from` and `to` (days), the mount `choices` with `mount` chosen, and
@@ -471,8 +362,7 @@ fn group_section(id: &str, heading: &str, group: Group, l: &Listening) -> String
     )
 }
 
-/// The page's content for `req` (from the form `form`), `data` gathered at `now_ms`, and the
-/// `live` mounts.
+/// The page's content for `req`, with `data` gathered at `now_ms` and the `live` mounts.
 pub fn render(req: &ReportRequest, data: &ReportData, live: &[String], now_ms: i64) -> String {
     let r = &req.range;
     let mount = r.mount.as_deref().unwrap_or("");
@@ -790,18 +680,9 @@ pub async fn page(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::report::{Range, TrackRow};
+    use crate::ledger::report::TrackRow;
 
     const NOW: i64 = 1_764_000_000_000; // 2025-11-24T16:00:00Z
-
-    fn form(pairs: &[(&str, &str)]) -> Form {
-        Form::from_query(
-            &pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect::<Vec<_>>(),
-        )
-    }
 
     fn row(key: &str, sessions: u64, tlh: f64, peak: u64) -> ListeningRow {
         ListeningRow {
@@ -829,13 +710,14 @@ mod tests {
     }
 
     fn request() -> ReportRequest {
-        form(&[
+        let q = [
             ("from", "2025-11-20"),
             ("to", "2025-11-24"),
             ("mount", "/live"),
-        ])
-        .request(NOW, "S")
-        .unwrap()
+        ];
+        Form::from_query(&q.map(|(k, v)| (k.to_owned(), v.to_owned())))
+            .request(NOW, "S")
+            .unwrap()
     }
 
     fn data() -> ReportData {
@@ -862,54 +744,6 @@ mod tests {
                     .collect(),
             },
             mounts: vec!["/live".into(), "/old".into()],
-        }
-    }
-
-    #[test]
-    fn days_are_whole_utc_days_and_the_default_is_the_last_seven() {
-        let r = request();
-        assert_eq!(
-            r.range,
-            Range {
-                from_ms: 1_763_596_800_000, // 2025-11-20T00:00:00Z
-                to_ms: 1_764_028_800_000,   // 2025-11-25T00:00:00Z: the 24th included
-                mount: Some("/live".into()),
-            }
-        );
-        assert_eq!(r.group, Group::Day);
-        let d = form(&[]).request(NOW, "S").unwrap();
-        assert_eq!(d.range.to_ms, 1_764_028_800_000, "the end of today");
-        assert_eq!(d.range.to_ms - d.range.from_ms, 7 * DAY_MS);
-        assert_eq!(d.range.mount, None);
-        assert_eq!(day_of(d.range.from_ms), "2025-11-18");
-        assert_eq!(day_of(d.range.to_ms - 1), "2025-11-24");
-        // Times as the API takes them, and datetime-local values.
-        let t = form(&[
-            ("from", "1763600000"),
-            ("to", "2025-11-21T06:30"),
-            ("group", "hour"),
-        ])
-        .request(NOW, "S")
-        .unwrap();
-        assert_eq!(t.range.from_ms, 1_763_600_000_000);
-        assert_eq!(t.range.to_ms, 1_763_706_600_000);
-        assert_eq!(t.group, Group::Hour);
-    }
-
-    #[test]
-    fn bad_fields_are_named() {
-        for (pairs, field) in [
-            (vec![("from", "yesterday")], "`from`"),
-            (vec![("to", "2025-13-45")], "`to`"),
-            (vec![("group", "week")], "`group`"),
-            (vec![("mount", "live")], "`mount`"),
-            (
-                vec![("from", "2025-11-24"), ("to", "2025-11-20")],
-                "`from` must be before",
-            ),
-        ] {
-            let e = form(&pairs).request(NOW, "S").unwrap_err();
-            assert!(e.contains(field), "{pairs:?}: {e}");
         }
     }
 
