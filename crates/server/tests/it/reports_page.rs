@@ -1,10 +1,10 @@
 //! The admin UI's audience reports page (`/admin/ui/reports`, issue 23) over real sockets and
 //! in headless Chromium (`cdp.rs`): a server keeping a ledger in a temporary SQLite file gets
-//! real listeners (TCP and curl, 20 s) on a mount whose title changes through `/admin/metadata`; once
+//! real listeners (TCP and curl, 20 s) on two mounts, one whose title changes through `/admin/metadata`; once
 //! the ledger has committed their sessions, the page draws its charts (a line for listeners,
 //! columns for listening hours, bars for tracks, countries, paths and players), its totals are
 //! the API's (`/api/v1/reports/listening`) for the same range, its CSV links answer, its form
-//! gives a shareable URL, an empty range says so instead of drawing axes, and nothing is wider
+//! gives a shareable URL and keeps one mount's sessions, an empty range says so instead of drawing axes, and nothing is wider
 //! than a 390 px phone. Without a ledger the page says how to turn one on; a bad field is a
 //! 400 naming it.
 
@@ -49,14 +49,17 @@ fn listening(srv: &TestServer, query: &str) -> Value {
     serde_json::from_str(&r.body).unwrap()
 }
 
-/// Four sessions on `/live.mp3`, two titles: three TCP listeners (player `it`) for 20 s
-/// through both titles, and a curl listener (player `curl`) for 8 s during the second; 68
-/// listener-seconds in at most two clock minutes, so the peak (the highest one-minute average)
-/// is 1. Returns once the ledger has committed all four.
-fn four_sessions(srv: &TestServer) {
+/// Five sessions: on `/live.mp3`, with two titles, three TCP listeners (player `it`) for 20 s
+/// through both titles and a curl listener (player `curl`) for 8 s during the second; on
+/// `/other.mp3`, another curl listener for 8 s. 76 listener-seconds in at most two clock
+/// minutes, so the peak (the highest one-minute average) is 1. Returns once the ledger has
+/// committed all five.
+fn five_sessions(srv: &TestServer) {
     require("curl");
     let _src = Source::start(srv.addr, "/live.mp3", "PUT", 1.0);
+    let _other = Source::start(srv.addr, "/other.mp3", "PUT", 1.0);
     srv.wait_mount("/live.mp3");
+    srv.wait_mount("/other.mp3");
     set_title(srv, "/live.mp3", "Artist One", "Song A");
     let readers: Vec<_> = (0..3)
         .map(|i| {
@@ -66,25 +69,32 @@ fn four_sessions(srv: &TestServer) {
         .collect();
     std::thread::sleep(Duration::from_secs(10));
     set_title(srv, "/live.mp3", "Artist Two", "Song B");
-    let mut curl = Command::new("curl")
-        .args(["-s", "-o", "/dev/null", "--max-time", "8"])
-        .arg(srv.url("/live.mp3"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("curl");
-    let status = curl.wait().unwrap();
-    let mut err = String::new();
-    let _ = curl.stderr.take().unwrap().read_to_string(&mut err);
-    // 28: the --max-time we asked for.
-    assert_eq!(status.code(), Some(28), "curl: {err}");
+    let curls: Vec<_> = ["/live.mp3", "/other.mp3"]
+        .iter()
+        .map(|m| {
+            Command::new("curl")
+                .args(["-s", "-o", "/dev/null", "--max-time", "8"])
+                .arg(srv.url(m))
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("curl")
+        })
+        .collect();
+    for mut curl in curls {
+        let status = curl.wait().unwrap();
+        let mut err = String::new();
+        let _ = curl.stderr.take().unwrap().read_to_string(&mut err);
+        // 28: the --max-time we asked for.
+        assert_eq!(status.code(), Some(28), "curl: {err}");
+    }
     for r in readers {
         assert!(r.join().unwrap() > 100_000, "a listener got the stream");
     }
     wait_until(Duration::from_secs(15), || {
-        listening(srv, "")["total"]["sessions"] == 4
+        listening(srv, "")["total"]["sessions"] == 5
     })
-    .expect("the ledger committed four sessions");
+    .expect("the ledger committed five sessions");
 }
 
 #[test]
@@ -141,7 +151,7 @@ fn reports_page_draws_the_ledgers_sessions_in_chromium() {
     let Some(b) = browser() else { return };
     let dir = tempfile::tempdir().unwrap();
     let srv = ledger_server(dir.path());
-    four_sessions(&srv);
+    five_sessions(&srv);
 
     let tab = b.new_tab();
     b.set_headers(
@@ -225,7 +235,7 @@ fn reports_page_draws_the_ledgers_sessions_in_chromium() {
     let query = href.as_str().unwrap().split_once('?').unwrap().1.to_owned();
     assert!(query.contains("from=") && query.contains("to="), "{query}");
     let api = listening(&srv, &query)["total"].clone();
-    assert_eq!(api["sessions"], 4, "{api}");
+    assert_eq!(api["sessions"], 5, "{api}");
     assert_eq!(api["peak_listeners"], 1, "{api}");
     let shown = b
         .eval(
@@ -288,6 +298,21 @@ fn reports_page_draws_the_ledgers_sessions_in_chromium() {
         json!(["it", "curl", "Total"]),
         "most listening first"
     );
+    // Only that mount's sessions; both mounts offered.
+    let sessions = b
+        .eval(
+            &tab,
+            "document.querySelector('[data-total=\"sessions\"]').dataset.value",
+        )
+        .unwrap();
+    assert_eq!(sessions, "4");
+    let mounts = b
+        .eval(
+            &tab,
+            "[...document.querySelectorAll('#report-mount option')].map(o => o.value)",
+        )
+        .unwrap();
+    assert_eq!(mounts, json!(["", "/live.mp3", "/other.mp3"]));
 
     // A range without sessions: notes, no axes.
     b.navigate(
