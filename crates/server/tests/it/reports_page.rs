@@ -1,12 +1,12 @@
 //! The admin UI's audience reports page (`/admin/ui/reports`, issue 23) over real sockets and
 //! in headless Chromium (`cdp.rs`): a server keeping a ledger in a temporary SQLite file gets
-//! real listeners (TCP and curl, 20 s) on two mounts, one whose title changes through `/admin/metadata`; once
-//! the ledger has committed their sessions, the page draws its charts (a line for listeners,
-//! columns for listening hours, bars for tracks, countries, paths and players), its totals are
-//! the API's (`/api/v1/reports/listening`) for the same range, its CSV links answer, its form
-//! gives a shareable URL and keeps one mount's sessions, an empty range says so instead of drawing axes, and nothing is wider
-//! than a 390 px phone. Without a ledger the page says how to turn one on; a bad field is a
-//! 400 naming it.
+//! real listeners (TCP and curl, 20 s) on two mounts, one whose title changes through
+//! `/admin/metadata`; once the ledger has committed their sessions, the page draws its charts
+//! (a line for listeners, columns for listening hours, bars for tracks, countries, paths and
+//! players), its totals are the API's (`/api/v1/reports/listening`) for the same range, its CSV
+//! links answer, its form gives a shareable URL and keeps one mount's sessions, an empty range
+//! says so instead of drawing axes, and nothing is wider than a 390 px phone. Without a ledger
+//! the page says how to turn one on; a bad field is a 400 naming it.
 
 use std::io::Read;
 use std::process::{Command, Stdio};
