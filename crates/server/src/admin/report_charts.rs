@@ -50,13 +50,30 @@ pub struct Bar {
     pub value: f64,
 }
 
+/// The drawing area of a chart's SVG document.
+type Area<'s> = DrawingArea<SVGBackend<'s>, plotters::coord::Shift>;
+
+/// A chart's plotting area, both axes numbers.
+type Chart<'a, 's> = ChartContext<
+    'a,
+    SVGBackend<'s>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// The grid and labels of a [`Chart`].
+type Mesh<'a, 'b, 's> = plotters::chart::MeshStyle<
+    'a,
+    'b,
+    plotters::coord::types::RangedCoordf64,
+    plotters::coord::types::RangedCoordf64,
+    SVGBackend<'s>,
+>;
+
 /// Draws into a string with `draw`, then marks the document as an image named `title`.
 fn svg(
     title: &str,
     size: (u32, u32),
-    draw: impl FnOnce(
-        &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
-    ) -> Result<(), Box<dyn std::error::Error>>,
+    draw: impl FnOnce(&Area<'_>) -> Result<(), Box<dyn std::error::Error>>,
 ) -> Result<String, ChartError> {
     let mut out = String::new();
     {
@@ -76,6 +93,29 @@ fn svg(
         ),
         1,
     ))
+}
+
+/// A chart's plotting area on `root`: `x` and `y` ranges, with `areas` pixels for the x and y
+/// axis labels, and the margins every chart has.
+fn frame<'a, 's>(
+    root: &'a Area<'s>,
+    x: std::ops::Range<f64>,
+    y: std::ops::Range<f64>,
+    areas: (u32, u32),
+) -> Result<Chart<'a, 's>, Box<dyn std::error::Error>> {
+    Ok(ChartBuilder::on(root)
+        .margin(10)
+        .margin_right(24)
+        .x_label_area_size(areas.0)
+        .y_label_area_size(areas.1)
+        .build_cartesian_2d(x, y)?)
+}
+
+/// The grid and labels every chart has (its own axis choices are set on what this returns).
+fn mesh<'m, 'a, 'b, 's>(m: &'m mut Mesh<'a, 'b, 's>) -> &'m mut Mesh<'a, 'b, 's> {
+    m.label_style(("sans-serif", FONT))
+        .light_line_style(WHITE)
+        .bold_line_style(GRID)
 }
 
 /// `v` as a short axis label: `1.5M`, `12k`, `340`, `2.5`, `0.25`, `0.004`.
@@ -142,14 +182,8 @@ pub fn timeline(
     let x1 = points.last().map_or(1, |p| p.0).max(x0 + 1);
     let top = axis_top(points.iter().map(|p| p.1).fold(0.0, f64::max), 1.15);
     svg(title, (WIDTH, HEIGHT), |root| {
-        let mut chart = ChartBuilder::on(root)
-            .margin(10)
-            .margin_right(24)
-            .x_label_area_size(36)
-            .y_label_area_size(60)
-            .build_cartesian_2d(x0 as f64..x1 as f64, 0f64..top)?;
-        chart
-            .configure_mesh()
+        let mut chart = frame(root, x0 as f64..x1 as f64, 0f64..top, (36, 60))?;
+        mesh(&mut chart.configure_mesh())
             .x_labels(6)
             .y_labels(6)
             .y_desc(unit)
@@ -161,9 +195,6 @@ pub fn timeline(
                     String::new()
                 }
             })
-            .label_style(("sans-serif", FONT))
-            .light_line_style(WHITE)
-            .bold_line_style(GRID)
             .draw()?;
         chart.draw_series(LineSeries::new(
             points.iter().map(|&(x, y)| (x as f64, y)),
@@ -182,22 +213,13 @@ pub fn columns(title: &str, unit: &str, cols: &[Bar]) -> Result<String, ChartErr
     let top = axis_top(cols.iter().map(|c| c.value).fold(0.0, f64::max), 1.15);
     let every = n.div_ceil(10);
     svg(title, (WIDTH, HEIGHT), |root| {
-        let mut chart = ChartBuilder::on(root)
-            .margin(10)
-            .margin_right(24)
-            .x_label_area_size(36)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0f64..n as f64, 0f64..top)?;
-        chart
-            .configure_mesh()
+        let mut chart = frame(root, 0f64..n as f64, 0f64..top, (36, 70))?;
+        mesh(&mut chart.configure_mesh())
             .disable_x_mesh()
             .x_labels(0)
             .y_labels(6)
             .y_desc(unit)
             .y_label_formatter(&|v| axis_number(*v, top))
-            .label_style(("sans-serif", FONT))
-            .light_line_style(WHITE)
-            .bold_line_style(GRID)
             .draw()?;
         let gap = (WIDTH / n as u32 / 6).clamp(1, 12);
         chart.draw_series(cols.iter().enumerate().map(|(i, c)| {
@@ -228,22 +250,13 @@ pub fn bars(title: &str, unit: &str, items: &[Bar]) -> Result<String, ChartError
     let height = 74 + BAR_ROW * n as u32;
     let top = axis_top(items.iter().map(|b| b.value).fold(0.0, f64::max), 1.25);
     svg(title, (WIDTH, height), |root| {
-        let mut chart = ChartBuilder::on(root)
-            .margin(10)
-            .margin_right(24)
-            .x_label_area_size(54)
-            .y_label_area_size(270)
-            .build_cartesian_2d(0f64..top, 0f64..n as f64)?;
-        chart
-            .configure_mesh()
+        let mut chart = frame(root, 0f64..top, 0f64..n as f64, (54, 270))?;
+        mesh(&mut chart.configure_mesh())
             .disable_y_mesh()
             .y_labels(0)
             .x_labels(5)
             .x_desc(unit)
             .x_label_formatter(&|v| axis_number(*v, top))
-            .label_style(("sans-serif", FONT))
-            .light_line_style(WHITE)
-            .bold_line_style(GRID)
             .draw()?;
         // Row i from the top.
         let row = |i: usize| (n - 1 - i) as f64;
