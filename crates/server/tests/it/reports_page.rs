@@ -15,6 +15,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::admin_api::{get, ADMIN};
+use crate::cdp::{Browser, Tab};
 use crate::support::*;
 use crate::web_page::{assert_no_console_errors, browser};
 
@@ -137,6 +138,24 @@ fn reports_page_needs_the_admin_and_explains_a_missing_ledger() {
     assert_eq!(r.body.matches("No sessions in this range.").count(), 6);
 }
 
+/// Opens `url` in `tab` on a screen `width` CSS pixels wide (a phone's when `mobile`) and waits
+/// for the reports page's totals.
+fn open_at(b: &Browser, tab: &Tab, url: &str, width: u32, mobile: bool) {
+    b.call(
+        Some(&tab.session),
+        "Emulation.setDeviceMetricsOverride",
+        json!({ "width": width, "height": 900, "deviceScaleFactor": if mobile { 2 } else { 1 }, "mobile": mobile }),
+    )
+    .unwrap();
+    b.navigate(tab, url);
+    b.wait_js(
+        tab,
+        "document.getElementById('report-totals')",
+        Duration::from_secs(10),
+    )
+    .expect("the reports page");
+}
+
 /// The JavaScript counting the accent-filled, non-empty bars (`<rect>`) of the chart in
 /// section `id`.
 fn bars_in(id: &str) -> String {
@@ -158,19 +177,7 @@ fn reports_page_draws_the_ledgers_sessions_in_chromium() {
         &tab,
         json!({ "Authorization": throng_proto::auth::basic_authorization("admin", ADMIN_PW) }),
     );
-    b.call(
-        Some(&tab.session),
-        "Emulation.setDeviceMetricsOverride",
-        json!({ "width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": false }),
-    )
-    .unwrap();
-    b.navigate(&tab, &srv.url("/admin/ui/reports"));
-    b.wait_js(
-        &tab,
-        "document.getElementById('report-totals')",
-        Duration::from_secs(10),
-    )
-    .expect("the reports page");
+    open_at(&b, &tab, &srv.url("/admin/ui/reports"), 1280, false);
 
     // Six charts, none empty, each scaled to its box.
     let charts = b
@@ -315,16 +322,8 @@ fn reports_page_draws_the_ledgers_sessions_in_chromium() {
     assert_eq!(mounts, json!(["", "/live.mp3", "/other.mp3"]));
 
     // A range without sessions: notes, no axes.
-    b.navigate(
-        &tab,
-        &srv.url("/admin/ui/reports?from=2020-01-01&to=2020-01-07"),
-    );
-    b.wait_js(
-        &tab,
-        "document.getElementById('report-totals')",
-        Duration::from_secs(10),
-    )
-    .unwrap();
+    let empty = srv.url("/admin/ui/reports?from=2020-01-01&to=2020-01-07");
+    open_at(&b, &tab, &empty, 1280, false);
     assert_eq!(
         b.eval(&tab, "document.querySelectorAll('svg').length")
             .unwrap(),
@@ -338,19 +337,7 @@ fn reports_page_draws_the_ledgers_sessions_in_chromium() {
     );
 
     // A phone: nothing wider than 390 px.
-    b.call(
-        Some(&tab.session),
-        "Emulation.setDeviceMetricsOverride",
-        json!({ "width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": true }),
-    )
-    .unwrap();
-    b.navigate(&tab, &srv.url("/admin/ui/reports"));
-    b.wait_js(
-        &tab,
-        "document.querySelectorAll('svg.chart').length === 6",
-        Duration::from_secs(10),
-    )
-    .unwrap();
+    open_at(&b, &tab, &srv.url("/admin/ui/reports"), 390, true);
     let width = b
         .eval(&tab, "document.documentElement.scrollWidth")
         .unwrap();
