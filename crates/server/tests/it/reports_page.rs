@@ -15,9 +15,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::admin_api::{get, ADMIN};
-use crate::cdp::{Browser, Tab};
+use crate::cdp::{browser_or_skip, Browser, Tab};
 use crate::support::*;
-use crate::web_page::{assert_no_console_errors, browser};
 
 /// A server keeping its ledger in `dir/ledger.db`.
 fn ledger_server(dir: &std::path::Path) -> TestServer {
@@ -167,7 +166,7 @@ fn bars_in(id: &str) -> String {
 
 #[test]
 fn reports_page_draws_the_ledgers_sessions_in_chromium() {
-    let Some(b) = browser() else { return };
+    let Some(b) = browser_or_skip() else { return };
     let dir = tempfile::tempdir().unwrap();
     let srv = ledger_server(dir.path());
     five_sessions(&srv);
@@ -342,5 +341,6 @@ fn reports_page_draws_the_ledgers_sessions_in_chromium() {
         .eval(&tab, "document.documentElement.scrollWidth")
         .unwrap();
     assert!(width.as_u64().unwrap() <= 390, "scrollWidth {width}");
-    assert_no_console_errors(&b, &tab, "/admin/ui/reports");
+    let errors = b.console_errors(&tab);
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
 }
