@@ -31,7 +31,10 @@ pub mod html;
 pub mod icecast;
 pub mod ops;
 pub mod playlist;
+pub mod report_charts;
+pub mod report_form;
 pub mod reports;
+pub mod reports_page;
 pub mod station;
 pub mod status;
 pub mod ui;
@@ -80,6 +83,10 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
         )
         .route("/admin/ui/", get(crate::admin::ui::overview))
         .route("/admin/ui/mount", get(crate::admin::ui::mount))
+        .route(
+            crate::admin::reports_page::PATH,
+            get(crate::admin::reports_page::page),
+        )
         .route(
             "/admin/ui/{action}",
             axum::routing::post(crate::admin::ui::action),

@@ -17,7 +17,9 @@ use serde_json::json;
 
 use crate::admin::api::{json_reply, unauthorized};
 use crate::admin::auth;
+use crate::config::Config;
 use crate::ctx::ServerCtx;
+use crate::ledger::db::{Db, DbError};
 use crate::ledger::request::{ReportBody, ReportRequest};
 
 /// `GET /api/v1/reports/{name}`.
@@ -45,22 +47,36 @@ pub async fn report(
             json!({ "error": "this server keeps no audience ledger ([ledger] database)" }),
         );
     }
-    let answered = tokio::task::spawn_blocking(move || -> Result<ReportBody, String> {
-        let mut db = crate::ledger::open_for_reports(&config).map_err(|e| e.to_string())?;
-        crate::ledger::request::run(&mut db, &req, crate::ledger::now_ms())
-            .map_err(|e| e.to_string())
+    let answered = on_ledger(config, move |db| {
+        crate::ledger::request::run(db, &req, crate::ledger::now_ms())
     })
     .await;
     let failure = match answered {
-        Ok(Ok(body)) => return reply(&name, body),
-        Ok(Err(e)) => e,
-        Err(e) => e.to_string(),
+        Ok(body) => return reply(&name, body),
+        Err(e) => e,
     };
     tracing::error!(report = %name, "report failed: {failure}");
     json_reply(
         StatusCode::INTERNAL_SERVER_ERROR,
         json!({ "error": "the report failed; see the server log" }),
     )
+}
+
+/// Runs `f` on a blocking thread (`tokio::task::spawn_blocking`) with a connection of its own
+/// to the ledger database of `config`, so a long report never holds up the server's tasks; the
+/// API and the reports page (`reports_page.rs`) ask for reports through it.
+///
+/// Errors: the database's, or the thread's panic, as text (for the server log).
+pub async fn on_ledger<T: Send + 'static>(
+    config: Arc<Config>,
+    f: impl FnOnce(&mut Db) -> Result<T, DbError> + Send + 'static,
+) -> Result<T, String> {
+    let answered = tokio::task::spawn_blocking(move || -> Result<T, String> {
+        let mut db = crate::ledger::open_for_reports(&config).map_err(|e| e.to_string())?;
+        f(&mut db).map_err(|e| e.to_string())
+    })
+    .await;
+    answered.unwrap_or_else(|e| Err(e.to_string()))
 }
 
 /// The HTTP form of an answered report: CSV files are offered as downloads named after the

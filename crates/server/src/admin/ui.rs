@@ -76,7 +76,7 @@ fn admin_only(ctx: &ServerCtx, headers: &HeaderMap) -> Option<(String, String)> 
 }
 
 /// A whole page titled `title` around `content`, with the outcome line of `query` (`ok`, `msg`).
-fn page(ctx: &ServerCtx, title: &str, query: Option<&str>, content: &str) -> Response {
+pub fn page(ctx: &ServerCtx, title: &str, query: Option<&str>, content: &str) -> Response {
     let q: Vec<(String, String)> = parse_query(query.unwrap_or(""));
     let get = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
     let signed =
@@ -101,7 +101,7 @@ fn page(ctx: &ServerCtx, title: &str, query: Option<&str>, content: &str) -> Res
 <link rel=\"stylesheet\" href=\"/static/admin.css\"></head><body>\
 <header class=\"top\"><div class=\"wrap\"><a class=\"brand\" href=\"/admin/\">{server} · admin</a>\
 <nav aria-label=\"Admin\"><a href=\"/admin/\">Mounts</a><a href=\"/admin/stats.xsl\">Icecast pages</a>\
-<a href=\"/\">Station page</a></nav></div></header>\
+<a href=\"/admin/ui/reports\">Reports</a><a href=\"/\">Station page</a></nav></div></header>\
 <main class=\"wrap\"><h1>{title}</h1>{flash}{content}</main></body></html>\n",
         title = escape(title),
     );

@@ -186,13 +186,20 @@ fn group_key(group: Group, v: &Val) -> String {
     }
 }
 
+/// The minutes of `audience_minutes` (Unix seconds) covering `[from_ms, to_ms)`: the range
+/// rounded out to whole minutes.
+fn minute_bounds(from_ms: i64, to_ms: i64) -> (i64, i64) {
+    (
+        from_ms.div_euclid(60_000) * 60,
+        (to_ms + 59_999).div_euclid(60_000) * 60,
+    )
+}
+
 /// The listening report over `range`, grouped by `group`.
 ///
 /// Errors: the database's.
 pub fn listening(db: &mut Db, range: &Range, group: Group) -> Result<Listening, DbError> {
-    // Minutes: the range rounded out to whole minutes.
-    let from_min = range.from_ms.div_euclid(60_000) * 60;
-    let to_min = (range.to_ms + 59_999).div_euclid(60_000) * 60;
+    let (from_min, to_min) = minute_bounds(range.from_ms, range.to_ms);
     let mut params = vec![Val::Int(from_min), Val::Int(to_min)];
     let filter = mount_filter(range, &mut params);
     let key = group.minutes_key();
@@ -268,6 +275,23 @@ pub fn listening(db: &mut Db, range: &Range, group: Group) -> Result<Listening, 
         rows,
         total: total.row("total".into(), total_unique),
     })
+}
+
+/// The mounts listened to in `[from_ms, to_ms)`, in name order: those with closed sessions in
+/// the minute rollup (relays are never in it), for the reports page's mount filter.
+///
+/// Errors: the database's.
+pub fn mounts(db: &mut Db, from_ms: i64, to_ms: i64) -> Result<Vec<String>, DbError> {
+    let (from_min, to_min) = minute_bounds(from_ms, to_ms);
+    Ok(db
+        .query(
+            "SELECT DISTINCT mount FROM audience_minutes WHERE minute >= $1 AND minute < $2
+             ORDER BY mount",
+            &[Val::Int(from_min), Val::Int(to_min)],
+        )?
+        .iter()
+        .filter_map(|r| r[0].text())
+        .collect())
 }
 
 /// One title of the tracks report, over all its plays in the range.

@@ -25,6 +25,7 @@ mod metadata;
 mod ogg_metadata;
 mod peers;
 mod relays;
+mod reports_page;
 mod shoutcast;
 mod source_peers;
 mod sources;
