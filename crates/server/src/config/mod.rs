@@ -13,6 +13,7 @@ pub mod cluster;
 pub mod hls;
 pub mod icecast_xml;
 pub mod source;
+pub mod station;
 pub mod tls;
 
 use std::net::SocketAddr;
@@ -105,6 +106,9 @@ pub struct Config {
     pub hls: HlsConfig,
     /// WebRTC playback (WHEP) of Ogg/Opus mounts; off unless `udp-listen` is set.
     pub webrtc: WebrtcConfig,
+    /// The station's name, description, logo and site on the station page (`station.rs`).
+    #[serde(skip_serializing_if = "station::StationConfig::is_default")]
+    pub station: station::StationConfig,
 }
 
 /// `[webrtc]`: WHEP playback (draft-ietf-wish-whep) of Ogg/Opus mounts, ICE-lite
@@ -532,6 +536,7 @@ impl Default for Config {
             cluster: cluster::ClusterConfig::default(),
             hls: HlsConfig::default(),
             webrtc: WebrtcConfig::default(),
+            station: station::StationConfig::default(),
         }
     }
 }
@@ -623,6 +628,7 @@ impl Config {
         if self.listen.is_empty() {
             return Err(ConfigError::Invalid("`listen` is empty".into()));
         }
+        self.station.check().map_err(ConfigError::Invalid)?;
         hls::check_seconds("hls.segment-seconds", Some(self.hls.segment_seconds))
             .and_then(|()| hls::check_window("hls.window", Some(self.hls.window)))
             .map_err(ConfigError::Invalid)?;

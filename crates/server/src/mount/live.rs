@@ -18,6 +18,7 @@ use crate::mount::freeze::HandoverSlot;
 use crate::mount::icy_meta::IcyMeta;
 use crate::mount::ogg_tags::OggTagSlot;
 use crate::mount::queue::{Queue, QueueWriter};
+use crate::mount::title_history::TitleHistory;
 use crate::observe::metrics::{Metrics, MountLabel};
 
 /// Where a mount's bytes come from.
@@ -163,6 +164,8 @@ pub struct Mount {
     pub ogg_tags: OggTagSlot,
     /// Where a binary upgrade asks the feeding task to hand its feed over (`handover.rs`).
     pub handover: HandoverSlot,
+    /// The last titles played, with their times and cover art (`title_history.rs`).
+    pub history: TitleHistory,
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -191,6 +194,7 @@ impl Mount {
             stop: AtomicBool::new(false),
             ogg_tags: Default::default(),
             handover: Default::default(),
+            history: Default::default(),
         }
     }
 
@@ -260,6 +264,8 @@ impl Mount {
         let title = throng_proto::icy::clean_title(title);
         let mut t = self.title.lock();
         *t = title.clone().into_owned();
+        self.history
+            .push(chrono::Local::now().timestamp(), &title, url);
         let generation = self.icy.load().generation + 1;
         self.icy.store(Arc::new(IcyMeta {
             generation,

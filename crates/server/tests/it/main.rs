@@ -27,6 +27,7 @@ mod relays;
 mod shoutcast;
 mod source_peers;
 mod sources;
+mod station_player;
 mod status;
 mod support;
 mod tls;
