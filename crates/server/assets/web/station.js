@@ -25,6 +25,7 @@
   var statusLine = document.getElementById("status-line");
   var template = document.getElementById("mount-card");
   var cards = new Map(); // mount name -> card element
+  var players = new WeakMap(); // card element -> its Player
   var state = new Map(); // mount name -> last known facts (for fields events do not carry)
   var pollTimer = null;
   var station = { name: "", description: "", logo: "", url: "" };
@@ -441,7 +442,9 @@
     node.dataset.mount = name;
     node.id = "mount-" + name.replace(/[^A-Za-z0-9_-]/g, "_");
     var player = new Player(node, name);
-    node.player = player;
+    players.set(node, player);
+    // The mount's address before any play (preload="none": nothing is fetched until Play).
+    player.audio.src = path;
     node.querySelector(".play").addEventListener("click", function () {
       if (player.state === "idle") player.start(player.mode === "webrtc" ? "auto" : player.mode);
       else player.stop();
@@ -543,8 +546,8 @@
     }
     // Status documents say `whep_url` (null when the mount has none); events may not carry it.
     if ("whep_url" in m) card.querySelector(".rtc").hidden = !(m.whep_url && window.RTCPeerConnection);
-    if (wasEnded || fromEvent) card.player.mountBack();
-    card.player.render();
+    if (wasEnded || fromEvent) players.get(card).mountBack();
+    players.get(card).render();
     updateEmpty();
   }
 
@@ -553,9 +556,9 @@
   function mountStopped(name) {
     var card = cards.get(name);
     if (!card) return;
-    if (card.player.state !== "idle" || embedOnly) {
+    if (players.get(card).state !== "idle" || embedOnly) {
       card.classList.add("ended");
-      card.player.render();
+      players.get(card).render();
       return;
     }
     dropCard(name);
