@@ -116,6 +116,10 @@ pub struct Summary {
     pub hold_seconds: u32,
     /// No listener starved, none failed, all non-stalled listeners streaming at the end.
     pub pass: bool,
+    /// The criteria of the verdict that were not met, in words (`report::verdict`); empty
+    /// for a PASS.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fail_reasons: Vec<String>,
 }
 
 /// Everything a run produced (the JSON report).
@@ -191,11 +195,13 @@ impl Aggregator {
         self.samples.insert(s.second, s);
     }
 
-    /// Live totals over the latest tick of every worker (for the progress display).
+    /// Live totals over the latest tick of every worker (for the progress display and the
+    /// early stop): listener states and the failures so far.
     pub fn live(&self) -> Row {
         let mut r = Row::default();
         for t in self.latest.values() {
             r.counts.add_states(&t.counts);
+            r.counts.add_failures(&t.counts);
         }
         r.server = self.samples.values().next_back().cloned();
         r
@@ -336,9 +342,8 @@ impl Aggregator {
             s.server_fds_max = all.iter().map(|x| x.fds).max();
             s.server_threads_max = all.iter().map(|x| x.threads).max();
         }
-        s.pass = s.starved == 0
-            && s.failures_total == 0
-            && s.final_streaming + s.final_connecting + s.stalled >= profile.listeners;
+        s.fail_reasons = crate::report::verdict::listener_reasons(&s);
+        s.pass = s.fail_reasons.is_empty();
         s
     }
 }
