@@ -2,8 +2,10 @@
 //! (its own web site). The station page shows them in its heading and page title, and puts
 //! the name and logo into the players' metadata (Media Session: lock screens, headsets).
 //! Nothing here changes what the server sends to stream clients (that is `server-id` and each
-//! mount's `stream-name`). An icecast.xml import leaves them empty: Icecast has no station-wide
-//! name; the page then falls back to the host name the visitor typed.
+//! mount's `stream-name`). Icecast has no station-wide name: an icecast.xml import fills
+//! `name`, `description` and `url` from the `<stream-name>`, `<stream-description>` and
+//! `<stream-url>` its mounts agree on ([`StationConfig::from_mounts`]); unset, the page shows
+//! the host name the visitor typed.
 
 use serde::{Deserialize, Serialize};
 
@@ -24,6 +26,34 @@ pub struct StationConfig {
 }
 
 impl StationConfig {
+    /// The station an icecast.xml describes through its mounts: each of `name`,
+    /// `description` and `url` is the `stream-name`, `stream-description` or `stream-url`
+    /// every mount that sets one agrees on (one value, or none when they differ). A
+    /// `stream-url` that [`StationConfig::check`] would refuse is left out.
+    pub fn from_mounts(mounts: &[crate::config::MountConfig]) -> StationConfig {
+        fn agreed<'a>(values: impl Iterator<Item = Option<&'a String>>) -> String {
+            let set: std::collections::BTreeSet<&String> = values.flatten().collect();
+            match set.len() {
+                1 => set.into_iter().next().cloned().unwrap_or_default(),
+                _ => String::new(),
+            }
+        }
+        let mut s = StationConfig {
+            name: agreed(mounts.iter().map(|m| m.stream_name.as_ref())),
+            description: agreed(mounts.iter().map(|m| m.stream_description.as_ref())),
+            logo: String::new(),
+            url: agreed(mounts.iter().map(|m| m.stream_url.as_ref())),
+        };
+        if !(is_web_url(&s.url) && plain(&s.url)) {
+            s.url.clear();
+        }
+        if s.check().is_err() {
+            s.name.clear();
+            s.description.clear();
+        }
+        s
+    }
+
     /// Whether nothing is set (the section is then left out of a written configuration).
     pub fn is_default(&self) -> bool {
         *self == StationConfig::default()
@@ -90,6 +120,28 @@ mod tests {
         assert!(bad(|s| s.logo = "//evil.example/x.png".into()).contains("station.logo"));
         assert!(bad(|s| s.logo = "/a\" onerror=x".into()).contains("station.logo"));
         assert!(bad(|s| s.name = "a\nb".into()).contains("station.name"));
+    }
+
+    #[test]
+    fn imported_from_what_the_mounts_agree_on() {
+        let m = |name: &str, sn: Option<&str>, url: Option<&str>| crate::config::MountConfig {
+            name: name.into(),
+            stream_name: sn.map(Into::into),
+            stream_url: url.map(Into::into),
+            ..Default::default()
+        };
+        let s = StationConfig::from_mounts(&[
+            m("/a", Some("Radio X"), Some("https://x.example/")),
+            m("/b", Some("Radio X"), None),
+            m("/c", None, Some("https://x.example/")),
+        ]);
+        assert_eq!(s.name, "Radio X");
+        assert_eq!(s.url, "https://x.example/");
+        let s = StationConfig::from_mounts(&[
+            m("/a", Some("Radio X"), Some("javascript:x")),
+            m("/b", Some("Radio Y"), None),
+        ]);
+        assert_eq!(s, StationConfig::default());
     }
 
     #[test]
