@@ -342,10 +342,39 @@ impl Aggregator {
             s.server_fds_max = all.iter().map(|x| x.fds).max();
             s.server_threads_max = all.iter().map(|x| x.threads).max();
         }
-        s.fail_reasons = crate::report::verdict::listener_reasons(&s);
+        s.fail_reasons = listener_reasons(&s);
         s.pass = s.fail_reasons.is_empty();
         s
     }
+}
+
+/// The criteria an ICY or HLS run's summary fails (empty when it passes them): no listener
+/// starved, no connection failed, every non-stalled listener streaming (or still connecting)
+/// at the end.
+pub fn listener_reasons(s: &Summary) -> Vec<String> {
+    let mut r = Vec::new();
+    if s.starved > 0 {
+        r.push(format!(
+            "{} of {} listeners starved (less than the minimum share of the bitrate, or a gap over the maximum)",
+            s.starved, s.listeners
+        ));
+    }
+    if s.failures_total > 0 {
+        r.push(format!(
+            "{} connections failed ({} listeners asked for): {}",
+            s.failures_total,
+            s.listeners,
+            crate::stats::first_kinds(&s.failures)
+        ));
+    }
+    let up = s.final_streaming + s.final_connecting + s.stalled;
+    if up < s.listeners {
+        r.push(format!(
+            "{} of {} listeners streaming at the end ({} connecting, {} stalled on purpose)",
+            s.final_streaming, s.listeners, s.final_connecting, s.stalled
+        ));
+    }
+    r
 }
 
 #[cfg(test)]
@@ -410,5 +439,24 @@ mod tests {
         let (_, sum, _, _) = a.finish(&p, 1);
         assert_eq!(sum.starved, 3);
         assert!(!sum.pass);
+    }
+
+    #[test]
+    fn listener_reasons_name_the_criterion_and_the_count() {
+        let mut s = Summary {
+            listeners: 100,
+            final_streaming: 100,
+            ..Summary::default()
+        };
+        assert!(listener_reasons(&s).is_empty());
+        s.starved = 4;
+        s.failures_total = 150;
+        s.failures.insert("http-404".into(), 150);
+        s.final_streaming = 0;
+        let r = listener_reasons(&s);
+        assert_eq!(r.len(), 3, "{r:?}");
+        assert!(r[0].starts_with("4 of 100 listeners starved"), "{r:?}");
+        assert!(r[1].ends_with("http-404 ×150"), "{r:?}");
+        assert!(r[2].starts_with("0 of 100 listeners streaming"), "{r:?}");
     }
 }

@@ -1,65 +1,20 @@
 //! Why a run FAILs, in words: each criterion of the verdict that was not met, with how many
 //! listeners (or subscribers, viewers) it concerns and, for failed connections, the first
-//! failure kinds by count (`http-404 ×150`). The console prints these lines under the summary
+//! failure kinds by count (`http-404 ×150`, [`crate::stats::first_kinds`]). The listener
+//! criteria are worded where they are judged ([`crate::report::summary::listener_reasons`]). The console prints these lines under the summary
 //! table, and the HTML report shows them next to the verdict, above the plots.
 
 use std::collections::BTreeMap;
 
 use crate::events::subscriber::EventsSummary;
-use crate::report::summary::{RunReport, Summary};
+use crate::report::summary::RunReport;
+use crate::stats::first_kinds;
 use crate::whep::WhepSummary;
-
-/// How many failure kinds a reason names (the most frequent first).
-pub const KINDS_SHOWN: usize = 3;
 
 /// Subscribers on the sampled server below which an events run does not judge memory: the
 /// server's RSS moves by whole pages and allocator arenas, so at a few dozen subscribers the
 /// growth per subscriber is noise (20 subscribers and one 64 KiB arena read as 3 KiB each).
 pub const MIN_SUBSCRIBERS_FOR_MEMORY: u64 = 500;
-
-/// `http-404 ×150, refused ×3`: the [`KINDS_SHOWN`] most frequent failure kinds.
-pub fn first_kinds(failures: &BTreeMap<String, u64>) -> String {
-    let mut v: Vec<(&String, &u64)> = failures.iter().filter(|(_, n)| **n > 0).collect();
-    v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-    let mut s: Vec<String> = v
-        .iter()
-        .take(KINDS_SHOWN)
-        .map(|(k, n)| format!("{k} ×{n}"))
-        .collect();
-    if v.len() > KINDS_SHOWN {
-        s.push(format!("{} more kinds", v.len() - KINDS_SHOWN));
-    }
-    s.join(", ")
-}
-
-/// The criteria an ICY or HLS run's summary fails (empty when it passes them): no listener
-/// starved, no connection failed, every non-stalled listener streaming (or still connecting)
-/// at the end.
-pub fn listener_reasons(s: &Summary) -> Vec<String> {
-    let mut r = Vec::new();
-    if s.starved > 0 {
-        r.push(format!(
-            "{} of {} listeners starved (less than the minimum share of the bitrate, or a gap over the maximum)",
-            s.starved, s.listeners
-        ));
-    }
-    if s.failures_total > 0 {
-        r.push(format!(
-            "{} connections failed ({} listeners asked for): {}",
-            s.failures_total,
-            s.listeners,
-            first_kinds(&s.failures)
-        ));
-    }
-    let up = s.final_streaming + s.final_connecting + s.stalled;
-    if up < s.listeners {
-        r.push(format!(
-            "{} of {} listeners streaming at the end ({} connecting, {} stalled on purpose)",
-            s.final_streaming, s.listeners, s.final_connecting, s.stalled
-        ));
-    }
-    r
-}
 
 /// Whether an events run judges the server's memory: with a sample ([`SampleTarget`]
 /// (crate::observe::sampler::SampleTarget)) and at least [`MIN_SUBSCRIBERS_FOR_MEMORY`]
@@ -160,39 +115,6 @@ pub fn reasons(report: &RunReport) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn kinds_most_frequent_first() {
-        let mut f = BTreeMap::new();
-        f.insert("refused".to_owned(), 3);
-        f.insert("http-404".to_owned(), 150);
-        f.insert("reset".to_owned(), 1);
-        f.insert("timeout".to_owned(), 2);
-        assert_eq!(
-            first_kinds(&f),
-            "http-404 ×150, refused ×3, timeout ×2, 1 more kinds"
-        );
-        assert_eq!(first_kinds(&BTreeMap::new()), "");
-    }
-
-    #[test]
-    fn listener_reasons_name_the_criterion_and_the_count() {
-        let mut s = Summary {
-            listeners: 100,
-            final_streaming: 100,
-            ..Summary::default()
-        };
-        assert!(listener_reasons(&s).is_empty());
-        s.starved = 4;
-        s.failures_total = 150;
-        s.failures.insert("http-404".into(), 150);
-        s.final_streaming = 0;
-        let r = listener_reasons(&s);
-        assert_eq!(r.len(), 3, "{r:?}");
-        assert!(r[0].starts_with("4 of 100 listeners starved"), "{r:?}");
-        assert!(r[1].ends_with("http-404 ×150"), "{r:?}");
-        assert!(r[2].starts_with("0 of 100 listeners streaming"), "{r:?}");
-    }
 
     #[test]
     fn memory_is_not_judged_on_a_small_sample() {

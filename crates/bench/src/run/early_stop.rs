@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::report::verdict::first_kinds;
+use crate::stats::first_kinds;
 use crate::stats::listener_counts::ListenerCounts;
 
 /// How long into the run the rule waits before judging (workers report once a second, and the

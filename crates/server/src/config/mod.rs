@@ -621,6 +621,23 @@ impl Config {
         Ok(toml::to_string(self)?)
     }
 
+    /// `[station]` as the `[[mount]]` entries describe it (an icecast.xml import has no
+    /// station-wide name): see [`station::StationConfig::from_mounts`].
+    pub fn station_from_mounts(&self) -> station::StationConfig {
+        let mounts: Vec<[Option<&str>; 3]> = self
+            .mount
+            .iter()
+            .map(|m| {
+                [
+                    m.stream_name.as_deref(),
+                    m.stream_description.as_deref(),
+                    m.stream_url.as_deref(),
+                ]
+            })
+            .collect();
+        station::StationConfig::from_mounts(&mounts)
+    }
+
     /// Checks ranges and mount names.
     ///
     /// Errors: [`ConfigError::Invalid`] naming the first key out of range or inconsistent.

@@ -26,23 +26,24 @@ pub struct StationConfig {
 }
 
 impl StationConfig {
-    /// The station an icecast.xml describes through its mounts: each of `name`,
-    /// `description` and `url` is the `stream-name`, `stream-description` or `stream-url`
-    /// every mount that sets one agrees on (one value, or none when they differ). A
+    /// The station an icecast.xml describes through its mounts, given each mount's
+    /// `[stream-name, stream-description, stream-url]`: each of `name`, `description` and
+    /// `url` is the value every mount that sets one agrees on (none when they differ). A
     /// `stream-url` that [`StationConfig::check`] would refuse is left out.
-    pub fn from_mounts(mounts: &[crate::config::MountConfig]) -> StationConfig {
-        fn agreed<'a>(values: impl Iterator<Item = Option<&'a String>>) -> String {
-            let set: std::collections::BTreeSet<&String> = values.flatten().collect();
+    pub fn from_mounts(mounts: &[[Option<&str>; 3]]) -> StationConfig {
+        let agreed = |i: usize| {
+            let set: std::collections::BTreeSet<&str> =
+                mounts.iter().filter_map(|m| m[i]).collect();
             match set.len() {
-                1 => set.into_iter().next().cloned().unwrap_or_default(),
+                1 => set.into_iter().next().unwrap_or_default().to_owned(),
                 _ => String::new(),
             }
-        }
+        };
         let mut s = StationConfig {
-            name: agreed(mounts.iter().map(|m| m.stream_name.as_ref())),
-            description: agreed(mounts.iter().map(|m| m.stream_description.as_ref())),
+            name: agreed(0),
+            description: agreed(1),
             logo: String::new(),
-            url: agreed(mounts.iter().map(|m| m.stream_url.as_ref())),
+            url: agreed(2),
         };
         if !(is_web_url(&s.url) && plain(&s.url)) {
             s.url.clear();
@@ -64,15 +65,17 @@ impl StationConfig {
     /// control characters are accepted. Errors: the key and why, e.g.
     /// ``"`station.url` must be an absolute http(s) URL"``.
     pub fn check(&self) -> Result<(), String> {
-        if !self.logo.is_empty() && !(self.logo.starts_with('/') || is_web_url(&self.logo)) {
+        // `//host/x` is another site's file, not a path on this server.
+        let local = self.logo.starts_with('/') && !self.logo.starts_with("//");
+        if !self.logo.is_empty() && !local && !is_web_url(&self.logo) {
             return Err(
                 "`station.logo` must be an absolute http(s) URL or a path starting with /".into(),
             );
         }
-        if self.logo.starts_with("//") || (!self.logo.is_empty() && !plain(&self.logo)) {
+        if !plain(&self.logo) {
             return Err("`station.logo` has a space, quote or control character".into());
         }
-        if !self.url.is_empty() && !(is_web_url(&self.url) && plain(&self.url)) {
+        if !self.url.is_empty() && (!is_web_url(&self.url) || !plain(&self.url)) {
             return Err("`station.url` must be an absolute http(s) URL".into());
         }
         if [&self.name, &self.description]
@@ -124,22 +127,17 @@ mod tests {
 
     #[test]
     fn imported_from_what_the_mounts_agree_on() {
-        let m = |name: &str, sn: Option<&str>, url: Option<&str>| crate::config::MountConfig {
-            name: name.into(),
-            stream_name: sn.map(Into::into),
-            stream_url: url.map(Into::into),
-            ..Default::default()
-        };
         let s = StationConfig::from_mounts(&[
-            m("/a", Some("Radio X"), Some("https://x.example/")),
-            m("/b", Some("Radio X"), None),
-            m("/c", None, Some("https://x.example/")),
+            [Some("Radio X"), None, Some("https://x.example/")],
+            [Some("Radio X"), Some("Jazz"), None],
+            [None, None, Some("https://x.example/")],
         ]);
         assert_eq!(s.name, "Radio X");
+        assert_eq!(s.description, "Jazz");
         assert_eq!(s.url, "https://x.example/");
         let s = StationConfig::from_mounts(&[
-            m("/a", Some("Radio X"), Some("javascript:x")),
-            m("/b", Some("Radio Y"), None),
+            [Some("Radio X"), None, Some("javascript:x")],
+            [Some("Radio Y"), None, None],
         ]);
         assert_eq!(s, StationConfig::default());
     }

@@ -68,7 +68,6 @@ pub fn parse(xml: &str, base_dir: &Path) -> Result<Import, IcecastXmlError> {
     let mut imp = Importer::new(base_dir);
     imp.root(&root)?;
     let mut import = imp.finish()?;
-    import.config.station =
-        crate::config::station::StationConfig::from_mounts(&import.config.mount);
+    import.config.station = import.config.station_from_mounts();
     Ok(import)
 }
