@@ -111,18 +111,8 @@ fn run_exits_zero_on_pass_and_one_on_fail() {
 /// minute) and says why on the console: the criterion, how many, the error kind.
 #[test]
 fn a_404_url_fails_within_5_s_saying_why() {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        use std::io::{Read, Write};
-        for mut c in l.incoming().flatten() {
-            let mut buf = [0u8; 1024];
-            let _ = c.read(&mut buf);
-            let _ = c.write_all(b"HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n");
-        }
-    });
     let dir = temp_dir("404");
-    let url = format!("http://{addr}/missing.mp3");
+    let url = crate::util::not_found_server();
     let began = std::time::Instant::now();
     let o = bench(
         &dir,

@@ -2,7 +2,8 @@
 // 1. Confirmation: a button with `data-confirm` (Kick, Disconnect the source, Delete user,
 //    Move all listeners) acts on the second press only: the first turns it into its question
 //    (e.g. "Kick 12?") for 5 s; pressing again then submits, waiting lets it go back.
-// 2. Live counts: the event stream /api/v1/events (`listeners`, `title`) keeps the listener
+// 2. Live counts: the event stream /api/v1/events (`listeners`, `title`, and the `mount`
+//    snapshot sent on each (re)connect) keeps the listener
 //    counts and titles of the overview's rows (`tr[data-mount]`) and of a mount's page
 //    (`#listener-count`, `#current-title`) current without a reload.
 // Replace it with <webroot>/static/admin.js.
@@ -35,19 +36,22 @@
   function set(el, v) { if (el && el.textContent !== String(v)) el.textContent = String(v); }
   function parse(e) { try { return JSON.parse(e.data); } catch (_) { return null; } }
   var es = new EventSource("/api/v1/events");
-  es.addEventListener("listeners", function (e) {
-    var d = parse(e);
-    if (!d) return;
+  function listeners(d) {
     var row = rowOf(d.mount);
     if (row) set(row.querySelector("[data-listeners]"), d.listeners);
     if (d.mount === here) set(document.getElementById("listener-count"), d.listeners);
-  });
-  es.addEventListener("title", function (e) {
-    var d = parse(e);
-    if (!d) return;
+  }
+  function title(d) {
     var row = rowOf(d.mount);
     if (row) set(row.querySelector("[data-title]"), d.title || "");
     if (d.mount === here) set(document.getElementById("current-title"), d.title || "");
+  }
+  es.addEventListener("listeners", function (e) { var d = parse(e); if (d) listeners(d); });
+  es.addEventListener("title", function (e) { var d = parse(e); if (d) title(d); });
+  // The snapshot on (re)connect: whatever changed between the page's load and the stream's.
+  es.addEventListener("mount", function (e) {
+    var d = parse(e);
+    if (d) { listeners(d); title(d); }
   });
   es.addEventListener("error", function () { if (es.readyState === EventSource.CLOSED) es.close(); });
 })();

@@ -350,3 +350,19 @@ impl Drop for Browser {
         let _ = self.child.wait();
     }
 }
+
+/// The browser, or `None` (after saying why) when the test is to be skipped.
+pub fn browser_or_skip() -> Option<Browser> {
+    match chromium_path() {
+        Some(p) => Some(Browser::launch(&p)),
+        None if browser_required() => {
+            panic!("chromium is not installed and THRONG_REQUIRE_BROWSER is set: run scripts/install-deps.sh")
+        }
+        None => {
+            eprintln!(
+                "SKIPPED: chromium is not installed (scripts/install-deps.sh installs it; set THRONG_REQUIRE_BROWSER to make this a failure)"
+            );
+            None
+        }
+    }
+}

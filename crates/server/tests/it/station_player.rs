@@ -14,21 +14,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use throng_proto::auth::basic_authorization;
 
-use crate::cdp::{browser_required, chromium_path, Browser, Tab};
+use crate::cdp::{browser_or_skip as browser, Browser, Tab};
 use crate::support::*;
-
-fn browser() -> Option<Browser> {
-    match chromium_path() {
-        Some(p) => Some(Browser::launch(&p)),
-        None if browser_required() => {
-            panic!("chromium is not installed and THRONG_REQUIRE_BROWSER is set: run scripts/install-deps.sh")
-        }
-        None => {
-            eprintln!("SKIPPED: chromium is not installed (scripts/install-deps.sh installs it)");
-            None
-        }
-    }
-}
 
 fn card(mount: &str) -> String {
     format!("document.querySelector('.card[data-mount=\"{mount}\"]')")
@@ -43,6 +30,22 @@ fn audio_time(b: &Browser, tab: &Tab, mount: &str) -> Option<f64> {
     )
     .ok()
     .and_then(|v| v.as_f64())
+}
+
+/// Waits (10 s at most) for the card of `mount` in `tab`.
+fn wait_card(b: &Browser, tab: &Tab, mount: &str) {
+    b.wait_js(tab, &format!("!!{}", card(mount)), Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("no card for {mount}: {e}"));
+}
+
+/// A new tab with a 390 px phone's viewport on the station page of `srv`, once the demo
+/// mount's card is there.
+fn phone_tab(b: &Browser, srv: &TestServer) -> Tab {
+    let tab = b.new_tab();
+    phone(b, &tab);
+    b.navigate(&tab, &srv.url("/"));
+    wait_card(b, &tab, "/demo.mp3");
+    tab
 }
 
 /// Asserts that the card's audio time advances by at least 1 s within `within`.
@@ -74,8 +77,7 @@ fn set_title(srv: &TestServer, mount: &str, song: &str) {
 /// Presses Play on the card of `mount` and waits until its audio time advances.
 fn play(b: &Browser, tab: &Tab, mount: &str) {
     let c = card(mount);
-    b.wait_js(tab, &format!("!!{c}"), Duration::from_secs(10))
-        .unwrap_or_else(|e| panic!("no card for {mount}: {e}"));
+    wait_card(b, tab, mount);
     b.eval(tab, &format!("{c}.querySelector('.play').click()"))
         .unwrap();
     b.wait_js(
@@ -338,15 +340,7 @@ fn no_page_overflows_a_390_px_phone() {
         "/demo.mp3",
         "An Artist With A Long Name - A Title That Goes On And On",
     );
-    let tab = b.new_tab();
-    phone(&b, &tab);
-    b.navigate(&tab, &srv.url("/"));
-    b.wait_js(
-        &tab,
-        &format!("!!{}", card("/demo.mp3")),
-        Duration::from_secs(10),
-    )
-    .unwrap();
+    let tab = phone_tab(&b, &srv);
     let o = overflow(&b, &tab);
     assert_eq!(o["over"], 0, "station page: {o}");
 
@@ -476,15 +470,7 @@ fn screenshots_for_docs() {
     )
     .unwrap();
     shot(&tab, "station-desktop.png", false);
-    let tab = b.new_tab();
-    phone(&b, &tab);
-    b.navigate(&tab, &srv.url("/"));
-    b.wait_js(
-        &tab,
-        &format!("!!{}", card("/demo.mp3")),
-        Duration::from_secs(10),
-    )
-    .unwrap();
+    let tab = phone_tab(&b, &srv);
     shot(&tab, "station-phone.png", false);
     b.set_headers(
         &tab,

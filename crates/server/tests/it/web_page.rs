@@ -21,24 +21,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use throng_proto::auth::basic_authorization;
 
-use crate::cdp::{browser_required, chromium_path, Browser};
+use crate::cdp::{browser_or_skip as browser, browser_required, Browser};
 use crate::support::*;
-
-/// The browser, or `None` (after saying why) when the test is to be skipped.
-fn browser() -> Option<Browser> {
-    match chromium_path() {
-        Some(p) => Some(Browser::launch(&p)),
-        None if browser_required() => {
-            panic!("chromium is not installed and THRONG_REQUIRE_BROWSER is set: run scripts/install-deps.sh")
-        }
-        None => {
-            eprintln!(
-                "SKIPPED: chromium is not installed (scripts/install-deps.sh installs it; set THRONG_REQUIRE_BROWSER to make this a failure)"
-            );
-            None
-        }
-    }
-}
 
 fn assert_no_console_errors(b: &Browser, tab: &crate::cdp::Tab, page: &str) {
     let errors = b.console_errors(tab);
