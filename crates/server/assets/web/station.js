@@ -200,6 +200,8 @@
     else if (this.state === "playing") {
       msg = { icy: "Playing", "hls-native": "Playing over HLS", "hls.js": "Playing over HLS", webrtc: "Playing with low latency (WebRTC)" }[this.delivery] || "Playing";
       if (this.card.classList.contains("ended")) msg += " · the source is off air, staying tuned";
+    } else if (this.card.classList.contains("ended")) {
+      msg = (state.get(this.name) || {}).fallback ? "Off air: its fallback plays meanwhile" : "Off air";
     }
     var st = this.card.querySelector(".play-state");
     text(st, msg);
@@ -552,11 +554,13 @@
   }
 
   // The mount stopped. A card whose player is on keeps playing (a fallback serves the same
-  // URL; if nothing does, it reconnects until the mount is back): it is marked off air only.
+  // URL; if nothing does, it reconnects until the mount is back), and a mount with a fallback
+  // stays listenable at its URL: such cards are marked off air only.
   function mountStopped(name) {
     var card = cards.get(name);
     if (!card) return;
-    if (players.get(card).state !== "idle" || embedOnly) {
+    var s = state.get(name) || {};
+    if (players.get(card).state !== "idle" || embedOnly || s.fallback) {
       card.classList.add("ended");
       players.get(card).render();
       return;

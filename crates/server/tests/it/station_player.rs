@@ -149,6 +149,10 @@ fn the_player_keeps_playing_through_a_fallback_and_the_sources_return() {
         .unwrap();
     assert_eq!(history, json!(["Second Song", "First Song"]));
 
+    // A second visitor who is not playing.
+    let idle = b.new_tab();
+    b.navigate(&idle, &srv.url("/"));
+    wait_card(&b, &idle, "/live.mp3");
     // The source drops: the server moves the page's connection to the fallback.
     source.stop();
     wait_until(Duration::from_secs(10), || {
@@ -170,6 +174,21 @@ fn the_player_keeps_playing_through_a_fallback_and_the_sources_return() {
         )
         .unwrap();
     assert_eq!(pressed, "true", "the button still says Pause");
+    // The idle visitor's card stays too (the fallback answers its URL), marked off air.
+    b.wait_js(
+        &idle,
+        &format!("!!{c} && {c}.classList.contains('ended')"),
+        Duration::from_secs(5),
+    )
+    .expect("the idle card is kept, off air");
+    assert_eq!(
+        b.eval(
+            &idle,
+            &format!("{c}.querySelector('.play-state').textContent")
+        )
+        .unwrap(),
+        "Off air: its fallback plays meanwhile"
+    );
     // The source comes back: still playing, the card live again.
     let _back = Source::start(srv.addr, "/live.mp3", "PUT", 1.0);
     srv.wait_mount("/live.mp3");
