@@ -54,8 +54,11 @@ pub fn hls_path(name: &str) -> String {
 
 /// The absolute playlist URL of mount `m` (`http://host:port/hls/<mount>/index.m3u8`, on the
 /// host and port of its `listenurl`) when it is served as HLS; `hls_url` in the status documents.
+/// A configured mount name has a packager whatever its format, but only a format HLS can cut
+/// (MP3, AAC) is announced: an Ogg mount's playlist would never get a segment.
 pub fn hls_url(ctx: &ServerCtx, m: &crate::mount::live::Mount) -> Option<String> {
     ctx.hls.output(&m.name)?;
+    throng_proto::hls::cutter::segment_extension(m.settings.format)?;
     let base = m.listen_url(&ctx.config().hostname, ctx.port);
     let origin = base.strip_suffix(m.name.as_str()).unwrap_or(&base);
     // Percent-encoded as any link to a mount (`href_path`): the station page and players use it

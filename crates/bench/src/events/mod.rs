@@ -39,7 +39,8 @@ pub struct EventArgs {
     pub max_latency: Secs,
     /// With `--events`: the verdict needs the server's RSS growth per subscriber within this
     /// (bytes; checked when the server is sampled with `--pid`, `--pid-file` or `--pid-name`:
-    /// the first URL's server, holding its round-robin share of the subscribers).
+    /// the first URL's server, holding its round-robin share of the subscribers, and only from
+    /// 500 subscribers on it: below that, page-size noise; the figure is reported all the same).
     #[arg(long, default_value_t = 1024.0)]
     pub max_rss_per_subscriber: f64,
 }

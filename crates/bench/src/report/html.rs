@@ -100,6 +100,20 @@ out of order, or silent at the end), and TTFB is the setup time, POST to first p
         });
     }
     h.push_str("</tr></table>\n");
+    // Why a run failed, above the plots.
+    for r in runs {
+        let why = crate::report::verdict::reasons(r);
+        if !why.is_empty() {
+            h.push_str(&format!(
+                "<p class=\"fail\">{} FAILED:</p>\n<ul class=\"fail-reasons\">",
+                esc(&r.name)
+            ));
+            for w in why {
+                h.push_str(&format!("<li>{}</li>", esc(&w)));
+            }
+            h.push_str("</ul>\n");
+        }
+    }
     // Plots.
     h.push_str("<h2>Plots</h2>\n<div class=\"plots\">\n");
     for (_, f) in plots::all(runs) {

@@ -6,6 +6,7 @@ pub mod metrics;
 pub mod plots;
 pub mod progress;
 pub mod summary;
+pub mod verdict;
 
 use crate::report::metrics::{metric_cells, metrics, mode_rows};
 use crate::report::summary::RunReport;

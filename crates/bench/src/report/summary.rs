@@ -116,6 +116,10 @@ pub struct Summary {
     pub hold_seconds: u32,
     /// No listener starved, none failed, all non-stalled listeners streaming at the end.
     pub pass: bool,
+    /// The criteria of the verdict that were not met, in words (`report::verdict`); empty
+    /// for a PASS.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fail_reasons: Vec<String>,
 }
 
 /// Everything a run produced (the JSON report).
@@ -191,11 +195,13 @@ impl Aggregator {
         self.samples.insert(s.second, s);
     }
 
-    /// Live totals over the latest tick of every worker (for the progress display).
+    /// Live totals over the latest tick of every worker (for the progress display and the
+    /// early stop): listener states and the failures so far.
     pub fn live(&self) -> Row {
         let mut r = Row::default();
         for t in self.latest.values() {
             r.counts.add_states(&t.counts);
+            r.counts.add_failures(&t.counts);
         }
         r.server = self.samples.values().next_back().cloned();
         r
@@ -336,11 +342,39 @@ impl Aggregator {
             s.server_fds_max = all.iter().map(|x| x.fds).max();
             s.server_threads_max = all.iter().map(|x| x.threads).max();
         }
-        s.pass = s.starved == 0
-            && s.failures_total == 0
-            && s.final_streaming + s.final_connecting + s.stalled >= profile.listeners;
+        s.fail_reasons = listener_reasons(&s);
+        s.pass = s.fail_reasons.is_empty();
         s
     }
+}
+
+/// The criteria an ICY or HLS run's summary fails (empty when it passes them): no listener
+/// starved, no connection failed, every non-stalled listener streaming (or still connecting)
+/// at the end.
+pub fn listener_reasons(s: &Summary) -> Vec<String> {
+    let mut r = Vec::new();
+    if s.starved > 0 {
+        r.push(format!(
+            "{} of {} listeners starved (less than the minimum share of the bitrate, or a gap over the maximum)",
+            s.starved, s.listeners
+        ));
+    }
+    if s.failures_total > 0 {
+        r.push(format!(
+            "{} connections failed ({} listeners asked for): {}",
+            s.failures_total,
+            s.listeners,
+            crate::stats::first_kinds(&s.failures)
+        ));
+    }
+    let up = s.final_streaming + s.final_connecting + s.stalled;
+    if up < s.listeners {
+        r.push(format!(
+            "{} of {} listeners streaming at the end ({} connecting, {} stalled on purpose)",
+            s.final_streaming, s.listeners, s.final_connecting, s.stalled
+        ));
+    }
+    r
 }
 
 #[cfg(test)]
@@ -405,5 +439,24 @@ mod tests {
         let (_, sum, _, _) = a.finish(&p, 1);
         assert_eq!(sum.starved, 3);
         assert!(!sum.pass);
+    }
+
+    #[test]
+    fn listener_reasons_name_the_criterion_and_the_count() {
+        let mut s = Summary {
+            listeners: 100,
+            final_streaming: 100,
+            ..Summary::default()
+        };
+        assert!(listener_reasons(&s).is_empty());
+        s.starved = 4;
+        s.failures_total = 150;
+        s.failures.insert("http-404".into(), 150);
+        s.final_streaming = 0;
+        let r = listener_reasons(&s);
+        assert_eq!(r.len(), 3, "{r:?}");
+        assert!(r[0].starts_with("4 of 100 listeners starved"), "{r:?}");
+        assert!(r[1].ends_with("http-404 ×150"), "{r:?}");
+        assert!(r[2].starts_with("0 of 100 listeners streaming"), "{r:?}");
     }
 }

@@ -535,6 +535,9 @@ pub fn run_scenario(
             report.summary.starved,
             report.summary.failures_total
         );
+        for why in crate::report::verdict::reasons(&report) {
+            eprintln!("   FAIL: {why}");
+        }
         reports.push(report);
         // Let TIME_WAIT sockets and the machine settle before the next server.
         std::thread::sleep(Duration::from_secs(2));

@@ -267,13 +267,16 @@ pub fn execute(plan: &Plan) -> anyhow::Result<RunReport> {
             *failures.entry(k.clone()).or_insert(0) += v;
         }
     }
-    let pass = errors.is_empty()
-        && ev.ready == ev.subscribers
-        && ev.missed == 0
-        && ev
-            .latency_p99_ms
-            .is_some_and(|p| p <= a.max_latency.0 * 1000.0)
-        && per_sub.is_none_or(|m| m <= a.max_rss_per_subscriber);
+    // Memory is judged only on a sample large enough not to be page-size noise.
+    let memory = crate::report::verdict::memory_judged(on_sampled, per_sub);
+    let reasons = crate::report::verdict::events_reasons(
+        &ev,
+        &failures,
+        a.max_latency.0 * 1000.0,
+        a.max_rss_per_subscriber,
+        memory,
+    );
+    let pass = errors.is_empty() && reasons.is_empty();
     let mut report = RunReport {
         name: plan.name.clone(),
         meta,
@@ -299,6 +302,7 @@ pub fn execute(plan: &Plan) -> anyhow::Result<RunReport> {
     s.server_rss_max = rss_ready;
     s.server_rss_per_listener = per_sub;
     s.pass = pass;
+    s.fail_reasons = reasons;
     Ok(report)
 }
 

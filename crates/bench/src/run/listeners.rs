@@ -2,7 +2,7 @@
 //! first, the workers ramp and hold their listeners, the server is sampled every second, and
 //! the [`Aggregator`] turns the workers' per-second ticks into the timeline and the summary;
 //! the verdict needs no listener starved or failed and every non-stalled one streaming at the
-//! end.
+//! end. A run whose every connection fails stops early ([`crate::run::early_stop`]).
 
 use crate::icy::engine::EngineSpec;
 use crate::mode::Mode;
@@ -80,6 +80,8 @@ pub fn execute(plan: &Plan) -> Result<RunReport, RunError> {
     let budget = plan.profile.ramp_secs() + plan.profile.hold.0 + 30.0;
     let deadline = Instant::now() + Duration::from_secs_f64(budget);
     let mut stopped = false;
+    let started = Instant::now();
+    let mut ever_connected = false;
     while live_workers > 0 {
         match rx.recv_timeout(Duration::from_millis(250)) {
             Ok(WorkerMsg::Tick(Tick::Listeners(t))) => {
@@ -87,7 +89,21 @@ pub fn execute(plan: &Plan) -> Result<RunReport, RunError> {
                 while let Ok(s) = srx.try_recv() {
                     agg.add_sample(s);
                 }
-                progress.update(&agg.live());
+                let live = agg.live();
+                progress.update(&live);
+                ever_connected |= live.counts.connected() > 0;
+                if !stopped {
+                    let why = crate::run::early_stop::all_failing(
+                        started.elapsed(),
+                        &live.counts,
+                        ever_connected,
+                    );
+                    if let Some(why) = why {
+                        errors.push(why);
+                        workers.stop();
+                        stopped = true;
+                    }
+                }
             }
             Ok(WorkerMsg::Exited { worker, error }) => {
                 live_workers -= 1;

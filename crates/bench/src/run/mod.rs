@@ -5,6 +5,7 @@
 //! `report.html` and plots. [`compare`] runs a plan per server of a scenario.
 
 pub mod compare;
+pub mod early_stop;
 pub mod events;
 pub mod listeners;
 pub mod plan;
@@ -185,6 +186,10 @@ pub fn run_command(a: RunArgs) -> anyhow::Result<bool> {
     println!("json:   {}", paths.json.display());
     for e in &report.errors {
         eprintln!("error: {e}");
+    }
+    // Why it failed, on the console: the criterion, for how many, the first error kinds.
+    for why in crate::report::verdict::reasons(&report) {
+        eprintln!("FAIL: {why}");
     }
     Ok(report.summary.pass)
 }

@@ -154,6 +154,7 @@ pub fn execute(plan: &Plan) -> anyhow::Result<RunReport> {
     s.server_rss_per_listener = ws.server_rss_per_viewer;
     s.hold_seconds = p.hold.0 as u32;
     s.pass = ws.pass();
+    s.fail_reasons = crate::report::verdict::whep_reasons(ws);
     report.ttfb = ttfb;
     report.whep = Some(w.summary);
     Ok(report)

@@ -8,6 +8,7 @@ pub mod listener_counts;
 
 use crate::stats::listener_counts::ListenerCounts;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::io;
 
 /// Buckets per decade of a [`LogHist`].
@@ -215,6 +216,24 @@ pub struct WorkerTick {
     pub longest_gaps: Option<LogHist>,
 }
 
+/// How many failure kinds a reason names (the most frequent first).
+pub const KINDS_SHOWN: usize = 3;
+
+/// `http-404 ×150, refused ×3`: the [`KINDS_SHOWN`] most frequent failure kinds.
+pub fn first_kinds(failures: &BTreeMap<String, u64>) -> String {
+    let mut v: Vec<(&String, &u64)> = failures.iter().filter(|(_, n)| **n > 0).collect();
+    v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let mut s: Vec<String> = v
+        .iter()
+        .take(KINDS_SHOWN)
+        .map(|(k, n)| format!("{k} ×{n}"))
+        .collect();
+    if v.len() > KINDS_SHOWN {
+        s.push(format!("{} more kinds", v.len() - KINDS_SHOWN));
+    }
+    s.join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,5 +278,19 @@ mod tests {
         let e = io::Error::from_raw_os_error(libc::ECONNREFUSED);
         assert_eq!(FailReason::from_io(&e).key(), "refused");
         assert_eq!(FailReason::HttpStatus(404).key(), "http-404");
+    }
+
+    #[test]
+    fn kinds_most_frequent_first() {
+        let mut f = BTreeMap::new();
+        f.insert("refused".to_owned(), 3);
+        f.insert("http-404".to_owned(), 150);
+        f.insert("reset".to_owned(), 1);
+        f.insert("timeout".to_owned(), 2);
+        assert_eq!(
+            first_kinds(&f),
+            "http-404 ×150, refused ×3, timeout ×2, 1 more kinds"
+        );
+        assert_eq!(first_kinds(&BTreeMap::new()), "");
     }
 }

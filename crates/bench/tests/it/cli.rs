@@ -107,6 +107,53 @@ fn run_exits_zero_on_pass_and_one_on_fail() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
 
+/// A URL that answers 404 (issue 27): the run stops early, exits 1 within 5 s (its hold is a
+/// minute) and says why on the console: the criterion, how many, the error kind.
+#[test]
+fn a_404_url_fails_within_5_s_saying_why() {
+    let dir = temp_dir("404");
+    let url = crate::util::not_found_server();
+    let began = std::time::Instant::now();
+    let o = bench(
+        &dir,
+        &[
+            "run",
+            &url,
+            "-n",
+            "20",
+            "--hold",
+            "60s",
+            "--no-progress",
+            "--out",
+            "r",
+        ],
+    );
+    let took = began.elapsed();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        took < std::time::Duration::from_secs(5),
+        "took {took:?}: {}",
+        text(&o)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("FAIL: ") && err.contains("connections failed") && err.contains("http-404 ×"),
+        "{}",
+        text(&o)
+    );
+    assert!(err.contains("stopped early"), "{}", text(&o));
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("r/report.json")).unwrap()).unwrap();
+    let reasons = json["summary"]["fail_reasons"].as_array().unwrap();
+    assert!(!reasons.is_empty(), "{json}");
+    let html = std::fs::read_to_string(dir.join("r/report.html")).unwrap();
+    let (why, plots) = (
+        html.find("fail-reasons").unwrap(),
+        html.find("<h2>Plots").unwrap(),
+    );
+    assert!(why < plots, "the reasons come before the plots");
+}
+
 /// The demo MP3 the source tests push.
 fn demo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../assets/demo.mp3")

@@ -1,22 +1,8 @@
 //! Connections that fail are counted by reason.
 
-use crate::util::{profile, run};
+use crate::util::{not_found_server, profile, run};
 use std::io::{Read, Write};
 use std::net::TcpListener;
-
-/// A server answering every request with `404 Not Found`.
-fn not_found_server() -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for mut c in l.incoming().flatten() {
-            let mut buf = [0u8; 1024];
-            let _ = c.read(&mut buf);
-            let _ = c.write_all(b"HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n");
-        }
-    });
-    format!("http://{addr}/missing")
-}
 
 fn closed_port_url() -> String {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -33,3 +33,18 @@ pub fn run(urls: Vec<String>, profile: Profile) -> RunReport {
     };
     execute(&plan).expect("run")
 }
+
+/// A server answering every request with `404 Not Found`.
+pub fn not_found_server() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut c in l.incoming().flatten() {
+            let mut buf = [0u8; 1024];
+            let _ = c.read(&mut buf);
+            let _ = c.write_all(b"HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    format!("http://{addr}/missing")
+}

@@ -36,13 +36,21 @@ fn split(path: &str) -> Option<(&str, bool)> {
     (mount.len() > 1 && mount.starts_with('/')).then_some((mount, xspf))
 }
 
-/// The `.m3u` body: one line, `http://<host><mount>\r\n`.
-pub fn m3u(host: Option<&str>, fallback_host: &str, port: u16, mount: &str) -> String {
+/// The origin a playlist points listeners at: `http://<Host header>` as the visitor typed it,
+/// or `http://<hostname>:<port>` from the configuration when the request has no `Host`
+/// (Icecast 2.4.4 `fserve.c` builds `.m3u` so; Throng builds `.xspf` the same way, so a
+/// visitor on another machine never gets `localhost`).
+pub fn origin(host: Option<&str>, fallback_host: &str, port: u16) -> String {
     match host.map(str::trim).filter(|h| !h.is_empty()) {
-        // A Host header cannot break the line: it was one header line itself.
-        Some(h) => format!("http://{h}{mount}\r\n"),
-        None => format!("http://{fallback_host}:{port}{mount}\r\n"),
+        // A Host header cannot break a line: it was one header line itself.
+        Some(h) => format!("http://{h}"),
+        None => format!("http://{fallback_host}:{port}"),
     }
+}
+
+/// The `.m3u` body: one line, `<origin><mount>\r\n` (see [`origin`]).
+pub fn m3u(host: Option<&str>, fallback_host: &str, port: u16, mount: &str) -> String {
+    format!("{}{mount}\r\n", origin(host, fallback_host, port))
 }
 
 fn leaf(out: &mut String, indent: &str, name: &str, text: &str) {
@@ -58,9 +66,9 @@ fn leaf(out: &mut String, indent: &str, name: &str, text: &str) {
 
 /// The `.xspf` body for `mount` (`None`: hidden or absent), laid out as Icecast 2.4.4's
 /// `xspf.xsl` output: empty playlist `title` and `creator`, and per mount a `track` with
-/// `location` (its `listenurl`), `creator` (Ogg artist, when known), `title` (the current
+/// `location` (`origin` and the mount's path, `origin` as [`origin`] gives it), `creator` (Ogg artist, when known), `title` (the current
 /// title), an `annotation` of its stream facts and `info` (its URL).
-pub fn xspf(ctx: &ServerCtx, mount: Option<&Mount>) -> String {
+pub fn xspf(origin: &str, mount: Option<&Mount>) -> String {
     let mut out = String::from(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<playlist xmlns=\"http://xspf.org/ns/0/\" version=\"1\">\n  <title/>\n  <creator/>\n  <trackList>\n",
     );
@@ -72,7 +80,7 @@ pub fn xspf(ctx: &ServerCtx, mount: Option<&Mount>) -> String {
             &mut out,
             ind,
             "location",
-            &m.listen_url(&ctx.config().hostname, ctx.port),
+            &format!("{origin}{}", throng_proto::mount_name::href_path(&m.name)),
         );
         if let Some(a) = m.ogg_tags.artist() {
             leaf(&mut out, ind, "creator", &a);
@@ -108,7 +116,8 @@ pub async fn serve(ctx: &ServerCtx, stream: &mut Conn, head: &RequestHead, peer:
     };
     let (ctype, body) = if is_xspf {
         let live = ctx.registry.get(mount).filter(|m| !m.hidden());
-        (XSPF_TYPE, xspf(ctx, live.as_deref()))
+        let origin = origin(head.header("host"), &ctx.config().hostname, ctx.port);
+        (XSPF_TYPE, xspf(&origin, live.as_deref()))
     } else {
         let body = m3u(head.header("host"), &ctx.config().hostname, ctx.port, mount);
         (M3U_TYPE, body)
@@ -146,6 +155,10 @@ mod tests {
         assert_eq!(
             m3u(None, "localhost", 8001, "/a"),
             "http://localhost:8001/a\r\n"
+        );
+        assert_eq!(
+            origin(Some(" 10.0.0.5:8000 "), "localhost", 8000),
+            "http://10.0.0.5:8000"
         );
     }
 }

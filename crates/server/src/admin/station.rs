@@ -1,6 +1,8 @@
 //! The station page: `/` and its static files under `/static/`. The page is static HTML
 //! (`assets/web/index.html`) that its script fills from `/api/v1/status` and keeps current from
-//! the event stream `/api/v1/events`; the files are embedded in the binary (no external CDN),
+//! the event stream `/api/v1/events` (`/?embed=<mount>` is the same page showing one mount's
+//! player, for an `<iframe>`); the files are embedded in the binary (no external CDN; hls.js
+//! is vendored as `/static/vendor/hls.min.js`),
 //! and each can be replaced by a file of the same name in `[paths] webroot`: `index.html` for
 //! the page, `static/<name>` for the rest (other files can be added there too).
 //!
@@ -34,6 +36,18 @@ const EMBEDDED: &[(&str, &[u8])] = &[
         include_bytes!("../../assets/web/favicon.svg"),
     ),
     ("admin.css", include_bytes!("../../assets/web/admin.css")),
+    ("admin.js", include_bytes!("../../assets/web/admin.js")),
+    // hls.js 1.6.19 (npm `hls.js`, `dist/hls.min.js` as published, Apache-2.0; its license is
+    // `vendor/hls.js-LICENSE.txt`): the station page's HLS player where the browser has no
+    // native HLS.
+    (
+        "vendor/hls.min.js",
+        include_bytes!("../../assets/web/vendor/hls.min.js"),
+    ),
+    (
+        "vendor/hls.js-LICENSE.txt",
+        include_bytes!("../../assets/web/vendor/hls.js-LICENSE.txt"),
+    ),
 ];
 
 /// Largest webroot file served, in bytes (a bigger one is answered 404, as if absent).
@@ -232,7 +246,13 @@ mod tests {
 
     #[test]
     fn every_embedded_file_is_there() {
-        for name in ["index.html", "station.js", "station.css", "favicon.svg"] {
+        for name in [
+            "index.html",
+            "station.js",
+            "station.css",
+            "favicon.svg",
+            "vendor/hls.min.js",
+        ] {
             assert!(embedded(name).is_some_and(|b| !b.is_empty()), "{name}");
         }
     }

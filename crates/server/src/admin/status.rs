@@ -200,6 +200,12 @@ pub fn v1_status(ctx: &ServerCtx) -> Value {
             "clients": ctx.clients.open(),
             "sources": ctx.registry.list().len(),
         },
+        "station": {
+            "name": ctx.config().station.name,
+            "description": ctx.config().station.description,
+            "logo": ctx.config().station.logo,
+            "url": ctx.config().station.url,
+        },
         "mounts": mounts,
     })
 }
@@ -239,7 +245,21 @@ pub fn v1_mount(ctx: &ServerCtx, m: &Mount) -> Value {
         "stream_start_iso8601": iso8601(&m.started),
         "stream_start_unix": m.started.timestamp(),
         "hls_url": crate::hls_http::hls_url(ctx, m),
+        "artwork": m.history.artwork(),
+        // Where its listeners go when its source stops (the station page keeps its card).
+        "fallback": ctx.registry.fallback_of(&m.name),
+        "history": history(m),
     })
+}
+
+/// The `history` of a mount in `/api/v1/status`: its last titles, newest first, each
+/// `{"title", "at_unix", "artwork"}` (`artwork` null unless the update gave an image URL).
+fn history(m: &Mount) -> Value {
+    m.history
+        .newest_first()
+        .into_iter()
+        .map(|p| json!({ "title": p.title, "at_unix": p.at_unix, "artwork": p.artwork }))
+        .collect()
 }
 
 #[cfg(test)]

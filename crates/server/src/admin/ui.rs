@@ -98,7 +98,7 @@ pub fn page(ctx: &ServerCtx, title: &str, query: Option<&str>, content: &str) ->
 <meta name=\"color-scheme\" content=\"light dark\">\
 <title>{title} · {server} admin</title>\
 <link rel=\"icon\" href=\"/static/favicon.svg\" type=\"image/svg+xml\">\
-<link rel=\"stylesheet\" href=\"/static/admin.css\"></head><body>\
+<link rel=\"stylesheet\" href=\"/static/admin.css\"><script src=\"/static/admin.js\" defer></script></head><body>\
 <header class=\"top\"><div class=\"wrap\"><a class=\"brand\" href=\"/admin/\">{server} · admin</a>\
 <nav aria-label=\"Admin\"><a href=\"/admin/\">Mounts</a><a href=\"/admin/stats.xsl\">Icecast pages</a>\
 <a href=\"/admin/ui/reports\">Reports</a><a href=\"/\">Station page</a></nav></div></header>\
@@ -120,6 +120,22 @@ pub fn page(ctx: &ServerCtx, title: &str, query: Option<&str>, content: &str) ->
         HeaderValue::from_static("same-origin"),
     );
     r
+}
+
+/// A byte count with a unit: `512 B`, `1.5 kB`, `12.3 MB`, `4.0 GB` (powers of 1000, as
+/// the access log's readers and the bench's reports count).
+pub fn bytes_text(n: u64) -> String {
+    const UNITS: [&str; 4] = ["kB", "MB", "GB", "TB"];
+    if n < 1000 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1000.0;
+    let mut unit = 0;
+    while v >= 1000.0 && unit + 1 < UNITS.len() {
+        v /= 1000.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
 }
 
 /// `5s`, `3m 02s`, `2h 05m`, `3d 04h`.
@@ -175,8 +191,28 @@ pub async fn overview(
         return crate::admin::icecast::unauthorized(&ctx);
     }
     let mut rows = String::new();
+    let mut files = String::new();
+    let wanted = crate::ingest::file::wanted_file_mounts(&ctx.config());
     for e in crate::admin::data::mount_list(&ctx, None) {
         let m = ctx.registry.get(&e.mount);
+        // A webroot file played as a fallback: shown as the file it is, not as a mount.
+        if let Some((path, true)) = wanted.get(&e.mount) {
+            let used_by: Vec<String> = crate::admin::data::mount_list(&ctx, None)
+                .into_iter()
+                .filter(|o| o.fallback.as_deref() == Some(e.mount.as_str()))
+                .map(|o| o.mount)
+                .collect();
+            let _ = write!(
+                files,
+                "<tr data-mount=\"{name}\"><th scope=\"row\" data-label=\"File\"><code>{path}</code></th>\
+<td data-label=\"Fallback of\">{used}</td><td class=\"num\" data-label=\"Listeners\" data-listeners>{listeners}</td></tr>",
+                name = escape(&e.mount),
+                path = escape(&path.display().to_string()),
+                used = escape(&used_by.join(", ")),
+                listeners = e.listeners,
+            );
+            continue;
+        }
         let title = m.as_ref().map(|m| m.title()).unwrap_or_default();
         let format = m
             .as_ref()
@@ -204,9 +240,11 @@ pub async fn overview(
         }
         let _ = write!(
             rows,
-            "<tr><th scope=\"row\"><a href=\"{link}\">{name}</a></th><td>{title}</td>\
-<td class=\"num\" data-listeners>{listeners}</td><td>{format}</td><td>{bitrate}</td><td>{fallback}</td>\
-<td>{flags}</td><td>{connected}</td></tr>",
+            "<tr data-mount=\"{name}\"><th scope=\"row\" data-label=\"Mount\"><a href=\"{link}\">{name}</a></th>\
+<td data-label=\"Title\" data-title>{title}</td>\
+<td class=\"num\" data-label=\"Listeners\" data-listeners>{listeners}</td><td data-label=\"Format\">{format}</td>\
+<td data-label=\"Bitrate\">{bitrate}</td><td data-label=\"Fallback\">{fallback}</td>\
+<td data-label=\"Notes\">{flags}</td><td data-label=\"Connected\">{connected}</td></tr>",
             link = escape(&mount_page(&e.mount)),
             name = escape(&e.mount),
             title = escape(&title),
@@ -225,16 +263,26 @@ pub async fn overview(
         "<p>No mount is live.</p>".to_owned()
     } else {
         format!(
-            "<div class=\"scroll\"><table><caption>Mounts</caption><thead><tr><th scope=\"col\">Mount</th>\
+            "<div class=\"scroll\"><table class=\"stack\"><caption>Mounts</caption><thead><tr><th scope=\"col\">Mount</th>\
 <th scope=\"col\">Title</th><th scope=\"col\">Listeners</th><th scope=\"col\">Format</th>\
 <th scope=\"col\">Bitrate</th><th scope=\"col\">Fallback</th><th scope=\"col\">Notes</th>\
 <th scope=\"col\">Connected</th></tr></thead><tbody>{rows}</tbody></table></div>"
         )
     };
+    let files = if files.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "<section aria-labelledby=\"h-files\"><h2 id=\"h-files\">Fallback files</h2>\
+<p class=\"hint\">Files from the webroot played in a loop to the listeners of a mount whose source is off air.</p>\
+<div class=\"scroll\"><table class=\"stack\"><thead><tr><th scope=\"col\">File</th><th scope=\"col\">Fallback of</th>\
+<th scope=\"col\">Listeners</th></tr></thead><tbody>{files}</tbody></table></div></section>"
+        )
+    };
     let uptime = (chrono::Local::now() - ctx.started).num_seconds().max(0);
     let counts = crate::roster::counts(&ctx);
     let summary = format!(
-        "<dl class=\"summary\"><div><dt>Listeners</dt><dd>{}</dd></div><div><dt>Mounts</dt><dd>{}</dd></div>\
+        "<dl class=\"summary\"><div><dt>Listeners</dt><dd id=\"total-listeners\">{}</dd></div><div><dt>Mounts</dt><dd>{}</dd></div>\
 <div><dt>Clients</dt><dd>{}</dd></div><div><dt>Uptime</dt><dd>{}</dd></div><div><dt>Version</dt><dd>{}</dd></div></dl>",
         counts.total(),
         ctx.registry.list().len(),
@@ -246,7 +294,7 @@ pub async fn overview(
         &ctx,
         "Mounts",
         query.as_deref(),
-        &format!("{summary}{table}{}", ends_table(&ctx)),
+        &format!("{summary}{table}{files}{}", ends_table(&ctx)),
     )
 }
 
@@ -343,7 +391,11 @@ pub async fn mount(
         escape(&m.title()),
         m.listeners.load(Ordering::Relaxed),
         escape(&m.settings.content_type),
-        escape(&crate::admin::status::bitrate(&m).unwrap_or_default()),
+        escape(
+            &crate::admin::status::bitrate(&m)
+                .map(|b| format!("{b} kbit/s"))
+                .unwrap_or_default()
+        ),
         href(&m.name),
         escape(&m.name),
     );
@@ -372,28 +424,29 @@ pub async fn mount(
             "inline",
             &format!(
                 "<input type=\"hidden\" name=\"id\" value=\"{id}\">\
-<button type=\"submit\" class=\"danger\" aria-label=\"Kick listener {id}\" data-kick=\"{id}\">Kick</button>",
+<button type=\"submit\" class=\"danger\" aria-label=\"Kick listener {id}\" data-kick=\"{id}\" data-confirm=\"Kick {id}?\">Kick</button>",
                 id = r.id
             ),
         );
         let _ = write!(
             lrows,
-            "<tr data-listener=\"{id}\"><td class=\"num\">{id}</td><td>{path}</td><td>{ip}</td><td>{agent}</td><td>{user}</td>\
-<td>{connected}</td><td class=\"num\">{sent}</td><td>{kick}</td></tr>",
+            "<tr data-listener=\"{id}\"><td class=\"num\" data-label=\"Id\">{id}</td><td data-label=\"Via\">{path}</td>\
+<td data-label=\"Address\">{ip}</td><td data-label=\"Player\">{agent}</td><td data-label=\"User\">{user}</td>\
+<td data-label=\"Connected\">{connected}</td><td class=\"num\" data-label=\"Sent\">{sent}</td><td>{kick}</td></tr>",
             id = r.id,
             path = path_text(r.path),
             ip = escape(&r.ip.to_string()),
             agent = escape(r.agent.as_deref().unwrap_or("")),
             user = escape(r.user.as_deref().unwrap_or("")),
             connected = duration_text(r.connected_secs),
-            sent = r.sent,
+            sent = bytes_text(r.sent),
         );
     }
     let listeners = if rows.is_empty() {
         "<p>No listener.</p>".to_owned()
     } else {
         format!(
-            "<div class=\"scroll\"><table><thead><tr><th scope=\"col\">Id</th><th scope=\"col\">Via</th><th scope=\"col\">Address</th>\
+            "<div class=\"scroll\"><table class=\"stack\"><thead><tr><th scope=\"col\">Id</th><th scope=\"col\">Via</th><th scope=\"col\">Address</th>\
 <th scope=\"col\">Player</th><th scope=\"col\">User</th><th scope=\"col\">Connected</th>\
 <th scope=\"col\">Bytes sent</th><th scope=\"col\"><span class=\"visually-hidden\">Actions</span></th></tr></thead>\
 <tbody>{lrows}</tbody></table></div>"
@@ -424,7 +477,7 @@ pub async fn mount(
             "row",
             &format!(
                 "<label>Destination <select name=\"destination\" id=\"move-destination\">{options}</select></label>\
-<button type=\"submit\">Move all listeners</button>"
+<button type=\"submit\" data-confirm=\"Move them all?\">Move all listeners</button>"
             ),
         )
     };
@@ -460,7 +513,7 @@ pub async fn mount(
                 "inline",
                 &format!(
                     "<input type=\"hidden\" name=\"username\" value=\"{u}\">\
-<button type=\"submit\" class=\"danger\" aria-label=\"Delete user {u}\">Delete</button>",
+<button type=\"submit\" class=\"danger\" aria-label=\"Delete user {u}\" data-confirm=\"Delete {u}?\">Delete</button>",
                     u = escape(&u)
                 ),
             );
@@ -490,7 +543,7 @@ pub async fn mount(
             "kill-source",
             &m.name,
             "row",
-            "<button type=\"submit\" class=\"danger\">Disconnect the source</button>\
+            "<button type=\"submit\" class=\"danger\" id=\"kill-source\" data-confirm=\"Really disconnect it?\">Disconnect the source</button>\
 <span class=\"hint\">Listeners move to the fallback, if any.</span>"
         )
     );
@@ -649,6 +702,16 @@ pub async fn action(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn byte_counts_have_units() {
+        assert_eq!(bytes_text(0), "0 B");
+        assert_eq!(bytes_text(999), "999 B");
+        assert_eq!(bytes_text(1500), "1.5 kB");
+        assert_eq!(bytes_text(12_345_678), "12.3 MB");
+        assert_eq!(bytes_text(4_000_000_000), "4.0 GB");
+        assert_eq!(bytes_text(u64::MAX), "18446744.1 TB");
+    }
 
     #[test]
     fn tokens_depend_on_secret_user_and_password() {

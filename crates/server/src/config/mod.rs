@@ -14,6 +14,7 @@ pub mod hls;
 pub mod icecast_xml;
 pub mod ledger;
 pub mod source;
+pub mod station;
 pub mod tls;
 
 use std::net::SocketAddr;
@@ -109,6 +110,9 @@ pub struct Config {
     pub webrtc: WebrtcConfig,
     /// The audience ledger: every listening session and title change (`config/ledger.rs`).
     pub ledger: LedgerConfig,
+    /// The station's name, description, logo and site on the station page (`station.rs`).
+    #[serde(skip_serializing_if = "station::StationConfig::is_default")]
+    pub station: station::StationConfig,
 }
 
 /// `[webrtc]`: WHEP playback (draft-ietf-wish-whep) of Ogg/Opus mounts, ICE-lite
@@ -537,6 +541,7 @@ impl Default for Config {
             hls: HlsConfig::default(),
             ledger: LedgerConfig::default(),
             webrtc: WebrtcConfig::default(),
+            station: station::StationConfig::default(),
         }
     }
 }
@@ -621,6 +626,23 @@ impl Config {
         Ok(toml::to_string(self)?)
     }
 
+    /// `[station]` as the `[[mount]]` entries describe it (an icecast.xml import has no
+    /// station-wide name): see [`station::StationConfig::from_mounts`].
+    pub fn station_from_mounts(&self) -> station::StationConfig {
+        let mounts: Vec<[Option<&str>; 3]> = self
+            .mount
+            .iter()
+            .map(|m| {
+                [
+                    m.stream_name.as_deref(),
+                    m.stream_description.as_deref(),
+                    m.stream_url.as_deref(),
+                ]
+            })
+            .collect();
+        station::StationConfig::from_mounts(&mounts)
+    }
+
     /// Checks ranges and mount names.
     ///
     /// Errors: [`ConfigError::Invalid`] naming the first key out of range or inconsistent.
@@ -628,6 +650,7 @@ impl Config {
         if self.listen.is_empty() {
             return Err(ConfigError::Invalid("`listen` is empty".into()));
         }
+        self.station.check().map_err(ConfigError::Invalid)?;
         hls::check_seconds("hls.segment-seconds", Some(self.hls.segment_seconds))
             .and_then(|()| hls::check_window("hls.window", Some(self.hls.window)))
             .map_err(ConfigError::Invalid)?;

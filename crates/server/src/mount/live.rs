@@ -19,6 +19,7 @@ use crate::mount::freeze::HandoverSlot;
 use crate::mount::icy_meta::IcyMeta;
 use crate::mount::ogg_tags::OggTagSlot;
 use crate::mount::queue::{Queue, QueueWriter};
+use crate::mount::title_history::TitleHistory;
 use crate::observe::metrics::{Metrics, MountLabel};
 
 /// Where a mount's bytes come from.
@@ -166,6 +167,8 @@ pub struct Mount {
     pub handover: HandoverSlot,
     /// The audience ledger its title changes go to (set when the mount is registered).
     pub ledger: std::sync::OnceLock<crate::ledger::Ledger>,
+    /// The last titles played, with their times and cover art (`title_history.rs`).
+    pub history: TitleHistory,
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -195,6 +198,7 @@ impl Mount {
             ogg_tags: Default::default(),
             handover: Default::default(),
             ledger: Default::default(),
+            history: Default::default(),
         }
     }
 
@@ -277,6 +281,8 @@ impl Mount {
             *t = title.clone().into_owned();
             changed
         };
+        self.history
+            .push(chrono::Local::now().timestamp(), &title, url);
         let generation = self.icy.load().generation + 1;
         self.icy.store(Arc::new(IcyMeta {
             generation,

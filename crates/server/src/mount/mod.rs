@@ -5,7 +5,8 @@
 //! `feeder.rs` (source bytes into the queue: ICY stripping, framing, garbage detection),
 //! `icy_meta.rs` (the current ICY block), `ogg_tags.rs` and `ogg_retag.rs` (Ogg comment
 //! updates), `intro.rs` (the intro file cache), `stream_end.rs` (why a feed ended, whose doing
-//! it was, and whether it is worth retrying), `handover.rs` (a mount carried across a binary
+//! it was, and whether it is worth retrying), `title_history.rs` (the last titles played, for the
+//! station page), `handover.rs` (a mount carried across a binary
 //! upgrade) and `freeze.rs` (how its feeding task is asked to stop for it).
 
 pub mod chunker;
@@ -20,3 +21,4 @@ pub mod ogg_tags;
 pub mod queue;
 pub mod registry;
 pub mod stream_end;
+pub mod title_history;

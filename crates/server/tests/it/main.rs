@@ -29,6 +29,7 @@ mod reports_page;
 mod shoutcast;
 mod source_peers;
 mod sources;
+mod station_player;
 mod status;
 mod support;
 mod tls;

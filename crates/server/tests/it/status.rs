@@ -83,3 +83,40 @@ fn metrics_count_listeners_and_sources() {
     })
     .expect("metrics");
 }
+
+/// `/api/v1/status` carries `[station]` and, per mount, its last titles newest first with
+/// their times and the cover art a title update's image URL gave (issue 27).
+#[test]
+fn api_v1_status_has_the_station_and_each_mounts_titles() {
+    let srv = TestServer::start(
+        "[station]\nname = \"Radio Test\"\nlogo = \"/static/logo.png\"\nurl = \"https://radio.example/\"\n",
+    );
+    let _s = Source::start(srv.addr, "/a.mp3", "PUT", 1.0);
+    srv.wait_mount("/a.mp3");
+    let before = chrono::Utc::now().timestamp();
+    for q in [
+        "song=One",
+        "song=Two&url=https%3A%2F%2Fimg.example%2Fcover.jpg",
+        "song=Three&url=https%3A%2F%2Fradio.example%2F",
+    ] {
+        let (head, _) = http_get(
+            srv.addr,
+            &format!("/admin/metadata?mount=/a.mp3&mode=updinfo&{q}"),
+            &[&admin_header()],
+        );
+        assert_eq!(head.status, 200);
+    }
+    let s = srv.json("/api/v1/status");
+    assert_eq!(
+        s["station"],
+        serde_json::json!({"name": "Radio Test", "description": "", "logo": "/static/logo.png", "url": "https://radio.example/"})
+    );
+    let m = srv.mount_status("/a.mp3").unwrap();
+    let h = m["history"].as_array().unwrap();
+    let titles: Vec<&str> = h.iter().map(|e| e["title"].as_str().unwrap()).collect();
+    assert_eq!(titles, ["Three", "Two", "One"]);
+    assert!(h.iter().all(|e| e["at_unix"].as_i64().unwrap() >= before));
+    assert_eq!(h[1]["artwork"], "https://img.example/cover.jpg");
+    assert!(h[0]["artwork"].is_null(), "a page URL is not cover art");
+    assert!(m["artwork"].is_null(), "the current title has none");
+}

@@ -41,8 +41,14 @@ impl TestServer {
     /// Starts a server with `extra` TOML appended to a test base config (no demo, no access
     /// log, fixed passwords, 127.0.0.1 on an ephemeral port).
     pub fn start(extra: &str) -> TestServer {
+        Self::start_at(0, extra)
+    }
+
+    /// As [`TestServer::start`], on 127.0.0.1:`port` (0: an ephemeral one), e.g. to restart a
+    /// server where its clients reconnect.
+    pub fn start_at(port: u16, extra: &str) -> TestServer {
         let toml = format!(
-            "listen = [\"127.0.0.1:0\"]\nworkers = 2\n{extra}\n[authentication]\nsource-password = \"{SOURCE_PW}\"\nadmin-password = \"{ADMIN_PW}\"\n[logging]\naccess-log = \"\"\n"
+            "listen = [\"127.0.0.1:{port}\"]\nworkers = 2\n{extra}\n[authentication]\nsource-password = \"{SOURCE_PW}\"\nadmin-password = \"{ADMIN_PW}\"\n[logging]\naccess-log = \"\"\n"
         );
         let config = Config::from_toml(&toml).expect("test config");
         Self::start_config(config)

@@ -312,3 +312,47 @@ fn admin_ui_kicks_listeners_sets_fallbacks_manages_users_and_kills_sources() {
     })
     .expect("source killed");
 }
+
+/// A webroot file played as a fallback is listed as the file it is, with the mount it stands
+/// in for, not as a mount with a page (issue 27); bitrates carry their unit; destructive
+/// buttons ask first (`data-confirm`, read by `admin.js`).
+#[test]
+fn the_admin_ui_shows_fallback_files_as_files_and_asks_before_destroying() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("error.mp3");
+    std::fs::copy(asset("demo.mp3"), &file).unwrap();
+    let srv = TestServer::start(&format!(
+        "[paths]\nwebroot = {:?}\n[[mount]]\nname = \"/live.mp3\"\nfallback-mount = \"/error.mp3\"\n",
+        dir.path()
+    ));
+    srv.wait_mount("/error.mp3");
+    let _s = Source::start(srv.addr, "/live.mp3", "PUT", 1.0);
+    srv.wait_mount("/live.mp3");
+    let r = get(&srv, "/admin/", Some(ADMIN));
+    assert_eq!(r.status(), 200);
+    let files = r
+        .body
+        .find("Fallback files")
+        .expect("a Fallback files section");
+    let listed = r
+        .body
+        .find(&file.display().to_string())
+        .expect("the file's path");
+    assert!(listed > files, "{}", r.body);
+    assert!(
+        !r.body.contains("/admin/ui/mount?mount=%2Ferror%2Emp3"),
+        "no mount page for the file: {}",
+        r.body
+    );
+    assert!(r.body.contains(" kbit/s<"), "{}", r.body);
+    let _l = Listener::open(srv.addr, "/live.mp3", false);
+    let r = get(&srv, "/admin/ui/mount?mount=/live.mp3", Some(ADMIN));
+    for confirm in [
+        "data-confirm=\"Kick ",
+        "data-confirm=\"Really disconnect it?\"",
+    ] {
+        assert!(r.body.contains(confirm), "{confirm}: {}", r.body);
+    }
+    assert!(r.body.contains("src=\"/static/admin.js\""));
+    assert_eq!(get(&srv, "/static/admin.js", None).status(), 200);
+}

@@ -67,5 +67,7 @@ pub fn parse(xml: &str, base_dir: &Path) -> Result<Import, IcecastXmlError> {
     }
     let mut imp = Importer::new(base_dir);
     imp.root(&root)?;
-    imp.finish()
+    let mut import = imp.finish()?;
+    import.config.station = import.config.station_from_mounts();
+    Ok(import)
 }

@@ -242,7 +242,7 @@ impl Importer<'_> {
                     &p,
                     None,
                     UnsupportedKind::NotSupported,
-                    "Throng does not rotate its logs (use logrotate with copytruncate)",
+                    "Throng does not rotate its logs: logrotate renames them and SIGUSR1 reopens them (deploy/logrotate/throng)",
                 ),
                 _ => self.unknown(&p, None),
             }

@@ -41,9 +41,17 @@ pub fn mount(m: &Mount, base: &str) -> String {
     .to_string()
 }
 
-/// `title`: the current title and artist (`null` unless known, e.g. an Ogg `ARTIST`).
+/// `title`: the current title, artist (`null` unless known, e.g. an Ogg `ARTIST`), cover art
+/// (`artwork`: the image URL the update gave, else `null`) and when it started (`at_unix`).
 pub fn title(m: &Mount) -> String {
-    json!({ "mount": m.name, "title": m.title(), "artist": m.ogg_tags.artist() }).to_string()
+    json!({
+        "mount": m.name,
+        "title": m.title(),
+        "artist": m.ogg_tags.artist(),
+        "artwork": m.history.artwork(),
+        "at_unix": chrono::Local::now().timestamp(),
+    })
+    .to_string()
 }
 
 /// `listeners`: the listener count `n` of mount `name`.
