@@ -236,45 +236,51 @@ fn num(x: f64) -> String {
 /// The totals of the range, each with its exact value in `data-value` (as the API's JSON has
 /// it).
 fn totals_html(t: &ListeningRow) -> String {
+    // (key, label, exact value, value as shown, unit)
     let items = [
         (
             "sessions",
             "Sessions",
             t.sessions.to_string(),
-            String::new(),
+            t.sessions.to_string(),
+            "",
         ),
         (
             "unique_listeners",
             "Unique listeners",
             t.unique_listeners.to_string(),
-            String::new(),
+            t.unique_listeners.to_string(),
+            "",
         ),
         (
             "tlh_hours",
             "Listening hours (TLH)",
+            t.tlh_hours.to_string(),
             num(t.tlh_hours),
-            " h".into(),
+            " h",
         ),
         (
             "atsl_minutes",
             "Time spent listening (ATSL)",
+            t.atsl_minutes.to_string(),
             num(t.atsl_minutes),
-            " min".into(),
+            " min",
         ),
         (
             "peak_listeners",
             "Peak listeners",
             t.peak_listeners.to_string(),
-            String::new(),
+            t.peak_listeners.to_string(),
+            "",
         ),
     ];
     let mut out = String::from(
         "<section aria-labelledby=\"h-totals\"><h2 id=\"h-totals\">Totals</h2><dl class=\"summary\" id=\"report-totals\">",
     );
-    for (key, label, value, unit) in items {
+    for (key, label, exact, shown, unit) in items {
         let _ = write!(
             out,
-            "<div><dt>{label}</dt><dd data-total=\"{key}\" data-value=\"{value}\">{value}{unit}</dd></div>"
+            "<div><dt>{label}</dt><dd data-total=\"{key}\" data-value=\"{exact}\">{shown}{unit}</dd></div>"
         );
     }
     out.push_str("</dl><p class=\"hint\">ATSL is per session; peak listeners is the highest one-minute average of listeners at once.</p></section>");

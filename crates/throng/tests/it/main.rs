@@ -8,6 +8,7 @@ mod chaos;
 mod check_config;
 mod deploy;
 mod import;
+mod ledger_crash;
 mod logs;
 mod reload;
 mod serve;
