@@ -217,6 +217,8 @@ pub async fn serve(
             return;
         }
     };
+    let (mut head, mut head_len, mut buf) = (head, head_len, buf);
+    crate::alias::apply(&ctx.config().paths, &mut head, &mut buf, &mut head_len);
     // Boxed: the state after the head is not part of every waiting connection's.
     Box::pin(dispatch(ctx, stream, peer, head, head_len, buf, slot)).await;
 }

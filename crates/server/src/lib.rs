@@ -16,6 +16,7 @@
 //! | L6 | `connection`, `server`, `signals`, `reload`, `logs`, `upgrade` | one connection's dispatch; the server's sockets and lifecycle; signals; config reload, log reopening, binary upgrade |
 
 mod admin;
+mod alias;
 mod audience;
 mod auth;
 mod cluster;

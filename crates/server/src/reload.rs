@@ -54,7 +54,7 @@ impl std::fmt::Debug for Reloader {
 }
 
 /// Keys a reload cannot apply: the running value stays until a restart.
-const NEEDS_RESTART: [&str; 11] = [
+const NEEDS_RESTART: [&str; 12] = [
     "listen",
     "tls.listen",
     "tls.auto",
@@ -64,6 +64,7 @@ const NEEDS_RESTART: [&str; 11] = [
     "limits.lag-policy",
     "logging.access-log",
     "logging.error-log",
+    "paths.pidfile",
     "demo",
     "demo-mount",
 ];
@@ -87,8 +88,11 @@ pub async fn reload(ctx: &Arc<ServerCtx>, r: &mut Reloader) -> Result<String, St
             return Err(why);
         }
     };
-    for w in &loaded.warnings {
-        tracing::warn!("{w}");
+    // Once per change of the file: an unchanged file's warnings were logged before.
+    if !loaded.warnings_repeated {
+        for w in &loaded.warnings {
+            tracing::warn!("{w}");
+        }
     }
     let old = ctx.config();
     let new = Arc::new(loaded.config);
@@ -172,7 +176,9 @@ pub async fn reload(ctx: &Arc<ServerCtx>, r: &mut Reloader) -> Result<String, St
             kept.join(", ")
         ));
     }
-    tracing::info!("{summary} ({file})");
+    // At warn level, so a reload is confirmed in the log even at Icecast's `<loglevel>2`
+    // (AzuraCast's), which hides info.
+    tracing::warn!("{summary} ({file})");
     Ok(summary)
 }
 

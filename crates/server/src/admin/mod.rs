@@ -69,6 +69,8 @@ pub async fn serve(ctx: Arc<ServerCtx>, stream: Conn, already_read: Vec<u8>, pee
 pub fn router(ctx: Arc<ServerCtx>) -> Router {
     Router::new()
         .route("/", get(crate::admin::station::index))
+        // Icecast's HTML status page (AzuraCast aliases `/` to it): the station page.
+        .route("/status.xsl", get(crate::admin::station::index))
         .route("/static/{*file}", get(crate::admin::station::static_file))
         .route("/status-json.xsl", get(status_json))
         .route("/api/v1/status", get(status_v1))

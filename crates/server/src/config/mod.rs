@@ -10,6 +10,7 @@
 
 pub mod check;
 pub mod cluster;
+pub mod default_passwords;
 pub mod hls;
 pub mod icecast_xml;
 pub mod source;
@@ -64,7 +65,9 @@ pub struct Config {
     pub location: String,
     /// `admin` contact in the status JSON.
     pub admin_email: String,
-    /// `Server:` header and `server_id` in the status JSON.
+    /// `Server:` header and `server_id` in the status JSON; default `Throng <version>` (left
+    /// out of a written configuration while it is the default, so an upgrade changes it).
+    #[serde(skip_serializing_if = "is_default_server_id")]
     pub server_id: String,
     /// Fan-out shard threads; 0 means one per CPU core.
     pub workers: usize,
@@ -170,6 +173,61 @@ pub struct Paths {
     /// `$XDG_STATE_HOME/throng` or `~/.local/state/throng`. `--state-dir` and
     /// `THRONG_STATE_DIR` override it (see `config/source.rs`).
     pub state_dir: Option<PathBuf>,
+    /// File the server writes its process id to (one decimal line) once its sockets listen,
+    /// and removes when it stops, as Icecast `<pidfile>` (`main.c`). None writes no file.
+    pub pidfile: Option<PathBuf>,
+    /// Request paths served as another path (Icecast `<alias source= destination=>`, e.g. `/`
+    /// as `/status.xsl`), exact matches, first match wins.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub alias: Vec<Alias>,
+}
+
+/// `[[paths.alias]]`: a request for `source` is answered as one for `destination` (Icecast
+/// 2.4.4 `connection.c:_handle_get_request`: exact path, the query string kept).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Alias {
+    /// The path as requested, e.g. `/`.
+    pub source: String,
+    /// The path answered instead, e.g. `/status.xsl`.
+    pub destination: String,
+}
+
+/// The file in `webroot` of a fallback-mount `target` such as `/fallback-[128].mp3`: the file
+/// of that exact name, else (Icecast-KH embeds the bitrate to pace a file at in `[...]`; Throng
+/// paces every file by its frames) the name without its bracketed number, `/fallback-.mp3`.
+/// The exact name's path when neither exists (for the problem report).
+pub fn webroot_file(webroot: &Path, target: &str) -> PathBuf {
+    let rel = target.trim_start_matches('/');
+    let exact = webroot.join(rel);
+    if exact.is_file() {
+        return exact;
+    }
+    let stripped = match (rel.rfind('['), rel.rfind(']')) {
+        (Some(open), Some(close))
+            if open < close && rel[open + 1..close].chars().all(|c| c.is_ascii_digit()) =>
+        {
+            format!("{}{}", &rel[..open], &rel[close + 1..])
+        }
+        _ => return exact,
+    };
+    let other = webroot.join(stripped);
+    if other.is_file() {
+        other
+    } else {
+        exact
+    }
+}
+
+impl Paths {
+    /// The path a request for `path` is answered as: the destination of the first alias whose
+    /// source is exactly `path`, else `path`.
+    pub fn resolve_alias<'a>(&'a self, path: &'a str) -> &'a str {
+        self.alias
+            .iter()
+            .find(|a| a.source == path)
+            .map_or(path, |a| a.destination.as_str())
+    }
 }
 
 /// One `name: value` response header (Icecast `<header name= value=>`).
@@ -501,10 +559,49 @@ pub struct MountConfig {
     pub hls_segment_seconds: Option<u64>,
     /// Segments in this mount's HLS playlist (default `[hls] window`).
     pub hls_window: Option<usize>,
+    /// Character set of titles from legacy sources (SHOUTcast v1 logins, `admin/metadata`
+    /// updates without `charset=`), converted to UTF-8 as Icecast `<charset>` does (a WHATWG
+    /// label such as `ISO8859-1`, `latin1`, `windows-1251`); default UTF-8. A title that is
+    /// valid UTF-8 is kept as it is.
+    pub charset: Option<String>,
+    /// Most bits per second read from this mount's source (Icecast-KH `<limit-rate>`): a
+    /// source sending faster is read more slowly (the encoder waits), never disconnected.
+    pub limit_rate: Option<u64>,
 }
 
 fn is_false(b: &bool) -> bool {
     !*b
+}
+
+/// The encoding named by a `charset` label (Icecast `<charset>`): any WHATWG label, e.g.
+/// `ISO8859-1`, `latin1`, `windows-1251` (the Latin-1 labels decode as windows-1252, as browsers
+/// do: the same characters, plus printable ones where Latin-1 has C1 controls); `None` when
+/// unknown.
+pub fn charset_encoding(label: &str) -> Option<&'static encoding_rs::Encoding> {
+    encoding_rs::Encoding::for_label(label.trim().as_bytes())
+}
+
+/// Text sent by a legacy source (an ICY title, an `admin/metadata` value without `charset=`)
+/// as UTF-8, as Icecast converts from the mount's `<charset>`: valid UTF-8 is kept as it is;
+/// other bytes are decoded in `charset` (a [`charset_encoding`] label), else as ISO-8859-1
+/// (Icecast's default for MP3 metadata).
+pub fn decode_legacy_text(bytes: &[u8], charset: Option<&str>) -> String {
+    if let Ok(s) = std::str::from_utf8(bytes) {
+        return s.to_owned();
+    }
+    match charset.and_then(charset_encoding) {
+        Some(enc) => enc.decode_without_bom_handling(bytes).0.into_owned(),
+        None => bytes.iter().map(|&b| char::from(b)).collect(),
+    }
+}
+
+/// The default `server-id`: `Throng <version>`.
+pub fn default_server_id() -> String {
+    format!("Throng {}", env!("CARGO_PKG_VERSION"))
+}
+
+fn is_default_server_id(id: &String) -> bool {
+    *id == default_server_id()
 }
 
 impl Default for Config {
@@ -514,7 +611,7 @@ impl Default for Config {
             hostname: "localhost".into(),
             location: "Earth".into(),
             admin_email: "icemaster@localhost".into(),
-            server_id: format!("Throng {}", env!("CARGO_PKG_VERSION")),
+            server_id: default_server_id(),
             workers: 0,
             demo: false,
             demo_mount: "/demo.mp3".into(),
@@ -627,6 +724,14 @@ impl Config {
             .and_then(|()| hls::check_window("hls.window", Some(self.hls.window)))
             .map_err(ConfigError::Invalid)?;
         for m in &self.mount {
+            if let Some(c) = m.charset.as_deref() {
+                if charset_encoding(c).is_none() {
+                    return Err(ConfigError::Invalid(format!(
+                        "mount {}: charset {c:?} is not a known character set",
+                        m.name
+                    )));
+                }
+            }
             hls::check_seconds("hls-segment-seconds", m.hls_segment_seconds)
                 .and_then(|()| hls::check_window("hls-window", m.hls_window))
                 .map_err(ConfigError::Invalid)?;

@@ -13,6 +13,7 @@ use super::report::{Import, UnsupportedKind};
 use super::resolver::Resolver;
 use super::socket::{ip, legacy};
 use super::tree::Element;
+use crate::config::tls::CertificateFiles;
 use crate::config::MountConfig;
 
 impl Importer<'_> {
@@ -150,6 +151,14 @@ impl Importer<'_> {
 
     /// Resolves everything that depends on the whole file and validates the result.
     pub(super) fn finish(mut self) -> Result<Import, IcecastXmlError> {
+        // Paths as written, as Icecast opens them.
+        if let Some(cert) = &self.ssl_certificate {
+            let key = self.ssl_private_key.as_ref().unwrap_or(cert);
+            self.config.tls.certificate = vec![CertificateFiles {
+                cert: cert.into(),
+                key: key.into(),
+            }];
+        }
         self.finish_listen()?;
         self.finish_master();
         let chroot = if self.chroot {
@@ -160,10 +169,11 @@ impl Importer<'_> {
             Some(self.base.join(raw))
         } else {
             if let Some((_, p)) = self.basedir.take() {
+                // AzuraCast and Debian write it with <chroot>0</chroot>: no warning.
                 self.report(
                     &p,
                     None,
-                    UnsupportedKind::IgnoredByIcecast,
+                    UnsupportedKind::Accepted,
                     "Icecast uses basedir only with <chroot>1</chroot>",
                 );
             }
@@ -174,14 +184,18 @@ impl Importer<'_> {
             chroot,
         };
         let logdir = resolver.path(&self.logdir);
+        // An absolute name is used as it is (Icecast-KH; AzuraCast writes `/dev/stderr`, which
+        // is standard error, `-`).
         let in_logdir = |name: &str| match name {
-            "-" => "-".to_owned(),
-            n => logdir.join(n.trim_start_matches('/')).display().to_string(),
+            "-" | "/dev/stderr" => "-".to_owned(),
+            n if n.starts_with('/') => n.to_owned(),
+            n => logdir.join(n).display().to_string(),
         };
         self.config.logging.access_log = in_logdir(&self.accesslog);
         self.config.logging.error_log = in_logdir(&self.errorlog);
         let webroot = resolver.path(self.webroot.trim_end_matches('/'));
         let paths = &mut self.config.paths;
+        paths.pidfile = self.pidfile.as_deref().map(|p| resolver.path(p));
         paths.webroot = Some(webroot.clone());
         paths.deny_ip = self.deny_ip.as_deref().map(|p| resolver.path(p));
         paths.allow_ip = self.allow_ip.as_deref().map(|p| resolver.path(p));

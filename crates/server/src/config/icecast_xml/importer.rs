@@ -61,6 +61,12 @@ pub(super) struct Importer<'a> {
     pub allow_ip: Option<String>,
     /// `<paths><deny-agents>` as written.
     pub deny_agents: Option<String>,
+    /// `<paths><pidfile>` as written.
+    pub pidfile: Option<String>,
+    /// `<paths><ssl-certificate>` as written.
+    pub ssl_certificate: Option<String>,
+    /// `<paths><ssl-private-key>` as written (the certificate file when absent).
+    pub ssl_private_key: Option<String>,
     /// `<logging><accesslog>`: a name inside `logdir`, or `-`.
     pub accesslog: String,
     /// `<logging><errorlog>`: a name inside `logdir`, or `-`.
@@ -98,6 +104,9 @@ impl<'a> Importer<'a> {
             deny_ip: None,
             allow_ip: None,
             deny_agents: None,
+            pidfile: None,
+            ssl_certificate: None,
+            ssl_private_key: None,
             accesslog: "access.log".into(),
             errorlog: "error.log".into(),
             mounts: Vec::new(),

@@ -19,7 +19,6 @@ fn unsupported_mount_element(name: &str) -> Option<&'static str> {
         "on-connect" | "on-disconnect" => {
             "Throng does not run scripts on source connect/disconnect"
         }
-        "charset" => "Throng does not convert metadata from other character sets",
         "mp3-metadata-interval" => "per-mount ICY interval; Throng has one global `limits.metaint`",
         "no-mount" => "Throng has no setting to refuse listeners on a mount",
         "cluster-password" => "YP cluster passwords (YP is not supported)",
@@ -29,6 +28,17 @@ fn unsupported_mount_element(name: &str) -> Option<&'static str> {
         "type" | "subtype" => "Throng takes the content type from the source",
         _ => return None,
     })
+}
+
+/// Whether `label` names UTF-8 (`UTF8`, `UTF-8`, any case), Throng's own charset.
+fn is_utf8_label(label: &str) -> bool {
+    label.eq_ignore_ascii_case("utf8") || label.eq_ignore_ascii_case("utf-8")
+}
+
+/// The encoding of an Icecast `<charset>` label: a WHATWG label (`latin1`, `iso-8859-1`), or
+/// iconv's spelling without the dash Icecast documents (`ISO8859-1`).
+pub(crate) fn charset_label(label: &str) -> Option<&'static encoding_rs::Encoding> {
+    crate::config::charset_encoding(label)
 }
 
 impl Importer<'_> {
@@ -130,6 +140,33 @@ impl Importer<'_> {
                     m.http_headers.append(&mut h);
                 }
                 "authentication" => m.auth = self.mount_auth(&p, c, ctx)?,
+                "charset" => match text().as_deref().map(str::trim) {
+                    // What Throng does anyway: titles are UTF-8.
+                    None => {}
+                    Some(label) if is_utf8_label(label) => m.charset = None,
+                    Some(label) if charset_label(label).is_some() => {
+                        m.charset = Some(label.to_owned())
+                    }
+                    Some(label) => self.report(
+                        &p,
+                        ctx,
+                        K::NotSupported,
+                        format!("unknown character set {label:?}: titles are taken as UTF-8"),
+                    ),
+                },
+                "limit-rate" => {
+                    if let Some(v) = self.unsigned::<u64>(&p, c, "a rate in bits per second")? {
+                        m.limit_rate = (v > 0).then_some(v);
+                    }
+                }
+                // AzuraCast writes the public URL of each mount; Throng's status documents
+                // build `listenurl` from `hostname` and the listen port, as Icecast 2.4.4 does.
+                "listenurl" => self.report(
+                    &p,
+                    ctx,
+                    K::Accepted,
+                    "not an Icecast 2.4.4 setting; listenurl is built from <hostname> and the port",
+                ),
                 other => match unsupported_mount_element(other) {
                     Some(note) => self.report(&p, ctx, K::NotSupported, note),
                     None => self.unknown(&p, ctx),

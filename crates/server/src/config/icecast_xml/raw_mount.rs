@@ -74,6 +74,10 @@ pub(super) struct RawMount {
     pub http_headers: Vec<HttpHeader>,
     /// `<authentication>`, not merged from default mounts.
     pub auth: Option<RawAuth>,
+    /// `<charset>` when not UTF-8 (a label `encoding_rs` knows).
+    pub charset: Option<String>,
+    /// Icecast-KH `<limit-rate>` in bits per second.
+    pub limit_rate: Option<u64>,
 }
 
 impl RawMount {
@@ -101,6 +105,8 @@ impl RawMount {
             public: -1,
             http_headers: Vec::new(),
             auth: None,
+            charset: None,
+            limit_rate: None,
         }
     }
 
@@ -139,6 +145,8 @@ impl RawMount {
         opt(&mut self.stream_url, &src.stream_url);
         opt(&mut self.genre, &src.genre);
         opt(&mut self.bitrate, &src.bitrate);
+        opt(&mut self.charset, &src.charset);
+        self.limit_rate = self.limit_rate.or(src.limit_rate);
         self.fallback_when_full |= src.fallback_when_full;
         self.fallback_override |= src.fallback_override;
         self.hidden |= src.hidden;
@@ -201,6 +209,8 @@ impl RawMount {
             hls: None,
             hls_segment_seconds: None,
             hls_window: None,
+            charset: self.charset.clone(),
+            limit_rate: self.limit_rate,
         }
     }
 }

@@ -11,7 +11,7 @@ use super::importer::Importer;
 use super::report::UnsupportedKind;
 use super::tree::Element;
 use crate::config::tls::CertificateFiles;
-use crate::config::{parse_cidr, HttpHeader};
+use crate::config::{parse_cidr, Alias, HttpHeader};
 
 impl Importer<'_> {
     /// `<authentication>`, as `_parse_authentication`.
@@ -88,16 +88,12 @@ impl Importer<'_> {
                         self.config.workers = v;
                     }
                 }
-                "client-timeout" => self.report(
+                // Written by AzuraCast and Debian's stock file; no warning for a value that does
+                // nothing in Icecast either.
+                "client-timeout" | "threadpool" => self.report(
                     p,
                     None,
-                    UnsupportedKind::IgnoredByIcecast,
-                    "parsed but never used by Icecast 2.4.4",
-                ),
-                "threadpool" => self.report(
-                    p,
-                    None,
-                    UnsupportedKind::IgnoredByIcecast,
+                    UnsupportedKind::Accepted,
                     "parsed but never used by Icecast 2.4.4",
                 ),
                 _ => self.unknown(p, None),
@@ -166,41 +162,37 @@ impl Importer<'_> {
                 "adminroot" => self.report(
                     &p,
                     None,
-                    UnsupportedKind::NotSupported,
-                    "the admin pages are built into Throng (no XSLT files)",
+                    UnsupportedKind::Accepted,
+                    "the admin pages are built into Throng (no XSLT files to find)",
                 ),
-                "pidfile" => self.report(
-                    &p,
-                    None,
-                    UnsupportedKind::NotSupported,
-                    "Throng writes no pid file (run it under a service manager)",
-                ),
-                "alias" => self.report(
-                    &p,
-                    None,
-                    UnsupportedKind::NotSupported,
-                    format!(
-                        "path alias {} -> {}",
-                        c.attr("source").unwrap_or("?"),
-                        c.attr("destination")
-                            .or_else(|| c.attr("dest"))
-                            .unwrap_or("?")
+                "pidfile" => self.pidfile = text,
+                // Icecast 2.4.4 reads `destination`, Icecast-KH (and AzuraCast) `dest`; an alias
+                // bound to a port or address (`port=`, `bind-address=`) applies on every socket.
+                "alias" => match (
+                    c.attr("source"),
+                    c.attr("destination").or_else(|| c.attr("dest")),
+                ) {
+                    (Some(source), Some(destination)) => self.config.paths.alias.push(Alias {
+                        source: source.to_owned(),
+                        destination: destination.to_owned(),
+                    }),
+                    _ => self.report(
+                        &p,
+                        None,
+                        UnsupportedKind::IgnoredByIcecast,
+                        "an <alias> needs source= and destination= (or dest=)",
                     ),
-                ),
-                // One PEM file holding the certificate chain and its key (Icecast 2.4).
-                "ssl-certificate" => {
-                    if let Some(t) = text {
-                        self.config.tls.certificate = vec![CertificateFiles {
-                            cert: t.clone().into(),
-                            key: t.into(),
-                        }];
-                    }
-                }
+                },
+                // One PEM file holding the certificate chain and its key (Icecast 2.4), or the
+                // chain with its key in `<ssl-private-key>` (Icecast-KH, AzuraCast).
+                "ssl-certificate" => self.ssl_certificate = text,
+                "ssl-private-key" => self.ssl_private_key = text,
                 "ssl-allowed-ciphers" => self.report(
                     &p,
                     None,
-                    UnsupportedKind::NotSupported,
-                    "cipher lists (rustls offers only its safe default suites)",
+                    UnsupportedKind::Accepted,
+                    "cipher lists: rustls offers only strong suites (TLS 1.2 ECDHE with AEAD, \
+                     TLS 1.3), a subset of any list meant to exclude weak ones",
                 ),
                 "mime-types" => self.report(
                     &p,
