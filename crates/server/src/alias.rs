@@ -12,7 +12,12 @@ use crate::config::Paths;
 /// `head.path` and `head.target`, and the request line at the start of `buf` (the admin stack
 /// reads the request again from `buf`), with `head_len` moved by the change in length.
 /// Returns whether the request was rewritten. Only GET and HEAD requests are aliased.
-pub fn apply(paths: &Paths, head: &mut RequestHead, buf: &mut Vec<u8>, head_len: &mut usize) -> bool {
+pub fn apply(
+    paths: &Paths,
+    head: &mut RequestHead,
+    buf: &mut Vec<u8>,
+    head_len: &mut usize,
+) -> bool {
     if !matches!(head.method.as_str(), "GET" | "HEAD") {
         return false;
     }
@@ -25,10 +30,7 @@ pub fn apply(paths: &Paths, head: &mut RequestHead, buf: &mut Vec<u8>, head_len:
         None => dest.to_owned(),
     };
     // The request line: METHOD SP target SP version.
-    let line_end = buf
-        .iter()
-        .position(|&b| b == b'\n')
-        .unwrap_or(buf.len());
+    let line_end = buf.iter().position(|&b| b == b'\n').unwrap_or(buf.len());
     let Some(first) = buf[..line_end].iter().position(|&b| b == b' ') else {
         return false;
     };

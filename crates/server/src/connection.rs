@@ -327,6 +327,10 @@ async fn dispatch(
             drop(buf);
             Box::pin(crate::hls_http::handle(ctx, stream, head, rest, peer)).await;
         }
+        // A webroot file (`[paths] fileserve`), when no mount has its name.
+        "GET" | "HEAD" if crate::admin::fileserve::wants(&ctx, &head.path) => {
+            Box::pin(crate::admin::serve(ctx, stream, buf, peer)).await;
+        }
         "GET" | "HEAD" => {
             drop(buf);
             Box::pin(crate::listener::handle(ctx, stream, head, peer, slot)).await;

@@ -55,6 +55,7 @@ pub use audience::follow::ENDED_GRACE;
 pub use audience::{AudiencePath, EndReason, ListenerRow};
 pub use mount::live::{Mount, SourceKind};
 pub use observe::error_log::{ErrorLog, ErrorLogError};
+pub use observe::log_rotation::Rotation;
 pub use observe::{error_log, systemd};
 pub use reload::LogHook;
 pub use server::{Server, ServerError};

@@ -54,7 +54,7 @@ impl std::fmt::Debug for Reloader {
 }
 
 /// Keys a reload cannot apply: the running value stays until a restart.
-const NEEDS_RESTART: [&str; 12] = [
+const NEEDS_RESTART: [&str; 14] = [
     "listen",
     "tls.listen",
     "tls.auto",
@@ -64,6 +64,8 @@ const NEEDS_RESTART: [&str; 12] = [
     "limits.lag-policy",
     "logging.access-log",
     "logging.error-log",
+    "logging.logsize",
+    "logging.logarchive",
     "paths.pidfile",
     "demo",
     "demo-mount",

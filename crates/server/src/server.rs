@@ -205,6 +205,9 @@ impl Server {
                 source,
             }
         })?;
+        access_log.set_rotation(crate::observe::log_rotation::Rotation::from_logging(
+            &config.logging,
+        ));
         raise_open_file_limit_once();
         let metrics = Arc::new(Metrics::new());
         let filters = Arc::new(crate::net::filters::Filters::new(&config.paths));

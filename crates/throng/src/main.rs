@@ -154,6 +154,7 @@ fn init_logging(
     let (writer, ansi) = if to_file {
         // Reopenable at its path on SIGUSR1 (`throng_server::error_log::reopen`).
         let log = ErrorLog::install(&logging.error_log)?;
+        log.set_rotation(throng_server::Rotation::from_logging(logging));
         (BoxMakeWriter::new(move || log.clone()), false)
     } else {
         (
@@ -197,7 +198,8 @@ fn icecast(args: IcecastArgs) -> anyhow::Result<()> {
         anyhow::bail!("usage: icecast [-b] -c <file>");
     };
     // Read it once in the foreground, so a broken file is reported on the console.
-    icecast_xml::from_file(&config).with_context(|| format!("cannot start on {}", config.display()))?;
+    icecast_xml::from_file(&config)
+        .with_context(|| format!("cannot start on {}", config.display()))?;
     if args.background {
         background().context("cannot detach from the console")?;
     }

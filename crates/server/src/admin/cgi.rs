@@ -27,9 +27,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::config::decode_legacy_text;
 use crate::net::conn::Conn;
 use throng_proto::auth::{parse_basic, secrets_equal};
-use crate::config::decode_legacy_text;
 use throng_proto::http::{decode_text, parse_query, parse_query_bytes, RequestHead};
 use throng_proto::shoutcast::Login;
 

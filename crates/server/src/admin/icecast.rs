@@ -26,11 +26,11 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use crate::config::decode_legacy_text;
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
-use crate::config::decode_legacy_text;
 use throng_proto::http::{decode_text, decode_with_charset, parse_query_bytes};
 use throng_proto::xml::Element;
 

@@ -27,6 +27,7 @@ pub mod auth;
 pub mod cgi;
 pub mod cluster;
 pub mod data;
+pub mod fileserve;
 pub mod html;
 pub mod icecast;
 pub mod ops;
@@ -102,7 +103,7 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
             "/api/v1/mounts/{*mount}",
             any(crate::admin::api::mount_resource),
         )
-        .fallback(not_found)
+        .fallback(crate::admin::fileserve::file_or_not_found)
         .layer(axum::middleware::from_fn_with_state(ctx.clone(), guard))
         .layer(axum::middleware::from_fn_with_state(
             ctx.clone(),
@@ -337,14 +338,6 @@ async fn metrics(State(ctx): State<Arc<ServerCtx>>, headers: header::HeaderMap) 
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
         text,
-    )
-        .into_response()
-}
-
-async fn not_found() -> Response {
-    (
-        StatusCode::NOT_FOUND,
-        "The file you requested could not be found\n",
     )
         .into_response()
 }

@@ -19,15 +19,30 @@ pub fn warnings(config: &Config) -> Vec<String> {
             found.push((key, v));
         }
     };
-    check("authentication.source-password".into(), a.source_password.as_deref());
-    check("authentication.admin-password".into(), a.admin_password.as_deref());
-    check("authentication.relay-password".into(), a.relay_password.as_deref());
-    check("authentication.metrics-password".into(), a.metrics_password.as_deref());
+    check(
+        "authentication.source-password".into(),
+        a.source_password.as_deref(),
+    );
+    check(
+        "authentication.admin-password".into(),
+        a.admin_password.as_deref(),
+    );
+    check(
+        "authentication.relay-password".into(),
+        a.relay_password.as_deref(),
+    );
+    check(
+        "authentication.metrics-password".into(),
+        a.metrics_password.as_deref(),
+    );
     for m in &config.mount {
         check(format!("mount[{}].password", m.name), m.password.as_deref());
     }
     for r in &config.relay {
-        check(format!("relay[{}].password", r.local()), r.password.as_deref());
+        check(
+            format!("relay[{}].password", r.local()),
+            r.password.as_deref(),
+        );
     }
     if let Some(m) = &config.master {
         check("master.password".into(), Some(m.password.as_str()));

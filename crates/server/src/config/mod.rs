@@ -173,6 +173,11 @@ pub struct Paths {
     /// `$XDG_STATE_HOME/throng` or `~/.local/state/throng`. `--state-dir` and
     /// `THRONG_STATE_DIR` override it (see `config/source.rs`).
     pub state_dir: Option<PathBuf>,
+    /// Serve the files of `webroot` at their paths (`/player.html` is `<webroot>/player.html`)
+    /// to GET requests for which no mount is live (Icecast `<fileserve>`); plain names only,
+    /// nothing outside the webroot, at most 16 MiB each. Default false.
+    #[serde(skip_serializing_if = "is_false")]
+    pub fileserve: bool,
     /// File the server writes its process id to (one decimal line) once its sockets listen,
     /// and removes when it stops, as Icecast `<pidfile>` (`main.c`). None writes no file.
     pub pidfile: Option<PathBuf>,
@@ -496,6 +501,14 @@ pub struct Logging {
     /// as `throng_server=debug` (Icecast `loglevel` 1–4 maps to error…debug). `--log` and
     /// `THRONG_LOG` override it. Default `info`.
     pub level: String,
+    /// Size in KiB past which the access and error log files are rotated (Icecast
+    /// `<logsize>`): renamed to `NAME.old`, or `NAME.YYYYMMDD_HHMMSS` with `logarchive`, and
+    /// a new file opened. None or 0: never (rotate with logrotate and SIGUSR1 instead).
+    pub logsize: Option<u64>,
+    /// Keep every rotated file, named with its time (Icecast `<logarchive>`), instead of one
+    /// `NAME.old`.
+    #[serde(skip_serializing_if = "is_false")]
+    pub logarchive: bool,
 }
 
 /// `[[mount]]`: settings for mounts whose name matches `name` (exact or a glob like `/live*`).
@@ -660,6 +673,8 @@ impl Default for Logging {
             access_log: "-".into(),
             error_log: "-".into(),
             level: "info".into(),
+            logsize: None,
+            logarchive: false,
         }
     }
 }
@@ -1001,6 +1016,55 @@ pub fn random_password() -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn legacy_titles_are_decoded_in_the_mount_charset() {
+        // Valid UTF-8 is kept whatever the charset says.
+        assert_eq!(
+            decode_legacy_text("Café".as_bytes(), Some("ISO8859-1")),
+            "Café"
+        );
+        assert_eq!(decode_legacy_text(b"Caf\xe9", Some("ISO8859-1")), "Café");
+        assert_eq!(decode_legacy_text(b"Caf\xe9", None), "Café");
+        // "Привет" in windows-1251: only the mount's charset reads it right.
+        let cp1251 = b"\xcf\xf0\xe8\xe2\xe5\xf2";
+        assert_eq!(decode_legacy_text(cp1251, Some("windows-1251")), "Привет");
+        assert_ne!(decode_legacy_text(cp1251, None), "Привет");
+        assert!(charset_encoding("ISO8859-1").is_some());
+        assert!(charset_encoding("no-such-charset").is_none());
+        let bad = Config::from_toml("[[mount]]\nname = \"/a\"\ncharset = \"klingon\"\n");
+        assert!(bad.is_err());
+    }
+
+    #[test]
+    fn aliases_match_exact_paths_and_fallback_names_lose_their_bitrate() {
+        let p = Paths {
+            alias: vec![Alias {
+                source: "/".into(),
+                destination: "/status.xsl".into(),
+            }],
+            ..Paths::default()
+        };
+        assert_eq!(p.resolve_alias("/"), "/status.xsl");
+        assert_eq!(p.resolve_alias("/x"), "/x");
+        let dir = tempfile::tempdir().unwrap();
+        let w = dir.path();
+        assert_eq!(
+            webroot_file(w, "/fallback-[128].mp3"),
+            w.join("fallback-[128].mp3")
+        );
+        std::fs::write(w.join("fallback-.mp3"), b"x").unwrap();
+        assert_eq!(
+            webroot_file(w, "/fallback-[128].mp3"),
+            w.join("fallback-.mp3")
+        );
+        std::fs::write(w.join("fallback-[128].mp3"), b"x").unwrap();
+        assert_eq!(
+            webroot_file(w, "/fallback-[128].mp3"),
+            w.join("fallback-[128].mp3")
+        );
+        assert_eq!(webroot_file(w, "/a-[x].mp3"), w.join("a-[x].mp3"));
+    }
+
     use super::*;
 
     #[test]

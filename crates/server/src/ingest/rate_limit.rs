@@ -20,7 +20,7 @@ pub struct RateLimit {
 impl RateLimit {
     /// A limit of `bits_per_sec` (`None` for 0: no limit).
     pub fn new(bits_per_sec: u64) -> Option<RateLimit> {
-        (bits_per_sec > 0).then(|| RateLimit {
+        (bits_per_sec > 0).then_some(RateLimit {
             bits_per_sec,
             bytes: 0,
             allowance: bits_per_sec / 8,

@@ -116,15 +116,8 @@ impl Importer<'_> {
                     }
                 }
                 "fileserve" => {
-                    if self.flag(p, el, None)? == Some(true) {
-                        self.report(
-                            p,
-                            None,
-                            UnsupportedKind::NotSupported,
-                            "Throng serves no static files from the webroot (its status pages \
-                             and status JSON are built in); webroot files are used as \
-                             fallback files only",
-                        );
+                    if let Some(v) = self.flag(p, el, None)? {
+                        self.config.paths.fileserve = v;
                     }
                 }
                 "icelogin" => {

@@ -230,12 +230,16 @@ impl Importer<'_> {
                     UnsupportedKind::NotSupported,
                     "no playlist log (titles are in the status JSON and the error log at debug level)",
                 ),
-                "logsize" | "logarchive" => self.report(
-                    &p,
-                    None,
-                    UnsupportedKind::NotSupported,
-                    "Throng does not rotate its logs (use logrotate with copytruncate)",
-                ),
+                "logsize" => {
+                    if let Some(kb) = self.unsigned::<u64>(&p, c, "a size in KiB")? {
+                        self.config.logging.logsize = Some(kb);
+                    }
+                }
+                "logarchive" => {
+                    if let Some(v) = self.flag(&p, c, None)? {
+                        self.config.logging.logarchive = v;
+                    }
+                }
                 _ => self.unknown(&p, None),
             }
         }

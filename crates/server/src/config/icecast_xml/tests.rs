@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use super::sections::forwarder_cidr;
 use super::*;
 use crate::config::{AuthConfig, Config, HttpHeader, LagPolicy};
-use UnsupportedKind::{IgnoredByIcecast, NotSupported, Unknown};
+use UnsupportedKind::{Accepted, IgnoredByIcecast, NotSupported, Unknown};
 
 fn data(name: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -68,12 +68,9 @@ fn debian_sample_imports_with_its_values() {
     assert_eq!(
         reported(&imp),
         vec![
-            ("icecast/limits/client-timeout", IgnoredByIcecast),
-            ("icecast/fileserve", NotSupported),
-            ("icecast/paths/adminroot", NotSupported),
-            ("icecast/paths/alias", NotSupported),
-            ("icecast/logging/logsize", NotSupported),
-            ("icecast/paths/basedir", IgnoredByIcecast),
+            ("icecast/limits/client-timeout", Accepted),
+            ("icecast/paths/adminroot", Accepted),
+            ("icecast/paths/basedir", Accepted),
         ]
     );
     roundtrip(c);
@@ -259,25 +256,35 @@ fn every_supported_element_is_carried_over() {
     assert_eq!(c.logging.access_log, "/etc/icecast/logs/access.log");
     assert_eq!(c.logging.error_log, "-");
     assert_eq!(c.logging.level, "debug");
+    assert_eq!(c.logging.logsize, Some(10_000));
+    assert_eq!(
+        p.pidfile.as_deref(),
+        Some(Path::new("/etc/icecast/icecast.pid"))
+    );
+    assert_eq!(
+        p.alias,
+        [crate::config::Alias {
+            source: "/".into(),
+            destination: "/status.xsl".into()
+        }]
+    );
+    assert!(!p.fileserve, "<fileserve>0</fileserve>");
 
     assert_eq!(
         reported(&imp),
         vec![
-            ("icecast/limits/client-timeout", IgnoredByIcecast),
-            ("icecast/limits/threadpool", IgnoredByIcecast),
+            ("icecast/limits/client-timeout", Accepted),
+            ("icecast/limits/threadpool", Accepted),
             ("icecast/http-headers/header/@status", NotSupported),
             ("icecast/mount/dump-file", NotSupported),
             ("icecast/directory/yp-url-timeout", NotSupported),
             ("icecast/directory/yp-url", NotSupported),
-            ("icecast/paths/adminroot", NotSupported),
-            ("icecast/paths/pidfile", NotSupported),
-            ("icecast/paths/alias", NotSupported),
-            ("icecast/logging/logsize", NotSupported),
+            ("icecast/paths/adminroot", Accepted),
             ("icecast/security/changeowner", NotSupported),
             ("icecast/bogus-element", Unknown),
             // A TLS socket without a certificate, left out when the sockets are finished.
             ("icecast/listen-socket/ssl", NotSupported),
-            ("icecast/paths/basedir", IgnoredByIcecast),
+            ("icecast/paths/basedir", Accepted),
         ]
     );
     let dump = &imp.unsupported[3];

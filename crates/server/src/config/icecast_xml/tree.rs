@@ -62,7 +62,9 @@ impl Element {
 /// `line L, column C` (both from 1, the column in characters) of byte `offset` of `text`, as
 /// an editor shows it; an offset past the end is the end.
 pub fn line_column(text: &str, offset: u64) -> String {
-    let mut end = usize::try_from(offset).unwrap_or(usize::MAX).min(text.len());
+    let mut end = usize::try_from(offset)
+        .unwrap_or(usize::MAX)
+        .min(text.len());
     while !text.is_char_boundary(end) {
         end -= 1;
     }
@@ -96,7 +98,10 @@ pub fn parse(xml: &str) -> Result<Element, IcecastXmlError> {
         Ok(())
     };
     let at = |reader: &Reader<&[u8]>, e: &dyn std::fmt::Display| {
-        IcecastXmlError::Xml(format!("{}: {e}", line_column(xml, reader.error_position())))
+        IcecastXmlError::Xml(format!(
+            "{}: {e}",
+            line_column(xml, reader.error_position())
+        ))
     };
     loop {
         let event = reader.read_event().map_err(|e| at(&reader, &e))?;
