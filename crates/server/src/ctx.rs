@@ -68,6 +68,9 @@ pub struct ServerCtx {
     pub(crate) next_id: AtomicU64,
     /// The TLS configuration of the HTTPS sockets; a reload swaps its certificates.
     pub tls: crate::net::tls::TlsAcceptor,
+    /// Bumped by each reload and SIGUSR1: every `dump-file` recording starts a new file
+    /// (`dump_file.rs`).
+    pub new_dump_files: AtomicU64,
 }
 
 impl ServerCtx {

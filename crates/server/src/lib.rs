@@ -24,6 +24,7 @@ pub mod config;
 mod connection;
 mod control;
 mod ctx;
+mod dump_file;
 mod event_stream;
 mod fanout;
 mod hls;

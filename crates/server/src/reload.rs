@@ -131,6 +131,9 @@ pub async fn reload(ctx: &Arc<ServerCtx>, r: &mut Reloader) -> Result<String, St
         }
     }
     ctx.clients.set_max(limit_for(new.limits.clients));
+    // Recordings start new files (their names expanded again), as Icecast reopens dump files.
+    ctx.new_dump_files
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     ctx.intros.clear();
     let retuned = ctx
         .registry

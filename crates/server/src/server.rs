@@ -282,6 +282,7 @@ impl Server {
             intros: Default::default(),
             cluster: Default::default(),
             hls: Default::default(),
+            new_dump_files: AtomicU64::new(0),
             next_id: AtomicU64::new(1),
             tls,
         });
@@ -396,6 +397,7 @@ impl Server {
             );
         }
         crate::hls_http::start(ctx.clone());
+        crate::dump_file::start(&ctx);
         let mut sockets = Vec::new();
         for (l, port) in listen_sockets
             .into_iter()

@@ -577,6 +577,16 @@ pub struct MountConfig {
     /// label such as `ISO8859-1`, `latin1`, `windows-1251`); default UTF-8. A title that is
     /// valid UTF-8 is kept as it is.
     pub charset: Option<String>,
+    /// Record the mount's stream to this file (Icecast `<dump-file>`): a strftime pattern in
+    /// local time, e.g. `/srv/rec/live-%Y%m%d-%H%M%S.mp3`, appended to. A new file is opened
+    /// when a source goes live, after each reload and after SIGUSR1 (`dump_file.rs`).
+    pub dump_file: Option<String>,
+    /// Close the recording once more than this many bytes were written, until the next
+    /// reload, SIGUSR1 or source (Icecast 2.5 `<dump-file-size-limit>`); 0 or absent: none.
+    pub dump_file_size_limit: Option<u64>,
+    /// Close the recording once it has been open this many seconds, until the next reload,
+    /// SIGUSR1 or source (Icecast 2.5 `<dump-file-time-limit>`); 0 or absent: none.
+    pub dump_file_time_limit: Option<u64>,
     /// Most bits per second read from this mount's source (Icecast-KH `<limit-rate>`): a
     /// source sending faster is read more slowly (the encoder waits), never disconnected.
     pub limit_rate: Option<u64>,

@@ -23,6 +23,7 @@ mod manageauth;
 mod metadata;
 mod ogg_metadata;
 mod peers;
+mod recording;
 mod relays;
 mod shoutcast;
 mod source_peers;

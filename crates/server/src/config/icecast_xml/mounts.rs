@@ -15,7 +15,6 @@ use crate::config::UrlAuthConfig;
 /// What a per-mount element that Throng has no setting for does in Icecast.
 fn unsupported_mount_element(name: &str) -> Option<&'static str> {
     Some(match name {
-        "dump-file" => "Throng does not dump streams to files",
         "on-connect" | "on-disconnect" => {
             "Throng does not run scripts on source connect/disconnect"
         }
@@ -154,6 +153,13 @@ impl Importer<'_> {
                         format!("unknown character set {label:?}: titles are taken as UTF-8"),
                     ),
                 },
+                "dump-file" => m.dump_file = text(),
+                "dump-file-size-limit" => {
+                    m.dump_file_size_limit = self.unsigned(&p, c, "a size in bytes")?;
+                }
+                "dump-file-time-limit" => {
+                    m.dump_file_time_limit = self.unsigned(&p, c, "a number of seconds")?;
+                }
                 "limit-rate" => {
                     if let Some(v) = self.unsigned::<u64>(&p, c, "a rate in bits per second")? {
                         m.limit_rate = (v > 0).then_some(v);

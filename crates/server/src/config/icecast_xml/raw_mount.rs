@@ -78,6 +78,12 @@ pub(super) struct RawMount {
     pub charset: Option<String>,
     /// Icecast-KH `<limit-rate>` in bits per second.
     pub limit_rate: Option<u64>,
+    /// `<dump-file>` as written (a strftime pattern).
+    pub dump_file: Option<String>,
+    /// Icecast 2.5 `<dump-file-size-limit>` in bytes.
+    pub dump_file_size_limit: Option<u64>,
+    /// Icecast 2.5 `<dump-file-time-limit>` in seconds.
+    pub dump_file_time_limit: Option<u64>,
 }
 
 impl RawMount {
@@ -107,6 +113,9 @@ impl RawMount {
             auth: None,
             charset: None,
             limit_rate: None,
+            dump_file: None,
+            dump_file_size_limit: None,
+            dump_file_time_limit: None,
         }
     }
 
@@ -146,6 +155,9 @@ impl RawMount {
         opt(&mut self.genre, &src.genre);
         opt(&mut self.bitrate, &src.bitrate);
         opt(&mut self.charset, &src.charset);
+        opt(&mut self.dump_file, &src.dump_file);
+        self.dump_file_size_limit = self.dump_file_size_limit.or(src.dump_file_size_limit);
+        self.dump_file_time_limit = self.dump_file_time_limit.or(src.dump_file_time_limit);
         self.limit_rate = self.limit_rate.or(src.limit_rate);
         self.fallback_when_full |= src.fallback_when_full;
         self.fallback_override |= src.fallback_override;
@@ -211,6 +223,12 @@ impl RawMount {
             hls_window: None,
             charset: self.charset.clone(),
             limit_rate: self.limit_rate,
+            dump_file: self
+                .dump_file
+                .as_deref()
+                .map(|d| resolver.path(d).display().to_string()),
+            dump_file_size_limit: self.dump_file_size_limit,
+            dump_file_time_limit: self.dump_file_time_limit,
         }
     }
 }

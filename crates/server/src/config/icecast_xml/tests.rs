@@ -276,7 +276,6 @@ fn every_supported_element_is_carried_over() {
             ("icecast/limits/client-timeout", Accepted),
             ("icecast/limits/threadpool", Accepted),
             ("icecast/http-headers/header/@status", NotSupported),
-            ("icecast/mount/dump-file", NotSupported),
             ("icecast/directory/yp-url-timeout", NotSupported),
             ("icecast/directory/yp-url", NotSupported),
             ("icecast/paths/adminroot", Accepted),
@@ -287,13 +286,8 @@ fn every_supported_element_is_carried_over() {
             ("icecast/paths/basedir", Accepted),
         ]
     );
-    let dump = &imp.unsupported[3];
-    assert_eq!(dump.name, "dump-file");
-    assert_eq!(dump.context.as_deref(), Some("mount /live.mp3"));
-    assert_eq!(
-        dump.to_string(),
-        "icecast/mount/dump-file (mount /live.mp3): not supported: Throng does not dump streams to files"
-    );
+    let live = c.mount.iter().find(|m| m.name == "/live.mp3").unwrap();
+    assert_eq!(live.dump_file.as_deref(), Some("/tmp/live.dump"));
     roundtrip(c);
 }
 
