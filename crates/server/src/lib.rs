@@ -29,6 +29,7 @@ mod event_stream;
 mod fanout;
 mod hls;
 mod hls_http;
+mod hooks;
 mod ingest;
 mod listener;
 mod logs;

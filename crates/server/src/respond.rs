@@ -105,12 +105,26 @@ pub async fn admit_listener(
             user,
             time_limit,
             on_close,
-        } => Some(Admitted {
-            id,
-            user,
-            time_limit,
-            on_close,
-        }),
+        } => {
+            // Listener hooks run where URL auth's listener_add and listener_remove do.
+            let on_close = crate::hooks::listener_attached(
+                ctx,
+                mount,
+                crate::hooks::ListenerFacts {
+                    id,
+                    ip: peer.ip(),
+                    agent: head.header("user-agent").map(str::to_owned),
+                    user: user.clone(),
+                },
+                on_close,
+            );
+            Some(Admitted {
+                id,
+                user,
+                time_limit,
+                on_close,
+            })
+        }
         ListenerAuth::Refused {
             status,
             message,

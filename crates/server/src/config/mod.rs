@@ -12,6 +12,7 @@ pub mod check;
 pub mod cluster;
 pub mod default_passwords;
 pub mod hls;
+pub mod hooks;
 pub mod icecast_xml;
 pub mod source;
 pub mod tls;
@@ -108,6 +109,9 @@ pub struct Config {
     pub hls: HlsConfig,
     /// WebRTC playback (WHEP) of Ogg/Opus mounts; off unless `udp-listen` is set.
     pub webrtc: WebrtcConfig,
+    /// Event hooks of every mount (Icecast 2.5 global `<event-bindings>`; `config/hooks.rs`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hook: Vec<hooks::HookConfig>,
 }
 
 /// `[webrtc]`: WHEP playback (draft-ietf-wish-whep) of Ogg/Opus mounts, ICE-lite
@@ -577,6 +581,10 @@ pub struct MountConfig {
     /// label such as `ISO8859-1`, `latin1`, `windows-1251`); default UTF-8. A title that is
     /// valid UTF-8 is kept as it is.
     pub charset: Option<String>,
+    /// Event hooks of this mount, after the global `[[hook]]`s (Icecast 2.5 `<event-bindings>`
+    /// in a `<mount>`, Icecast-KH `<on-connect>`/`<on-disconnect>`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hook: Vec<hooks::HookConfig>,
     /// Record the mount's stream to this file (Icecast `<dump-file>`): a strftime pattern in
     /// local time, e.g. `/srv/rec/live-%Y%m%d-%H%M%S.mp3`, appended to. A new file is opened
     /// when a source goes live, after each reload and after SIGUSR1 (`dump_file.rs`).
@@ -652,6 +660,7 @@ impl Default for Config {
             cluster: cluster::ClusterConfig::default(),
             hls: HlsConfig::default(),
             webrtc: WebrtcConfig::default(),
+            hook: Vec::new(),
         }
     }
 }
@@ -748,7 +757,15 @@ impl Config {
         hls::check_seconds("hls.segment-seconds", Some(self.hls.segment_seconds))
             .and_then(|()| hls::check_window("hls.window", Some(self.hls.window)))
             .map_err(ConfigError::Invalid)?;
+        for (i, h) in self.hook.iter().enumerate() {
+            h.check(&format!("hook[{i}]"))
+                .map_err(ConfigError::Invalid)?;
+        }
         for m in &self.mount {
+            for (i, h) in m.hook.iter().enumerate() {
+                h.check(&format!("mount {}: hook[{i}]", m.name))
+                    .map_err(ConfigError::Invalid)?;
+            }
             if let Some(c) = m.charset.as_deref() {
                 if charset_encoding(c).is_none() {
                     return Err(ConfigError::Invalid(format!(

@@ -17,6 +17,7 @@ mod fanout;
 mod filters;
 mod hls;
 mod hls_browser;
+mod hooks;
 mod ingest_faults;
 mod listeners;
 mod manageauth;

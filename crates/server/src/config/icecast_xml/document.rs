@@ -99,6 +99,10 @@ impl Importer<'_> {
                         self.relays_on_demand = v;
                     }
                 }
+                "event-bindings" => {
+                    let mut h = self.event_bindings(p, el, None);
+                    self.config.hook.append(&mut h);
+                }
                 "paths" => self.paths(p, el)?,
                 "logging" => self.logging(p, el)?,
                 "security" => self.security(p, el)?,

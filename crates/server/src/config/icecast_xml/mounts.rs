@@ -10,14 +10,12 @@ use super::importer::Importer;
 use super::raw_mount::{MountType, RawAuth, RawMount};
 use super::report::UnsupportedKind as K;
 use super::tree::Element;
+use crate::config::hooks::{HookConfig, TRIGGERS};
 use crate::config::UrlAuthConfig;
 
 /// What a per-mount element that Throng has no setting for does in Icecast.
 fn unsupported_mount_element(name: &str) -> Option<&'static str> {
     Some(match name {
-        "on-connect" | "on-disconnect" => {
-            "Throng does not run scripts on source connect/disconnect"
-        }
         "mp3-metadata-interval" => "per-mount ICY interval; Throng has one global `limits.metaint`",
         "no-mount" => "Throng has no setting to refuse listeners on a mount",
         "cluster-password" => "YP cluster passwords (YP is not supported)",
@@ -41,6 +39,72 @@ pub(crate) fn charset_label(label: &str) -> Option<&'static encoding_rs::Encodin
 }
 
 impl Importer<'_> {
+    /// Icecast 2.5's `<event-bindings>`: each `<event type="exec|url" trigger=...>` with its
+    /// `<option>`s (`event_exec.c`: `executable`, `default_arguments`, `type="argument"`;
+    /// `event_url.c`: `url`, `username`, `password`, `action`). Other types (`log`,
+    /// `terminate`) and triggers Throng does not raise are reported.
+    pub(super) fn event_bindings(
+        &mut self,
+        path: &str,
+        el: &Element,
+        ctx: Option<&str>,
+    ) -> Vec<HookConfig> {
+        let mut out = Vec::new();
+        for ev in &el.children {
+            let p = format!("{path}/{}", ev.name);
+            let trigger = ev.attr("trigger").unwrap_or_default();
+            let kind = ev.attr("type").unwrap_or_default();
+            if ev.name != "event" || !matches!(kind, "exec" | "url") {
+                self.report(
+                    &p,
+                    ctx,
+                    K::NotSupported,
+                    format!("event type {kind:?} (only exec and url)"),
+                );
+                continue;
+            }
+            if !TRIGGERS.contains(&trigger) {
+                self.report(
+                    &p,
+                    ctx,
+                    K::NotSupported,
+                    format!(
+                        "trigger {trigger:?} (Throng raises {})",
+                        TRIGGERS.join(", ")
+                    ),
+                );
+                continue;
+            }
+            let mut h = HookConfig {
+                trigger: trigger.to_owned(),
+                ..HookConfig::default()
+            };
+            for o in &ev.children {
+                let value = o.attr("value").map(str::to_owned);
+                match (o.attr("type"), o.attr("name")) {
+                    (Some("argument"), _) => h.arguments.extend(value),
+                    (_, Some("executable")) if kind == "exec" => h.exec = value.map(Into::into),
+                    (_, Some("default_arguments")) => h.default_arguments = value,
+                    (_, Some("url")) if kind == "url" => h.url = value,
+                    (_, Some("username")) => h.username = value,
+                    (_, Some("password")) => h.password = value,
+                    (_, Some("action")) => h.action = value,
+                    _ => self.report(
+                        &format!("{p}/{}", o.name),
+                        ctx,
+                        K::IgnoredByIcecast,
+                        "not an option of this event type",
+                    ),
+                }
+            }
+            match h.check(&p) {
+                Ok(()) => out.push(h),
+                Err(e) => self.report(&p, ctx, K::IgnoredByIcecast, e),
+            }
+        }
+        out
+    }
+
     /// Reads one `<mount>`; `None` when Icecast would drop it (unknown type, no `mount-name`
     /// on a normal mount, a name that no request can match).
     pub(super) fn mount(
@@ -153,6 +217,25 @@ impl Importer<'_> {
                         format!("unknown character set {label:?}: titles are taken as UTF-8"),
                     ),
                 },
+                // Icecast-KH: the script gets the mount as its one argument (2.5's `legacy`).
+                "on-connect" | "on-disconnect" => {
+                    if let Some(exe) = text() {
+                        m.hooks.push(HookConfig {
+                            trigger: if c.name == "on-connect" {
+                                "source-connect"
+                            } else {
+                                "source-disconnect"
+                            }
+                            .into(),
+                            exec: Some(exe.into()),
+                            ..HookConfig::default()
+                        });
+                    }
+                }
+                "event-bindings" => {
+                    let mut h = self.event_bindings(&p, c, ctx);
+                    m.hooks.append(&mut h);
+                }
                 "dump-file" => m.dump_file = text(),
                 "dump-file-size-limit" => {
                     m.dump_file_size_limit = self.unsigned(&p, c, "a size in bytes")?;

@@ -8,6 +8,7 @@
 use std::path::Path;
 
 use super::resolver::Resolver;
+use crate::config::hooks::HookConfig;
 use crate::config::{AuthConfig, HttpHeader, MountConfig, UrlAuthConfig};
 
 /// `type` attribute of a `<mount>`.
@@ -84,6 +85,8 @@ pub(super) struct RawMount {
     pub dump_file_size_limit: Option<u64>,
     /// Icecast 2.5 `<dump-file-time-limit>` in seconds.
     pub dump_file_time_limit: Option<u64>,
+    /// `<event-bindings>` and Icecast-KH `<on-connect>`/`<on-disconnect>`, in document order.
+    pub hooks: Vec<HookConfig>,
 }
 
 impl RawMount {
@@ -116,6 +119,7 @@ impl RawMount {
             dump_file: None,
             dump_file_size_limit: None,
             dump_file_time_limit: None,
+            hooks: Vec::new(),
         }
     }
 
@@ -158,6 +162,9 @@ impl RawMount {
         opt(&mut self.dump_file, &src.dump_file);
         self.dump_file_size_limit = self.dump_file_size_limit.or(src.dump_file_size_limit);
         self.dump_file_time_limit = self.dump_file_time_limit.or(src.dump_file_time_limit);
+        if self.hooks.is_empty() {
+            self.hooks.clone_from(&src.hooks);
+        }
         self.limit_rate = self.limit_rate.or(src.limit_rate);
         self.fallback_when_full |= src.fallback_when_full;
         self.fallback_override |= src.fallback_override;
@@ -229,6 +236,7 @@ impl RawMount {
                 .map(|d| resolver.path(d).display().to_string()),
             dump_file_size_limit: self.dump_file_size_limit,
             dump_file_time_limit: self.dump_file_time_limit,
+            hook: self.hooks.clone(),
         }
     }
 }

@@ -545,3 +545,54 @@ fn ssl_sockets_and_certificates_import_as_tls() {
         .iter()
         .any(|u| u.path.ends_with("listen-socket/ssl")));
 }
+
+#[test]
+fn event_bindings_and_kh_scripts_become_hooks() {
+    let imp = import(
+        r#"<icecast>
+  <event-bindings>
+    <event type="url" trigger="source-disconnect">
+      <option name="url" value="http://127.0.0.1/notify"/>
+      <option name="action" value="mount_remove"/>
+    </event>
+    <event type="log" trigger="source-connect"/>
+  </event-bindings>
+  <mount type="normal">
+    <mount-name>/live.mp3</mount-name>
+    <on-connect>/usr/local/bin/on-air</on-connect>
+    <event-bindings>
+      <event type="exec" trigger="source-connect">
+        <option name="executable" value="/bin/start"/>
+        <option name="default_arguments" value="uri_and_trigger"/>
+        <option type="argument" value="--loud"/>
+      </event>
+      <event type="exec" trigger="client-connect"><option name="executable" value="/x"/></event>
+    </event-bindings>
+  </mount>
+</icecast>"#,
+    );
+    let c = &imp.config;
+    assert_eq!(c.hook.len(), 1);
+    assert_eq!(c.hook[0].url.as_deref(), Some("http://127.0.0.1/notify"));
+    assert_eq!(c.hook[0].action.as_deref(), Some("mount_remove"));
+    let m = &c.mount[0];
+    assert_eq!(m.hook.len(), 2);
+    assert_eq!(m.hook[0].trigger, "source-connect");
+    assert_eq!(
+        m.hook[0].exec.as_deref(),
+        Some(Path::new("/usr/local/bin/on-air"))
+    );
+    assert_eq!(
+        m.hook[1].default_arguments.as_deref(),
+        Some("uri_and_trigger")
+    );
+    assert_eq!(m.hook[1].arguments, ["--loud"]);
+    assert_eq!(
+        reported(&imp),
+        vec![
+            ("icecast/event-bindings/event", NotSupported),
+            ("icecast/mount/event-bindings/event", NotSupported),
+        ]
+    );
+    roundtrip(c);
+}
