@@ -43,6 +43,7 @@ mod server;
 mod signals;
 mod upgrade;
 mod whep;
+mod yp;
 
 pub use config::Config;
 pub use control::{Control, ControlHandle};

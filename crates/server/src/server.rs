@@ -399,6 +399,7 @@ impl Server {
         crate::hls_http::start(ctx.clone());
         crate::dump_file::start(&ctx);
         crate::hooks::start(ctx.clone());
+        crate::yp::start(ctx.clone());
         let mut sockets = Vec::new();
         for (l, port) in listen_sockets
             .into_iter()

@@ -11,6 +11,7 @@
 pub mod check;
 pub mod cluster;
 pub mod default_passwords;
+pub mod directory;
 pub mod hls;
 pub mod hooks;
 pub mod icecast_xml;
@@ -109,6 +110,9 @@ pub struct Config {
     pub hls: HlsConfig,
     /// WebRTC playback (WHEP) of Ogg/Opus mounts; off unless `udp-listen` is set.
     pub webrtc: WebrtcConfig,
+    /// YP directories public mounts are listed in (Icecast `<directory>`; `yp/`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub directory: Vec<directory::DirectoryConfig>,
     /// Event hooks of every mount (Icecast 2.5 global `<event-bindings>`; `config/hooks.rs`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hook: Vec<hooks::HookConfig>,
@@ -661,6 +665,7 @@ impl Default for Config {
             hls: HlsConfig::default(),
             webrtc: WebrtcConfig::default(),
             hook: Vec::new(),
+            directory: Vec::new(),
         }
     }
 }
@@ -757,6 +762,10 @@ impl Config {
         hls::check_seconds("hls.segment-seconds", Some(self.hls.segment_seconds))
             .and_then(|()| hls::check_window("hls.window", Some(self.hls.window)))
             .map_err(ConfigError::Invalid)?;
+        for (i, d) in self.directory.iter().enumerate() {
+            d.check(&format!("directory[{i}]"))
+                .map_err(ConfigError::Invalid)?;
+        }
         for (i, h) in self.hook.iter().enumerate() {
             h.check(&format!("hook[{i}]"))
                 .map_err(ConfigError::Invalid)?;

@@ -35,3 +35,4 @@ mod tls;
 mod web_page;
 mod web_ui;
 mod whep;
+mod yp;

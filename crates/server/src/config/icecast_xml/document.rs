@@ -106,19 +106,7 @@ impl Importer<'_> {
                 "paths" => self.paths(p, el)?,
                 "logging" => self.logging(p, el)?,
                 "security" => self.security(p, el)?,
-                "directory" => {
-                    if el.children.is_empty() {
-                        self.report(p, None, UnsupportedKind::NotSupported, "YP directories");
-                    }
-                    for c in &el.children {
-                        self.report(
-                            &format!("{p}/{}", c.name),
-                            None,
-                            UnsupportedKind::NotSupported,
-                            "YP directory listing is not supported",
-                        );
-                    }
-                }
+                "directory" => self.directory(p, el)?,
                 "fileserve" => {
                     if let Some(v) = self.flag(p, el, None)? {
                         self.config.paths.fileserve = v;

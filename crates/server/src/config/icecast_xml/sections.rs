@@ -10,6 +10,7 @@ use super::error::IcecastXmlError;
 use super::importer::Importer;
 use super::report::UnsupportedKind;
 use super::tree::Element;
+use crate::config::directory::DirectoryConfig;
 use crate::config::tls::CertificateFiles;
 use crate::config::{parse_cidr, Alias, HttpHeader};
 
@@ -242,6 +243,42 @@ impl Importer<'_> {
                 }
                 _ => self.unknown(&p, None),
             }
+        }
+        Ok(())
+    }
+
+    /// `<directory>`, as `_parse_directory`: one YP directory (`yp-url`, `yp-url-timeout`,
+    /// `touch-interval`); a directory without `yp-url` is reported and left out.
+    pub(super) fn directory(&mut self, path: &str, el: &Element) -> Result<(), IcecastXmlError> {
+        let mut d = DirectoryConfig::default();
+        let mut url = None;
+        for c in &el.children {
+            let p = format!("{path}/{}", c.name);
+            let p = p.as_str();
+            match c.name.as_str() {
+                "yp-url" => url = Self::string(c),
+                "yp-url-timeout" => {
+                    if let Some(v) = self.unsigned(p, c, "a number of seconds")? {
+                        d.yp_url_timeout = v;
+                    }
+                }
+                "touch-interval" => {
+                    if let Some(v) = self.unsigned(p, c, "a number of seconds")? {
+                        d.touch_interval = v;
+                    }
+                }
+                _ => self.unknown(p, None),
+            }
+        }
+        match url {
+            Some(u) => {
+                d.yp_url = u;
+                match d.check(path) {
+                    Ok(()) => self.config.directory.push(d),
+                    Err(e) => self.report(path, None, UnsupportedKind::NotSupported, e),
+                }
+            }
+            None => self.report(path, None, UnsupportedKind::IgnoredByIcecast, "no <yp-url>"),
         }
         Ok(())
     }

@@ -276,8 +276,6 @@ fn every_supported_element_is_carried_over() {
             ("icecast/limits/client-timeout", Accepted),
             ("icecast/limits/threadpool", Accepted),
             ("icecast/http-headers/header/@status", NotSupported),
-            ("icecast/directory/yp-url-timeout", NotSupported),
-            ("icecast/directory/yp-url", NotSupported),
             ("icecast/paths/adminroot", Accepted),
             ("icecast/security/changeowner", NotSupported),
             ("icecast/bogus-element", Unknown),
@@ -286,6 +284,9 @@ fn every_supported_element_is_carried_over() {
             ("icecast/paths/basedir", Accepted),
         ]
     );
+    assert_eq!(c.directory.len(), 1);
+    assert_eq!(c.directory[0].yp_url, "http://dir.xiph.org/cgi-bin/yp-cgi");
+    assert_eq!(c.directory[0].yp_url_timeout, 15);
     let live = c.mount.iter().find(|m| m.name == "/live.mp3").unwrap();
     assert_eq!(live.dump_file.as_deref(), Some("/tmp/live.dump"));
     roundtrip(c);
