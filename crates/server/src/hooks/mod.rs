@@ -130,12 +130,7 @@ fn raise(ctx: &ServerCtx, config: &Arc<Config>, trigger: &'static str, m: &Mount
         ip: s.source_ip.map(|ip| ip.to_string()),
         agent: header("user-agent"),
         media_type: s.content_type.clone(),
-        stream: [
-            mc.and_then(|c| c.stream_name.clone()),
-            mc.and_then(|c| c.stream_description.clone()),
-            mc.and_then(|c| c.stream_url.clone()),
-            mc.and_then(|c| c.genre.clone()),
-        ],
+        stream: stream_fields(mc),
         public: mc.and_then(|c| c.public).unwrap_or(false),
         hidden: mc.is_some_and(|c| c.hidden),
         title: m.title(),
@@ -242,16 +237,21 @@ fn listener_event(
         ip: Some(who.ip.to_string()),
         agent: who.agent.clone(),
         media_type: String::new(),
-        stream: [
-            mc.and_then(|c| c.stream_name.clone()),
-            mc.and_then(|c| c.stream_description.clone()),
-            mc.and_then(|c| c.stream_url.clone()),
-            mc.and_then(|c| c.genre.clone()),
-        ],
+        stream: stream_fields(mc),
         public: mc.and_then(|c| c.public).unwrap_or(false),
         hidden: mc.is_some_and(|c| c.hidden),
         title: String::new(),
     }
+}
+
+/// A mount's `stream-name`, `stream-description`, `stream-url` and `genre` ([`Event::stream`]).
+fn stream_fields(mc: Option<&crate::config::MountConfig>) -> [Option<String>; 4] {
+    [
+        mc.and_then(|c| c.stream_name.clone()),
+        mc.and_then(|c| c.stream_description.clone()),
+        mc.and_then(|c| c.stream_url.clone()),
+        mc.and_then(|c| c.genre.clone()),
+    ]
 }
 
 /// The server-wide values of `config`.

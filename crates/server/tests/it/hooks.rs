@@ -4,11 +4,8 @@
 //! hook gets Icecast's form fields when the title changes; listener attach and detach hooks run
 //! where URL auth's `listener_add` and `listener_remove` do.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use throng_proto::auth::basic_authorization;
@@ -19,39 +16,6 @@ use crate::support::*;
 fn script(path: &Path, body: &str) {
     std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
-/// A one-thread HTTP endpoint keeping each POST body.
-fn endpoint() -> (String, Arc<Mutex<Vec<String>>>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/hook", l.local_addr().unwrap());
-    let bodies = Arc::new(Mutex::new(Vec::new()));
-    let seen = bodies.clone();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(s) = s else { break };
-            let mut r = BufReader::new(s);
-            let mut len = 0;
-            loop {
-                let mut line = String::new();
-                if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0u8; len];
-            let _ = r.read_exact(&mut body);
-            seen.lock()
-                .unwrap()
-                .push(String::from_utf8_lossy(&body).into_owned());
-            let _ = r
-                .get_mut()
-                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-        }
-    });
-    (url, bodies)
 }
 
 #[test]
@@ -71,7 +35,8 @@ fn exec_and_url_hooks_run_with_icecasts_arguments_and_never_delay_the_source() {
         &hang,
         &format!("echo $$ > {}/hang.pid\nexec sleep 60", out.display()),
     );
-    let (url, bodies) = endpoint();
+    let (addr, bodies) = capture_endpoint(|_| String::new());
+    let url = format!("http://{addr}/hook");
     let srv = TestServer::start(&format!(
         "[[mount]]\nname = \"/hook.mp3\"\nstream-name = \"Hooked\"\n\
          [[mount.hook]]\ntrigger = \"source-connect\"\nexec = \"{hang}\"\ntimeout = 1\n\

@@ -3,8 +3,6 @@
 //! under the `SID` they returned, and removed when the source ends; a mount that is not public
 //! is never sent.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,42 +12,15 @@ use crate::support::*;
 
 /// A YP directory answering as dir.xiph.org's CGI: `YPResponse: 1`, an `SID` for an add.
 fn directory(sid: &'static str) -> (String, Arc<Mutex<Vec<String>>>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/cgi-bin/yp-cgi", l.local_addr().unwrap());
-    let bodies = Arc::new(Mutex::new(Vec::new()));
-    let seen = bodies.clone();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(s) = s else { break };
-            let mut r = BufReader::new(s);
-            let mut len = 0;
-            loop {
-                let mut line = String::new();
-                if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0u8; len];
-            let _ = r.read_exact(&mut body);
-            let body = String::from_utf8_lossy(&body).into_owned();
-            let extra = if body.starts_with("action=add") {
-                format!("SID: {sid}\r\nTouchFreq: 30\r\n")
-            } else {
-                String::new()
-            };
-            seen.lock().unwrap().push(body);
-            let _ = r.get_mut().write_all(
-                format!(
-                    "HTTP/1.1 200 OK\r\nYPResponse: 1\r\nYPMessage: Successful\r\n{extra}Content-Length: 0\r\nConnection: close\r\n\r\n"
-                )
-                .as_bytes(),
-            );
-        }
+    let (addr, bodies) = capture_endpoint(move |body| {
+        let extra = if body.starts_with("action=add") {
+            format!("SID: {sid}\r\nTouchFreq: 30\r\n")
+        } else {
+            String::new()
+        };
+        format!("YPResponse: 1\r\nYPMessage: Successful\r\n{extra}")
     });
-    (url, bodies)
+    (format!("http://{addr}/cgi-bin/yp-cgi"), bodies)
 }
 
 #[test]
