@@ -589,6 +589,9 @@ pub struct MountConfig {
     /// in a `<mount>`, Icecast-KH `<on-connect>`/`<on-disconnect>`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hook: Vec<hooks::HookConfig>,
+    /// ICY metadata interval in bytes for new listeners of this mount (Icecast
+    /// `<mp3-metadata-interval>`); default `limits.metaint`.
+    pub mp3_metadata_interval: Option<u32>,
     /// Record the mount's stream to this file (Icecast `<dump-file>`): a strftime pattern in
     /// local time, e.g. `/srv/rec/live-%Y%m%d-%H%M%S.mp3`, appended to. A new file is opened
     /// when a source goes live, after each reload and after SIGUSR1 (`dump_file.rs`).
@@ -752,6 +755,15 @@ impl Config {
         Ok(toml::to_string(self)?)
     }
 
+    /// The ICY metadata interval (bytes) of a new listener of mount `name`: its
+    /// `mp3-metadata-interval`, else `limits.metaint` (Icecast-KH: it applies to listeners
+    /// joining this mount, not to those falling back to it).
+    pub fn metaint_for(&self, name: &str) -> u32 {
+        self.mount_for(name)
+            .and_then(|m| m.mp3_metadata_interval)
+            .unwrap_or(u32::try_from(self.limits.metaint).unwrap_or(u32::MAX))
+    }
+
     /// Checks ranges and mount names.
     ///
     /// Errors: [`ConfigError::Invalid`] naming the first key out of range or inconsistent.
@@ -771,6 +783,14 @@ impl Config {
                 .map_err(ConfigError::Invalid)?;
         }
         for m in &self.mount {
+            if m.mp3_metadata_interval
+                .is_some_and(|i| !(1..=65_535).contains(&i))
+            {
+                return Err(ConfigError::Invalid(format!(
+                    "mount {}: mp3-metadata-interval must be between 1 and 65535 bytes",
+                    m.name
+                )));
+            }
             for (i, h) in m.hook.iter().enumerate() {
                 h.check(&format!("mount {}: hook[{i}]", m.name))
                     .map_err(ConfigError::Invalid)?;

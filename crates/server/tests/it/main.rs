@@ -22,6 +22,7 @@ mod ingest_faults;
 mod listeners;
 mod manageauth;
 mod metadata;
+mod mount_metaint;
 mod ogg_metadata;
 mod peers;
 mod recording;

@@ -16,7 +16,6 @@ use crate::config::UrlAuthConfig;
 /// What a per-mount element that Throng has no setting for does in Icecast.
 fn unsupported_mount_element(name: &str) -> Option<&'static str> {
     Some(match name {
-        "mp3-metadata-interval" => "per-mount ICY interval; Throng has one global `limits.metaint`",
         "no-mount" => "Throng has no setting to refuse listeners on a mount",
         "cluster-password" => "YP cluster passwords (YP is not supported)",
         "source-timeout" => {
@@ -235,6 +234,9 @@ impl Importer<'_> {
                 "event-bindings" => {
                     let mut h = self.event_bindings(&p, c, ctx);
                     m.hooks.append(&mut h);
+                }
+                "mp3-metadata-interval" => {
+                    m.metaint = self.unsigned(&p, c, "an interval in bytes")?;
                 }
                 "dump-file" => m.dump_file = text(),
                 "dump-file-size-limit" => {

@@ -87,6 +87,8 @@ pub(super) struct RawMount {
     pub dump_file_time_limit: Option<u64>,
     /// `<event-bindings>` and Icecast-KH `<on-connect>`/`<on-disconnect>`, in document order.
     pub hooks: Vec<HookConfig>,
+    /// `<mp3-metadata-interval>` in bytes.
+    pub metaint: Option<u32>,
 }
 
 impl RawMount {
@@ -120,6 +122,7 @@ impl RawMount {
             dump_file_size_limit: None,
             dump_file_time_limit: None,
             hooks: Vec::new(),
+            metaint: None,
         }
     }
 
@@ -162,6 +165,7 @@ impl RawMount {
         opt(&mut self.dump_file, &src.dump_file);
         self.dump_file_size_limit = self.dump_file_size_limit.or(src.dump_file_size_limit);
         self.dump_file_time_limit = self.dump_file_time_limit.or(src.dump_file_time_limit);
+        self.metaint = self.metaint.or(src.metaint);
         if self.hooks.is_empty() {
             self.hooks.clone_from(&src.hooks);
         }
@@ -237,6 +241,7 @@ impl RawMount {
             dump_file_size_limit: self.dump_file_size_limit,
             dump_file_time_limit: self.dump_file_time_limit,
             hook: self.hooks.clone(),
+            mp3_metadata_interval: self.metaint,
         }
     }
 }

@@ -561,6 +561,7 @@ fn event_bindings_and_kh_scripts_become_hooks() {
   <mount type="normal">
     <mount-name>/live.mp3</mount-name>
     <on-connect>/usr/local/bin/on-air</on-connect>
+    <mp3-metadata-interval>8192</mp3-metadata-interval>
     <event-bindings>
       <event type="exec" trigger="source-connect">
         <option name="executable" value="/bin/start"/>
@@ -577,6 +578,8 @@ fn event_bindings_and_kh_scripts_become_hooks() {
     assert_eq!(c.hook[0].url.as_deref(), Some("http://127.0.0.1/notify"));
     assert_eq!(c.hook[0].action.as_deref(), Some("mount_remove"));
     let m = &c.mount[0];
+    assert_eq!(m.mp3_metadata_interval, Some(8192));
+    assert_eq!(c.metaint_for("/live.mp3"), 8192);
     assert_eq!(m.hook.len(), 2);
     assert_eq!(m.hook[0].trigger, "source-connect");
     assert_eq!(
