@@ -592,6 +592,9 @@ pub struct MountConfig {
     /// ICY metadata interval in bytes for new listeners of this mount (Icecast
     /// `<mp3-metadata-interval>`); default `limits.metaint`.
     pub mp3_metadata_interval: Option<u32>,
+    /// The mount's cluster password sent to YP directories as `cpswd` (Icecast
+    /// `<cluster-password>`: directories group mounts that share one).
+    pub cluster_password: Option<String>,
     /// Record the mount's stream to this file (Icecast `<dump-file>`): a strftime pattern in
     /// local time, e.g. `/srv/rec/live-%Y%m%d-%H%M%S.mp3`, appended to. A new file is opened
     /// when a source goes live, after each reload and after SIGUSR1 (`dump_file.rs`).

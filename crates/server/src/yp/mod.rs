@@ -214,7 +214,10 @@ fn listing(ctx: &ServerCtx, config: &Config, m: &Mount) -> Listing {
         admin: config.admin_email.clone(),
         name: info.name.clone(),
         genre: info.genre.clone(),
-        cluster_password: String::new(),
+        cluster_password: config
+            .mount_for(&m.name)
+            .and_then(|c| c.cluster_password.clone())
+            .unwrap_or_default(),
         description: info.description.clone(),
         url: info.url.clone().unwrap_or_default(),
         listen_url: m.listen_url(&config.hostname, ctx.port),

@@ -29,6 +29,7 @@ fn public_mounts_are_added_touched_and_removed_in_every_directory() {
     let (two, seen_two) = directory("sid-two");
     let srv = TestServer::start(&format!(
         "hostname = \"radio.example.org\"\n\
+         [[mount]]\nname = \"/pub.mp3\"\ncluster-password = \"c1\"\n\
          [[directory]]\nyp-url = \"{one}\"\n[[directory]]\nyp-url = \"{two}\"\nyp-url-timeout = 5\n"
     ));
     let src = Source::start_with(
@@ -66,7 +67,7 @@ fn public_mounts_are_added_touched_and_removed_in_every_directory() {
         assert!(add.starts_with("action=add&"), "{add}");
         for field in [
             "&sn=Test%20Stream&",
-            "&genre=Jazz&",
+            "&genre=Jazz&cpswd=c1&",
             "&desc=Late%20night&",
             "&listenurl=http%3a%2f%2fradio%2eexample%2eorg%3a",
             "%2fpub%2emp3&type=audio%2fmpeg&stype=MP3&",

@@ -17,7 +17,6 @@ use crate::config::UrlAuthConfig;
 fn unsupported_mount_element(name: &str) -> Option<&'static str> {
     Some(match name {
         "no-mount" => "Throng has no setting to refuse listeners on a mount",
-        "cluster-password" => "YP cluster passwords (YP is not supported)",
         "source-timeout" => {
             "per-mount source timeout; Throng has the global `limits.source-timeout`"
         }
@@ -235,6 +234,7 @@ impl Importer<'_> {
                     let mut h = self.event_bindings(&p, c, ctx);
                     m.hooks.append(&mut h);
                 }
+                "cluster-password" => m.cluster_password = text(),
                 "mp3-metadata-interval" => {
                     m.metaint = self.unsigned(&p, c, "an interval in bytes")?;
                 }

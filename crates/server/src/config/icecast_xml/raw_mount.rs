@@ -89,6 +89,8 @@ pub(super) struct RawMount {
     pub hooks: Vec<HookConfig>,
     /// `<mp3-metadata-interval>` in bytes.
     pub metaint: Option<u32>,
+    /// `<cluster-password>` (YP `cpswd`).
+    pub cluster_password: Option<String>,
 }
 
 impl RawMount {
@@ -123,6 +125,7 @@ impl RawMount {
             dump_file_time_limit: None,
             hooks: Vec::new(),
             metaint: None,
+            cluster_password: None,
         }
     }
 
@@ -163,6 +166,7 @@ impl RawMount {
         opt(&mut self.bitrate, &src.bitrate);
         opt(&mut self.charset, &src.charset);
         opt(&mut self.dump_file, &src.dump_file);
+        opt(&mut self.cluster_password, &src.cluster_password);
         self.dump_file_size_limit = self.dump_file_size_limit.or(src.dump_file_size_limit);
         self.dump_file_time_limit = self.dump_file_time_limit.or(src.dump_file_time_limit);
         self.metaint = self.metaint.or(src.metaint);
@@ -242,6 +246,7 @@ impl RawMount {
             dump_file_time_limit: self.dump_file_time_limit,
             hook: self.hooks.clone(),
             mp3_metadata_interval: self.metaint,
+            cluster_password: self.cluster_password.clone(),
         }
     }
 }
