@@ -7,7 +7,7 @@
 //! extends the [`Importer`].
 
 use super::error::IcecastXmlError;
-use super::importer::Importer;
+use super::importer::{Importer, MIME_TYPES_NOTE};
 use super::raw_mount::{MountType, RawMount};
 use super::report::{Import, UnsupportedKind};
 use super::resolver::Resolver;
@@ -122,12 +122,9 @@ impl Importer<'_> {
                         );
                     }
                 }
-                "mime-types" => self.report(
-                    p,
-                    None,
-                    UnsupportedKind::NotSupported,
-                    "Throng serves no static files, so needs no MIME types file",
-                ),
+                "mime-types" => {
+                    self.report(p, None, UnsupportedKind::NotSupported, MIME_TYPES_NOTE)
+                }
                 _ => self.unknown(p, None),
             }
         }

@@ -14,6 +14,10 @@ use super::socket::Socket;
 use super::tree::Element;
 use crate::config::Config;
 
+/// What `<mime-types>` (top level or in `<paths>`) gets in the report.
+pub(super) const MIME_TYPES_NOTE: &str =
+    "webroot files (fileserve) get their content type from Throng's built-in table, by extension";
+
 /// Import state: the configuration being built, values that can only be resolved once the
 /// whole file is read, and the report.
 pub(super) struct Importer<'a> {

@@ -7,7 +7,7 @@
 use std::net::Ipv4Addr;
 
 use super::error::IcecastXmlError;
-use super::importer::Importer;
+use super::importer::{Importer, MIME_TYPES_NOTE};
 use super::report::UnsupportedKind;
 use super::tree::Element;
 use crate::config::directory::DirectoryConfig;
@@ -195,12 +195,9 @@ impl Importer<'_> {
                     "cipher lists: rustls offers only strong suites (TLS 1.2 ECDHE with AEAD, \
                      TLS 1.3), a subset of any list meant to exclude weak ones",
                 ),
-                "mime-types" => self.report(
-                    &p,
-                    None,
-                    UnsupportedKind::NotSupported,
-                    "Throng serves no static files, so needs no MIME types file",
-                ),
+                "mime-types" => {
+                    self.report(&p, None, UnsupportedKind::NotSupported, MIME_TYPES_NOTE)
+                }
                 _ => self.unknown(&p, None),
             }
         }
