@@ -28,6 +28,9 @@ _throng() {
             throng,help)
                 cmd="throng__subcmd__help"
                 ;;
+            throng,icecast)
+                cmd="throng__subcmd__icecast"
+                ;;
             throng,import-icecast)
                 cmd="throng__subcmd__import__subcmd__icecast"
                 ;;
@@ -79,6 +82,9 @@ _throng() {
             throng__subcmd__help,help)
                 cmd="throng__subcmd__help__subcmd__help"
                 ;;
+            throng__subcmd__help,icecast)
+                cmd="throng__subcmd__help__subcmd__icecast"
+                ;;
             throng__subcmd__help,import-icecast)
                 cmd="throng__subcmd__help__subcmd__import__subcmd__icecast"
                 ;;
@@ -107,7 +113,7 @@ _throng() {
 
     case "${cmd}" in
         throng)
-            opts="-h -V --help --version serve check-config bench import-icecast manpage completions help"
+            opts="-h -V --help --version serve check-config bench import-icecast icecast manpage completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -527,7 +533,7 @@ _throng() {
             return 0
             ;;
         throng__subcmd__help)
-            opts="serve check-config bench import-icecast manpage completions help"
+            opts="serve check-config bench import-icecast icecast manpage completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -652,6 +658,20 @@ _throng() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        throng__subcmd__help__subcmd__icecast)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         throng__subcmd__help__subcmd__import__subcmd__icecast)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -687,6 +707,24 @@ _throng() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        throng__subcmd__icecast)
+            opts="-c -b -v -h --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

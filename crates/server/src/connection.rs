@@ -217,6 +217,8 @@ pub async fn serve(
             return;
         }
     };
+    let (mut head, mut head_len, mut buf) = (head, head_len, buf);
+    crate::alias::apply(&ctx.config().paths, &mut head, &mut buf, &mut head_len);
     // Boxed: the state after the head is not part of every waiting connection's.
     Box::pin(dispatch(ctx, stream, peer, head, head_len, buf, slot)).await;
 }
@@ -324,6 +326,10 @@ async fn dispatch(
             let rest = buf[head_len..].to_vec();
             drop(buf);
             Box::pin(crate::hls_http::handle(ctx, stream, head, rest, peer)).await;
+        }
+        // A webroot file (`[paths] fileserve`), when no mount has its name.
+        "GET" | "HEAD" if crate::admin::fileserve::wants(&ctx, &head.path) => {
+            Box::pin(crate::admin::serve(ctx, stream, buf, peer)).await;
         }
         "GET" | "HEAD" => {
             drop(buf);

@@ -70,6 +70,9 @@ pub struct ServerCtx {
     pub tls: crate::net::tls::TlsAcceptor,
     /// The audience ledger, if the server keeps one (`[ledger]`).
     pub ledger: Option<crate::ledger::Ledger>,
+    /// Bumped by each reload and SIGUSR1: every `dump-file` recording starts a new file
+    /// (`dump_file.rs`).
+    pub new_dump_files: AtomicU64,
 }
 
 impl ServerCtx {

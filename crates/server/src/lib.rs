@@ -16,6 +16,7 @@
 //! | L6 | `connection`, `server`, `signals`, `reload`, `logs`, `upgrade` | one connection's dispatch; the server's sockets and lifecycle; signals; config reload, log reopening, binary upgrade |
 
 mod admin;
+mod alias;
 mod audience;
 mod auth;
 mod cluster;
@@ -23,10 +24,12 @@ pub mod config;
 mod connection;
 mod control;
 mod ctx;
+mod dump_file;
 mod event_stream;
 mod fanout;
 mod hls;
 mod hls_http;
+mod hooks;
 mod ingest;
 pub mod ledger;
 mod listener;
@@ -41,6 +44,7 @@ mod server;
 mod signals;
 mod upgrade;
 mod whep;
+mod yp;
 
 pub use config::Config;
 pub use control::{Control, ControlHandle};
@@ -55,6 +59,7 @@ pub use audience::follow::ENDED_GRACE;
 pub use audience::{AudiencePath, EndReason, ListenerRow};
 pub use mount::live::{Mount, SourceKind};
 pub use observe::error_log::{ErrorLog, ErrorLogError};
+pub use observe::log_rotation::Rotation;
 pub use observe::{error_log, systemd};
 pub use reload::LogHook;
 pub use server::{Server, ServerError};

@@ -54,7 +54,7 @@ impl std::fmt::Debug for Reloader {
 }
 
 /// Keys a reload cannot apply: the running value stays until a restart.
-const NEEDS_RESTART: [&str; 11] = [
+const NEEDS_RESTART: [&str; 14] = [
     "listen",
     "tls.listen",
     "tls.auto",
@@ -64,6 +64,9 @@ const NEEDS_RESTART: [&str; 11] = [
     "limits.lag-policy",
     "logging.access-log",
     "logging.error-log",
+    "logging.logsize",
+    "logging.logarchive",
+    "paths.pidfile",
     "demo",
     "demo-mount",
 ];
@@ -87,8 +90,11 @@ pub async fn reload(ctx: &Arc<ServerCtx>, r: &mut Reloader) -> Result<String, St
             return Err(why);
         }
     };
-    for w in &loaded.warnings {
-        tracing::warn!("{w}");
+    // Once per change of the file: an unchanged file's warnings were logged before.
+    if !loaded.warnings_repeated {
+        for w in &loaded.warnings {
+            tracing::warn!("{w}");
+        }
     }
     let old = ctx.config();
     let new = Arc::new(loaded.config);
@@ -125,6 +131,9 @@ pub async fn reload(ctx: &Arc<ServerCtx>, r: &mut Reloader) -> Result<String, St
         }
     }
     ctx.clients.set_max(limit_for(new.limits.clients));
+    // Recordings start new files (their names expanded again), as Icecast reopens dump files.
+    ctx.new_dump_files
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     ctx.intros.clear();
     let retuned = ctx
         .registry
@@ -172,7 +181,9 @@ pub async fn reload(ctx: &Arc<ServerCtx>, r: &mut Reloader) -> Result<String, St
             kept.join(", ")
         ));
     }
-    tracing::info!("{summary} ({file})");
+    // At warn level, so a reload is confirmed in the log even at Icecast's `<loglevel>2`
+    // (AzuraCast's), which hides info.
+    tracing::warn!("{summary} ({file})");
     Ok(summary)
 }
 

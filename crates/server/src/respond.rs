@@ -26,9 +26,11 @@ pub const REALM: &str = "Basic realm=\"Icecast2 Server\"";
 pub const RETRY_AFTER_SECS: &str = "5";
 
 /// Whether `path` is served by the admin/status HTTP stack rather than a mount (`/static/…` is
-/// the station page's files: no mount can be listened to under it).
+/// the station page's files: no mount can be listened to under it; `/status.xsl`, Icecast's
+/// HTML status page, is the station page too).
 pub fn is_admin_path(path: &str) -> bool {
     path == "/"
+        || path == "/status.xsl"
         || path == "/status-json.xsl"
         || path == "/metrics"
         || path == "/admin.cgi"
@@ -103,12 +105,26 @@ pub async fn admit_listener(
             user,
             time_limit,
             on_close,
-        } => Some(Admitted {
-            id,
-            user,
-            time_limit,
-            on_close,
-        }),
+        } => {
+            // Listener hooks run where URL auth's listener_add and listener_remove do.
+            let on_close = crate::hooks::listener_attached(
+                ctx,
+                mount,
+                crate::hooks::ListenerFacts {
+                    id,
+                    ip: peer.ip(),
+                    agent: head.header("user-agent").map(str::to_owned),
+                    user: user.clone(),
+                },
+                on_close,
+            );
+            Some(Admitted {
+                id,
+                user,
+                time_limit,
+                on_close,
+            })
+        }
         ListenerAuth::Refused {
             status,
             message,

@@ -213,6 +213,9 @@ impl Server {
                 source,
             }
         })?;
+        access_log.set_rotation(crate::observe::log_rotation::Rotation::from_logging(
+            &config.logging,
+        ));
         raise_open_file_limit_once();
         let metrics = Arc::new(Metrics::new());
         let filters = Arc::new(crate::net::filters::Filters::new(&config.paths));
@@ -291,6 +294,7 @@ impl Server {
             intros: Default::default(),
             cluster: Default::default(),
             hls: Default::default(),
+            new_dump_files: AtomicU64::new(0),
             next_id: AtomicU64::new(1),
             tls,
             ledger,
@@ -406,6 +410,9 @@ impl Server {
             );
         }
         crate::hls_http::start(ctx.clone());
+        crate::dump_file::start(&ctx);
+        crate::hooks::start(ctx.clone());
+        crate::yp::start(ctx.clone());
         let mut sockets = Vec::new();
         for (l, port) in listen_sockets
             .into_iter()

@@ -1,7 +1,8 @@
-//! The command line of `throng` (clap definitions): `serve`, `check-config`, `bench` and
-//! `import-icecast`, with their flags, and the hidden `manpage` and `completions` that write the
-//! man pages and shell completions from these same definitions (`deploy/generate.sh` commits them
-//! under `deploy/`).
+//! The command line of `throng` (clap definitions): `serve`, `check-config`, `bench`,
+//! `import-icecast` and `icecast` (Icecast's own command line, also taken when the binary is
+//! invoked as `icecast` or `icecast2`), with their flags, and the hidden `manpage` and
+//! `completions` that write the man pages and shell completions from these same definitions
+//! (`deploy/generate.sh` commits them under `deploy/`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -31,6 +32,9 @@ pub enum Command {
     /// Print an audience report from the ledger's database (no server needs to run):
     /// listening, tracks, plays, sessions, soundexchange or ppl.
     Report(ReportArgs),
+    /// Icecast's command line (`-c FILE`, `-b`, `-v`): run an icecast.xml as Icecast would; the
+    /// same as invoking the binary as `icecast` or `icecast2` (a symlink).
+    Icecast(IcecastArgs),
     /// Write the man pages: throng.1 and one page per subcommand (throng-serve.1, ...).
     #[command(hide = true)]
     Manpage(ManpageArgs),
@@ -62,6 +66,28 @@ Under systemd (Type=notify) the server sends READY=1 once its sockets accept con
 STOPPING=1 at shutdown. Deploy files (systemd unit, logrotate, Dockerfile) are in deploy/ of \
 the source tree; see docs/operators.md.";
 
+/// Icecast 2.4's options (`main.c:_parse_config_opts`), so that AzuraCast
+/// (`/usr/local/bin/icecast -c FILE`), Debian's init script (`icecast2 -b -c FILE`) and hosting
+/// panels start Throng unchanged.
+#[derive(Debug, Parser)]
+#[command(
+    name = "icecast",
+    about = "Throng run with Icecast's command line: icecast [-b] -c <file>, or icecast -v",
+    disable_version_flag = true
+)]
+pub struct IcecastArgs {
+    /// The Icecast configuration file (icecast.xml) to run; reloaded on SIGHUP.
+    #[arg(short = 'c', value_name = "FILE", required_unless_present = "version")]
+    pub config: Option<PathBuf>,
+    /// Run in the background: detach from the console once the configuration is read (the
+    /// starting process exits 0).
+    #[arg(short = 'b')]
+    pub background: bool,
+    /// Print the version and exit.
+    #[arg(short = 'v')]
+    pub version: bool,
+}
+
 #[derive(Debug, clap::Args)]
 pub struct ImportArgs {
     /// The Icecast configuration file; relative paths in it resolve against its directory.
@@ -79,7 +105,7 @@ pub struct CheckArgs {
     pub icecast_config: Option<PathBuf>,
 }
 
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Default, clap::Args)]
 #[command(after_long_help = SERVE_NOTES)]
 pub struct ServeArgs {
     /// TOML configuration file (see throng.example.toml); without it, embedded defaults with the

@@ -2,7 +2,10 @@
 //! defaults with no arguments: `127.0.0.1:8000` and a demo mount `/demo.mp3`); `throng bench`
 //! runs the load generator that checks every simulated listener really receives audio.
 //! `throng serve --icecast-config icecast.xml` runs on an Icecast configuration as it is, and
-//! `throng import-icecast icecast.xml` prints the equivalent TOML. `throng check-config` checks a
+//! `throng import-icecast icecast.xml` prints the equivalent TOML; Icecast's own command line
+//! (`icecast [-b] -c icecast.xml`, `icecast -v`) is taken when the binary is invoked as
+//! `icecast` or `icecast2` (a symlink), or as `throng icecast`, and writes the `<pidfile>` while it
+//! runs (`pidfile.rs`). `throng check-config` checks a
 //! configuration as a start would. The configuration is loaded through a `ConfigSource`, which
 //! the server keeps to load it again on SIGHUP or admin `reloadconfig`. `throng report` prints
 //! the audience ledger's reports from its database, with no server running. The hidden
@@ -19,11 +22,24 @@ use throng_server::config::Logging;
 use throng_server::{ErrorLog, Server};
 
 mod cli;
-use cli::{CheckArgs, Cli, Command, ReportArgs, ServeArgs};
+mod pidfile;
+use cli::{CheckArgs, Cli, Command, IcecastArgs, ReportArgs, ServeArgs};
+
+/// Names under which the binary takes Icecast's command line (`argv[0]`'s file name).
+const ICECAST_NAMES: [&str; 2] = ["icecast", "icecast2"];
 
 fn main() -> anyhow::Result<()> {
+    let argv0 = std::env::args_os().next().unwrap_or_default();
+    let invoked_as = Path::new(&argv0)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    if ICECAST_NAMES.contains(&invoked_as) {
+        return icecast(IcecastArgs::parse());
+    }
     let cli = Cli::parse();
     match cli.command {
+        Command::Icecast(args) => icecast(args),
         Command::Serve(args) => serve(args),
         Command::CheckConfig(args) => check_config(args),
         Command::Bench(args) => throng_bench::run(args),
@@ -68,12 +84,16 @@ fn import_icecast(file: &Path) -> anyhow::Result<()> {
     out.push_str(&toml);
     print!("{out}");
     warn_unsupported(file, &import.unsupported);
+    for w in throng_server::config::default_passwords::warnings(&import.config) {
+        eprintln!("throng: warning: {}: {w}", file.display());
+    }
     Ok(())
 }
 
-/// Prints each unsupported element of an imported icecast.xml on stderr.
+/// Prints each unsupported element of an imported icecast.xml that warns on stderr (those
+/// accepted without a warning are only in the TOML's comments).
 fn warn_unsupported(file: &Path, unsupported: &[Unsupported]) {
-    for u in unsupported {
+    for u in unsupported.iter().filter(|u| u.warns()) {
         eprintln!("throng: warning: {}: {u}", file.display());
     }
 }
@@ -136,6 +156,7 @@ fn init_logging(
     let (writer, ansi) = if to_file {
         // Reopenable at its path on SIGUSR1 (`throng_server::error_log::reopen`).
         let log = ErrorLog::install(&logging.error_log)?;
+        log.set_rotation(throng_server::Rotation::from_logging(logging));
         (BoxMakeWriter::new(move || log.clone()), false)
     } else {
         (
@@ -161,6 +182,59 @@ fn init_logging(
         handle.reload(f).map_err(|e| e.to_string())
     });
     Ok((to_file, hook))
+}
+
+/// Icecast's command line: `-v` prints the version; otherwise the icecast.xml of `-c` is served
+/// as `throng serve --icecast-config FILE` serves it, in the background with `-b` (as Icecast
+/// 2.4.4 `main.c`: the parent says so and exits 0, the child starts a new session with its
+/// standard streams on `/dev/null`).
+fn icecast(args: IcecastArgs) -> anyhow::Result<()> {
+    if args.version {
+        println!(
+            "Throng {} (Icecast 2.4.4 compatible)",
+            env!("CARGO_PKG_VERSION")
+        );
+        return Ok(());
+    }
+    let Some(config) = args.config else {
+        anyhow::bail!("usage: icecast [-b] -c <file>");
+    };
+    // Read it once in the foreground, so a broken file is reported on the console.
+    icecast_xml::from_file(&config)
+        .with_context(|| format!("cannot start on {}", config.display()))?;
+    if args.background {
+        background().context("cannot detach from the console")?;
+    }
+    serve(ServeArgs {
+        icecast_config: Some(config),
+        ..ServeArgs::default()
+    })
+}
+
+/// Forks: the parent prints the child's pid and exits 0; the child starts a new session with
+/// standard input, output and error on `/dev/null`. Called while the process has one thread.
+fn background() -> anyhow::Result<()> {
+    use nix::unistd::{dup2, fork, setsid, ForkResult};
+    use std::os::fd::AsRawFd as _;
+    // SAFETY: no other thread exists yet (the runtime starts later), so the child may do
+    // anything.
+    match unsafe { fork() }? {
+        ForkResult::Parent { child } => {
+            println!("throng: detaching from the console (pid {child})");
+            std::process::exit(0);
+        }
+        ForkResult::Child => {
+            setsid()?;
+            let null = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/null")?;
+            for fd in 0..=2 {
+                dup2(null.as_raw_fd(), fd)?;
+            }
+            Ok(())
+        }
+    }
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
@@ -228,6 +302,15 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
         };
         server.set_log_hook(log_hook);
+        // Removed when it goes out of scope, after the server stopped.
+        let _pidfile = server
+            .ctx()
+            .config()
+            .paths
+            .pidfile
+            .as_deref()
+            .map(pidfile::PidFile::write)
+            .transpose()?;
         for addr in server.local_addrs() {
             eprintln!("throng: serving on http://{addr}/");
         }

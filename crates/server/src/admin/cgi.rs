@@ -27,10 +27,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::config::decode_legacy_text;
 use crate::ledger::TitleSetter;
 use crate::net::conn::Conn;
 use throng_proto::auth::{parse_basic, secrets_equal};
-use throng_proto::http::{parse_query, RequestHead};
+use throng_proto::http::{decode_text, parse_query, parse_query_bytes, RequestHead};
 use throng_proto::shoutcast::Login;
 
 use crate::auth::throttle::LoginKind;
@@ -118,8 +119,19 @@ pub async fn handle(ctx: Arc<ServerCtx>, mut stream: Conn, head: RequestHead, pe
 
 /// Decides and applies one `/admin.cgi` request (see the module documentation).
 pub fn update(ctx: &ServerCtx, head: &RequestHead, peer: SocketAddr) -> Answer {
-    let q: HashMap<String, String> = parse_query(head.query.as_deref().unwrap_or(""))
-        .into_iter()
+    // Values are bytes until the mount, hence its `charset`, is known.
+    let raw = parse_query_bytes(head.query.as_deref().unwrap_or(""));
+    let mount = raw
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "mount")
+        .map(|(_, v)| decode_text(v));
+    let config = ctx.config();
+    let mount = mount.as_deref().unwrap_or(config.shoutcast_default_mount());
+    let charset = config.mount_for(mount).and_then(|c| c.charset.as_deref());
+    let q: HashMap<String, String> = raw
+        .iter()
+        .map(|(k, v)| (k.clone(), decode_legacy_text(v, charset)))
         .collect();
     let basic = head.header("authorization").and_then(parse_basic);
     let pass = q.get("pass");

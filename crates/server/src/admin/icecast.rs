@@ -26,6 +26,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use crate::config::decode_legacy_text;
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
@@ -135,6 +136,10 @@ impl Params {
 
     fn get(&self, name: &str) -> Option<String> {
         self.0.get(name).map(|v| decode_text(v))
+    }
+
+    fn raw(&self, name: &str) -> Option<&[u8]> {
+        self.0.get(name).map(Vec::as_slice)
     }
 
     fn get_in(&self, name: &str, charset: Option<&str>) -> Option<String> {
@@ -439,7 +444,14 @@ fn metadata(
         return response(ctx, render, "No such action", false);
     }
     let charset = params.get("charset");
-    let get = |k: &str| params.get_in(k, charset.as_deref());
+    // Without `charset=`, the mount's `charset` (Icecast `<charset>`) says what non-UTF-8
+    // values are.
+    let config = ctx.config();
+    let mount_charset = config.mount_for(&m.name).and_then(|c| c.charset.as_deref());
+    let get = |k: &str| match &charset {
+        Some(c) => params.get_in(k, Some(c)),
+        None => params.raw(k).map(|v| decode_legacy_text(v, mount_charset)),
+    };
     let update = MetadataUpdate {
         song: get("song"),
         artist: get("artist"),

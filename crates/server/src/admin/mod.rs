@@ -27,6 +27,7 @@ pub mod auth;
 pub mod cgi;
 pub mod cluster;
 pub mod data;
+pub mod fileserve;
 pub mod html;
 pub mod icecast;
 pub mod ops;
@@ -73,6 +74,8 @@ pub async fn serve(ctx: Arc<ServerCtx>, stream: Conn, already_read: Vec<u8>, pee
 pub fn router(ctx: Arc<ServerCtx>) -> Router {
     Router::new()
         .route("/", get(crate::admin::station::index))
+        // Icecast's HTML status page (AzuraCast aliases `/` to it): the station page.
+        .route("/status.xsl", get(crate::admin::station::index))
         .route("/static/{*file}", get(crate::admin::station::static_file))
         .route("/status-json.xsl", get(status_json))
         .route("/api/v1/status", get(status_v1))
@@ -109,7 +112,7 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
             "/api/v1/mounts/{*mount}",
             any(crate::admin::api::mount_resource),
         )
-        .fallback(not_found)
+        .fallback(crate::admin::fileserve::file_or_not_found)
         .layer(axum::middleware::from_fn_with_state(ctx.clone(), guard))
         .layer(axum::middleware::from_fn_with_state(
             ctx.clone(),
@@ -344,14 +347,6 @@ async fn metrics(State(ctx): State<Arc<ServerCtx>>, headers: header::HeaderMap) 
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
         text,
-    )
-        .into_response()
-}
-
-async fn not_found() -> Response {
-    (
-        StatusCode::NOT_FOUND,
-        "The file you requested could not be found\n",
     )
         .into_response()
 }

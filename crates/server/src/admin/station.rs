@@ -171,7 +171,8 @@ async fn load(ctx: &ServerCtx, sub: &str, name: &str) -> Option<Vec<u8>> {
     embedded(name).map(<[u8]>::to_vec)
 }
 
-fn not_found() -> Response {
+/// Icecast's 404 of a file that is not there (also the admin router's fallback answer).
+pub fn not_found() -> Response {
     (
         StatusCode::NOT_FOUND,
         "The file you requested could not be found\n",

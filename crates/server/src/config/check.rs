@@ -72,7 +72,7 @@ pub fn check(config: &Config) -> Vec<Problem> {
         if let (Some(target), Some(webroot)) = (&m.fallback_mount, &paths.webroot) {
             // A missing webroot is reported once, above, not again for each file in it.
             if names_webroot_file(config, target) && dir_problem(webroot).is_none() {
-                let path = webroot.join(target.trim_start_matches('/'));
+                let path = crate::config::webroot_file(webroot, target);
                 report(
                     key("fallback-mount"),
                     file_problem(&path).map(|why| {

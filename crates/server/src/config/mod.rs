@@ -10,7 +10,10 @@
 
 pub mod check;
 pub mod cluster;
+pub mod default_passwords;
+pub mod directory;
 pub mod hls;
+pub mod hooks;
 pub mod icecast_xml;
 pub mod ledger;
 pub mod source;
@@ -67,7 +70,9 @@ pub struct Config {
     pub location: String,
     /// `admin` contact in the status JSON.
     pub admin_email: String,
-    /// `Server:` header and `server_id` in the status JSON.
+    /// `Server:` header and `server_id` in the status JSON; default `Throng <version>` (left
+    /// out of a written configuration while it is the default, so an upgrade changes it).
+    #[serde(skip_serializing_if = "is_default_server_id")]
     pub server_id: String,
     /// Fan-out shard threads; 0 means one per CPU core.
     pub workers: usize,
@@ -113,6 +118,12 @@ pub struct Config {
     /// The station's name, description, logo and site on the station page (`station.rs`).
     #[serde(skip_serializing_if = "station::StationConfig::is_default")]
     pub station: station::StationConfig,
+    /// YP directories public mounts are listed in (Icecast `<directory>`; `yp/`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub directory: Vec<directory::DirectoryConfig>,
+    /// Event hooks of every mount (Icecast 2.5 global `<event-bindings>`; `config/hooks.rs`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hook: Vec<hooks::HookConfig>,
 }
 
 /// `[webrtc]`: WHEP playback (draft-ietf-wish-whep) of Ogg/Opus mounts, ICE-lite
@@ -178,6 +189,66 @@ pub struct Paths {
     /// `$XDG_STATE_HOME/throng` or `~/.local/state/throng`. `--state-dir` and
     /// `THRONG_STATE_DIR` override it (see `config/source.rs`).
     pub state_dir: Option<PathBuf>,
+    /// Serve the files of `webroot` at their paths (`/player.html` is `<webroot>/player.html`)
+    /// to GET requests for which no mount is live (Icecast `<fileserve>`); plain names only,
+    /// nothing outside the webroot, at most 16 MiB each. Default false.
+    #[serde(skip_serializing_if = "is_false")]
+    pub fileserve: bool,
+    /// File the server writes its process id to (one decimal line) once its sockets listen,
+    /// and removes when it stops, as Icecast `<pidfile>` (`main.c`). None writes no file.
+    pub pidfile: Option<PathBuf>,
+    /// Request paths served as another path (Icecast `<alias source= destination=>`, e.g. `/`
+    /// as `/status.xsl`), exact matches, first match wins.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub alias: Vec<Alias>,
+}
+
+/// `[[paths.alias]]`: a request for `source` is answered as one for `destination` (Icecast
+/// 2.4.4 `connection.c:_handle_get_request`: exact path, the query string kept).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Alias {
+    /// The path as requested, e.g. `/`.
+    pub source: String,
+    /// The path answered instead, e.g. `/status.xsl`.
+    pub destination: String,
+}
+
+/// The file in `webroot` of a fallback-mount `target` such as `/fallback-[128].mp3`: the file
+/// of that exact name, else (Icecast-KH embeds the bitrate to pace a file at in `[...]`; Throng
+/// paces every file by its frames) the name without its bracketed number, `/fallback-.mp3`.
+/// The exact name's path when neither exists (for the problem report).
+pub fn webroot_file(webroot: &Path, target: &str) -> PathBuf {
+    let rel = target.trim_start_matches('/');
+    let exact = webroot.join(rel);
+    if exact.is_file() {
+        return exact;
+    }
+    let stripped = match (rel.rfind('['), rel.rfind(']')) {
+        (Some(open), Some(close))
+            if open < close && rel[open + 1..close].chars().all(|c| c.is_ascii_digit()) =>
+        {
+            format!("{}{}", &rel[..open], &rel[close + 1..])
+        }
+        _ => return exact,
+    };
+    let other = webroot.join(stripped);
+    if other.is_file() {
+        other
+    } else {
+        exact
+    }
+}
+
+impl Paths {
+    /// The path a request for `path` is answered as: the destination of the first alias whose
+    /// source is exactly `path`, else `path`.
+    pub fn resolve_alias<'a>(&'a self, path: &'a str) -> &'a str {
+        self.alias
+            .iter()
+            .find(|a| a.source == path)
+            .map_or(path, |a| a.destination.as_str())
+    }
 }
 
 /// One `name: value` response header (Icecast `<header name= value=>`).
@@ -446,6 +517,14 @@ pub struct Logging {
     /// as `throng_server=debug` (Icecast `loglevel` 1–4 maps to error…debug). `--log` and
     /// `THRONG_LOG` override it. Default `info`.
     pub level: String,
+    /// Size in KiB past which the access and error log files are rotated (Icecast
+    /// `<logsize>`): renamed to `NAME.old`, or `NAME.YYYYMMDD_HHMMSS` with `logarchive`, and
+    /// a new file opened. None or 0: never (rotate with logrotate and SIGUSR1 instead).
+    pub logsize: Option<u64>,
+    /// Keep every rotated file, named with its time (Icecast `<logarchive>`), instead of one
+    /// `NAME.old`.
+    #[serde(skip_serializing_if = "is_false")]
+    pub logarchive: bool,
 }
 
 /// `[[mount]]`: settings for mounts whose name matches `name` (exact or a glob like `/live*`).
@@ -509,10 +588,69 @@ pub struct MountConfig {
     pub hls_segment_seconds: Option<u64>,
     /// Segments in this mount's HLS playlist (default `[hls] window`).
     pub hls_window: Option<usize>,
+    /// Character set of titles from legacy sources (SHOUTcast v1 logins, `admin/metadata`
+    /// updates without `charset=`), converted to UTF-8 as Icecast `<charset>` does (a WHATWG
+    /// label such as `ISO8859-1`, `latin1`, `windows-1251`); default UTF-8. A title that is
+    /// valid UTF-8 is kept as it is.
+    pub charset: Option<String>,
+    /// Event hooks of this mount, after the global `[[hook]]`s (Icecast 2.5 `<event-bindings>`
+    /// in a `<mount>`, Icecast-KH `<on-connect>`/`<on-disconnect>`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hook: Vec<hooks::HookConfig>,
+    /// ICY metadata interval in bytes for new listeners of this mount (Icecast
+    /// `<mp3-metadata-interval>`); default `limits.metaint`.
+    pub mp3_metadata_interval: Option<u32>,
+    /// The mount's cluster password sent to YP directories as `cpswd` (Icecast
+    /// `<cluster-password>`: directories group mounts that share one).
+    pub cluster_password: Option<String>,
+    /// Record the mount's stream to this file (Icecast `<dump-file>`): a strftime pattern in
+    /// local time, e.g. `/srv/rec/live-%Y%m%d-%H%M%S.mp3`, appended to. A new file is opened
+    /// when a source goes live, after each reload and after SIGUSR1 (`dump_file.rs`).
+    pub dump_file: Option<String>,
+    /// Close the recording once more than this many bytes were written, until the next
+    /// reload, SIGUSR1 or source (Icecast 2.5 `<dump-file-size-limit>`); 0 or absent: none.
+    pub dump_file_size_limit: Option<u64>,
+    /// Close the recording once it has been open this many seconds, until the next reload,
+    /// SIGUSR1 or source (Icecast 2.5 `<dump-file-time-limit>`); 0 or absent: none.
+    pub dump_file_time_limit: Option<u64>,
+    /// Most bits per second read from this mount's source (Icecast-KH `<limit-rate>`): a
+    /// source sending faster is read more slowly (the encoder waits), never disconnected.
+    pub limit_rate: Option<u64>,
 }
 
 fn is_false(b: &bool) -> bool {
     !*b
+}
+
+/// The encoding named by a `charset` label (Icecast `<charset>`): any WHATWG label, e.g.
+/// `ISO8859-1`, `latin1`, `windows-1251` (the Latin-1 labels decode as windows-1252, as browsers
+/// do: the same characters, plus printable ones where Latin-1 has C1 controls); `None` when
+/// unknown.
+pub fn charset_encoding(label: &str) -> Option<&'static encoding_rs::Encoding> {
+    encoding_rs::Encoding::for_label(label.trim().as_bytes())
+}
+
+/// Text sent by a legacy source (an ICY title, an `admin/metadata` value without `charset=`)
+/// as UTF-8, as Icecast converts from the mount's `<charset>`: valid UTF-8 is kept as it is;
+/// other bytes are decoded in `charset` (a [`charset_encoding`] label), else as ISO-8859-1
+/// (Icecast's default for MP3 metadata).
+pub fn decode_legacy_text(bytes: &[u8], charset: Option<&str>) -> String {
+    if let Ok(s) = std::str::from_utf8(bytes) {
+        return s.to_owned();
+    }
+    match charset.and_then(charset_encoding) {
+        Some(enc) => enc.decode_without_bom_handling(bytes).0.into_owned(),
+        None => bytes.iter().map(|&b| char::from(b)).collect(),
+    }
+}
+
+/// The default `server-id`: `Throng <version>`.
+pub fn default_server_id() -> String {
+    format!("Throng {}", env!("CARGO_PKG_VERSION"))
+}
+
+fn is_default_server_id(id: &String) -> bool {
+    *id == default_server_id()
 }
 
 impl Default for Config {
@@ -522,7 +660,7 @@ impl Default for Config {
             hostname: "localhost".into(),
             location: "Earth".into(),
             admin_email: "icemaster@localhost".into(),
-            server_id: format!("Throng {}", env!("CARGO_PKG_VERSION")),
+            server_id: default_server_id(),
             workers: 0,
             demo: false,
             demo_mount: "/demo.mp3".into(),
@@ -542,6 +680,8 @@ impl Default for Config {
             ledger: LedgerConfig::default(),
             webrtc: WebrtcConfig::default(),
             station: station::StationConfig::default(),
+            hook: Vec::new(),
+            directory: Vec::new(),
         }
     }
 }
@@ -573,6 +713,8 @@ impl Default for Logging {
             access_log: "-".into(),
             error_log: "-".into(),
             level: "info".into(),
+            logsize: None,
+            logarchive: false,
         }
     }
 }
@@ -643,6 +785,15 @@ impl Config {
         station::StationConfig::from_mounts(&mounts)
     }
 
+    /// The ICY metadata interval (bytes) of a new listener of mount `name`: its
+    /// `mp3-metadata-interval`, else `limits.metaint` (Icecast-KH: it applies to listeners
+    /// joining this mount, not to those falling back to it).
+    pub fn metaint_for(&self, name: &str) -> u32 {
+        self.mount_for(name)
+            .and_then(|m| m.mp3_metadata_interval)
+            .unwrap_or(u32::try_from(self.limits.metaint).unwrap_or(u32::MAX))
+    }
+
     /// Checks ranges and mount names.
     ///
     /// Errors: [`ConfigError::Invalid`] naming the first key out of range or inconsistent.
@@ -657,7 +808,35 @@ impl Config {
         if let Some(db) = &self.ledger.database {
             LedgerDatabase::parse(db).map_err(ConfigError::Invalid)?;
         }
+        for (i, d) in self.directory.iter().enumerate() {
+            d.check(&format!("directory[{i}]"))
+                .map_err(ConfigError::Invalid)?;
+        }
+        for (i, h) in self.hook.iter().enumerate() {
+            h.check(&format!("hook[{i}]"))
+                .map_err(ConfigError::Invalid)?;
+        }
         for m in &self.mount {
+            if m.mp3_metadata_interval
+                .is_some_and(|i| !(1..=65_535).contains(&i))
+            {
+                return Err(ConfigError::Invalid(format!(
+                    "mount {}: mp3-metadata-interval must be between 1 and 65535 bytes",
+                    m.name
+                )));
+            }
+            for (i, h) in m.hook.iter().enumerate() {
+                h.check(&format!("mount {}: hook[{i}]", m.name))
+                    .map_err(ConfigError::Invalid)?;
+            }
+            if let Some(c) = m.charset.as_deref() {
+                if charset_encoding(c).is_none() {
+                    return Err(ConfigError::Invalid(format!(
+                        "mount {}: charset {c:?} is not a known character set",
+                        m.name
+                    )));
+                }
+            }
             hls::check_seconds("hls-segment-seconds", m.hls_segment_seconds)
                 .and_then(|()| hls::check_window("hls-window", m.hls_window))
                 .map_err(ConfigError::Invalid)?;
@@ -927,6 +1106,55 @@ pub fn random_password() -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn legacy_titles_are_decoded_in_the_mount_charset() {
+        // Valid UTF-8 is kept whatever the charset says.
+        assert_eq!(
+            decode_legacy_text("Café".as_bytes(), Some("ISO8859-1")),
+            "Café"
+        );
+        assert_eq!(decode_legacy_text(b"Caf\xe9", Some("ISO8859-1")), "Café");
+        assert_eq!(decode_legacy_text(b"Caf\xe9", None), "Café");
+        // "Привет" in windows-1251: only the mount's charset reads it right.
+        let cp1251 = b"\xcf\xf0\xe8\xe2\xe5\xf2";
+        assert_eq!(decode_legacy_text(cp1251, Some("windows-1251")), "Привет");
+        assert_ne!(decode_legacy_text(cp1251, None), "Привет");
+        assert!(charset_encoding("ISO8859-1").is_some());
+        assert!(charset_encoding("no-such-charset").is_none());
+        let bad = Config::from_toml("[[mount]]\nname = \"/a\"\ncharset = \"klingon\"\n");
+        assert!(bad.is_err());
+    }
+
+    #[test]
+    fn aliases_match_exact_paths_and_fallback_names_lose_their_bitrate() {
+        let p = Paths {
+            alias: vec![Alias {
+                source: "/".into(),
+                destination: "/status.xsl".into(),
+            }],
+            ..Paths::default()
+        };
+        assert_eq!(p.resolve_alias("/"), "/status.xsl");
+        assert_eq!(p.resolve_alias("/x"), "/x");
+        let dir = tempfile::tempdir().unwrap();
+        let w = dir.path();
+        assert_eq!(
+            webroot_file(w, "/fallback-[128].mp3"),
+            w.join("fallback-[128].mp3")
+        );
+        std::fs::write(w.join("fallback-.mp3"), b"x").unwrap();
+        assert_eq!(
+            webroot_file(w, "/fallback-[128].mp3"),
+            w.join("fallback-.mp3")
+        );
+        std::fs::write(w.join("fallback-[128].mp3"), b"x").unwrap();
+        assert_eq!(
+            webroot_file(w, "/fallback-[128].mp3"),
+            w.join("fallback-[128].mp3")
+        );
+        assert_eq!(webroot_file(w, "/a-[x].mp3"), w.join("a-[x].mp3"));
+    }
+
     use super::*;
 
     #[test]

@@ -136,7 +136,7 @@ pub fn wanted_file_mounts(config: &crate::config::Config) -> BTreeMap<String, (P
         let Some(target) = &m.fallback_mount else {
             continue;
         };
-        let path = webroot.join(target.trim_start_matches('/'));
+        let path = crate::config::webroot_file(webroot, target);
         if !wanted.contains_key(target) && path.is_file() {
             wanted.insert(target.clone(), (path, true));
         }

@@ -6,6 +6,7 @@
 
 pub mod file;
 pub mod live_mount;
+pub mod rate_limit;
 pub mod relay;
 pub mod shoutcast;
 pub mod source;

@@ -28,6 +28,7 @@ use crate::auth::throttle::LoginKind;
 use crate::auth::SourceAuth;
 use crate::ctx::ServerCtx;
 use crate::ingest::live_mount::LiveMount;
+use crate::ingest::rate_limit::RateLimit;
 use crate::mount::feeder::Feeder;
 use crate::mount::freeze::{FrozenFeed, SourceClientState};
 use crate::mount::live::{Announcement, Mount, SourceKind};
@@ -413,12 +414,27 @@ async fn ingest(
     let mut shutdown = ctx.shutdown.clone();
     let timeout = ctx.config().source_timeout();
     let mut last_data = Instant::now();
+    let started = last_data;
+    let mut limit = ctx
+        .config()
+        .mount_for(&mount.name)
+        .and_then(|c| c.limit_rate)
+        .and_then(RateLimit::new);
     loop {
         if mount.stop.load(Ordering::Relaxed) {
             return StreamEnd::Killed;
         }
         if mount.handover.is_requested() {
             return StreamEnd::HandedOver;
+        }
+        // Over `limit-rate`: wait before reading on, a stop poll at a time (a kill or a
+        // shutdown still ends the source promptly); the wait is not silence.
+        if let Some(wait) = limit.as_ref().map(|l| l.wait(started.elapsed())) {
+            if !wait.is_zero() {
+                tokio::time::sleep(wait.min(STOP_POLL)).await;
+                last_data = Instant::now();
+                continue;
+            }
         }
         // Reading is cancel-safe: waking every STOP_POLL to look at `mount.stop` loses nothing,
         // and a silent source is stopped as promptly as a busy one.
@@ -439,6 +455,9 @@ async fn ingest(
                 last_data = Instant::now();
                 if let Err(e) = feeder.push(&buf[..n]) {
                     return StreamEnd::BadStream(Peer::Client, e);
+                }
+                if let Some(l) = &mut limit {
+                    l.record(n);
                 }
             }
             Err(e) => return StreamEnd::ReadFailed(Peer::Client, e),

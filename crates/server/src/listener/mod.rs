@@ -198,7 +198,7 @@ async fn serve(
             }
             Serve::AnswerHead { icy } => {
                 let user = admitted.as_ref().and_then(|a: &Admitted| a.user.as_deref());
-                let metaint = icy.then_some(ctx.config().limits.metaint as u32);
+                let metaint = icy.then_some(ctx.config().metaint_for(&mount.name));
                 let bytes = head::response_head(&ctx, &mount, metaint);
                 log_answer(&ctx, &head, peer, user, 200, bytes.len());
                 let _ = stream.write_all(&bytes).await;
@@ -240,7 +240,7 @@ async fn serve(
             Serve::Join { icy } => {
                 // `Join` comes only after `Authenticate` admitted the listener.
                 if let Some(admitted) = admitted {
-                    let metaint = icy.then_some(ctx.config().limits.metaint as u32);
+                    let metaint = icy.then_some(ctx.config().metaint_for(&mount.name));
                     join(ctx, stream, head, peer, slot, mount, metaint, admitted).await;
                 }
                 return;

@@ -15,6 +15,7 @@
 //! file can be reopened at its path ([`AccessLog::reopen`], SIGUSR1 after logrotate moved it) or
 //! switched to another one ([`AccessLog::reopen_at`]).
 
+use crate::observe::log_rotation::Rotation;
 use std::borrow::Cow;
 use std::io::Write;
 use std::net::IpAddr;
@@ -222,6 +223,30 @@ impl Output {
             Output::File(out) => out.flush(),
         }
     }
+
+    /// Rotates a file at `dest` past `rotation`'s size (after a flush): renamed, and a new file
+    /// opened there. A failure is logged and the old file kept.
+    fn rotate_if_due(&mut self, dest: &str, rotation: Rotation) {
+        let Output::File(out) = self else { return };
+        if !out
+            .get_ref()
+            .metadata()
+            .is_ok_and(|m| rotation.due(m.len()))
+        {
+            return;
+        }
+        let path = std::path::Path::new(dest);
+        match rotation
+            .rotate(path)
+            .and_then(|to| Ok((Output::open(dest)?, to)))
+        {
+            Ok((new, to)) => {
+                tracing::info!(log = dest, to = %to.display(), "access log rotated (logsize)");
+                *self = new;
+            }
+            Err(e) => tracing::error!(log = dest, "access log not rotated: {e}"),
+        }
+    }
 }
 
 /// Whether the access log is failing, so a full disk gives one error line, not one per
@@ -272,6 +297,8 @@ struct Shared {
     enabled: AtomicBool,
     /// Lines dropped because the queue was full.
     dropped: AtomicU64,
+    /// Size-triggered rotation of a file destination (`[logging] logsize`).
+    rotation: parking_lot::Mutex<Option<Rotation>>,
 }
 
 /// A handle to the access-log writer thread; cheap to clone. Every line goes through
@@ -301,6 +328,7 @@ impl AccessLog {
             enabled: AtomicBool::new(!dest.is_empty()),
             out: parking_lot::Mutex::new((dest.to_owned(), out)),
             dropped: AtomicU64::new(0),
+            rotation: parking_lot::Mutex::new(None),
         });
         let (tx, rx) = mpsc::sync_channel::<Message>(QUEUE_LINES);
         let writer = shared.clone();
@@ -333,6 +361,10 @@ impl AccessLog {
                                 }
                             }
                             health.record(&out.0, lines, result.and(out.1.flush()));
+                            let rotation = *writer.rotation.lock();
+                            if let Some(r) = rotation {
+                                out.1.rotate_if_due(&out.0, r);
+                            }
                             for ack in acks {
                                 let _ = ack.send(());
                             }
@@ -345,6 +377,12 @@ impl AccessLog {
                 }
             })?;
         Ok(AccessLog { tx, shared })
+    }
+
+    /// Sets the size-triggered rotation of a file destination (`None`: none), checked after
+    /// each batch of lines is written.
+    pub fn set_rotation(&self, rotation: Option<Rotation>) {
+        *self.shared.rotation.lock() = rotation;
     }
 
     /// Reopens the log at its current destination: after logrotate renamed the file, the next

@@ -3,7 +3,9 @@
 //! runs. The binary hands [`ErrorLog`] to `tracing_subscriber` as its writer (each event is one
 //! `write` of a whole line, with `O_APPEND`), and [`ErrorLog::install`] keeps a process-wide
 //! handle so that SIGUSR1 (`logs.rs`) can call [`reopen`] after logrotate renamed the file,
-//! without reaching into the subscriber. Standard error (`-` or empty) is never reopened.
+//! without reaching into the subscriber. Standard error (`-` or empty) is never reopened. With
+//! `[logging] logsize` the file is rotated by size after a write ([`ErrorLog::set_rotation`],
+//! `log_rotation.rs`).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -12,6 +14,8 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 use thiserror::Error;
+
+use crate::observe::log_rotation::Rotation;
 
 /// Errors opening or reopening the error log.
 #[derive(Debug, Error)]
@@ -28,6 +32,30 @@ pub struct ErrorLogError {
 struct Target {
     path: PathBuf,
     file: File,
+    /// Size-triggered rotation (`[logging] logsize`), if any.
+    rotation: Option<Rotation>,
+}
+
+impl Target {
+    /// Rotates the file when it has grown past the rotation's size: renamed, and a new file
+    /// opened at the path. A failure is reported on standard error (the log itself is what
+    /// failed) and the old file is kept.
+    fn rotate_if_due(&mut self) {
+        let Some(r) = self.rotation else { return };
+        if !self.file.metadata().is_ok_and(|m| r.due(m.len())) {
+            return;
+        }
+        match r.rotate(&self.path).map_err(|source| ErrorLogError {
+            path: self.path.clone(),
+            source,
+        }) {
+            Ok(_) => match open_file(&self.path) {
+                Ok(f) => self.file = f,
+                Err(e) => eprintln!("throng: error log not rotated: {e}"),
+            },
+            Err(e) => eprintln!("throng: error log not rotated: {e}"),
+        }
+    }
 }
 
 /// A reopenable error-log file; cheap to clone (every clone writes to the same file).
@@ -57,7 +85,11 @@ impl ErrorLog {
     pub fn open(path: impl Into<PathBuf>) -> Result<ErrorLog, ErrorLogError> {
         let path = path.into();
         let file = open_file(&path)?;
-        Ok(ErrorLog(Arc::new(Mutex::new(Target { path, file }))))
+        Ok(ErrorLog(Arc::new(Mutex::new(Target {
+            path,
+            file,
+            rotation: None,
+        }))))
     }
 
     /// Opens the error log at `path` and makes it the process's, the one [`reopen`] reopens.
@@ -89,18 +121,31 @@ impl ErrorLog {
     pub fn reopen_at(&self, path: impl Into<PathBuf>) -> Result<(), ErrorLogError> {
         let path = path.into();
         let file = open_file(&path)?;
-        *self.0.lock() = Target { path, file };
+        let mut t = self.0.lock();
+        t.path = path;
+        t.file = file;
         Ok(())
+    }
+
+    /// Sets the size-triggered rotation (`None`: none), checked after each write.
+    pub fn set_rotation(&self, rotation: Option<Rotation>) {
+        self.0.lock().rotation = rotation;
     }
 }
 
 impl Write for ErrorLog {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().file.write(buf)
+        let mut t = self.0.lock();
+        let n = t.file.write(buf)?;
+        t.rotate_if_due();
+        Ok(n)
     }
 
     fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        self.0.lock().file.write_all(buf)
+        let mut t = self.0.lock();
+        t.file.write_all(buf)?;
+        t.rotate_if_due();
+        Ok(())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {

@@ -5,6 +5,7 @@
 
 pub mod access_log;
 pub mod error_log;
+pub mod log_rotation;
 pub mod metrics;
 pub mod process;
 pub mod systemd;

@@ -282,3 +282,33 @@ fn libshout_icy_protocol_pokes_then_streams() {
     drop(_proc);
     let _ = feeder.join();
 }
+
+#[test]
+fn latin1_title_on_an_iso8859_1_mount_reaches_listeners_and_status_json_as_utf8() {
+    let srv = TestServer::start(
+        "shoutcast-mount = \"/sc.mp3\"\n[[mount]]\nname = \"/sc.mp3\"\ncharset = \"ISO8859-1\"\n\
+         [limits]\nmetaint = 4000",
+    );
+    let _src = icy_source(
+        sc_addr(&srv),
+        format!("{SOURCE_PW}\r\n").as_bytes(),
+        b"icy-name:SC\r\n\r\n",
+    );
+    srv.wait_mount("/sc.mp3");
+    let mut l = Listener::open(srv.addr, "/sc.mp3", true);
+    // "Bjørk - Café Señor" in ISO-8859-1, as a SHOUTcast v1 encoder sends it.
+    let (status, body) = get(
+        srv.addr,
+        &format!("/admin.cgi?mode=updinfo&pass={SOURCE_PW}&song=Bj%F8rk%20-%20Caf%E9%20Se%F1or"),
+        &[],
+    );
+    assert_eq!(status, 200, "{body}");
+    let want = "Bjørk - Café Señor";
+    let titles = titles_until(&mut l, 4000, want, Duration::from_secs(8));
+    assert!(titles.iter().any(|t| t == want), "{titles:?}");
+    let (head, body) = http_get(srv.addr, "/status-json.xsl", &[]);
+    assert_eq!(head.status, 200);
+    let text = std::str::from_utf8(&body).expect("status-json.xsl is UTF-8");
+    let v: serde_json::Value = serde_json::from_str(text).unwrap();
+    assert_eq!(v["icestats"]["source"]["title"], want, "{v}");
+}

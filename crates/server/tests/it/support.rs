@@ -474,3 +474,43 @@ pub fn wait_log_lines_ending(log: &std::path::Path, suffix: &str, n: usize) {
     })
     .unwrap_or_else(|_| panic!("{}", std::fs::read_to_string(log).unwrap_or_default()));
 }
+
+/// A one-thread HTTP endpoint on the loopback that keeps each request body and answers 200
+/// with the extra header lines `reply(body)` gives (each ending in `\r\n`): a URL-auth server,
+/// a hook's URL, a YP directory. Returns its address and the bodies so far.
+pub fn capture_endpoint(
+    reply: impl Fn(&str) -> String + Send + 'static,
+) -> (SocketAddr, Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::BufRead as _;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let bodies = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = bodies.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { break };
+            let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut r = std::io::BufReader::new(s);
+            let mut len = 0;
+            loop {
+                let mut line = String::new();
+                if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0u8; len];
+            let _ = r.read_exact(&mut body);
+            let body = String::from_utf8_lossy(&body).into_owned();
+            let extra = reply(&body);
+            seen.lock().unwrap().push(body);
+            let _ = r.get_mut().write_all(
+                format!("HTTP/1.1 200 OK\r\n{extra}Content-Length: 0\r\nConnection: close\r\n\r\n")
+                    .as_bytes(),
+            );
+        }
+    });
+    (addr, bodies)
+}

@@ -1,5 +1,6 @@
 //! Integration tests of the `throng` binary itself.
 
+mod azuracast;
 mod bench_events;
 mod bench_gate;
 mod bench_hls;

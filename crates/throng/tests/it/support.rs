@@ -83,14 +83,19 @@ impl Serve {
         S: AsRef<OsStr>,
     {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_throng"));
-        cmd.arg("serve")
-            .args(args)
-            .env_remove("THRONG_LOG")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+        cmd.arg("serve").args(args);
         for (k, v) in envs {
             cmd.env(k, v);
         }
+        Serve::spawn_cmd(cmd)
+    }
+
+    /// Runs a command the caller prepared (e.g. the binary through an `icecast` symlink),
+    /// until its "serving on" line; standard output is discarded, `THRONG_LOG` unset.
+    pub fn spawn_cmd(mut cmd: Command) -> Serve {
+        cmd.env_remove("THRONG_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn throng");
         let mut reader = BufReader::new(child.stderr.take().expect("piped stderr"));
         let mut lines = Vec::new();
@@ -150,6 +155,11 @@ impl Serve {
         // SAFETY: kill(2) on our own child's pid.
         unsafe { libc::kill(pid, sig) };
         self.wait_line(skip, needle)
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
     }
 
     /// Gives up ownership of the process (no kill on drop).

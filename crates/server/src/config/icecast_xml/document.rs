@@ -7,12 +7,13 @@
 //! extends the [`Importer`].
 
 use super::error::IcecastXmlError;
-use super::importer::Importer;
+use super::importer::{Importer, MIME_TYPES_NOTE};
 use super::raw_mount::{MountType, RawMount};
 use super::report::{Import, UnsupportedKind};
 use super::resolver::Resolver;
 use super::socket::{ip, legacy};
 use super::tree::Element;
+use crate::config::tls::CertificateFiles;
 use crate::config::MountConfig;
 
 impl Importer<'_> {
@@ -98,32 +99,17 @@ impl Importer<'_> {
                         self.relays_on_demand = v;
                     }
                 }
+                "event-bindings" => {
+                    let mut h = self.event_bindings(p, el, None);
+                    self.config.hook.append(&mut h);
+                }
                 "paths" => self.paths(p, el)?,
                 "logging" => self.logging(p, el)?,
                 "security" => self.security(p, el)?,
-                "directory" => {
-                    if el.children.is_empty() {
-                        self.report(p, None, UnsupportedKind::NotSupported, "YP directories");
-                    }
-                    for c in &el.children {
-                        self.report(
-                            &format!("{p}/{}", c.name),
-                            None,
-                            UnsupportedKind::NotSupported,
-                            "YP directory listing is not supported",
-                        );
-                    }
-                }
+                "directory" => self.directory(p, el)?,
                 "fileserve" => {
-                    if self.flag(p, el, None)? == Some(true) {
-                        self.report(
-                            p,
-                            None,
-                            UnsupportedKind::NotSupported,
-                            "Throng serves no static files from the webroot (its status pages \
-                             and status JSON are built in); webroot files are used as \
-                             fallback files only",
-                        );
+                    if let Some(v) = self.flag(p, el, None)? {
+                        self.config.paths.fileserve = v;
                     }
                 }
                 "icelogin" => {
@@ -136,12 +122,9 @@ impl Importer<'_> {
                         );
                     }
                 }
-                "mime-types" => self.report(
-                    p,
-                    None,
-                    UnsupportedKind::NotSupported,
-                    "Throng serves no static files, so needs no MIME types file",
-                ),
+                "mime-types" => {
+                    self.report(p, None, UnsupportedKind::NotSupported, MIME_TYPES_NOTE)
+                }
                 _ => self.unknown(p, None),
             }
         }
@@ -150,6 +133,14 @@ impl Importer<'_> {
 
     /// Resolves everything that depends on the whole file and validates the result.
     pub(super) fn finish(mut self) -> Result<Import, IcecastXmlError> {
+        // Paths as written, as Icecast opens them.
+        if let Some(cert) = &self.ssl_certificate {
+            let key = self.ssl_private_key.as_ref().unwrap_or(cert);
+            self.config.tls.certificate = vec![CertificateFiles {
+                cert: cert.into(),
+                key: key.into(),
+            }];
+        }
         self.finish_listen()?;
         self.finish_master();
         let chroot = if self.chroot {
@@ -160,10 +151,11 @@ impl Importer<'_> {
             Some(self.base.join(raw))
         } else {
             if let Some((_, p)) = self.basedir.take() {
+                // AzuraCast and Debian write it with <chroot>0</chroot>: no warning.
                 self.report(
                     &p,
                     None,
-                    UnsupportedKind::IgnoredByIcecast,
+                    UnsupportedKind::Accepted,
                     "Icecast uses basedir only with <chroot>1</chroot>",
                 );
             }
@@ -174,14 +166,18 @@ impl Importer<'_> {
             chroot,
         };
         let logdir = resolver.path(&self.logdir);
+        // An absolute name is used as it is (Icecast-KH; AzuraCast writes `/dev/stderr`, which
+        // is standard error, `-`).
         let in_logdir = |name: &str| match name {
-            "-" => "-".to_owned(),
-            n => logdir.join(n.trim_start_matches('/')).display().to_string(),
+            "-" | "/dev/stderr" => "-".to_owned(),
+            n if n.starts_with('/') => n.to_owned(),
+            n => logdir.join(n).display().to_string(),
         };
         self.config.logging.access_log = in_logdir(&self.accesslog);
         self.config.logging.error_log = in_logdir(&self.errorlog);
         let webroot = resolver.path(self.webroot.trim_end_matches('/'));
         let paths = &mut self.config.paths;
+        paths.pidfile = self.pidfile.as_deref().map(|p| resolver.path(p));
         paths.webroot = Some(webroot.clone());
         paths.deny_ip = self.deny_ip.as_deref().map(|p| resolver.path(p));
         paths.allow_ip = self.allow_ip.as_deref().map(|p| resolver.path(p));

@@ -20,7 +20,7 @@ pub enum IcecastXmlError {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// The text is not well-formed XML (the message gives the byte offset).
+    /// The text is not well-formed XML (the message gives the line and column).
     #[error("malformed XML: {0}")]
     Xml(String),
     /// The document has no element at all.

@@ -14,6 +14,10 @@ use super::socket::Socket;
 use super::tree::Element;
 use crate::config::Config;
 
+/// What `<mime-types>` (top level or in `<paths>`) gets in the report.
+pub(super) const MIME_TYPES_NOTE: &str =
+    "webroot files (fileserve) get their content type from Throng's built-in table, by extension";
+
 /// Import state: the configuration being built, values that can only be resolved once the
 /// whole file is read, and the report.
 pub(super) struct Importer<'a> {
@@ -61,6 +65,12 @@ pub(super) struct Importer<'a> {
     pub allow_ip: Option<String>,
     /// `<paths><deny-agents>` as written.
     pub deny_agents: Option<String>,
+    /// `<paths><pidfile>` as written.
+    pub pidfile: Option<String>,
+    /// `<paths><ssl-certificate>` as written.
+    pub ssl_certificate: Option<String>,
+    /// `<paths><ssl-private-key>` as written (the certificate file when absent).
+    pub ssl_private_key: Option<String>,
     /// `<logging><accesslog>`: a name inside `logdir`, or `-`.
     pub accesslog: String,
     /// `<logging><errorlog>`: a name inside `logdir`, or `-`.
@@ -98,6 +108,9 @@ impl<'a> Importer<'a> {
             deny_ip: None,
             allow_ip: None,
             deny_agents: None,
+            pidfile: None,
+            ssl_certificate: None,
+            ssl_private_key: None,
             accesslog: "access.log".into(),
             errorlog: "error.log".into(),
             mounts: Vec::new(),

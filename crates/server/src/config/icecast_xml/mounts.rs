@@ -10,19 +10,13 @@ use super::importer::Importer;
 use super::raw_mount::{MountType, RawAuth, RawMount};
 use super::report::UnsupportedKind as K;
 use super::tree::Element;
+use crate::config::hooks::{HookConfig, TRIGGERS};
 use crate::config::UrlAuthConfig;
 
 /// What a per-mount element that Throng has no setting for does in Icecast.
 fn unsupported_mount_element(name: &str) -> Option<&'static str> {
     Some(match name {
-        "dump-file" => "Throng does not dump streams to files",
-        "on-connect" | "on-disconnect" => {
-            "Throng does not run scripts on source connect/disconnect"
-        }
-        "charset" => "Throng does not convert metadata from other character sets",
-        "mp3-metadata-interval" => "per-mount ICY interval; Throng has one global `limits.metaint`",
         "no-mount" => "Throng has no setting to refuse listeners on a mount",
-        "cluster-password" => "YP cluster passwords (YP is not supported)",
         "source-timeout" => {
             "per-mount source timeout; Throng has the global `limits.source-timeout`"
         }
@@ -31,7 +25,84 @@ fn unsupported_mount_element(name: &str) -> Option<&'static str> {
     })
 }
 
+/// Whether `label` names UTF-8 (`UTF8`, `UTF-8`, any case), Throng's own charset.
+fn is_utf8_label(label: &str) -> bool {
+    label.eq_ignore_ascii_case("utf8") || label.eq_ignore_ascii_case("utf-8")
+}
+
+/// The encoding of an Icecast `<charset>` label: a WHATWG label (`latin1`, `iso-8859-1`), or
+/// iconv's spelling without the dash Icecast documents (`ISO8859-1`).
+pub(crate) fn charset_label(label: &str) -> Option<&'static encoding_rs::Encoding> {
+    crate::config::charset_encoding(label)
+}
+
 impl Importer<'_> {
+    /// Icecast 2.5's `<event-bindings>`: each `<event type="exec|url" trigger=...>` with its
+    /// `<option>`s (`event_exec.c`: `executable`, `default_arguments`, `type="argument"`;
+    /// `event_url.c`: `url`, `username`, `password`, `action`). Other types (`log`,
+    /// `terminate`) and triggers Throng does not raise are reported.
+    pub(super) fn event_bindings(
+        &mut self,
+        path: &str,
+        el: &Element,
+        ctx: Option<&str>,
+    ) -> Vec<HookConfig> {
+        let mut out = Vec::new();
+        for ev in &el.children {
+            let p = format!("{path}/{}", ev.name);
+            let trigger = ev.attr("trigger").unwrap_or_default();
+            let kind = ev.attr("type").unwrap_or_default();
+            if ev.name != "event" || !matches!(kind, "exec" | "url") {
+                self.report(
+                    &p,
+                    ctx,
+                    K::NotSupported,
+                    format!("event type {kind:?} (only exec and url)"),
+                );
+                continue;
+            }
+            if !TRIGGERS.contains(&trigger) {
+                self.report(
+                    &p,
+                    ctx,
+                    K::NotSupported,
+                    format!(
+                        "trigger {trigger:?} (Throng raises {})",
+                        TRIGGERS.join(", ")
+                    ),
+                );
+                continue;
+            }
+            let mut h = HookConfig {
+                trigger: trigger.to_owned(),
+                ..HookConfig::default()
+            };
+            for o in &ev.children {
+                let value = o.attr("value").map(str::to_owned);
+                match (o.attr("type"), o.attr("name")) {
+                    (Some("argument"), _) => h.arguments.extend(value),
+                    (_, Some("executable")) if kind == "exec" => h.exec = value.map(Into::into),
+                    (_, Some("default_arguments")) => h.default_arguments = value,
+                    (_, Some("url")) if kind == "url" => h.url = value,
+                    (_, Some("username")) => h.username = value,
+                    (_, Some("password")) => h.password = value,
+                    (_, Some("action")) => h.action = value,
+                    _ => self.report(
+                        &format!("{p}/{}", o.name),
+                        ctx,
+                        K::IgnoredByIcecast,
+                        "not an option of this event type",
+                    ),
+                }
+            }
+            match h.check(&p) {
+                Ok(()) => out.push(h),
+                Err(e) => self.report(&p, ctx, K::IgnoredByIcecast, e),
+            }
+        }
+        out
+    }
+
     /// Reads one `<mount>`; `None` when Icecast would drop it (unknown type, no `mount-name`
     /// on a normal mount, a name that no request can match).
     pub(super) fn mount(
@@ -130,6 +201,63 @@ impl Importer<'_> {
                     m.http_headers.append(&mut h);
                 }
                 "authentication" => m.auth = self.mount_auth(&p, c, ctx)?,
+                "charset" => match text().as_deref().map(str::trim) {
+                    // What Throng does anyway: titles are UTF-8.
+                    None => {}
+                    Some(label) if is_utf8_label(label) => m.charset = None,
+                    Some(label) if charset_label(label).is_some() => {
+                        m.charset = Some(label.to_owned())
+                    }
+                    Some(label) => self.report(
+                        &p,
+                        ctx,
+                        K::NotSupported,
+                        format!("unknown character set {label:?}: titles are taken as UTF-8"),
+                    ),
+                },
+                // Icecast-KH: the script gets the mount as its one argument (2.5's `legacy`).
+                "on-connect" | "on-disconnect" => {
+                    if let Some(exe) = text() {
+                        m.hooks.push(HookConfig {
+                            trigger: if c.name == "on-connect" {
+                                "source-connect"
+                            } else {
+                                "source-disconnect"
+                            }
+                            .into(),
+                            exec: Some(exe.into()),
+                            ..HookConfig::default()
+                        });
+                    }
+                }
+                "event-bindings" => {
+                    let mut h = self.event_bindings(&p, c, ctx);
+                    m.hooks.append(&mut h);
+                }
+                "cluster-password" => m.cluster_password = text(),
+                "mp3-metadata-interval" => {
+                    m.metaint = self.unsigned(&p, c, "an interval in bytes")?;
+                }
+                "dump-file" => m.dump_file = text(),
+                "dump-file-size-limit" => {
+                    m.dump_file_size_limit = self.unsigned(&p, c, "a size in bytes")?;
+                }
+                "dump-file-time-limit" => {
+                    m.dump_file_time_limit = self.unsigned(&p, c, "a number of seconds")?;
+                }
+                "limit-rate" => {
+                    if let Some(v) = self.unsigned::<u64>(&p, c, "a rate in bits per second")? {
+                        m.limit_rate = (v > 0).then_some(v);
+                    }
+                }
+                // AzuraCast writes the public URL of each mount; Throng's status documents
+                // build `listenurl` from `hostname` and the listen port, as Icecast 2.4.4 does.
+                "listenurl" => self.report(
+                    &p,
+                    ctx,
+                    K::Accepted,
+                    "not an Icecast 2.4.4 setting; listenurl is built from <hostname> and the port",
+                ),
                 other => match unsupported_mount_element(other) {
                     Some(note) => self.report(&p, ctx, K::NotSupported, note),
                     None => self.unknown(&p, ctx),

@@ -8,6 +8,7 @@
 use std::path::Path;
 
 use super::resolver::Resolver;
+use crate::config::hooks::HookConfig;
 use crate::config::{AuthConfig, HttpHeader, MountConfig, UrlAuthConfig};
 
 /// `type` attribute of a `<mount>`.
@@ -74,6 +75,22 @@ pub(super) struct RawMount {
     pub http_headers: Vec<HttpHeader>,
     /// `<authentication>`, not merged from default mounts.
     pub auth: Option<RawAuth>,
+    /// `<charset>` when not UTF-8 (a label `encoding_rs` knows).
+    pub charset: Option<String>,
+    /// Icecast-KH `<limit-rate>` in bits per second.
+    pub limit_rate: Option<u64>,
+    /// `<dump-file>` as written (a strftime pattern).
+    pub dump_file: Option<String>,
+    /// Icecast 2.5 `<dump-file-size-limit>` in bytes.
+    pub dump_file_size_limit: Option<u64>,
+    /// Icecast 2.5 `<dump-file-time-limit>` in seconds.
+    pub dump_file_time_limit: Option<u64>,
+    /// `<event-bindings>` and Icecast-KH `<on-connect>`/`<on-disconnect>`, in document order.
+    pub hooks: Vec<HookConfig>,
+    /// `<mp3-metadata-interval>` in bytes.
+    pub metaint: Option<u32>,
+    /// `<cluster-password>` (YP `cpswd`).
+    pub cluster_password: Option<String>,
 }
 
 impl RawMount {
@@ -101,6 +118,14 @@ impl RawMount {
             public: -1,
             http_headers: Vec::new(),
             auth: None,
+            charset: None,
+            limit_rate: None,
+            dump_file: None,
+            dump_file_size_limit: None,
+            dump_file_time_limit: None,
+            hooks: Vec::new(),
+            metaint: None,
+            cluster_password: None,
         }
     }
 
@@ -139,6 +164,16 @@ impl RawMount {
         opt(&mut self.stream_url, &src.stream_url);
         opt(&mut self.genre, &src.genre);
         opt(&mut self.bitrate, &src.bitrate);
+        opt(&mut self.charset, &src.charset);
+        opt(&mut self.dump_file, &src.dump_file);
+        opt(&mut self.cluster_password, &src.cluster_password);
+        self.dump_file_size_limit = self.dump_file_size_limit.or(src.dump_file_size_limit);
+        self.dump_file_time_limit = self.dump_file_time_limit.or(src.dump_file_time_limit);
+        self.metaint = self.metaint.or(src.metaint);
+        if self.hooks.is_empty() {
+            self.hooks.clone_from(&src.hooks);
+        }
+        self.limit_rate = self.limit_rate.or(src.limit_rate);
         self.fallback_when_full |= src.fallback_when_full;
         self.fallback_override |= src.fallback_override;
         self.hidden |= src.hidden;
@@ -201,6 +236,17 @@ impl RawMount {
             hls: None,
             hls_segment_seconds: None,
             hls_window: None,
+            charset: self.charset.clone(),
+            limit_rate: self.limit_rate,
+            dump_file: self
+                .dump_file
+                .as_deref()
+                .map(|d| resolver.path(d).display().to_string()),
+            dump_file_size_limit: self.dump_file_size_limit,
+            dump_file_time_limit: self.dump_file_time_limit,
+            hook: self.hooks.clone(),
+            mp3_metadata_interval: self.metaint,
+            cluster_password: self.cluster_password.clone(),
         }
     }
 }

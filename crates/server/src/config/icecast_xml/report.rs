@@ -14,7 +14,8 @@ pub struct Import {
     /// start-up, as always in Throng).
     pub config: Config,
     /// Every element or attribute not carried over: in document order, then those that
-    /// depend on the whole file (top-level port, basedir, master, shoutcast settings).
+    /// depend on the whole file (top-level port, basedir, master, shoutcast settings). Those
+    /// of kind [`UnsupportedKind::Accepted`] are no warning ([`Unsupported::warns`]).
     pub unsupported: Vec<Unsupported>,
 }
 
@@ -43,6 +44,16 @@ pub enum UnsupportedKind {
     IgnoredByIcecast,
     /// Not an Icecast 2.4.4 element (a typo, or another server's extension); Icecast ignores it.
     Unknown,
+    /// Accepted without a warning: it has no meaning in Throng, or Throng already does what it
+    /// asks (e.g. `<charset>UTF8</charset>`, `<adminroot>`); listed for the record only.
+    Accepted,
+}
+
+impl Unsupported {
+    /// Whether the operator is warned about it (every kind but [`UnsupportedKind::Accepted`]).
+    pub fn warns(&self) -> bool {
+        self.kind != UnsupportedKind::Accepted
+    }
 }
 
 impl fmt::Display for Unsupported {
@@ -55,6 +66,7 @@ impl fmt::Display for Unsupported {
             UnsupportedKind::NotSupported => "not supported",
             UnsupportedKind::IgnoredByIcecast => "ignored by Icecast too",
             UnsupportedKind::Unknown => "unknown to Icecast 2.4.4",
+            UnsupportedKind::Accepted => "accepted",
         };
         write!(f, ": {kind}: {}", self.note)
     }

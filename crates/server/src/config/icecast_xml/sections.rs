@@ -7,11 +7,12 @@
 use std::net::Ipv4Addr;
 
 use super::error::IcecastXmlError;
-use super::importer::Importer;
+use super::importer::{Importer, MIME_TYPES_NOTE};
 use super::report::UnsupportedKind;
 use super::tree::Element;
+use crate::config::directory::DirectoryConfig;
 use crate::config::tls::CertificateFiles;
-use crate::config::{parse_cidr, HttpHeader};
+use crate::config::{parse_cidr, Alias, HttpHeader};
 
 impl Importer<'_> {
     /// `<authentication>`, as `_parse_authentication`.
@@ -88,16 +89,12 @@ impl Importer<'_> {
                         self.config.workers = v;
                     }
                 }
-                "client-timeout" => self.report(
+                // Written by AzuraCast and Debian's stock file; no warning for a value that does
+                // nothing in Icecast either.
+                "client-timeout" | "threadpool" => self.report(
                     p,
                     None,
-                    UnsupportedKind::IgnoredByIcecast,
-                    "parsed but never used by Icecast 2.4.4",
-                ),
-                "threadpool" => self.report(
-                    p,
-                    None,
-                    UnsupportedKind::IgnoredByIcecast,
+                    UnsupportedKind::Accepted,
                     "parsed but never used by Icecast 2.4.4",
                 ),
                 _ => self.unknown(p, None),
@@ -166,48 +163,41 @@ impl Importer<'_> {
                 "adminroot" => self.report(
                     &p,
                     None,
-                    UnsupportedKind::NotSupported,
-                    "the admin pages are built into Throng (no XSLT files)",
+                    UnsupportedKind::Accepted,
+                    "the admin pages are built into Throng (no XSLT files to find)",
                 ),
-                "pidfile" => self.report(
-                    &p,
-                    None,
-                    UnsupportedKind::NotSupported,
-                    "Throng writes no pid file (run it under a service manager)",
-                ),
-                "alias" => self.report(
-                    &p,
-                    None,
-                    UnsupportedKind::NotSupported,
-                    format!(
-                        "path alias {} -> {}",
-                        c.attr("source").unwrap_or("?"),
-                        c.attr("destination")
-                            .or_else(|| c.attr("dest"))
-                            .unwrap_or("?")
+                "pidfile" => self.pidfile = text,
+                // Icecast 2.4.4 reads `destination`, Icecast-KH (and AzuraCast) `dest`; an alias
+                // bound to a port or address (`port=`, `bind-address=`) applies on every socket.
+                "alias" => match (
+                    c.attr("source"),
+                    c.attr("destination").or_else(|| c.attr("dest")),
+                ) {
+                    (Some(source), Some(destination)) => self.config.paths.alias.push(Alias {
+                        source: source.to_owned(),
+                        destination: destination.to_owned(),
+                    }),
+                    _ => self.report(
+                        &p,
+                        None,
+                        UnsupportedKind::IgnoredByIcecast,
+                        "an <alias> needs source= and destination= (or dest=)",
                     ),
-                ),
-                // One PEM file holding the certificate chain and its key (Icecast 2.4).
-                "ssl-certificate" => {
-                    if let Some(t) = text {
-                        self.config.tls.certificate = vec![CertificateFiles {
-                            cert: t.clone().into(),
-                            key: t.into(),
-                        }];
-                    }
-                }
+                },
+                // One PEM file holding the certificate chain and its key (Icecast 2.4), or the
+                // chain with its key in `<ssl-private-key>` (Icecast-KH, AzuraCast).
+                "ssl-certificate" => self.ssl_certificate = text,
+                "ssl-private-key" => self.ssl_private_key = text,
                 "ssl-allowed-ciphers" => self.report(
                     &p,
                     None,
-                    UnsupportedKind::NotSupported,
-                    "cipher lists (rustls offers only its safe default suites)",
+                    UnsupportedKind::Accepted,
+                    "cipher lists: rustls offers only strong suites (TLS 1.2 ECDHE with AEAD, \
+                     TLS 1.3), a subset of any list meant to exclude weak ones",
                 ),
-                "mime-types" => self.report(
-                    &p,
-                    None,
-                    UnsupportedKind::NotSupported,
-                    "Throng serves no static files, so needs no MIME types file",
-                ),
+                "mime-types" => {
+                    self.report(&p, None, UnsupportedKind::NotSupported, MIME_TYPES_NOTE)
+                }
                 _ => self.unknown(&p, None),
             }
         }
@@ -238,14 +228,54 @@ impl Importer<'_> {
                     UnsupportedKind::NotSupported,
                     "no playlist log (titles are in the status JSON and the error log at debug level)",
                 ),
-                "logsize" | "logarchive" => self.report(
-                    &p,
-                    None,
-                    UnsupportedKind::NotSupported,
-                    "Throng does not rotate its logs: logrotate renames them and SIGUSR1 reopens them (deploy/logrotate/throng)",
-                ),
+                "logsize" => {
+                    if let Some(kb) = self.unsigned::<u64>(&p, c, "a size in KiB")? {
+                        self.config.logging.logsize = Some(kb);
+                    }
+                }
+                "logarchive" => {
+                    if let Some(v) = self.flag(&p, c, None)? {
+                        self.config.logging.logarchive = v;
+                    }
+                }
                 _ => self.unknown(&p, None),
             }
+        }
+        Ok(())
+    }
+
+    /// `<directory>`, as `_parse_directory`: one YP directory (`yp-url`, `yp-url-timeout`,
+    /// `touch-interval`); a directory without `yp-url` is reported and left out.
+    pub(super) fn directory(&mut self, path: &str, el: &Element) -> Result<(), IcecastXmlError> {
+        let mut d = DirectoryConfig::default();
+        let mut url = None;
+        for c in &el.children {
+            let p = format!("{path}/{}", c.name);
+            let p = p.as_str();
+            match c.name.as_str() {
+                "yp-url" => url = Self::string(c),
+                "yp-url-timeout" => {
+                    if let Some(v) = self.unsigned(p, c, "a number of seconds")? {
+                        d.yp_url_timeout = v;
+                    }
+                }
+                "touch-interval" => {
+                    if let Some(v) = self.unsigned(p, c, "a number of seconds")? {
+                        d.touch_interval = v;
+                    }
+                }
+                _ => self.unknown(p, None),
+            }
+        }
+        match url {
+            Some(u) => {
+                d.yp_url = u;
+                match d.check(path) {
+                    Ok(()) => self.config.directory.push(d),
+                    Err(e) => self.report(path, None, UnsupportedKind::NotSupported, e),
+                }
+            }
+            None => self.report(path, None, UnsupportedKind::IgnoredByIcecast, "no <yp-url>"),
         }
         Ok(())
     }

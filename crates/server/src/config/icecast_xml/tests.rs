@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use super::sections::forwarder_cidr;
 use super::*;
 use crate::config::{AuthConfig, Config, HttpHeader, LagPolicy};
-use UnsupportedKind::{IgnoredByIcecast, NotSupported, Unknown};
+use UnsupportedKind::{Accepted, IgnoredByIcecast, NotSupported, Unknown};
 
 fn data(name: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -68,12 +68,9 @@ fn debian_sample_imports_with_its_values() {
     assert_eq!(
         reported(&imp),
         vec![
-            ("icecast/limits/client-timeout", IgnoredByIcecast),
-            ("icecast/fileserve", NotSupported),
-            ("icecast/paths/adminroot", NotSupported),
-            ("icecast/paths/alias", NotSupported),
-            ("icecast/logging/logsize", NotSupported),
-            ("icecast/paths/basedir", IgnoredByIcecast),
+            ("icecast/limits/client-timeout", Accepted),
+            ("icecast/paths/adminroot", Accepted),
+            ("icecast/paths/basedir", Accepted),
         ]
     );
     roundtrip(c);
@@ -259,34 +256,39 @@ fn every_supported_element_is_carried_over() {
     assert_eq!(c.logging.access_log, "/etc/icecast/logs/access.log");
     assert_eq!(c.logging.error_log, "-");
     assert_eq!(c.logging.level, "debug");
+    assert_eq!(c.logging.logsize, Some(10_000));
+    assert_eq!(
+        p.pidfile.as_deref(),
+        Some(Path::new("/etc/icecast/icecast.pid"))
+    );
+    assert_eq!(
+        p.alias,
+        [crate::config::Alias {
+            source: "/".into(),
+            destination: "/status.xsl".into()
+        }]
+    );
+    assert!(!p.fileserve, "<fileserve>0</fileserve>");
 
     assert_eq!(
         reported(&imp),
         vec![
-            ("icecast/limits/client-timeout", IgnoredByIcecast),
-            ("icecast/limits/threadpool", IgnoredByIcecast),
+            ("icecast/limits/client-timeout", Accepted),
+            ("icecast/limits/threadpool", Accepted),
             ("icecast/http-headers/header/@status", NotSupported),
-            ("icecast/mount/dump-file", NotSupported),
-            ("icecast/directory/yp-url-timeout", NotSupported),
-            ("icecast/directory/yp-url", NotSupported),
-            ("icecast/paths/adminroot", NotSupported),
-            ("icecast/paths/pidfile", NotSupported),
-            ("icecast/paths/alias", NotSupported),
-            ("icecast/logging/logsize", NotSupported),
+            ("icecast/paths/adminroot", Accepted),
             ("icecast/security/changeowner", NotSupported),
             ("icecast/bogus-element", Unknown),
             // A TLS socket without a certificate, left out when the sockets are finished.
             ("icecast/listen-socket/ssl", NotSupported),
-            ("icecast/paths/basedir", IgnoredByIcecast),
+            ("icecast/paths/basedir", Accepted),
         ]
     );
-    let dump = &imp.unsupported[3];
-    assert_eq!(dump.name, "dump-file");
-    assert_eq!(dump.context.as_deref(), Some("mount /live.mp3"));
-    assert_eq!(
-        dump.to_string(),
-        "icecast/mount/dump-file (mount /live.mp3): not supported: Throng does not dump streams to files"
-    );
+    assert_eq!(c.directory.len(), 1);
+    assert_eq!(c.directory[0].yp_url, "http://dir.xiph.org/cgi-bin/yp-cgi");
+    assert_eq!(c.directory[0].yp_url_timeout, 15);
+    let live = c.mount.iter().find(|m| m.name == "/live.mp3").unwrap();
+    assert_eq!(live.dump_file.as_deref(), Some("/tmp/live.dump"));
     roundtrip(c);
 }
 
@@ -543,4 +545,58 @@ fn ssl_sockets_and_certificates_import_as_tls() {
         .unsupported
         .iter()
         .any(|u| u.path.ends_with("listen-socket/ssl")));
+}
+
+#[test]
+fn event_bindings_and_kh_scripts_become_hooks() {
+    let imp = import(
+        r#"<icecast>
+  <event-bindings>
+    <event type="url" trigger="source-disconnect">
+      <option name="url" value="http://127.0.0.1/notify"/>
+      <option name="action" value="mount_remove"/>
+    </event>
+    <event type="log" trigger="source-connect"/>
+  </event-bindings>
+  <mount type="normal">
+    <mount-name>/live.mp3</mount-name>
+    <on-connect>/usr/local/bin/on-air</on-connect>
+    <mp3-metadata-interval>8192</mp3-metadata-interval>
+    <event-bindings>
+      <event type="exec" trigger="source-connect">
+        <option name="executable" value="/bin/start"/>
+        <option name="default_arguments" value="uri_and_trigger"/>
+        <option type="argument" value="--loud"/>
+      </event>
+      <event type="exec" trigger="client-connect"><option name="executable" value="/x"/></event>
+    </event-bindings>
+  </mount>
+</icecast>"#,
+    );
+    let c = &imp.config;
+    assert_eq!(c.hook.len(), 1);
+    assert_eq!(c.hook[0].url.as_deref(), Some("http://127.0.0.1/notify"));
+    assert_eq!(c.hook[0].action.as_deref(), Some("mount_remove"));
+    let m = &c.mount[0];
+    assert_eq!(m.mp3_metadata_interval, Some(8192));
+    assert_eq!(c.metaint_for("/live.mp3"), 8192);
+    assert_eq!(m.hook.len(), 2);
+    assert_eq!(m.hook[0].trigger, "source-connect");
+    assert_eq!(
+        m.hook[0].exec.as_deref(),
+        Some(Path::new("/usr/local/bin/on-air"))
+    );
+    assert_eq!(
+        m.hook[1].default_arguments.as_deref(),
+        Some("uri_and_trigger")
+    );
+    assert_eq!(m.hook[1].arguments, ["--loud"]);
+    assert_eq!(
+        reported(&imp),
+        vec![
+            ("icecast/event-bindings/event", NotSupported),
+            ("icecast/mount/event-bindings/event", NotSupported),
+        ]
+    );
+    roundtrip(c);
 }

@@ -59,9 +59,25 @@ impl Element {
     }
 }
 
+/// `line L, column C` (both from 1, the column in characters) of byte `offset` of `text`, as
+/// an editor shows it; an offset past the end is the end.
+pub fn line_column(text: &str, offset: u64) -> String {
+    let mut end = usize::try_from(offset)
+        .unwrap_or(usize::MAX)
+        .min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let before = &text[..end];
+    let line = before.matches('\n').count() + 1;
+    let start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before[start..].chars().count() + 1;
+    format!("line {line}, column {column}")
+}
+
 /// Parses a whole document and returns its root element.
 ///
-/// Errors: [`IcecastXmlError::Xml`] for malformed XML (with the byte offset), and
+/// Errors: [`IcecastXmlError::Xml`] for malformed XML (with its line and column), and
 /// [`IcecastXmlError::NoRoot`] for a document without any element.
 pub fn parse(xml: &str) -> Result<Element, IcecastXmlError> {
     let mut reader = Reader::from_str(xml);
@@ -82,7 +98,10 @@ pub fn parse(xml: &str) -> Result<Element, IcecastXmlError> {
         Ok(())
     };
     let at = |reader: &Reader<&[u8]>, e: &dyn std::fmt::Display| {
-        IcecastXmlError::Xml(format!("at byte {}: {e}", reader.error_position()))
+        IcecastXmlError::Xml(format!(
+            "{}: {e}",
+            line_column(xml, reader.error_position())
+        ))
     };
     loop {
         let event = reader.read_event().map_err(|e| at(&reader, &e))?;
@@ -118,8 +137,14 @@ pub fn parse(xml: &str) -> Result<Element, IcecastXmlError> {
                     el.push_text(s);
                 } else {
                     return Err(IcecastXmlError::Xml(format!(
-                        "at byte {}: unknown entity &{name};",
-                        reader.buffer_position()
+                        "{}: unknown entity &{name};",
+                        // The reader is past `&name;`: point at its `&`.
+                        line_column(
+                            xml,
+                            reader
+                                .buffer_position()
+                                .saturating_sub(name.len() as u64 + 2)
+                        )
                     )));
                 }
             }
@@ -129,7 +154,8 @@ pub fn parse(xml: &str) -> Result<Element, IcecastXmlError> {
     }
     if let Some(open) = stack.last() {
         return Err(IcecastXmlError::Xml(format!(
-            "element <{}> is not closed",
+            "{}: element <{}> is not closed",
+            line_column(xml, xml.len() as u64),
             open.name
         )));
     }
@@ -167,5 +193,15 @@ mod tests {
             Err(IcecastXmlError::Xml(_))
         ));
         assert!(matches!(parse("<a/><b/>"), Err(IcecastXmlError::Xml(_))));
+    }
+
+    #[test]
+    fn errors_name_the_line_and_column() {
+        let e = parse("<icecast>\n  <limits>\n    <clients>5</sources>\n").unwrap_err();
+        assert!(e.to_string().contains("line 3, column "), "{e}");
+        let e = parse("<a>\n é &bogus;</a>").unwrap_err().to_string();
+        assert!(e.contains("line 2, column 4"), "{e}");
+        assert_eq!(line_column("ab\ncd", 4), "line 2, column 2");
+        assert_eq!(line_column("ab", 99), "line 1, column 3");
     }
 }
