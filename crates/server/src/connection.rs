@@ -21,7 +21,7 @@ use tokio::net::TcpStream;
 use crate::net::conn::Conn;
 
 use crate::ctx::ServerCtx;
-use crate::net::clients::{ClientSlot, HeadRefused, Share};
+use crate::net::clients::{ClientSlot, HeadLimits, HeadRefused, Share};
 use crate::observe::access_log::AccessEntry;
 use crate::respond::{is_admin_path, reply, service_unavailable, ALLOW};
 
@@ -145,24 +145,38 @@ pub async fn serve(
     mut stream: Conn,
     peer: SocketAddr,
     already: Vec<u8>,
-    slot: ClientSlot,
+    mut slot: ClientSlot,
 ) {
     let timeout = ctx.config().header_timeout();
     // From a load balancer of `paths.proxy-protocol-from`, the client's address comes from its
     // PROXY header (`net/proxy.rs`). Boxed: most connections never wait here. On a TLS
     // connection the header would precede the handshake: not read there (a load balancer in
     // front of a TLS socket terminates TLS itself or uses a plain or `auto` socket).
+    // The header has its own short deadline (`proxy::deadline`), and the connection's unit of
+    // the head budget moves from the balancer to the client it names, under the client's
+    // per-address cap: a balancer carries thousands of clients.
     let (peer, already) = if already.is_empty()
         && matches!(stream, Conn::Plain(_))
         && ctx.filters().accepts_proxy_protocol(peer.ip())
     {
-        match Box::pin(crate::net::proxy::read(&mut stream, peer, timeout)).await {
-            Ok(got) => got,
-            Err(e) => {
-                tracing::info!(%peer, "connection from a load balancer closed: {e}");
-                return;
-            }
+        let deadline = crate::net::proxy::deadline(timeout);
+        let (client, already) =
+            match Box::pin(crate::net::proxy::read(&mut stream, peer, deadline)).await {
+                Ok(got) => got,
+                Err(e) => {
+                    tracing::info!(%peer, "connection from a load balancer closed: {e}");
+                    return;
+                }
+            };
+        let exempt = ctx.filters().is_trusted_proxy(client.ip());
+        let limits = HeadLimits::configured(&ctx.config().limits, exempt);
+        if let Err(why) = slot.move_head(client.ip(), limits) {
+            log_refusal(client, &why.to_string());
+            let _ = service_unavailable(&ctx, &mut stream, client, None, "Too many connections\n")
+                .await;
+            return;
         }
+        (client, already)
     } else {
         (peer, already)
     };

@@ -592,18 +592,13 @@ fn raise_open_file_limit_once() {
 
 /// Limits on connections still reading their head from `peer`, from the configuration in
 /// force. A trusted proxy (`paths.x-forwarded-for`) carries many clients' connections, so the
-/// per-address cap does not apply to it.
+/// per-address cap does not apply to it; nor to a load balancer of `paths.proxy-protocol-from`,
+/// whose connections count against the client its PROXY header names once it is read
+/// (`connection.rs`).
 fn head_limits(ctx: &ServerCtx, peer: std::net::IpAddr) -> HeadLimits {
-    let limits = &ctx.config().limits;
-    let per_address = if ctx.filters().is_trusted_proxy(peer) {
-        u32::MAX
-    } else {
-        u32::try_from(limits.pending_per_address).unwrap_or(u32::MAX)
-    };
-    HeadLimits {
-        total: pending_limit_for(limits.pending_clients),
-        per_address,
-    }
+    let filters = ctx.filters();
+    let exempt = filters.is_trusted_proxy(peer) || filters.accepts_proxy_protocol(peer);
+    HeadLimits::configured(&ctx.config().limits, exempt)
 }
 
 async fn accept_loop(ctx: Arc<ServerCtx>, listener: TcpListener, port: Port) {

@@ -76,6 +76,24 @@ pub struct HeadLimits {
     pub per_address: u32,
 }
 
+impl HeadLimits {
+    /// The limits of `[limits]` as configured, for an address that is `exempt` from the
+    /// per-address cap or not (a trusted proxy of `paths.x-forwarded-for` carries many
+    /// clients; a load balancer of `paths.proxy-protocol-from` too, until its PROXY header
+    /// names the client, [`ClientSlot::move_head`]).
+    pub fn configured(limits: &crate::config::Limits, exempt: bool) -> HeadLimits {
+        let per_address = if exempt {
+            u32::MAX
+        } else {
+            u32::try_from(limits.pending_per_address).unwrap_or(u32::MAX)
+        };
+        HeadLimits {
+            total: pending_limit_for(limits.pending_clients),
+            per_address,
+        }
+    }
+}
+
 /// Why a new connection gets no head slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum HeadRefused {
@@ -258,6 +276,46 @@ impl ClientSlot {
         }
     }
 
+    /// Moves this connection's unit of the head budget to the address `ip` (the client named in
+    /// a PROXY header, `net/proxy.rs`), within `limits` for that address: a load balancer of
+    /// `paths.proxy-protocol-from` carries many clients, so each connection counts against its
+    /// client, not the balancer. The budget's total is unchanged (the unit stays one unit). A
+    /// slot that holds no head unit is left as it is.
+    ///
+    /// Errors: [`HeadRefused::PerAddress`] when that address holds its cap while half the
+    /// budget is in use; the slot then holds nothing (the connection is answered 503).
+    pub fn move_head(&mut self, ip: IpAddr, limits: HeadLimits) -> Result<(), HeadRefused> {
+        let State::Head(old) = self.state else {
+            return Ok(());
+        };
+        let key = address_key(ip);
+        if key == old {
+            return Ok(());
+        }
+        let mut by_address = self
+            .clients
+            .pending_by_address
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let pending = self.clients.pending.load(Ordering::Relaxed);
+        let mine = by_address.get(&key).copied().unwrap_or(0);
+        let refused = pending * 2 >= limits.total && mine >= limits.per_address.max(1);
+        if let Some(n) = by_address.get_mut(&old) {
+            *n -= 1;
+            if *n == 0 {
+                by_address.remove(&old);
+            }
+        }
+        if refused {
+            self.clients.pending.fetch_sub(1, Ordering::Relaxed);
+            self.state = State::Released;
+            return Err(HeadRefused::PerAddress);
+        }
+        *by_address.entry(key).or_insert(0) += 1;
+        self.state = State::Head(key);
+        Ok(())
+    }
+
     /// Whether this slot holds a `clients` unit.
     pub fn is_client(&self) -> bool {
         self.state == State::Client
@@ -342,6 +400,39 @@ mod tests {
         held.truncate(0);
         assert_eq!(c.pending(), 0);
         assert!(c.start_head(one, l).is_ok());
+    }
+
+    #[test]
+    fn a_head_moved_to_its_client_counts_against_the_client() {
+        let c = Clients::new(10, Gauge::default());
+        let balancer: IpAddr = "192.0.2.100".parse().unwrap();
+        let l = limits(8, 2);
+        let exempt = limits(8, u32::MAX);
+        let mut held = Vec::new();
+        // Six connections through the balancer (exempt at accept), from three clients.
+        for i in 0..6u8 {
+            let mut slot = c.start_head(balancer, exempt).unwrap();
+            let client = IpAddr::from([198, 51, 100, i / 2]);
+            slot.move_head(client, l).unwrap();
+            held.push(slot);
+        }
+        assert!(!c.pending_by_address.lock().unwrap().contains_key(&balancer));
+        // A client at its cap is refused once half the budget is in use, and holds nothing.
+        let mut slot = c.start_head(balancer, exempt).unwrap();
+        assert_eq!(
+            slot.move_head(IpAddr::from([198, 51, 100, 0]), l),
+            Err(HeadRefused::PerAddress)
+        );
+        assert_eq!(c.pending(), 6);
+        drop(slot);
+        assert_eq!(c.pending(), 6);
+        // Another client behind the same balancer still gets in.
+        let mut slot = c.start_head(balancer, exempt).unwrap();
+        slot.move_head(IpAddr::from([198, 51, 100, 9]), l).unwrap();
+        held.push(slot);
+        drop(held);
+        assert_eq!(c.pending(), 0);
+        assert!(c.pending_by_address.lock().unwrap().is_empty());
     }
 
     #[test]

@@ -6,48 +6,13 @@
 //! addresses (127.0.0.2, 127.0.0.3, …) by binding their socket before connecting.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use socket2::{Domain, Socket, Type};
 use throng_proto::auth::basic_authorization;
-use throng_proto::http::{parse_response_head, ResponseHead};
+use throng_proto::http::ResponseHead;
 
 use crate::support::*;
-
-/// A TCP connection to `addr` from the loopback address 127.0.0.`last`.
-fn connect_from(last: u8, addr: SocketAddr) -> TcpStream {
-    let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
-    let from = SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, last), 0);
-    s.bind(&from.into()).unwrap();
-    s.connect(&addr.into()).unwrap();
-    s.into()
-}
-
-/// Reads a response head from `s` (waiting at most `wait`); `None` when the connection closes
-/// or the wait ends first.
-fn read_head(s: &mut TcpStream, wait: Duration) -> Option<ResponseHead> {
-    s.set_read_timeout(Some(wait)).unwrap();
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        match s.read(&mut chunk) {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-        if let Ok(Some((head, _))) = parse_response_head(&buf) {
-            return Some(head);
-        }
-    }
-}
-
-/// Sends `raw` from 127.0.0.`last` and reads the response head.
-fn ask_from(last: u8, addr: SocketAddr, raw: &str) -> (TcpStream, Option<ResponseHead>) {
-    let mut s = connect_from(last, addr);
-    s.write_all(raw.as_bytes()).unwrap();
-    let head = read_head(&mut s, Duration::from_secs(10));
-    (s, head)
-}
 
 fn admin_auth() -> String {
     basic_authorization("admin", ADMIN_PW)

@@ -2,12 +2,13 @@
 //! raw HTTP helpers and peer-tool checks.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use socket2::{Domain, Socket, Type};
 use throng_proto::auth::basic_authorization;
 use throng_proto::format::Format;
 use throng_proto::framer::{Framer, Unit};
@@ -467,4 +468,38 @@ pub fn wait_log_lines_ending(log: &std::path::Path, suffix: &str, n: usize) {
             == n
     })
     .unwrap_or_else(|_| panic!("{}", std::fs::read_to_string(log).unwrap_or_default()));
+}
+
+/// A TCP connection to `addr` from the loopback address 127.0.0.`last`.
+pub fn connect_from(last: u8, addr: SocketAddr) -> TcpStream {
+    let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    let from = SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, last), 0);
+    s.bind(&from.into()).unwrap();
+    s.connect(&addr.into()).unwrap();
+    s.into()
+}
+
+/// Reads a response head from `s` (waiting at most `wait`); `None` when the connection closes
+/// or the wait ends first.
+pub fn read_head(s: &mut TcpStream, wait: Duration) -> Option<ResponseHead> {
+    s.set_read_timeout(Some(wait)).unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+        if let Ok(Some((head, _))) = parse_response_head(&buf) {
+            return Some(head);
+        }
+    }
+}
+
+/// Sends `raw` from 127.0.0.`last` and reads the response head.
+pub fn ask_from(last: u8, addr: SocketAddr, raw: &str) -> (TcpStream, Option<ResponseHead>) {
+    let mut s = connect_from(last, addr);
+    s.write_all(raw.as_bytes()).unwrap();
+    let head = read_head(&mut s, Duration::from_secs(10));
+    (s, head)
 }
