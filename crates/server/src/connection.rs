@@ -171,9 +171,8 @@ pub async fn serve(
         let exempt = ctx.filters().is_trusted_proxy(client.ip());
         let limits = HeadLimits::configured(&ctx.config().limits, exempt);
         if let Err(why) = slot.move_head(client.ip(), limits) {
-            log_refusal(client, &why.to_string());
-            let _ = service_unavailable(&ctx, &mut stream, client, None, "Too many connections\n")
-                .await;
+            // Boxed, as every refusal: its state is not part of every connection's.
+            Box::pin(refuse_client(&ctx, stream, client, why)).await;
             return;
         }
         (client, already)
@@ -337,7 +336,7 @@ async fn dispatch(
         "GET" | "HEAD" if crate::hls_http::is_hls_path(&head.path) => {
             let rest = buf[head_len..].to_vec();
             drop(buf);
-            Box::pin(crate::hls_http::handle(ctx, stream, head, rest, peer)).await;
+            Box::pin(crate::hls_http::handle(ctx, stream, head, rest, peer, slot)).await;
         }
         "GET" | "HEAD" => {
             drop(buf);
@@ -395,6 +394,13 @@ fn share_of(ctx: &ServerCtx, head: &RequestHead) -> Option<Share> {
     }
 }
 
+/// Refuses a connection for a limit of the head budget (`why`; from a load balancer, its
+/// client's): `503` with `Retry-After`, logged.
+async fn refuse_client(ctx: &ServerCtx, mut stream: Conn, client: SocketAddr, why: HeadRefused) {
+    log_refusal(client, &why.to_string());
+    let _ = service_unavailable(ctx, &mut stream, client, None, "Too many connections\n").await;
+}
+
 /// Logs a connection refused for a limit: a warning at most once a second (an attacker opening
 /// thousands of connections must not flood the log), a debug line otherwise.
 fn log_refusal(peer: SocketAddr, reason: &str) {
@@ -418,7 +424,5 @@ pub async fn refuse_head(
     peer: SocketAddr,
     why: HeadRefused,
 ) {
-    log_refusal(peer, &why.to_string());
-    let mut stream = Conn::Plain(stream);
-    let _ = service_unavailable(&ctx, &mut stream, peer, None, "Too many connections\n").await;
+    refuse_client(&ctx, Conn::Plain(stream), peer, why).await;
 }

@@ -22,7 +22,7 @@ use crate::ctx::ServerCtx;
 use crate::fanout::shard::{ShardConfig, ShardContext};
 use crate::fanout::FanOut;
 use crate::mount::registry::Registry;
-use crate::net::clients::{limit_for, pending_limit_for, Clients, HeadLimits};
+use crate::net::clients::{limit_for, Clients, HeadLimits};
 use crate::net::listen::{bind, bind_pair, BindError, ListenSocket, Port};
 use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::Metrics;

@@ -106,3 +106,74 @@ fn a_proxy_header_has_its_own_short_deadline() {
     let head = read_head(&mut s, Duration::from_secs(10));
     assert_eq!(head.map(|h| h.status), Some(200));
 }
+
+/// Opens a connection from 127.0.0.`last`, sends `raw` and returns it with the status answered.
+fn open_from(last: u8, addr: SocketAddr, raw: &str) -> (TcpStream, Option<u16>) {
+    let (s, head) = ask_from(last, addr, raw);
+    (s, head.map(|h| h.status))
+}
+
+#[test]
+fn idle_keep_alive_connections_and_event_subscribers_make_room_for_listeners() {
+    let srv = TestServer::start("[limits]\nclients = 50\n[hls]\nsegment-seconds = 1\n");
+    let _src = Source::start(srv.addr, "/live.mp3", "PUT", 1.0);
+    srv.wait_mount("/live.mp3");
+    wait_until(Duration::from_secs(10), || {
+        srv.ctx.hls.output("/live.mp3").is_some()
+    })
+    .expect("/live.mp3 packaged for HLS");
+    // One address opens 30 event subscribers and 30 keep-alive HLS connections, then sends
+    // nothing more: 60 idle connections against `clients = 50`.
+    let mut idle = Vec::new();
+    for _ in 0..30 {
+        idle.push(open_from(
+            2,
+            srv.addr,
+            "GET /api/v1/events HTTP/1.1\r\nHost: t\r\n\r\n",
+        ));
+    }
+    for _ in 0..30 {
+        idle.push(open_from(
+            2,
+            srv.addr,
+            "GET /hls/live.mp3/index.m3u8 HTTP/1.1\r\nHost: t\r\n\r\n",
+        ));
+    }
+    let served = idle.iter().filter(|(_, s)| *s == Some(200)).count();
+    assert!(
+        served >= 32,
+        "only {served} of 60 idle requests answered 200"
+    );
+    // Once half of `clients` is in use, the address holds at most 32 (`pending-per-address`)
+    // idle connections.
+    let held = srv.ctx.clients.idle();
+    assert!(held <= 32, "{held} idle connections from one address");
+    // New listeners from other addresses are all served: each takes the slot of the
+    // connection idle longest.
+    let mut listeners = Vec::new();
+    for i in 0..30u8 {
+        let (s, status) = open_from(
+            10 + i,
+            srv.addr,
+            "GET /live.mp3 HTTP/1.0\r\nUser-Agent: it\r\n\r\n",
+        );
+        assert_eq!(status, Some(200), "listener {i} of 30");
+        listeners.push(s);
+    }
+    assert!(
+        srv.ctx.clients.open() <= 50,
+        "{} open",
+        srv.ctx.clients.open()
+    );
+    // Evicted subscribers are closed and counted as such.
+    wait_until(Duration::from_secs(5), || {
+        let (_, body) = http_get(srv.addr, "/metrics", &[]);
+        let text = String::from_utf8_lossy(&body).into_owned();
+        text.lines().any(|l| {
+            l.starts_with("throng_session_ends_total{path=\"events\",reason=\"policy:evicted\"}")
+                && !l.ends_with(" 0")
+        })
+    })
+    .expect("evicted event subscribers counted in throng_session_ends_total");
+    drop((idle, listeners));
+}
