@@ -81,39 +81,75 @@ pub fn handle(
 /// Serves one connection on an HTTPS socket from TCP peer `peer`, holding `slot`: the TLS
 /// handshake (with the certificates in force now, chosen by SNI), then the request as on the
 /// HTTP port. On an `auto` socket a connection whose first byte is not a TLS handshake record
-/// is served as plain HTTP. The handshake shares the request head's `header-timeout`.
+/// is served as plain HTTP. The handshake shares the request head's `header-timeout`, and
+/// waits its turn for a unit of the handshake budget (`TlsAcceptor::handshake_permit`); a wait
+/// that reaches the timeout ends with a TLS alert. A connection `on_probation` (its address is
+/// over its cap of connections reading their head) must start its handshake within
+/// [`crate::net::PROMPT`]: the cap is for sockets that send nothing, not for a crowd behind
+/// one address reconnecting at once.
 pub async fn handle_tls(
     ctx: Arc<ServerCtx>,
-    stream: TcpStream,
+    mut stream: TcpStream,
     peer: SocketAddr,
     slot: ClientSlot,
     auto: bool,
+    on_probation: bool,
 ) {
     let timeout = ctx.config().header_timeout();
-    let start = async {
-        if auto {
-            let mut first = [0u8; 1];
-            match stream.peek(&mut first).await {
-                Ok(1) if !crate::net::tls::looks_like_tls(first[0]) => {
-                    return Some(Conn::Plain(stream));
-                }
-                Ok(1) => {}
-                _ => return None,
-            }
-        }
-        let acceptor = ctx.tls.acceptor()?;
-        match acceptor.accept(stream).await {
-            Ok(s) => Some(Conn::Tls(Box::new(s))),
-            Err(e) => {
-                tracing::debug!(%peer, "TLS handshake failed: {e}");
-                None
-            }
-        }
+    let deadline = tokio::time::Instant::now() + timeout;
+    let first_wait = if on_probation {
+        timeout.min(crate::net::PROMPT)
+    } else {
+        timeout
     };
-    match tokio::time::timeout(timeout, Box::pin(start)).await {
-        Ok(Some(conn)) => Box::pin(serve(ctx, conn, peer, Vec::new(), slot)).await,
-        Ok(None) => {}
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(first_wait, stream.peek(&mut first)).await {
+        Ok(Ok(1)) => {}
+        Ok(_) => return,
+        Err(_) => {
+            tracing::debug!(%peer, "no TLS handshake within {first_wait:?}");
+            return;
+        }
+    }
+    if auto && !crate::net::tls::looks_like_tls(first[0]) {
+        Box::pin(serve(ctx, Conn::Plain(stream), peer, Vec::new(), slot)).await;
+        return;
+    }
+    let Ok(permit) = tokio::time::timeout_at(deadline, ctx.tls.handshake_permit()).await else {
+        log_refusal(peer, "no TLS handshake turn within header-timeout");
+        crate::net::tls::refuse(&mut stream, false).await;
+        return;
+    };
+    let Some(acceptor) = ctx.tls.acceptor() else {
+        return;
+    };
+    let accepted = tokio::time::timeout_at(deadline, Box::pin(acceptor.accept(stream))).await;
+    drop(permit);
+    match accepted {
+        Ok(Ok(s)) => Box::pin(serve(ctx, Conn::Tls(Box::new(s)), peer, Vec::new(), slot)).await,
+        Ok(Err(e)) => tracing::debug!(%peer, "TLS handshake failed: {e}"),
         Err(_) => tracing::debug!(%peer, "no TLS handshake within header-timeout"),
+    }
+}
+
+/// Refuses a connection on a TLS (or `auto`) socket for a limit of the head budget (`why`)
+/// before its handshake: a TLS alert (`net::tls::refuse`), never plaintext, except to a plain
+/// HTTP client of an `auto` socket, which gets `503` with `Retry-After`.
+pub async fn refuse_tls_head(
+    ctx: Arc<ServerCtx>,
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    why: HeadRefused,
+    auto: bool,
+) {
+    log_refusal(peer, &why.to_string());
+    let first = crate::net::tls::refuse(&mut stream, auto).await;
+    if first
+        .first()
+        .is_some_and(|&b| !crate::net::tls::looks_like_tls(b))
+    {
+        let mut stream = Conn::Plain(stream);
+        let _ = service_unavailable(&ctx, &mut stream, peer, None, "Too many connections\n").await;
     }
 }
 

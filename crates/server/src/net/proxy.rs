@@ -12,14 +12,11 @@ use std::time::Duration;
 use throng_proto::proxy_protocol::{parse, ProxyError};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-/// The longest wait for a PROXY header: a balancer (HAProxy `send-proxy`, nginx
-/// `proxy_protocol`) writes it at once on connecting, so a connection still without one after
-/// this long is not worth its unit of the head budget.
-pub const HEADER_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// The wait for a PROXY header when requests heads get `header_timeout`: the shorter of the two.
+/// The wait for a PROXY header when request heads get `header_timeout`: the shorter of the two
+/// and [`super::PROMPT`] (a balancer, HAProxy `send-proxy` or nginx `proxy_protocol`, writes it
+/// at once on connecting).
 pub fn deadline(header_timeout: Duration) -> Duration {
-    header_timeout.min(HEADER_TIMEOUT)
+    header_timeout.min(super::PROMPT)
 }
 
 /// Why a connection from a load balancer was closed before its request.

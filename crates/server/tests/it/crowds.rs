@@ -1,9 +1,14 @@
 //! Admission that holds storms and crowds (issue 28): clients behind a PROXY-protocol load
-//! balancer count one by one, not as the balancer's one address. Clients come from several
-//! loopback addresses (127.0.0.2, 127.0.0.3, …) by binding their socket before connecting.
+//! balancer count one by one, not as the balancer's one address; idle connections make room
+//! for listeners; a TLS reconnect storm from few addresses is served (handshakes queue for the
+//! CPU, not refused per address), resumes sessions, and a refusal on a TLS socket is a TLS
+//! alert or a `503` over TLS. Clients come from several loopback addresses (127.0.0.2,
+//! 127.0.0.3, …) by binding their socket before connecting; TLS clients are rustls (through
+//! tokio-rustls) trusting a certificate made here.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use throng_proto::http::ResponseHead;
@@ -176,4 +181,193 @@ fn idle_keep_alive_connections_and_event_subscribers_make_room_for_listeners() {
     })
     .expect("evicted event subscribers counted in throng_session_ends_total");
     drop((idle, listeners));
+}
+
+/// A server with plain HTTP and one TLS socket for `localhost` (certificate in `dir`), with
+/// `extra` TOML; returns it and a rustls client configuration trusting it, without resumption
+/// (every handshake a full one, the server's worst case).
+fn tls_setup(dir: &std::path::Path, extra: &str) -> (TestServer, Arc<rustls::ClientConfig>) {
+    let (crt, key) = make_cert(dir, "localhost", &["localhost"], 1);
+    let toml = format!(
+        "listen = [\"127.0.0.1:0\"]\nworkers = 2\n[authentication]\nsource-password = \"{SOURCE_PW}\"\n\
+         admin-password = \"{ADMIN_PW}\"\n[logging]\naccess-log = \"\"\n{extra}\n\
+         [tls]\nlisten = [\"127.0.0.1:0\"]\n[[tls.certificate]]\ncert = {:?}\nkey = {:?}\n",
+        crt.display().to_string(),
+        key.display().to_string()
+    );
+    let srv = TestServer::start_config(throng_server::Config::from_toml(&toml).unwrap());
+    let mut roots = rustls::RootCertStore::empty();
+    let pem = std::fs::read(&crt).unwrap();
+    for c in rustls_pemfile_certs(&pem) {
+        roots.add(c).unwrap();
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.resumption = rustls::client::Resumption::disabled();
+    (srv, Arc::new(config))
+}
+
+/// The certificates of a PEM file.
+fn rustls_pemfile_certs(pem: &[u8]) -> Vec<rustls::pki_types::CertificateDer<'static>> {
+    use rustls::pki_types::pem::PemObject;
+    rustls::pki_types::CertificateDer::pem_slice_iter(pem)
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// A TLS connection to `addr` from 127.0.0.`last` (SNI `localhost`).
+async fn tls_connect(
+    config: &Arc<rustls::ClientConfig>,
+    last: u8,
+    addr: SocketAddr,
+) -> std::io::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+    let sock = tokio::net::TcpSocket::new_v4()?;
+    sock.bind(SocketAddr::from(([127, 0, 0, last], 0)))?;
+    let tcp = sock.connect(addr).await?;
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    tokio_rustls::TlsConnector::from(config.clone())
+        .connect(name, tcp)
+        .await
+}
+
+/// Sends `GET path` on `s` and returns the answer's status (None when none comes).
+async fn tls_status<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    s: &mut S,
+    path: &str,
+) -> Option<u16> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let req = format!("GET {path} HTTP/1.0\r\nHost: localhost\r\nUser-Agent: it\r\n\r\n");
+    s.write_all(req.as_bytes()).await.ok()?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = s.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Ok(Some((head, _))) = throng_proto::http::parse_response_head(&buf) {
+            return Some(head.status);
+        }
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_2000_per_second_https_ramp_from_3_addresses_connects_every_listener() {
+    const LISTENERS: u32 = 2000;
+    let dir = tempfile::tempdir().unwrap();
+    // A head budget the storm fills past half, so that the per-address cap is in force.
+    let (srv, config) = tls_setup(
+        dir.path(),
+        "[limits]\npending-clients = 1000\npending-per-address = 32\nheader-timeout = 60",
+    );
+    let tls_addr = srv.tls_addrs[0];
+    let _src = Source::start(srv.addr, "/live.mp3", "PUT", 1.0);
+    srv.wait_mount("/live.mp3");
+    let rt = runtime();
+    let started = Instant::now();
+    let results: Vec<Result<u16, String>> = rt.block_on(async {
+        let mut tasks = Vec::new();
+        let mut tick = tokio::time::interval(Duration::from_micros(500));
+        for i in 0..LISTENERS {
+            tick.tick().await;
+            let config = config.clone();
+            tasks.push(tokio::spawn(async move {
+                let last = 2 + (i % 3) as u8;
+                let mut s = tls_connect(&config, last, tls_addr)
+                    .await
+                    .map_err(|e| format!("handshake: {e}"))?;
+                let status = tls_status(&mut s, "/live.mp3").await.ok_or("no answer")?;
+                // Hold the listener until the storm is over.
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                drop(s);
+                Ok(status)
+            }));
+        }
+        let mut out = Vec::new();
+        for t in tasks {
+            out.push(t.await.unwrap());
+        }
+        out
+    });
+    let served = results.iter().filter(|r| matches!(r, Ok(200))).count();
+    let mut failures: Vec<&Result<u16, String>> =
+        results.iter().filter(|r| !matches!(r, Ok(200))).collect();
+    failures.dedup();
+    eprintln!(
+        "{served} of {LISTENERS} HTTPS listeners served in {:?}; failures: {:?}",
+        started.elapsed(),
+        &failures[..failures.len().min(5)]
+    );
+    assert_eq!(served, LISTENERS as usize, "{failures:?}");
+}
+
+#[test]
+fn a_refused_tls_client_gets_a_tls_alert_or_a_503_over_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let (srv, config) = tls_setup(
+        dir.path(),
+        "[limits]\nclients = 2\npending-clients = 4\nheader-timeout = 60",
+    );
+    let tls_addr = srv.tls_addrs[0];
+    let _src = Source::start(srv.addr, "/live.mp3", "PUT", 1.0);
+    srv.wait_mount("/live.mp3");
+    let rt = runtime();
+    rt.block_on(async {
+        // The source and one listener fill `clients`: the next listener gets 503 over TLS.
+        let mut first = tls_connect(&config, 2, tls_addr).await.unwrap();
+        assert_eq!(tls_status(&mut first, "/live.mp3").await, Some(200));
+        let mut second = tls_connect(&config, 3, tls_addr).await.unwrap();
+        assert_eq!(tls_status(&mut second, "/live.mp3").await, Some(503));
+        // Four silent sockets fill `pending-clients`: the next TLS client gets an alert.
+        let mut silent = Vec::new();
+        for i in 0..4u8 {
+            let sock = tokio::net::TcpSocket::new_v4().unwrap();
+            sock.bind(SocketAddr::from(([127, 0, 0, 10 + i], 0)))
+                .unwrap();
+            silent.push(sock.connect(tls_addr).await.unwrap());
+        }
+        wait_until(Duration::from_secs(5), || srv.ctx.clients.pending() >= 4).unwrap();
+        let refused = tls_connect(&config, 20, tls_addr).await;
+        let err = refused.err().expect("the handshake is refused").to_string();
+        assert!(
+            err.contains("received fatal alert: InternalError"),
+            "not a TLS alert: {err}"
+        );
+        drop(silent);
+    });
+}
+
+#[test]
+fn a_reconnecting_tls_client_resumes_its_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let (srv, config) = tls_setup(dir.path(), "");
+    let tls_addr = srv.tls_addrs[0];
+    let mut with_resumption = (*config).clone();
+    with_resumption.resumption = rustls::client::Resumption::in_memory_sessions(16);
+    let config = Arc::new(with_resumption);
+    let rt = runtime();
+    rt.block_on(async {
+        let mut kinds = Vec::new();
+        for _ in 0..3 {
+            let mut s = tls_connect(&config, 2, tls_addr).await.unwrap();
+            assert_eq!(tls_status(&mut s, "/status-json.xsl").await, Some(200));
+            kinds.push(s.get_ref().1.handshake_kind());
+        }
+        use rustls::HandshakeKind::{Full, Resumed};
+        assert_eq!(kinds, vec![Some(Full), Some(Resumed), Some(Resumed)]);
+    });
 }

@@ -3,7 +3,7 @@
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -502,4 +502,20 @@ pub fn ask_from(last: u8, addr: SocketAddr, raw: &str) -> (TcpStream, Option<Res
     s.write_all(raw.as_bytes()).unwrap();
     let head = read_head(&mut s, Duration::from_secs(10));
     (s, head)
+}
+
+/// A certificate for `names` with serial number `serial`, written as PEM files in `dir`
+/// (`<stem>.crt`, `<stem>.key`).
+pub fn make_cert(dir: &Path, stem: &str, names: &[&str], serial: u64) -> (PathBuf, PathBuf) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params =
+        rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+            .unwrap();
+    params.serial_number = Some(rcgen::SerialNumber::from(serial));
+    let cert = params.self_signed(&key).unwrap();
+    let crt = dir.join(format!("{stem}.crt"));
+    let k = dir.join(format!("{stem}.key"));
+    std::fs::write(&crt, cert.pem()).unwrap();
+    std::fs::write(&k, key.serialize_pem()).unwrap();
+    (crt, k)
 }
