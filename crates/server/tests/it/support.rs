@@ -519,3 +519,84 @@ pub fn make_cert(dir: &Path, stem: &str, names: &[&str], serial: u64) -> (PathBu
     std::fs::write(&k, key.serialize_pem()).unwrap();
     (crt, k)
 }
+
+/// Resident memory of process `pid` in KiB (`VmRSS` of `/proc/PID/status`).
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+/// Set in the environment of the child process a [`ChildServer`] runs: the extra TOML of its
+/// configuration.
+const RSS_CHILD: &str = "THRONG_IT_RSS_SERVER";
+
+/// A test server run alone in a child process (this test binary, running the ignored test
+/// `admission::rss_server`), so that its memory can be measured as the server's only; stopped
+/// when dropped.
+pub struct ChildServer {
+    /// The child process (killed when dropped).
+    _proc: Proc,
+    /// Its process id.
+    pub pid: u32,
+    /// The server's HTTP address.
+    pub addr: SocketAddr,
+}
+
+impl ChildServer {
+    /// Starts a server with `extra` TOML (as [`TestServer::start`]) in a child process.
+    pub fn start(extra: &str) -> ChildServer {
+        use std::io::BufRead;
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "admission::rss_server",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(RSS_CHILD, extra)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut child = Proc(child);
+        let pid = child.0.id();
+        let mut lines = std::io::BufReader::new(child.0.stdout.take().unwrap()).lines();
+        let addr: SocketAddr = lines
+            .by_ref()
+            .map_while(Result::ok)
+            // libtest prints `test admission::rss_server ... ` before it on the same line.
+            .find_map(|l| {
+                l.split_once("ADDR ")
+                    .map(|(_, a)| a.trim().parse().unwrap())
+            })
+            .expect("the server's address");
+        ChildServer {
+            _proc: child,
+            pid,
+            addr,
+        }
+    }
+
+    /// Its resident memory now, in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        rss_kib(self.pid)
+    }
+}
+
+/// The body of the child's test: when run as a [`ChildServer`], starts the server, prints
+/// `ADDR <address>` and serves until standard input closes; otherwise does nothing.
+pub fn serve_as_child() {
+    let Some(extra) = std::env::var_os(RSS_CHILD) else {
+        return;
+    };
+    let srv = TestServer::start(&extra.to_string_lossy());
+    println!("ADDR {}", srv.addr);
+    std::io::stdout().flush().unwrap();
+    let mut sink = Vec::new();
+    let _ = std::io::stdin().read_to_end(&mut sink);
+}

@@ -265,6 +265,8 @@ struct Session {
     /// Last RTP timestamp written, extended to 64 bits.
     ext_ts: Option<(u32, u64)>,
     connected: bool,
+    /// Its unit of the budget of unconnected sessions, until it connects.
+    unconnected: Option<super::unconnected::UnconnectedUnit>,
     health: ViewerHealth,
     /// The listener's facts: id, request line, agent, user, start, deadline, close hook.
     info: ListenerInfo,
@@ -570,6 +572,7 @@ impl Engine {
             depack: OpusDepacketizer::new(rand::random()),
             ext_ts: None,
             connected: false,
+            unconnected: Some(viewer.unconnected),
             health: ViewerHealth::default(),
             info: viewer.info,
             sent: 0,
@@ -672,6 +675,7 @@ impl Engine {
                 Ok(Output::Event(e)) => match e {
                     Event::Connected => {
                         s.connected = true;
+                        s.unconnected = None;
                         s.health.connected_at = Some(now);
                         s.pt = s.rtc.writer(s.mid).and_then(|w| {
                             w.payload_params()
@@ -699,8 +703,8 @@ impl Engine {
     }
 
     /// Hands the datagram `buf[..n]` from `source`, received at `now`, to its session
-    /// ([`Routes::route`]: the owner of the address, else by STUN ufrag, else the first
-    /// session that accepts it) and marks the session to drive.
+    /// ([`Routes::route`]: the owner of the address, else by STUN ufrag, else none: dropped)
+    /// and marks the session to drive.
     fn receive(&mut self, n: usize, buf: &[u8], source: SocketAddr, now: Instant) {
         let data = &buf[..n];
         let Ok(contents) = data.try_into() else {
@@ -723,10 +727,6 @@ impl Engine {
                     .as_ref()
                     .is_some_and(|s| s.rtc.accepts(&input))
                     .then_some(k),
-                Route::AskEach => self
-                    .slots
-                    .iter()
-                    .position(|s| s.as_ref().is_some_and(|s| s.rtc.accepts(&input))),
                 Route::Drop => return,
             };
             if let Some(k) = found {
