@@ -376,7 +376,11 @@ pub async fn mount_resource(
         }
         (Resource::Mount, _) => method_not_allowed("GET, HEAD, DELETE"),
         (Resource::Listeners, Method::GET | Method::HEAD) => {
-            let rows = ops::listeners(&ctx, &m).await;
+            // One page (`after`, `limit`): a large audience costs one page of memory.
+            let q = parse_query(query.as_deref().unwrap_or(""));
+            let param = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+            let page = crate::audience::page::Page::from_params(param("after"), param("limit"));
+            let rows = ops::listeners(&ctx, &m, page).await;
             let list: Vec<Value> = rows
                 .iter()
                 .map(|r| {

@@ -342,7 +342,10 @@ fn a_refused_tls_client_gets_a_tls_alert_or_a_503_over_tls() {
         }
         wait_until(Duration::from_secs(5), || srv.ctx.clients.pending() >= 4).unwrap();
         let refused = tls_connect(&config, 20, tls_addr).await;
-        let err = refused.err().expect("the handshake is refused").to_string();
+        let Err(err) = refused else {
+            panic!("the handshake is refused");
+        };
+        let err = err.to_string();
         assert!(
             err.contains("received fatal alert: InternalError"),
             "not a TLS alert: {err}"
@@ -370,4 +373,75 @@ fn a_reconnecting_tls_client_resumes_its_session() {
         use rustls::HandshakeKind::{Full, Resumed};
         assert_eq!(kinds, vec![Some(Full), Some(Resumed), Some(Resumed)]);
     });
+}
+
+/// The `<ID>` values of a `listclients` answer, in order.
+fn listed_ids(xml: &str) -> Vec<u64> {
+    xml.split("<ID>")
+        .skip(1)
+        .map(|s| s.split("</ID>").next().unwrap().parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn listclients_and_the_api_page_through_a_large_audience() {
+    let srv = TestServer::start("");
+    let _src = Source::start(srv.addr, "/live.mp3", "PUT", 1.0);
+    srv.wait_mount("/live.mp3");
+    let listeners: Vec<Listener> = (0..150)
+        .map(|_| Listener::open(srv.addr, "/live.mp3", false))
+        .collect();
+    let auth = admin_header();
+    let list = |query: &str| {
+        let (head, body) = http_get(
+            srv.addr,
+            &format!("/admin/listclients?mount=/live.mp3{query}"),
+            &[&auth],
+        );
+        assert_eq!(head.status, 200);
+        String::from_utf8(body).unwrap()
+    };
+    // Pages of 60, each after the last ID of the one before, cover every listener once.
+    let mut seen = Vec::new();
+    let mut after = 0;
+    loop {
+        let xml = list(&format!("&limit=60&after={after}"));
+        assert!(
+            xml.contains("<Listeners>150</Listeners>"),
+            "the total stays"
+        );
+        let ids = listed_ids(&xml);
+        assert!(ids.len() <= 60);
+        if ids.is_empty() {
+            break;
+        }
+        after = *ids.last().unwrap();
+        seen.extend(ids);
+    }
+    let mut sorted = seen.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!((seen.len(), sorted.len()), (150, 150));
+    assert_eq!(seen, sorted, "pages in id order");
+    // Without parameters: the first page of at most 5,000 (all 150 here), as Icecast answers.
+    assert_eq!(listed_ids(&list("")).len(), 150);
+    // The JSON API pages the same way.
+    let (head, body) = http_get(
+        srv.addr,
+        &format!(
+            "/api/v1/mounts/live.mp3/listeners?limit=10&after={}",
+            seen[99]
+        ),
+        &[&auth],
+    );
+    assert_eq!(head.status, 200);
+    let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let ids: Vec<u64> = json["listeners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids, seen[100..110].to_vec());
+    drop(listeners);
 }

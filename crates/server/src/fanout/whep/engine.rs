@@ -51,6 +51,7 @@ use super::shared::{
 };
 use super::timers::Timers;
 use crate::audience::follow::{self, FollowerView, JoinAt, MountView, MoveFilter, Step};
+use crate::audience::page::{take_page, Page};
 use crate::audience::{AudiencePath, EndReason, ListenerInfo, ListenerRow};
 use crate::config::LagPolicy;
 use crate::mount::live::Mount;
@@ -75,6 +76,7 @@ enum Command {
     Remove(String, tokio::sync::oneshot::Sender<bool>),
     List(
         Option<String>,
+        Page,
         tokio::sync::oneshot::Sender<Vec<ListenerRow>>,
     ),
     Kill(u64, tokio::sync::oneshot::Sender<bool>),
@@ -90,7 +92,7 @@ impl std::fmt::Debug for Command {
         match self {
             Command::Add(v, _) => write!(f, "Add({})", v.info.requested_mount),
             Command::Remove(id, _) => write!(f, "Remove({id})"),
-            Command::List(m, _) => write!(f, "List({m:?})"),
+            Command::List(m, _, _) => write!(f, "List({m:?})"),
             Command::Kill(id, _) => write!(f, "Kill({id})"),
             Command::Move(filter, to, _) => write!(f, "Move({filter:?} -> {})", to.name),
             Command::Shutdown(_) => write!(f, "Shutdown"),
@@ -194,10 +196,10 @@ impl EngineHandle {
         rx.await.unwrap_or(false)
     }
 
-    /// The viewers on `mount` (all when `None`) as listener rows.
-    pub async fn list(&self, mount: Option<&str>) -> Vec<ListenerRow> {
+    /// The viewers on `mount` (all when `None`) on `page`, as listener rows.
+    pub async fn list(&self, mount: Option<&str>, page: Page) -> Vec<ListenerRow> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        if !self.send(Command::List(mount.map(str::to_owned), tx)) {
+        if !self.send(Command::List(mount.map(str::to_owned), page, tx)) {
             return Vec::new();
         }
         rx.await.unwrap_or_default()
@@ -494,14 +496,15 @@ impl Engine {
                 }
                 let _ = reply.send(n);
             }
-            Command::List(mount, reply) => {
-                let rows: Vec<ListenerRow> = self
+            Command::List(mount, page, reply) => {
+                let rows = self
                     .slots
                     .iter()
                     .flatten()
+                    .filter(|s| s.info.id > page.after)
                     .filter(|s| mount.as_ref().is_none_or(|m| *m == s.mount.name))
-                    .map(|s| s.info.row(&s.mount.name, now, 0, s.sent))
-                    .collect();
+                    .map(|s| s.info.row(&s.mount.name, now, 0, s.sent));
+                let rows = take_page(rows, page);
                 let _ = reply.send(rows);
             }
             Command::Kill(listener_id, reply) => {

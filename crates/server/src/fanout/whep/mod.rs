@@ -31,6 +31,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::audience::follow::MoveFilter;
+use crate::audience::page::{take_page, Page};
 use crate::audience::ListenerRow;
 use crate::mount::live::Mount;
 use crate::mount::registry::Registry;
@@ -170,13 +171,12 @@ impl WhepEngine {
         }
     }
 
-    /// The viewers on `mount` (all when `None`) as listener rows, sorted by id.
-    pub async fn list(&self, mount: Option<&str>) -> Vec<ListenerRow> {
+    /// The viewers on `mount` (all when `None`) on `page`, as listener rows sorted by id.
+    pub async fn list(&self, mount: Option<&str>, page: Page) -> Vec<ListenerRow> {
         let mut rows = Vec::new();
         for e in &self.engines {
-            rows.extend(e.list(mount).await);
+            rows = take_page(rows.into_iter().chain(e.list(mount, page).await), page);
         }
-        rows.sort_by_key(|r| r.id);
         rows
     }
 
