@@ -228,8 +228,7 @@ pub fn split_path(rest: &str, is_live: impl Fn(&str) -> bool) -> (String, Resour
     (full, Resource::Mount)
 }
 
-/// Most bytes of a request body the API reads: its bodies are small JSON objects of strings.
-pub const MAX_BODY_BYTES: usize = 16 * 1024;
+pub use crate::respond::MAX_BODY_BYTES;
 
 /// Reads the body of an authorized request: at most [`MAX_BODY_BYTES`] (a larger
 /// `Content-Length` is refused before reading), within `timeout`.

@@ -25,7 +25,7 @@ pub const PREFIX: &str = "/whep";
 
 /// Largest SDP offer read, in bytes: the limit of every request body (`/api/v1/`,
 /// `admin/api.rs`); a browser's offer is a few KiB.
-pub const MAX_OFFER_BYTES: usize = crate::admin::api::MAX_BODY_BYTES;
+pub const MAX_OFFER_BYTES: usize = crate::respond::MAX_BODY_BYTES;
 
 /// CORS headers of every WHEP answer (browsers POST from the station page or elsewhere).
 const CORS: &[(&str, &str)] = &[
