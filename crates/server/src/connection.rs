@@ -21,7 +21,7 @@ use tokio::net::TcpStream;
 use crate::net::conn::Conn;
 
 use crate::ctx::ServerCtx;
-use crate::net::clients::{ClientSlot, HeadRefused, Share};
+use crate::net::clients::{ClientSlot, HeadLimits, HeadRefused, Share};
 use crate::observe::access_log::AccessEntry;
 use crate::respond::{is_admin_path, reply, service_unavailable, ALLOW};
 
@@ -81,39 +81,75 @@ pub fn handle(
 /// Serves one connection on an HTTPS socket from TCP peer `peer`, holding `slot`: the TLS
 /// handshake (with the certificates in force now, chosen by SNI), then the request as on the
 /// HTTP port. On an `auto` socket a connection whose first byte is not a TLS handshake record
-/// is served as plain HTTP. The handshake shares the request head's `header-timeout`.
+/// is served as plain HTTP. The handshake shares the request head's `header-timeout`, and
+/// waits its turn for a unit of the handshake budget (`TlsAcceptor::handshake_permit`); a wait
+/// that reaches the timeout ends with a TLS alert. A connection `on_probation` (its address is
+/// over its cap of connections reading their head) must start its handshake within
+/// [`crate::net::PROMPT`]: the cap is for sockets that send nothing, not for a crowd behind
+/// one address reconnecting at once.
 pub async fn handle_tls(
     ctx: Arc<ServerCtx>,
-    stream: TcpStream,
+    mut stream: TcpStream,
     peer: SocketAddr,
     slot: ClientSlot,
     auto: bool,
+    on_probation: bool,
 ) {
     let timeout = ctx.config().header_timeout();
-    let start = async {
-        if auto {
-            let mut first = [0u8; 1];
-            match stream.peek(&mut first).await {
-                Ok(1) if !crate::net::tls::looks_like_tls(first[0]) => {
-                    return Some(Conn::Plain(stream));
-                }
-                Ok(1) => {}
-                _ => return None,
-            }
-        }
-        let acceptor = ctx.tls.acceptor()?;
-        match acceptor.accept(stream).await {
-            Ok(s) => Some(Conn::Tls(Box::new(s))),
-            Err(e) => {
-                tracing::debug!(%peer, "TLS handshake failed: {e}");
-                None
-            }
-        }
+    let deadline = tokio::time::Instant::now() + timeout;
+    let first_wait = if on_probation {
+        timeout.min(crate::net::PROMPT)
+    } else {
+        timeout
     };
-    match tokio::time::timeout(timeout, Box::pin(start)).await {
-        Ok(Some(conn)) => Box::pin(serve(ctx, conn, peer, Vec::new(), slot)).await,
-        Ok(None) => {}
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(first_wait, stream.peek(&mut first)).await {
+        Ok(Ok(1)) => {}
+        Ok(_) => return,
+        Err(_) => {
+            tracing::debug!(%peer, "no TLS handshake within {first_wait:?}");
+            return;
+        }
+    }
+    if auto && !crate::net::tls::looks_like_tls(first[0]) {
+        Box::pin(serve(ctx, Conn::Plain(stream), peer, Vec::new(), slot)).await;
+        return;
+    }
+    let Ok(permit) = tokio::time::timeout_at(deadline, ctx.tls.handshake_permit()).await else {
+        log_refusal(peer, "no TLS handshake turn within header-timeout");
+        crate::net::tls::refuse(&mut stream, false).await;
+        return;
+    };
+    let Some(acceptor) = ctx.tls.acceptor() else {
+        return;
+    };
+    let accepted = tokio::time::timeout_at(deadline, Box::pin(acceptor.accept(stream))).await;
+    drop(permit);
+    match accepted {
+        Ok(Ok(s)) => Box::pin(serve(ctx, Conn::Tls(Box::new(s)), peer, Vec::new(), slot)).await,
+        Ok(Err(e)) => tracing::debug!(%peer, "TLS handshake failed: {e}"),
         Err(_) => tracing::debug!(%peer, "no TLS handshake within header-timeout"),
+    }
+}
+
+/// Refuses a connection on a TLS (or `auto`) socket for a limit of the head budget (`why`)
+/// before its handshake: a TLS alert (`net::tls::refuse`), never plaintext, except to a plain
+/// HTTP client of an `auto` socket, which gets `503` with `Retry-After`.
+pub async fn refuse_tls_head(
+    ctx: Arc<ServerCtx>,
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    why: HeadRefused,
+    auto: bool,
+) {
+    log_refusal(peer, &why.to_string());
+    let first = crate::net::tls::refuse(&mut stream, auto).await;
+    if first
+        .first()
+        .is_some_and(|&b| !crate::net::tls::looks_like_tls(b))
+    {
+        let mut stream = Conn::Plain(stream);
+        let _ = service_unavailable(&ctx, &mut stream, peer, None, "Too many connections\n").await;
     }
 }
 
@@ -145,24 +181,37 @@ pub async fn serve(
     mut stream: Conn,
     peer: SocketAddr,
     already: Vec<u8>,
-    slot: ClientSlot,
+    mut slot: ClientSlot,
 ) {
     let timeout = ctx.config().header_timeout();
     // From a load balancer of `paths.proxy-protocol-from`, the client's address comes from its
     // PROXY header (`net/proxy.rs`). Boxed: most connections never wait here. On a TLS
     // connection the header would precede the handshake: not read there (a load balancer in
     // front of a TLS socket terminates TLS itself or uses a plain or `auto` socket).
+    // The header has its own short deadline (`proxy::deadline`), and the connection's unit of
+    // the head budget moves from the balancer to the client it names, under the client's
+    // per-address cap: a balancer carries thousands of clients.
     let (peer, already) = if already.is_empty()
         && matches!(stream, Conn::Plain(_))
         && ctx.filters().accepts_proxy_protocol(peer.ip())
     {
-        match Box::pin(crate::net::proxy::read(&mut stream, peer, timeout)).await {
-            Ok(got) => got,
-            Err(e) => {
-                tracing::info!(%peer, "connection from a load balancer closed: {e}");
-                return;
-            }
+        let deadline = crate::net::proxy::deadline(timeout);
+        let (client, already) =
+            match Box::pin(crate::net::proxy::read(&mut stream, peer, deadline)).await {
+                Ok(got) => got,
+                Err(e) => {
+                    tracing::info!(%peer, "connection from a load balancer closed: {e}");
+                    return;
+                }
+            };
+        let exempt = ctx.filters().is_trusted_proxy(client.ip());
+        let limits = HeadLimits::configured(&ctx.config().limits, exempt);
+        if let Err(why) = slot.move_head(client.ip(), limits) {
+            // Boxed, as every refusal: its state is not part of every connection's.
+            Box::pin(refuse_client(&ctx, stream, client, why)).await;
+            return;
         }
+        (client, already)
     } else {
         (peer, already)
     };
@@ -325,7 +374,7 @@ async fn dispatch(
         "GET" | "HEAD" if crate::hls_http::is_hls_path(&head.path) => {
             let rest = buf[head_len..].to_vec();
             drop(buf);
-            Box::pin(crate::hls_http::handle(ctx, stream, head, rest, peer)).await;
+            Box::pin(crate::hls_http::handle(ctx, stream, head, rest, peer, slot)).await;
         }
         // A webroot file (`[paths] fileserve`), when no mount has its name.
         "GET" | "HEAD" if crate::admin::fileserve::wants(&ctx, &head.path) => {
@@ -387,6 +436,13 @@ fn share_of(ctx: &ServerCtx, head: &RequestHead) -> Option<Share> {
     }
 }
 
+/// Refuses a connection for a limit of the head budget (`why`; from a load balancer, its
+/// client's): `503` with `Retry-After`, logged.
+async fn refuse_client(ctx: &ServerCtx, mut stream: Conn, client: SocketAddr, why: HeadRefused) {
+    log_refusal(client, &why.to_string());
+    let _ = service_unavailable(ctx, &mut stream, client, None, "Too many connections\n").await;
+}
+
 /// Logs a connection refused for a limit: a warning at most once a second (an attacker opening
 /// thousands of connections must not flood the log), a debug line otherwise.
 fn log_refusal(peer: SocketAddr, reason: &str) {
@@ -410,7 +466,5 @@ pub async fn refuse_head(
     peer: SocketAddr,
     why: HeadRefused,
 ) {
-    log_refusal(peer, &why.to_string());
-    let mut stream = Conn::Plain(stream);
-    let _ = service_unavailable(&ctx, &mut stream, peer, None, "Too many connections\n").await;
+    refuse_client(&ctx, Conn::Plain(stream), peer, why).await;
 }

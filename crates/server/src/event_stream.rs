@@ -17,8 +17,9 @@ use crate::audience::{AudiencePath, ListenerInfo};
 use crate::ctx::ServerCtx;
 use crate::fanout::events::shard::NewSubscriber;
 use crate::fanout::seal::{SealState, TlsListener};
-use crate::net::clients::ClientSlot;
+use crate::net::clients::{ClientSlot, HeadLimits};
 use crate::observe::access_log::AccessEntry;
+use crate::respond::service_unavailable;
 
 /// The path of the event stream.
 pub const PATH: &str = "/api/v1/events";
@@ -29,7 +30,7 @@ pub async fn handle(
     mut stream: Conn,
     head: RequestHead,
     peer: SocketAddr,
-    slot: ClientSlot,
+    mut slot: ClientSlot,
 ) {
     let query = head.query.as_deref().map(parse_query).unwrap_or_default();
     let filter = query
@@ -63,6 +64,21 @@ pub async fn handle(
         if stream.write_all(&response_head).await.is_ok() {
             let _ = stream.shutdown().await;
         }
+        return;
+    }
+    // A subscriber sends nothing more: it is an idle connection, under the per-address cap of
+    // idle sockets, and the first closed when a new request finds `clients` used up.
+    let per_address = HeadLimits::configured(&ctx.config().limits, false).per_address;
+    if let Err(why) = slot.go_idle(peer.ip(), per_address) {
+        tracing::info!(%peer, "event subscriber refused: {why}");
+        let _ = service_unavailable(
+            &ctx,
+            &mut stream,
+            peer,
+            Some(&head),
+            "Too many connections\n",
+        )
+        .await;
         return;
     }
     let last_seen = throng_proto::sse::last_event_id(head.header("last-event-id"), &query);

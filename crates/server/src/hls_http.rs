@@ -27,6 +27,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::net::clients::{ClientSlot, HeadLimits};
 use crate::net::conn::Conn;
 use bytes::Bytes;
 use rand::distributions::{Alphanumeric, DistString};
@@ -140,26 +141,48 @@ pub fn start(ctx: Arc<ServerCtx>) {
 }
 
 /// Serves HLS requests on a connection, starting with `head` (`rest`: bytes read after it),
-/// while the client keeps the connection alive.
+/// while the client keeps the connection alive, holding its `clients` unit `slot`. Between two
+/// requests the connection is idle (`net/clients.rs`): under the per-address cap of idle
+/// sockets, and closed if a new request finding `clients` used up takes its unit.
 pub async fn handle(
     ctx: Arc<ServerCtx>,
     mut stream: Conn,
     mut head: RequestHead,
     rest: Vec<u8>,
     peer: SocketAddr,
+    mut slot: ClientSlot,
 ) {
     let mut buf = rest;
     buf.reserve(1024);
     // Read once per connection: a config reload applies to new connections.
     let timeout = ctx.config().header_timeout();
+    let per_address = HeadLimits::configured(&ctx.config().limits, false).per_address;
     loop {
         let keep = serve_one(&ctx, &mut stream, &head, peer).await && keep_alive(&head);
         if !keep {
             let _ = stream.shutdown().await;
             return;
         }
+        let mark = match slot.go_idle(peer.ip(), per_address) {
+            Ok(mark) => mark,
+            Err(why) => {
+                tracing::debug!(%peer, "keep-alive connection closed: {why}");
+                let _ = stream.shutdown().await;
+                return;
+            }
+        };
         let next = tokio::time::timeout(timeout, read_head(&mut stream, &mut buf));
-        match next.await {
+        let next = tokio::select! {
+            next = next => next,
+            () = mark.evicted() => {
+                tracing::debug!(%peer, "idle keep-alive connection closed: its clients slot taken by a new client");
+                return;
+            }
+        };
+        if !slot.wake() {
+            return;
+        }
+        match next {
             Ok(Some(h)) if matches!(h.method.as_str(), "GET" | "HEAD") && is_hls_path(&h.path) => {
                 head = h;
             }

@@ -56,6 +56,7 @@ pub fn auth_problems(config: &Config) -> Vec<String> {
     auth::Authenticators::problems(config)
 }
 pub use audience::follow::ENDED_GRACE;
+pub use audience::page::Page;
 pub use audience::{AudiencePath, EndReason, ListenerRow};
 pub use mount::live::{Mount, SourceKind};
 pub use observe::error_log::{ErrorLog, ErrorLogError};

@@ -25,6 +25,10 @@ pub const REALM: &str = "Basic realm=\"Icecast2 Server\"";
 /// every `503`, RFC 9110 §10.2.3).
 pub const RETRY_AFTER_SECS: &str = "5";
 
+/// Most bytes of a request body any endpoint reads: the API's bodies are small JSON objects of
+/// strings (`admin/api.rs`), a WHEP offer a few KiB of SDP (`whep/mod.rs`).
+pub const MAX_BODY_BYTES: usize = 16 * 1024;
+
 /// Whether `path` is served by the admin/status HTTP stack rather than a mount (`/static/…` is
 /// the station page's files: no mount can be listened to under it; `/status.xsl`, Icecast's
 /// HTML status page, is the station page too).

@@ -9,18 +9,20 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::audience::follow::MoveFilter;
+use crate::audience::page::{take_page, Page};
 use crate::audience::{AudiencePath, EndReason, ListenerRow};
 use crate::ctx::ServerCtx;
 use crate::mount::live::Mount;
 
-/// Every member on mount `mount` (all mounts when `None`), on every path, sorted by id.
-pub async fn members(ctx: &ServerCtx, mount: Option<&str>) -> Vec<ListenerRow> {
-    let mut rows = ctx.fanout.list(mount).await;
-    rows.extend(ctx.hls.sessions.rows(mount, Instant::now()));
+/// The members on mount `mount` (all mounts when `None`), on every path, on `page` (sorted by
+/// id; each path keeps only its page, `audience/page.rs`).
+pub async fn members(ctx: &ServerCtx, mount: Option<&str>, page: Page) -> Vec<ListenerRow> {
+    let icy = ctx.fanout.list(mount, page).await;
+    let hls = ctx.hls.sessions.rows_page(mount, Instant::now(), page);
+    let mut rows = take_page(icy.into_iter().chain(hls), page);
     if let Some(whep) = &ctx.whep {
-        rows.extend(whep.list(mount).await);
+        rows = take_page(rows.into_iter().chain(whep.list(mount, page).await), page);
     }
-    rows.sort_by_key(|r| r.id);
     rows
 }
 

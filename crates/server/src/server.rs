@@ -22,7 +22,7 @@ use crate::ctx::ServerCtx;
 use crate::fanout::shard::{ShardConfig, ShardContext};
 use crate::fanout::FanOut;
 use crate::mount::registry::Registry;
-use crate::net::clients::{limit_for, pending_limit_for, Clients, HeadLimits};
+use crate::net::clients::{limit_for, pending_limit_for, Clients, HeadLimits, HeadRefused};
 use crate::net::listen::{bind, bind_pair, BindError, ListenSocket, Port};
 use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::Metrics;
@@ -578,16 +578,19 @@ pub fn release_free_memory() {
 /// hang-ups are processed, instead of refusing them.
 pub const ADMISSION_WAIT: Duration = Duration::from_secs(2);
 
-/// Admission at the `clients` limit. Called with one accepted connection in hand (the accept
+/// Admission at the `clients` limit, or with the budget of connections reading their head
+/// (`pending-clients`) used up. Called with one accepted connection in hand (the accept
 /// loop takes no other meanwhile, so further connections wait in the kernel's listen backlog,
 /// costing no file descriptor): waits up to [`ADMISSION_WAIT`] for a slot, once per overload
-/// episode. While the server stays full after such a wait (`overloaded`), connections are
+/// episode. A TLS reconnect storm thus waits in the backlog while the handshakes ahead of it
+/// are done (they free their head units), rather than being refused. While the server stays full after such a wait (`overloaded`), connections are
 /// accepted at once instead of one every wait: a listener then gets 503 once its head is read,
 /// while an admin request or a source login may take a slot of `reserved-clients`. Connections
 /// still reading their head never fill `clients` (they have their own budget), so idle sockets
 /// cannot start an overload episode.
 async fn admission(ctx: &ServerCtx, overloaded: &mut bool) {
-    let full = || ctx.clients.is_full();
+    let heads = pending_limit_for(ctx.config().limits.pending_clients);
+    let full = || ctx.clients.is_full() || ctx.clients.pending() >= heads;
     if !full() {
         *overloaded = false;
         return;
@@ -617,18 +620,13 @@ fn raise_open_file_limit_once() {
 
 /// Limits on connections still reading their head from `peer`, from the configuration in
 /// force. A trusted proxy (`paths.x-forwarded-for`) carries many clients' connections, so the
-/// per-address cap does not apply to it.
+/// per-address cap does not apply to it; nor to a load balancer of `paths.proxy-protocol-from`,
+/// whose connections count against the client its PROXY header names once it is read
+/// (`connection.rs`).
 fn head_limits(ctx: &ServerCtx, peer: std::net::IpAddr) -> HeadLimits {
-    let limits = &ctx.config().limits;
-    let per_address = if ctx.filters().is_trusted_proxy(peer) {
-        u32::MAX
-    } else {
-        u32::try_from(limits.pending_per_address).unwrap_or(u32::MAX)
-    };
-    HeadLimits {
-        total: pending_limit_for(limits.pending_clients),
-        per_address,
-    }
+    let filters = ctx.filters();
+    let exempt = filters.is_trusted_proxy(peer) || filters.accepts_proxy_protocol(peer);
+    HeadLimits::configured(&ctx.config().limits, exempt)
 }
 
 async fn accept_loop(ctx: Arc<ServerCtx>, listener: TcpListener, port: Port) {
@@ -639,11 +637,37 @@ async fn accept_loop(ctx: Arc<ServerCtx>, listener: TcpListener, port: Port) {
                 admission(&ctx, &mut overloaded).await;
                 // A connection reading its head holds a unit of the head budget, not of
                 // `clients`: the handler moves it to `clients` once the request is known.
-                let slot = match ctx
-                    .clients
-                    .start_head(peer.ip(), head_limits(&ctx, peer.ip()))
-                {
-                    Ok(slot) => slot,
+                let tls = matches!(port, Port::Tls | Port::Auto);
+                let limits = head_limits(&ctx, peer.ip());
+                let started = match ctx.clients.start_head(peer.ip(), limits) {
+                    // On a TLS socket an address over its cap is let in on probation: it must
+                    // start its handshake at once (`connection::handle_tls`), so a crowd behind
+                    // one address reconnecting over TLS is served and silent sockets are not.
+                    Err(HeadRefused::PerAddress) if tls => ctx
+                        .clients
+                        .start_head(
+                            peer.ip(),
+                            HeadLimits {
+                                per_address: u32::MAX,
+                                ..limits
+                            },
+                        )
+                        .map(|slot| (slot, true)),
+                    started => started.map(|slot| (slot, false)),
+                };
+                let (slot, on_probation) = match started {
+                    Ok(started) => started,
+                    Err(why) if tls => {
+                        let auto = port == Port::Auto;
+                        tokio::spawn(crate::connection::refuse_tls_head(
+                            ctx.clone(),
+                            stream,
+                            peer,
+                            why,
+                            auto,
+                        ));
+                        continue;
+                    }
                     Err(why) => {
                         tokio::spawn(crate::connection::refuse_head(
                             ctx.clone(),
@@ -666,7 +690,14 @@ async fn accept_loop(ctx: Arc<ServerCtx>, listener: TcpListener, port: Port) {
                     }
                     Port::Tls | Port::Auto => {
                         let auto = port == Port::Auto;
-                        tokio::spawn(crate::connection::handle_tls(ctx, stream, peer, slot, auto));
+                        tokio::spawn(crate::connection::handle_tls(
+                            ctx,
+                            stream,
+                            peer,
+                            slot,
+                            auto,
+                            on_probation,
+                        ));
                     }
                 }
             }

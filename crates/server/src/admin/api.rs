@@ -228,8 +228,7 @@ pub fn split_path(rest: &str, is_live: impl Fn(&str) -> bool) -> (String, Resour
     (full, Resource::Mount)
 }
 
-/// Most bytes of a request body the API reads: its bodies are small JSON objects of strings.
-pub const MAX_BODY_BYTES: usize = 16 * 1024;
+pub use crate::respond::MAX_BODY_BYTES;
 
 /// Reads the body of an authorized request: at most [`MAX_BODY_BYTES`] (a larger
 /// `Content-Length` is refused before reading), within `timeout`.
@@ -376,7 +375,11 @@ pub async fn mount_resource(
         }
         (Resource::Mount, _) => method_not_allowed("GET, HEAD, DELETE"),
         (Resource::Listeners, Method::GET | Method::HEAD) => {
-            let rows = ops::listeners(&ctx, &m).await;
+            // One page (`after`, `limit`): a large audience costs one page of memory.
+            let q = parse_query(query.as_deref().unwrap_or(""));
+            let param = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+            let page = crate::audience::page::Page::from_params(param("after"), param("limit"));
+            let rows = ops::listeners(&ctx, &m, page).await;
             let list: Vec<Value> = rows
                 .iter()
                 .map(|r| {

@@ -8,6 +8,7 @@
 //! The edges' series in `/metrics` are added by `admin/mod.rs` through
 //! `cluster::registry::append_metrics`.
 
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,11 +17,13 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::Response;
+use axum::Extension;
 use serde_json::{json, Value};
 
 use crate::admin::api::{json_reply, read_body};
 use crate::admin::auth;
 use crate::cluster::registry::{EdgeReport, ReportError};
+use crate::cluster::sign;
 use crate::config::cluster::RedirectMode;
 use crate::ctx::ServerCtx;
 
@@ -56,6 +59,7 @@ fn is_edge_or_admin(ctx: &ServerCtx, headers: &HeaderMap) -> bool {
 /// `POST`/`PUT /api/v1/cluster/edges`: an edge's report (see the module documentation).
 pub async fn edges(
     State(ctx): State<Arc<ServerCtx>>,
+    Extension(peer): Extension<SocketAddr>,
     method: Method,
     headers: HeaderMap,
     body: Body,
@@ -76,6 +80,26 @@ pub async fn edges(
         Ok(b) => b,
         Err(r) => return r,
     };
+    // The report's bytes must be signed with the cluster secret (its time is inside them).
+    let signed = ctx
+        .config()
+        .cluster
+        .secret
+        .as_deref()
+        .is_some_and(|secret| {
+            headers
+                .get(sign::SIGNATURE_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|sig| !secret.is_empty() && sign::verify(secret, &body, sig))
+        });
+    if !signed {
+        tracing::info!(%peer, "edge report refused: missing or wrong signature");
+        return outcome(
+            StatusCode::UNAUTHORIZED,
+            false,
+            "The report must be signed with the cluster secret (X-Throng-Signature)",
+        );
+    }
     let report: EdgeReport = match serde_json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => {
@@ -88,7 +112,11 @@ pub async fn edges(
     };
     let url = report.url.clone();
     let timeout = ctx.config().cluster.edge_timeout;
-    match ctx.cluster.report(report, Instant::now()) {
+    let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
+    match ctx
+        .cluster
+        .report(report, peer.ip(), Instant::now(), now_ms)
+    {
         Ok(new) => {
             if new {
                 tracing::info!(edge = %url, "edge registered");
@@ -101,7 +129,14 @@ pub async fn edges(
         Err(e @ ReportError::Full) => {
             outcome(StatusCode::SERVICE_UNAVAILABLE, false, &e.to_string())
         }
-        Err(e) => outcome(StatusCode::BAD_REQUEST, false, &e.to_string()),
+        Err(e @ ReportError::Taken) => {
+            tracing::warn!(%peer, edge = %url, "edge report refused: {e}");
+            outcome(StatusCode::CONFLICT, false, &e.to_string())
+        }
+        Err(e) => {
+            tracing::info!(%peer, edge = %url, "edge report refused: {e}");
+            outcome(StatusCode::BAD_REQUEST, false, &e.to_string())
+        }
     }
 }
 

@@ -366,7 +366,12 @@ async fn mount_command(
         }
         Command::Metadata(r) => metadata(ctx, m, params, access, peer, r),
         Command::ListClients(r) => {
-            let rows = ops::listeners(ctx, m).await;
+            // One page (`after`: the last ID of the previous page, `limit`); `<Listeners>` stays
+            // the mount's total.
+            let after = params.get("after");
+            let limit = params.get("limit");
+            let page = crate::audience::page::Page::from_params(after.as_deref(), limit.as_deref());
+            let rows = ops::listeners(ctx, m, page).await;
             let count = m.listeners.load(std::sync::atomic::Ordering::Relaxed);
             document(
                 ctx,

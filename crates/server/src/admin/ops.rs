@@ -9,6 +9,7 @@ use std::sync::Arc;
 use thiserror::Error;
 
 use crate::audience::follow::MoveFilter;
+use crate::audience::page::Page;
 use crate::audience::ListenerRow;
 use crate::ctx::ServerCtx;
 use crate::ledger::TitleSetter;
@@ -72,10 +73,10 @@ pub fn live_mount(ctx: &ServerCtx, name: &str) -> Result<Arc<Mount>, AdminError>
     Ok(m)
 }
 
-/// The listeners on `mount` now, on every path (ICY, HLS, WHEP), sorted by id
-/// (`listclients`).
-pub async fn listeners(ctx: &ServerCtx, mount: &Mount) -> Vec<ListenerRow> {
-    crate::roster::members(ctx, Some(&mount.name)).await
+/// The listeners on `mount` now, on every path (ICY, HLS, WHEP), on `page`, sorted by id
+/// (`listclients`, the API's listeners, the admin UI's mount page).
+pub async fn listeners(ctx: &ServerCtx, mount: &Mount, page: Page) -> Vec<ListenerRow> {
+    crate::roster::members(ctx, Some(&mount.name), page).await
 }
 
 /// Parses an id as C `atoi` does (leading blanks, optional sign, digits; anything else ends
@@ -103,7 +104,10 @@ pub async fn kill_client(ctx: &ServerCtx, mount: &Mount, id: i64) -> bool {
     let Ok(id) = u64::try_from(id) else {
         return false;
     };
-    let on_mount = listeners(ctx, mount).await.iter().any(|r| r.id == id);
+    let on_mount = listeners(ctx, mount, Page::only(id))
+        .await
+        .iter()
+        .any(|r| r.id == id);
     let killed = on_mount && crate::roster::kill(ctx, id).await;
     if killed {
         tracing::info!(mount = %mount.name, id, "admin: client removed");

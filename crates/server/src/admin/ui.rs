@@ -413,8 +413,10 @@ pub async fn mount(
 <button type=\"submit\" id=\"meta-submit\">Update metadata</button>"
         )
     );
-    // Listeners.
-    let rows = ops::listeners(&ctx, &m).await;
+    // Listeners: one page (`after`, `limit`; a large audience costs one page of memory).
+    let param = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    let listing = crate::audience::page::Page::from_params(param("after"), param("limit"));
+    let rows = ops::listeners(&ctx, &m, listing).await;
     let mut lrows = String::new();
     for r in &rows {
         let kick = form(

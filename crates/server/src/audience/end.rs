@@ -58,11 +58,14 @@ pub enum EndReason {
     SourceEnded,
     /// The server shuts down.
     Shutdown,
+    /// It was idle (an event subscriber, a keep-alive connection between requests) and was
+    /// closed, the idlest first, to make room under `clients` for a new request.
+    Evicted,
 }
 
 impl EndReason {
     /// Every reason, in a stable order (for metrics and documentation tables).
-    pub const ALL: [EndReason; 8] = [
+    pub const ALL: [EndReason; 9] = [
         EndReason::HungUp,
         EndReason::Vanished,
         EndReason::WriteFailed,
@@ -71,13 +74,14 @@ impl EndReason {
         EndReason::Killed,
         EndReason::SourceEnded,
         EndReason::Shutdown,
+        EndReason::Evicted,
     ];
 
     /// Whose side ended the session.
     pub fn side(self) -> Side {
         match self {
             EndReason::HungUp | EndReason::Vanished | EndReason::WriteFailed => Side::Client,
-            EndReason::TooSlow | EndReason::TimeLimit => Side::Policy,
+            EndReason::TooSlow | EndReason::TimeLimit | EndReason::Evicted => Side::Policy,
             EndReason::Killed => Side::Operator,
             EndReason::SourceEnded => Side::Upstream,
             EndReason::Shutdown => Side::Shutdown,
@@ -85,7 +89,7 @@ impl EndReason {
     }
 
     /// The reason alone, kebab-case: `hung-up`, `vanished`, `write-failed`, `too-slow`,
-    /// `time-limit`, `killed`, `source-ended`, `shutdown`.
+    /// `time-limit`, `killed`, `source-ended`, `shutdown`, `evicted`.
     pub fn why(self) -> &'static str {
         match self {
             EndReason::HungUp => "hung-up",
@@ -96,6 +100,7 @@ impl EndReason {
             EndReason::Killed => "killed",
             EndReason::SourceEnded => "source-ended",
             EndReason::Shutdown => "shutdown",
+            EndReason::Evicted => "evicted",
         }
     }
 
@@ -112,6 +117,7 @@ impl EndReason {
             EndReason::Killed => "operator:killed",
             EndReason::SourceEnded => "upstream:source-ended",
             EndReason::Shutdown => "shutdown:shutdown",
+            EndReason::Evicted => "policy:evicted",
         }
     }
 
@@ -126,6 +132,7 @@ impl EndReason {
             EndReason::Killed => "removed by an operator",
             EndReason::SourceEnded => "the source ended with no fallback",
             EndReason::Shutdown => "the server is shutting down",
+            EndReason::Evicted => "idle, closed to make room for a new client",
         }
     }
 

@@ -12,6 +12,7 @@
 
 pub mod end;
 pub mod follow;
+pub mod page;
 pub mod record;
 
 pub use end::EndReason;

@@ -59,11 +59,11 @@ pub async fn post_form(
     timeout: Duration,
 ) -> Result<CallbackReply, CallbackError> {
     let content_type = "application/x-www-form-urlencoded";
-    post(url, basic, user_agent, content_type, body, timeout).await
+    post(url, basic, user_agent, content_type, &[], body, timeout).await
 }
 
-/// As [`post_form`], with the body's `Content-Type` given (an edge's JSON report to its
-/// origin, `cluster/report.rs`).
+/// As [`post_form`], with the body's `Content-Type` and `extra` headers given (an edge's
+/// signed JSON report to its origin, `cluster/report.rs`).
 ///
 /// Errors: [`CallbackError`].
 pub async fn post(
@@ -71,10 +71,11 @@ pub async fn post(
     basic: Option<&(String, String)>,
     user_agent: &str,
     content_type: &str,
+    extra: &[(&str, &str)],
     body: String,
     timeout: Duration,
 ) -> Result<CallbackReply, CallbackError> {
-    let work = exchange(url, basic, user_agent, content_type, body);
+    let work = exchange(url, basic, user_agent, content_type, extra, body);
     match tokio::time::timeout(timeout, work).await {
         Ok(r) => r,
         Err(_) => Err(CallbackError::Timeout(timeout)),
@@ -86,6 +87,7 @@ async fn exchange(
     basic: Option<&(String, String)>,
     user_agent: &str,
     content_type: &str,
+    extra: &[(&str, &str)],
     body: String,
 ) -> Result<CallbackReply, CallbackError> {
     let tcp = TcpStream::connect((url.host.as_str(), url.port))
@@ -104,6 +106,9 @@ async fn exchange(
         .header(CONNECTION, "close");
     if let Some((user, pass)) = basic {
         req = req.header(AUTHORIZATION, basic_authorization(user, pass));
+    }
+    for (name, value) in extra {
+        req = req.header(*name, *value);
     }
     let req = req.body(Full::new(Bytes::from(body)))?;
     // The connection is driven here, not in a spawned task, so a timeout drops all of it.

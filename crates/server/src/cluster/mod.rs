@@ -4,9 +4,12 @@
 //! `/api/v1/cluster` and `/metrics`, and answers listeners it has no room for (or all of them,
 //! `redirect = "all"`) with `302` to the edge with the most room (`redirect.rs`), as
 //! Icecast-KH's `master-redirect`. The decisions (which edge, when one expires, the
-//! `Location`) are pure functions in `decide.rs`.
+//! `Location`) are pure functions in `decide.rs`. Reports are signed with the cluster secret
+//! and carry their time (`sign.rs`); an edge's entry is bound to the address of its first
+//! report (`registry.rs`).
 
 pub mod decide;
 pub mod redirect;
 pub mod registry;
 pub mod report;
+pub mod sign;

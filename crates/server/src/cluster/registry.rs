@@ -1,9 +1,13 @@
-//! The origin's registry of edges: the last report of each (keyed by its public URL), when it
-//! came, and how many listeners were sent there since. Edges silent longer than `edge-timeout`
+//! The origin's registry of edges: the last report of each (keyed by its public URL, its
+//! name), when it came, and how many listeners were sent there since. An edge's name is bound
+//! to the address its first report came from: a report naming it from another address is
+//! refused while the edge is registered, so one edge cannot overwrite another's entry; and a
+//! report must be newer than the edge's last (`sign.rs`), so none can be replayed. Edges silent longer than `edge-timeout`
 //! are dropped whenever the registry is read. Also the report an edge sends, and the
 //! per-edge series of `/metrics`.
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::time::{Duration, Instant, SystemTime};
 
 use parking_lot::Mutex;
@@ -24,6 +28,8 @@ pub struct EdgeReport {
     /// Its live mounts and their listeners.
     #[serde(default)]
     pub mounts: BTreeMap<String, u64>,
+    /// When the edge made the report (Unix milliseconds); inside the signature.
+    pub time: u64,
 }
 
 /// Most mounts one report may list; most edges the registry keeps (reports from more are
@@ -31,6 +37,11 @@ pub struct EdgeReport {
 pub const MAX_MOUNTS: usize = 1000;
 /// See [`MAX_MOUNTS`].
 pub const MAX_EDGES: usize = 1000;
+/// Most `throng_cluster_edge_mount_listeners` series one edge gets in `/metrics` (its mounts
+/// with the most listeners; the full list stays in `/api/v1/cluster`), so that the public
+/// `/metrics` stays small however many mounts the edges carry (300 edges × 1,000 mounts made it
+/// 25.7 MB).
+pub const MOUNT_SERIES_PER_EDGE: usize = 16;
 
 /// Why a report was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -50,11 +61,19 @@ pub enum ReportError {
     /// The registry holds [`MAX_EDGES`] other edges.
     #[error("the registry is full ({MAX_EDGES} edges)")]
     Full,
+    /// The edge URL is registered by another address (the one its first report came from).
+    #[error("this edge URL is registered from another address")]
+    Taken,
+    /// The report's time is too old, too far ahead, or not newer than the edge's last.
+    #[error("{0}")]
+    Stale(#[from] crate::cluster::sign::StaleReport),
 }
 
 #[derive(Debug, Clone)]
 struct Edge {
     report: EdgeReport,
+    /// The address its first report came from (an IPv4 address or an IPv6 /64).
+    bound: IpAddr,
     last: Instant,
     last_wall: SystemTime,
     first_wall: SystemTime,
@@ -103,10 +122,17 @@ fn unix(t: SystemTime) -> u64 {
 }
 
 impl Cluster {
-    /// Records a report received at `now`; returns whether the edge is new.
+    /// Records a report received from `from` at `now` (`now_ms`: the wall clock, Unix
+    /// milliseconds); returns whether the edge is new.
     ///
     /// Errors: [`ReportError`].
-    pub fn report(&self, r: EdgeReport, now: Instant) -> Result<bool, ReportError> {
+    pub fn report(
+        &self,
+        r: EdgeReport,
+        from: IpAddr,
+        now: Instant,
+        now_ms: u64,
+    ) -> Result<bool, ReportError> {
         if !decide::valid_edge_url(&r.url) {
             return Err(ReportError::BadUrl);
         }
@@ -122,9 +148,14 @@ impl Cluster {
         {
             return Err(ReportError::BadMounts);
         }
+        let from = crate::net::clients::address_key(from);
         let mut edges = self.edges.lock();
         let wall = SystemTime::now();
         if let Some(e) = edges.get_mut(&r.url) {
+            if e.bound != from {
+                return Err(ReportError::Taken);
+            }
+            crate::cluster::sign::fresh(r.time, now_ms, Some(e.report.time))?;
             e.report = r;
             e.last = now;
             e.last_wall = wall;
@@ -132,6 +163,7 @@ impl Cluster {
             e.sent = 0;
             return Ok(false);
         }
+        crate::cluster::sign::fresh(r.time, now_ms, None)?;
         if edges.len() >= MAX_EDGES {
             return Err(ReportError::Full);
         }
@@ -139,6 +171,7 @@ impl Cluster {
             r.url.clone(),
             Edge {
                 report: r,
+                bound: from,
                 last: now,
                 last_wall: wall,
                 first_wall: wall,
@@ -232,7 +265,8 @@ fn label(v: &str) -> String {
 /// The per-edge series of `/metrics` in the OpenMetrics text format, inserted before the
 /// `# EOF` line of `text` (appended when there is none): `throng_cluster_edges`, and per edge
 /// `throng_cluster_edge_listeners`, `_capacity`, `_last_report_seconds` (age),
-/// `_redirected` (listeners sent there in all), `throng_cluster_edge_mount_listeners` per mount.
+/// `_redirected` (listeners sent there in all), `throng_cluster_edge_mount_listeners` for the
+/// edge's [`MOUNT_SERIES_PER_EDGE`] mounts with the most listeners (ties by name).
 pub fn append_metrics(text: &mut String, edges: &[EdgeStatus]) {
     use std::fmt::Write;
     let mut m = String::new();
@@ -278,7 +312,9 @@ pub fn append_metrics(text: &mut String, edges: &[EdgeStatus]) {
     let _ = writeln!(m, "# TYPE throng_cluster_edge_mount_listeners gauge");
     let _ = writeln!(m, "# HELP throng_cluster_edge_mount_listeners Listeners of a mount on the edge at its last report.");
     for e in edges {
-        for (mount, n) in &e.mounts {
+        let mut busiest: Vec<(&String, &u64)> = e.mounts.iter().collect();
+        busiest.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+        for (mount, n) in busiest.into_iter().take(MOUNT_SERIES_PER_EDGE) {
             let _ = writeln!(
                 m,
                 "throng_cluster_edge_mount_listeners{{edge=\"{}\",mount=\"{}\"}} {n}",
@@ -303,7 +339,84 @@ mod tests {
             capacity: 100,
             listeners,
             mounts: mounts.iter().map(|(m, n)| ((*m).into(), *n)).collect(),
+            time: 0,
         }
+    }
+
+    /// An edge's address in these tests.
+    const EDGE: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 1));
+
+    /// Sends `r` from [`EDGE`] at `now`, with a time newer than any before (the origin's
+    /// clock agreeing).
+    fn send(c: &Cluster, mut r: EdgeReport, now: Instant) -> Result<bool, ReportError> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        r.time = 1_800_000_000_000 + NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let time = r.time;
+        c.report(r, EDGE, now, time)
+    }
+
+    #[test]
+    fn an_edge_is_bound_to_its_first_address_and_reports_are_not_replayed() {
+        let c = Cluster::default();
+        let now = Instant::now();
+        let t = 1_800_000_000_000;
+        let at = |time: u64| EdgeReport {
+            time,
+            ..report("http://a:1", 5, &[("/live", 5)])
+        };
+        let other: IpAddr = "198.51.100.7".parse().unwrap();
+        assert_eq!(c.report(at(t), EDGE, now, t), Ok(true));
+        // Another address cannot overwrite it...
+        assert_eq!(
+            c.report(at(t + 1), other, now, t + 1),
+            Err(ReportError::Taken)
+        );
+        // ...nor can the report be replayed, or an old one sent.
+        use crate::cluster::sign::StaleReport;
+        assert_eq!(
+            c.report(at(t), EDGE, now, t + 10),
+            Err(ReportError::Stale(StaleReport::Replayed))
+        );
+        assert_eq!(
+            c.report(at(t + 2), EDGE, now, t + 60_000),
+            Err(ReportError::Stale(StaleReport::OutOfWindow))
+        );
+        assert_eq!(c.report(at(t + 3), EDGE, now, t + 3), Ok(false));
+        // Once it expired, the URL may be registered from elsewhere.
+        let later = now + Duration::from_secs(16);
+        c.prune(later, Duration::from_secs(15));
+        assert_eq!(c.report(at(t + 4), other, later, t + 4), Ok(true));
+    }
+
+    #[test]
+    fn per_edge_mount_series_are_bounded() {
+        // Issue 28's probe: 300 edges carrying 1,000 mounts each (25.7 MB of /metrics before).
+        let c = Cluster::default();
+        let now = Instant::now();
+        let names: Vec<String> = (0..MAX_MOUNTS - 1)
+            .map(|i| format!("/mount-{i:04}.mp3"))
+            .collect();
+        let mounts: Vec<(&str, u64)> = names.iter().map(|n| (n.as_str(), 1)).collect();
+        for e in 0..300 {
+            let mut r = report(
+                &format!("http://edge-{e:03}.example.com:8000"),
+                100,
+                &mounts,
+            );
+            r.mounts.insert("/busy".into(), 50);
+            send(&c, r, now).unwrap();
+        }
+        let mut text = String::new();
+        append_metrics(&mut text, &c.snapshot(now, Duration::from_secs(15)));
+        eprintln!("/metrics cluster series: {} bytes", text.len());
+        let series = text
+            .lines()
+            .filter(|l| l.starts_with("throng_cluster_edge_mount_listeners{"))
+            .count();
+        assert_eq!(series, 300 * MOUNT_SERIES_PER_EDGE);
+        assert!(text.len() < 1024 * 1024, "{} bytes", text.len());
+        // The busiest mounts are the ones shown.
+        assert!(text.contains("edge=\"http://edge-000.example.com:8000\",mount=\"/busy\"} 50"));
     }
 
     #[test]
@@ -312,17 +425,17 @@ mod tests {
         let now = Instant::now();
         let r = |url: &str| report(url, 1, &[("/a.mp3", 1)]);
         assert_eq!(
-            c.report(r("http://e1\r\nSet-Cookie: x=1"), now),
+            send(&c, r("http://e1\r\nSet-Cookie: x=1"), now),
             Err(ReportError::BadUrl)
         );
-        assert_eq!(c.report(r("http://u:p@e1"), now), Err(ReportError::BadUrl));
+        assert_eq!(send(&c, r("http://u:p@e1"), now), Err(ReportError::BadUrl));
         let mut big = r("http://e1:8000");
         big.capacity = u64::MAX;
-        assert_eq!(c.report(big, now), Err(ReportError::BadCounts));
+        assert_eq!(send(&c, big, now), Err(ReportError::BadCounts));
         let mut odd = r("http://e1:8000");
         odd.mounts.insert("/x\ny".into(), 1);
-        assert_eq!(c.report(odd, now), Err(ReportError::BadMounts));
-        assert_eq!(c.report(r("http://e1:8000"), now), Ok(true));
+        assert_eq!(send(&c, odd, now), Err(ReportError::BadMounts));
+        assert_eq!(send(&c, r("http://e1:8000"), now), Ok(true));
         assert_eq!(c.snapshot(now, Duration::from_secs(30)).len(), 1);
     }
 
@@ -332,15 +445,15 @@ mod tests {
         let t0 = Instant::now();
         let timeout = Duration::from_secs(15);
         assert_eq!(
-            c.report(report("http://a:1", 90, &[("/live", 90)]), t0),
+            send(&c, report("http://a:1", 90, &[("/live", 90)]), t0),
             Ok(true)
         );
         assert_eq!(
-            c.report(report("http://b:1", 10, &[("/live", 10)]), t0),
+            send(&c, report("http://b:1", 10, &[("/live", 10)]), t0),
             Ok(true)
         );
         assert_eq!(
-            c.report(report("http://b:1", 20, &[("/live", 20)]), t0),
+            send(&c, report("http://b:1", 20, &[("/live", 20)]), t0),
             Ok(false)
         );
         assert_eq!(c.pick("/live", t0, timeout).as_deref(), Some("http://b:1"));
@@ -350,8 +463,7 @@ mod tests {
         assert_eq!((s[1].room, s[1].redirected), (79, 1));
         // a keeps reporting, b goes silent.
         let later = t0 + Duration::from_secs(16);
-        c.report(report("http://a:1", 90, &[("/live", 90)]), later)
-            .unwrap();
+        send(&c, report("http://a:1", 90, &[("/live", 90)]), later).unwrap();
         assert_eq!(c.prune(later, timeout), vec!["http://b:1".to_string()]);
         assert_eq!(
             c.pick("/live", later, timeout).as_deref(),
@@ -364,11 +476,11 @@ mod tests {
         let c = Cluster::default();
         let now = Instant::now();
         assert_eq!(
-            c.report(report("edge:1", 0, &[]), now),
+            send(&c, report("edge:1", 0, &[]), now),
             Err(ReportError::BadUrl)
         );
         assert_eq!(
-            c.report(report("http://a:1", 0, &[("live", 1)]), now),
+            send(&c, report("http://a:1", 0, &[("live", 1)]), now),
             Err(ReportError::BadMounts)
         );
     }
@@ -377,8 +489,7 @@ mod tests {
     fn metrics_go_before_eof_with_escaped_labels() {
         let c = Cluster::default();
         let now = Instant::now();
-        c.report(report("http://a:1", 3, &[("/x\"y", 3)]), now)
-            .unwrap();
+        send(&c, report("http://a:1", 3, &[("/x\"y", 3)]), now).unwrap();
         let mut text = "a 1\n# EOF\n".to_string();
         append_metrics(&mut text, &c.snapshot(now, Duration::from_secs(15)));
         assert!(text.ends_with("# EOF\n"));

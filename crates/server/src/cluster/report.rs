@@ -41,6 +41,7 @@ pub fn current(ctx: &ServerCtx) -> Option<EdgeReport> {
         capacity,
         listeners: mounts.values().sum(),
         mounts,
+        time: u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0),
     })
 }
 
@@ -55,12 +56,24 @@ pub async fn send(ctx: &ServerCtx, report: &EdgeReport) -> Result<u16, String> {
     let url = CallbackUrl::parse(&url).map_err(|e| e.to_string())?;
     let basic = ("edge".to_string(), c.secret.clone().unwrap_or_default());
     let body = serde_json::to_string(report).map_err(|e| e.to_string())?;
+    // Signed with the secret; the report's `time` is inside (`sign.rs`).
+    let signature =
+        crate::cluster::sign::sign(c.secret.as_deref().unwrap_or_default(), body.as_bytes());
+    let extra = [(crate::cluster::sign::SIGNATURE_HEADER, signature.as_str())];
     let timeout = Duration::from_secs(c.report_interval.clamp(1, 10));
     let agent = &config.server_id;
-    http_client::post(&url, Some(&basic), agent, "application/json", body, timeout)
-        .await
-        .map(|r| r.status)
-        .map_err(|e| e.to_string())
+    http_client::post(
+        &url,
+        Some(&basic),
+        agent,
+        "application/json",
+        &extra,
+        body,
+        timeout,
+    )
+    .await
+    .map(|r| r.status)
+    .map_err(|e| e.to_string())
 }
 
 /// Starts the reporting task; it ends when the server shuts down.

@@ -420,8 +420,9 @@ pub struct Limits {
     /// get 503. 0 (the default) means a quarter of the process's open-file limit, at least 64.
     pub pending_clients: usize,
     /// Most connections still reading their head from one address (one IPv6 /64), enforced
-    /// once half of `pending-clients` is in use (default 32; trusted proxies are exempt); more
-    /// get 503.
+    /// once half of `pending-clients` is in use (default 32; trusted proxies are exempt, and
+    /// behind a `proxy-protocol-from` balancer the client its PROXY header names is the
+    /// address); more get 503.
     pub pending_per_address: usize,
     /// Slots above `clients` that only admin requests and source logins may take, so that
     /// listeners filling `clients` never lock out the operator or the encoder (default 16).

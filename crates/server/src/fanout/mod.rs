@@ -12,6 +12,7 @@ pub mod write_path;
 use std::sync::Arc;
 
 use crate::audience::follow::MoveFilter;
+use crate::audience::page::{take_page, Page};
 use crate::audience::ListenerRow;
 use crate::fanout::handover::{AdoptedListener, ExportedListener};
 use crate::fanout::shard::{NewListener, ShardConfig, ShardContext, ShardHandle};
@@ -82,19 +83,18 @@ impl FanOut {
         }
     }
 
-    /// The listeners of `mount` (or all), sorted by id.
-    pub async fn list(&self, mount: Option<&str>) -> Vec<ListenerRow> {
+    /// The listeners of `mount` (or all) on `page`, sorted by id.
+    pub async fn list(&self, mount: Option<&str>, page: Page) -> Vec<ListenerRow> {
         let mut replies = Vec::new();
         for s in &self.shards {
             let (tx, rx) = tokio::sync::oneshot::channel();
-            s.list(mount.map(str::to_owned), tx);
+            s.list(mount.map(str::to_owned), page, tx);
             replies.push(rx);
         }
         let mut rows = Vec::new();
         for r in replies {
-            rows.extend(r.await.unwrap_or_default());
+            rows = take_page(rows.into_iter().chain(r.await.unwrap_or_default()), page);
         }
-        rows.sort_by_key(|r| r.id);
         rows
     }
 

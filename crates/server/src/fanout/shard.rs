@@ -30,6 +30,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 
 use crate::audience::follow::{self, JoinAt, Joined};
+use crate::audience::page::Page;
 use crate::audience::{AudiencePath, EndReason, ListenerInfo, ListenerRow};
 use crate::config::LagPolicy;
 use crate::fanout::cursor::{Cursor, SegKind};
@@ -124,6 +125,7 @@ enum Command {
     },
     List {
         mount: Option<String>,
+        page: Page,
         reply: tokio::sync::oneshot::Sender<Vec<ListenerRow>>,
     },
     Kill {
@@ -229,13 +231,14 @@ impl ShardHandle {
         self.send(Command::Move { filter, to, reply });
     }
 
-    /// Lists this shard's listeners (of `mount`, or all).
+    /// Lists this shard's listeners (of `mount`, or all) on `page`.
     pub fn list(
         &self,
         mount: Option<String>,
+        page: Page,
         reply: tokio::sync::oneshot::Sender<Vec<ListenerRow>>,
     ) {
-        self.send(Command::List { mount, reply });
+        self.send(Command::List { mount, page, reply });
     }
 
     /// Closes listener `id` if this shard holds it; `reply` says whether it did.
@@ -447,8 +450,8 @@ impl Shard {
                         let _ = r.send(n);
                     }
                 }
-                Command::List { mount, reply } => {
-                    let _ = reply.send(self.rows(mount.as_deref()));
+                Command::List { mount, page, reply } => {
+                    let _ = reply.send(self.rows(mount.as_deref(), page));
                 }
                 Command::Kill { id, reply } => {
                     let key = self

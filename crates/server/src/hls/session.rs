@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use crate::audience::page::{take_page, Page};
 use crate::audience::{AudiencePath, EndReason, ListenerInfo, ListenerRow};
 use throng_proto::hls::playlist::{MediaPlaylist, PlaylistSegment};
 
@@ -303,12 +304,17 @@ impl Sessions {
 
     /// The sessions on mount `name` (all when `None`) as listener rows.
     pub fn rows(&self, name: Option<&str>, now: Instant) -> Vec<ListenerRow> {
-        self.by_token
-            .lock()
+        self.rows_page(name, now, Page::FIRST)
+    }
+
+    /// As [`Self::rows`], on `page` only (`audience/page.rs`): at most a page of rows is made.
+    pub fn rows_page(&self, name: Option<&str>, now: Instant, page: Page) -> Vec<ListenerRow> {
+        let map = self.by_token.lock();
+        let rows = map
             .values()
-            .filter(|s| name.is_none_or(|n| s.mount.name == n))
-            .map(|s| s.info.row(&s.mount.name, now, 0, s.bytes))
-            .collect()
+            .filter(|s| s.info.id > page.after && name.is_none_or(|n| s.mount.name == n))
+            .map(|s| s.info.row(&s.mount.name, now, 0, s.bytes));
+        take_page(rows, page)
     }
 
     /// Ends session `id` (admin `killclient`); whether there was one.

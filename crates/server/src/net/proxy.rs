@@ -3,13 +3,21 @@
 //! (`throng_proto::proxy_protocol`) naming the client; it is read here, within the
 //! header timeout, and the client's address replaces the peer's for everything downstream
 //! (filters, throttles, the access log, `listclients`). Bytes after the header, and every byte
-//! of a connection that sends none, are handed on as already read.
+//! of a connection that sends none, are handed on as already read. The header has its own short
+//! deadline ([`deadline`]): a balancer sends it as soon as it connects.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use throng_proto::proxy_protocol::{parse, ProxyError};
 use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// The wait for a PROXY header when request heads get `header_timeout`: the shorter of the two
+/// and [`super::PROMPT`] (a balancer, HAProxy `send-proxy` or nginx `proxy_protocol`, writes it
+/// at once on connecting).
+pub fn deadline(header_timeout: Duration) -> Duration {
+    header_timeout.min(super::PROMPT)
+}
 
 /// Why a connection from a load balancer was closed before its request.
 #[derive(Debug, thiserror::Error)]
@@ -18,7 +26,7 @@ pub enum ProxyReadError {
     #[error("{0}")]
     Header(#[from] ProxyError),
     /// No whole header (or first request bytes) within the timeout.
-    #[error("no PROXY header within the header timeout")]
+    #[error("no PROXY header within its deadline")]
     Timeout,
     /// The peer closed, or the read failed.
     #[error("connection closed before the PROXY header: {0}")]

@@ -2,10 +2,15 @@
 //! configuration (ring provider, TLS 1.2 and 1.3, `http/1.1`), the choice of certificate by
 //! SNI, and the acceptor the accept loops use, whose configuration a reload (SIGHUP) swaps: new
 //! handshakes get the new certificates, established connections keep theirs, and a set of files
-//! that does not load is refused whole (the old one stays). Secret extraction is on and no
-//! session tickets are sent, so a listener's connection can hand its transmit keys to a fan-out
-//! shard once the handshake is done (`fanout/seal.rs`). Also the first-byte sniffing of `auto`
-//! sockets ([`looks_like_tls`]) and the client configuration of relays to `https://` upstreams.
+//! that does not load is refused whole (the old one stays). Secret extraction is on, so a
+//! listener's connection can hand its transmit keys to a fan-out shard once the handshake is
+//! done (`fanout/seal.rs`); the session tickets (TLS 1.3, one per handshake, from one ticketer
+//! kept across reloads) are written with the handshake, before that, and make a reconnect
+//! storm's handshakes resumptions. Handshakes take a unit of a CPU budget first
+//! ([`TlsAcceptor::handshake_permit`], a fair queue), and a connection refused before its
+//! handshake gets a TLS alert ([`refuse`]), never plaintext. Also the first-byte sniffing of
+//! `auto` sockets ([`looks_like_tls`]) and the client configuration of relays to `https://`
+//! upstreams.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -56,6 +61,35 @@ pub enum TlsError {
 
 /// The first byte of a TLS connection: a handshake record (RFC 8446 §5.1, content type 22).
 pub const HANDSHAKE_RECORD: u8 = 0x16;
+
+/// The refusal of a connection before its handshake: one fatal `internal_error` alert record
+/// (RFC 8446 §6: content type 21, legacy version 3.3, length 2, level 2 = fatal, description
+/// 80), which every TLS client reports as an alert from the server, not as garbage.
+pub const REFUSAL_ALERT: [u8; 7] = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 80];
+
+/// How long a refusal waits for the client's first flight before answering: a reset sent while
+/// its ClientHello sits unread could discard the alert before the client reads it.
+pub const REFUSAL_READ: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Refuses a connection on a TLS socket before its handshake: reads its first flight (for at
+/// most [`REFUSAL_READ`]), writes [`REFUSAL_ALERT`] and closes. Returns the first bytes read,
+/// so an `auto` socket's caller can tell a plain HTTP client (which gets a plaintext 503)
+/// from a TLS one; the alert is written only when they look like TLS or none came.
+pub async fn refuse(stream: &mut tokio::net::TcpStream, auto: bool) -> Vec<u8> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut first = vec![0u8; 2048];
+    let n = tokio::time::timeout(REFUSAL_READ, stream.read(&mut first))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or(0);
+    first.truncate(n);
+    if !auto || first.first().is_none_or(|&b| looks_like_tls(b)) {
+        let _ = stream.write_all(&REFUSAL_ALERT).await;
+        let _ = stream.shutdown().await;
+    }
+    first
+}
 
 /// Whether a connection whose first byte is `first` speaks TLS (an `auto` socket's choice). No
 /// HTTP method starts with byte 0x16.
@@ -131,7 +165,10 @@ impl ResolvesServerCert for SniResolver {
 ///
 /// Errors: the first file that does not load ([`load_certified_key`]), or
 /// [`TlsError::NoCertificate`].
-pub fn server_config(tls: &TlsConfig) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+pub fn server_config(
+    tls: &TlsConfig,
+    ticketer: Arc<dyn rustls::server::ProducesTickets>,
+) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     if tls.certificate.is_empty() {
         return Err(TlsError::NoCertificate);
     }
@@ -144,9 +181,13 @@ pub fn server_config(tls: &TlsConfig) -> Result<Arc<rustls::ServerConfig>, TlsEr
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(SniResolver { certs }));
-    // A listener's keys go to its fan-out shard: nothing may be left pending in rustls.
+    // A listener's keys go to its fan-out shard: nothing may be left pending in rustls. The
+    // TLS 1.3 ticket is written with the server's last handshake flight, so it is out before
+    // the keys are taken (its record is counted in the sequence number they carry).
     config.enable_secret_extraction = true;
-    config.send_tls13_tickets = 0;
+    config.ticketer = ticketer;
+    config.send_tls13_tickets = 1;
+    config.session_storage = rustls::server::ServerSessionMemoryCache::new(SESSION_CACHE);
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
@@ -168,22 +209,60 @@ pub fn check(tls: &TlsConfig) -> Vec<String> {
     problems
 }
 
-/// The TLS configuration the accept loops use now; a reload swaps it.
-#[derive(Debug, Default)]
+/// Sessions kept for TLS 1.2 resumption by session ID (TLS 1.3 and ticket-capable TLS 1.2
+/// clients resume by ticket, which costs the server no memory).
+pub const SESSION_CACHE: usize = 4096;
+
+/// Handshakes in progress at once per core: the CPU budget of handshakes. Others wait their
+/// turn in a fair queue (within the connection's `header-timeout`), so a reconnect storm is
+/// served in arrival order at the rate the CPU allows instead of every handshake slowing down
+/// until all of them time out.
+pub const HANDSHAKES_PER_CORE: usize = 8;
+
+/// The TLS configuration the accept loops use now (a reload swaps it) and the budget of
+/// handshakes in progress.
 pub struct TlsAcceptor {
     current: ArcSwapOption<rustls::ServerConfig>,
+    /// The one ticketer of the process: a reload keeps it, so tickets stay valid.
+    ticketer: Arc<dyn rustls::server::ProducesTickets>,
+    /// Units of the handshake budget ([`HANDSHAKES_PER_CORE`] per core).
+    handshakes: tokio::sync::Semaphore,
+}
+
+impl std::fmt::Debug for TlsAcceptor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsAcceptor")
+            .field("enabled", &self.current.load().is_some())
+            .field("handshakes_free", &self.handshakes.available_permits())
+            .finish()
+    }
 }
 
 impl TlsAcceptor {
     /// An acceptor for the certificates of `tls` (none when no socket speaks TLS).
     ///
-    /// Errors: as [`server_config`].
+    /// Errors: as [`server_config`]; [`TlsError::Rustls`] when no ticketer can be made.
     pub fn from_config(tls: &TlsConfig) -> Result<TlsAcceptor, TlsError> {
-        let a = TlsAcceptor::default();
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let a = TlsAcceptor {
+            current: ArcSwapOption::empty(),
+            ticketer: rustls::crypto::ring::Ticketer::new()?,
+            handshakes: tokio::sync::Semaphore::new(cores * HANDSHAKES_PER_CORE),
+        };
         if tls.enabled() {
-            a.current.store(Some(server_config(tls)?));
+            a.current
+                .store(Some(server_config(tls, a.ticketer.clone())?));
         }
         Ok(a)
+    }
+
+    /// Waits for a unit of the handshake budget, in arrival order; the handshake holds it until
+    /// it ends. The caller bounds the wait (the connection's `header-timeout`).
+    pub async fn handshake_permit(&self) -> tokio::sync::SemaphorePermit<'_> {
+        self.handshakes
+            .acquire()
+            .await
+            .expect("the handshake budget is never closed")
     }
 
     /// Loads the certificates of `tls` again and uses them for new handshakes; on any error
@@ -194,7 +273,7 @@ impl TlsAcceptor {
         if !tls.enabled() && tls.certificate.is_empty() {
             return Ok(());
         }
-        let config = server_config(tls)?;
+        let config = server_config(tls, self.ticketer.clone())?;
         self.current.store(Some(config));
         Ok(())
     }

@@ -12,8 +12,9 @@
 //!    head; a mount whose feed had already ended (listeners in its grace period) is served
 //!    until drained;
 //! 4. a second pass after the requests in flight finished (a listener or source that completed
-//!    its request during the hand-over), then `End`; the new process answers `TookOver` and
-//!    this one exits.
+//!    its request during the hand-over; connections still silently reading their head are
+//!    waited for 100 ms only, [`drain_done`]), then `End`; the new process answers `TookOver`
+//!    and this one exits.
 //!
 //! If the new binary fails to start or to load its configuration, this process keeps serving
 //! and logs why; the point of no return is the `Ready` of step 1.
@@ -45,9 +46,27 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long a feeding task may take to stop and hand its feed over.
 pub const FREEZE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// How long requests in flight (a head being read, an admin call) may take to finish before the
+/// How long requests in flight (an admin call, a source login) may take to finish before the
 /// second pass.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How long connections still reading their request head are waited for before the second
+/// pass: a client sends its head at once, so one still silent after this long is an idle
+/// socket, and the listeners (out of the shards since the first pass) must not wait for it.
+/// Such connections are closed when this process exits.
+pub const HEAD_DRAIN_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// Whether the wait for requests in flight is over after `waited`: `busy` connections hold a
+/// `clients` slot and are doing something (not idle: an event subscriber or a keep-alive
+/// connection between requests never finishes by itself), `heads` are still reading their
+/// request head. Busy ones are waited for up to [`DRAIN_TIMEOUT`], heads up to
+/// [`HEAD_DRAIN_TIMEOUT`]. Before, heads were waited for as long as busy ones: one idle socket
+/// stalled every listener for the full 3 s.
+pub fn drain_done(busy: i64, heads: i64, waited: Duration) -> bool {
+    let busy_left = busy > 0 && waited < DRAIN_TIMEOUT;
+    let heads_left = heads > 0 && waited < HEAD_DRAIN_TIMEOUT;
+    !(busy_left || heads_left)
+}
 
 /// Why an upgrade failed.
 #[derive(Debug, Error)]
@@ -278,8 +297,12 @@ async fn hand_over(
     let mut listeners = pass(ctx, &mut sock, &mut sent_mounts, true).await?;
     // 4. Requests in flight finish here (no new ones arrive), then a second pass.
     let start = tokio::time::Instant::now();
-    while (ctx.clients.open() > 0 || ctx.clients.pending() > 0) && start.elapsed() < DRAIN_TIMEOUT {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    loop {
+        let busy = ctx.clients.open() - ctx.clients.idle() as i64;
+        if drain_done(busy, ctx.clients.pending(), start.elapsed()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     listeners += pass(ctx, &mut sock, &mut sent_mounts, false).await?;
     let sock2 = sock.clone();
@@ -446,5 +469,23 @@ async fn freeze(ctx: &ServerCtx, mount: &Arc<Mount>) -> (MountState, Option<Owne
             }
             (MountState::capture(mount, retain, FeedState::Ended), None)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_heads_are_not_waited_for_as_long_as_busy_requests() {
+        let ms = Duration::from_millis;
+        assert!(drain_done(0, 0, ms(0)), "nothing in flight");
+        assert!(!drain_done(0, 1, ms(50)), "a head may still come");
+        assert!(
+            drain_done(0, 500, HEAD_DRAIN_TIMEOUT),
+            "500 idle sockets: 100 ms"
+        );
+        assert!(!drain_done(1, 0, ms(2000)), "an admin call is waited for");
+        assert!(drain_done(1, 500, DRAIN_TIMEOUT), "up to 3 s");
     }
 }

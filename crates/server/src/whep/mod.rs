@@ -17,13 +17,15 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::audience::{AudiencePath, ListenerInfo};
 use crate::ctx::ServerCtx;
 use crate::fanout::whep::NewViewer;
-use crate::respond::{admit_listener, reply, Admitted};
+use crate::net::clients::HeadLimits;
+use crate::respond::{admit_listener, reply, Admitted, RETRY_AFTER_SECS};
 
 /// Path prefix of WHEP endpoints: `POST /whep/<mount>`.
 pub const PREFIX: &str = "/whep";
 
-/// Largest SDP offer read, in bytes.
-pub const MAX_OFFER_BYTES: usize = 64 * 1024;
+/// Largest SDP offer read, in bytes: the limit of every request body (`/api/v1/`,
+/// `admin/api.rs`); a browser's offer is a few KiB.
+pub const MAX_OFFER_BYTES: usize = crate::respond::MAX_BODY_BYTES;
 
 /// CORS headers of every WHEP answer (browsers POST from the station page or elsewhere).
 const CORS: &[(&str, &str)] = &[
@@ -120,6 +122,20 @@ async fn post(
             return;
         }
     };
+    // A session costs the engine its WebRTC state until its peer connects: such sessions are
+    // capped per address and in all, before anything else is spent on the offer.
+    let per_address = HeadLimits::configured(&ctx.config().limits, false).per_address;
+    let unconnected = match engine.reserve(peer.ip(), per_address) {
+        Ok(unit) => unit,
+        Err(why) => {
+            tracing::info!(%peer, mount = %requested, "WHEP offer refused: {why}");
+            let mut h = cors.clone();
+            h.push(("Retry-After", RETRY_AFTER_SECS));
+            let message = format!("{why}\n");
+            let _ = reply(&ctx, &mut stream, peer, Some(&head), 503, &h, &message).await;
+            return;
+        }
+    };
     let Some(Admitted {
         id,
         user,
@@ -138,8 +154,8 @@ async fn post(
     else {
         return;
     };
-    // Only now the body: at most `len` bytes, within the header timeout.
-    let read = tokio::time::timeout(ctx.config().header_timeout(), async {
+    // Only now the body: at most `len` bytes, within `body-timeout` (as an `/api/v1/` body).
+    let read = tokio::time::timeout(ctx.config().body_timeout(), async {
         while body.len() < len {
             if stream.read_buf(&mut body).await? == 0 {
                 return Err(std::io::ErrorKind::UnexpectedEof.into());
@@ -148,8 +164,23 @@ async fn post(
         Ok::<_, std::io::Error>(())
     })
     .await;
-    if !matches!(read, Ok(Ok(()))) {
-        return;
+    match read {
+        Ok(Ok(())) => {}
+        Ok(Err(_)) => return,
+        Err(_) => {
+            tracing::info!(%peer, "WHEP offer body not complete within body-timeout");
+            let _ = reply(
+                &ctx,
+                &mut stream,
+                peer,
+                Some(&head),
+                408,
+                &cors,
+                "Body timed out\n",
+            )
+            .await;
+            return;
+        }
     }
     body.truncate(len);
     let offer = match String::from_utf8(body) {
@@ -224,6 +255,7 @@ async fn post(
             on_close,
             ledger: None,
         },
+        unconnected,
     };
     // Recorded once the offer is taken; a viewer the engine refuses is dropped with its
     // ticket, which takes the row back.

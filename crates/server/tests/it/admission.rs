@@ -6,48 +6,13 @@
 //! addresses (127.0.0.2, 127.0.0.3, …) by binding their socket before connecting.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use socket2::{Domain, Socket, Type};
 use throng_proto::auth::basic_authorization;
-use throng_proto::http::{parse_response_head, ResponseHead};
+use throng_proto::http::ResponseHead;
 
 use crate::support::*;
-
-/// A TCP connection to `addr` from the loopback address 127.0.0.`last`.
-fn connect_from(last: u8, addr: SocketAddr) -> TcpStream {
-    let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
-    let from = SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, last), 0);
-    s.bind(&from.into()).unwrap();
-    s.connect(&addr.into()).unwrap();
-    s.into()
-}
-
-/// Reads a response head from `s` (waiting at most `wait`); `None` when the connection closes
-/// or the wait ends first.
-fn read_head(s: &mut TcpStream, wait: Duration) -> Option<ResponseHead> {
-    s.set_read_timeout(Some(wait)).unwrap();
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        match s.read(&mut chunk) {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-        if let Ok(Some((head, _))) = parse_response_head(&buf) {
-            return Some(head);
-        }
-    }
-}
-
-/// Sends `raw` from 127.0.0.`last` and reads the response head.
-fn ask_from(last: u8, addr: SocketAddr, raw: &str) -> (TcpStream, Option<ResponseHead>) {
-    let mut s = connect_from(last, addr);
-    s.write_all(raw.as_bytes()).unwrap();
-    let head = read_head(&mut s, Duration::from_secs(10));
-    (s, head)
-}
 
 fn admin_auth() -> String {
     basic_authorization("admin", ADMIN_PW)
@@ -203,63 +168,18 @@ fn a_stalled_body_is_closed_after_body_timeout() {
     assert!(s.read_to_end(&mut rest).is_ok(), "closed by the server");
 }
 
-/// Resident memory of process `pid` in KiB (`VmRSS` of `/proc/PID/status`).
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
-}
-
-/// Set in the environment of the child process that runs [`rss_server`].
-const RSS_CHILD: &str = "THRONG_IT_RSS_SERVER";
-
-/// Not a test of its own: the server process of
-/// [`stalled_bodies_do_not_raise_memory`], run alone in a child process so that its memory
-/// is the server's only. Prints `ADDR <address>` and serves until its standard input closes.
+/// Not a test of its own: the server process of the memory tests ([`ChildServer`]), run alone
+/// in a child process so that its memory is the server's only.
 #[test]
-#[ignore = "run by stalled_bodies_do_not_raise_memory in a child process"]
+#[ignore = "run by the memory tests in a child process"]
 fn rss_server() {
-    if std::env::var_os(RSS_CHILD).is_none() {
-        return;
-    }
-    let srv = TestServer::start("");
-    println!("ADDR {}", srv.addr);
-    std::io::stdout().flush().unwrap();
-    let mut sink = Vec::new();
-    let _ = std::io::stdin().read_to_end(&mut sink);
+    serve_as_child();
 }
 
 #[test]
 fn stalled_bodies_do_not_raise_memory() {
-    use std::io::BufRead;
-    let child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "admission::rss_server",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(RSS_CHILD, "1")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = Proc(child);
-    let pid = child.0.id();
-    let mut lines = std::io::BufReader::new(child.0.stdout.take().unwrap()).lines();
-    let addr: SocketAddr = lines
-        .by_ref()
-        .map_while(Result::ok)
-        // libtest prints `test admission::rss_server ... ` before it on the same line.
-        .find_map(|l| {
-            l.split_once("ADDR ")
-                .map(|(_, a)| a.trim().parse().unwrap())
-        })
-        .expect("the server's address");
+    let child = ChildServer::start("");
+    let (pid, addr) = (child.pid, child.addr);
     // Warm up: one request of each kind, so that first-use allocations are in the baseline.
     let wrong = basic_authorization("admin", "wrong");
     let admin = admin_auth();

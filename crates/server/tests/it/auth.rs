@@ -387,7 +387,7 @@ fn wait_rows(srv: &TestServer, m: &str, n: usize) -> Vec<throng_server::Listener
         .unwrap();
     let mut rows = Vec::new();
     wait_until(Duration::from_secs(10), || {
-        rows = rt.block_on(srv.ctx.fanout.list(Some(m)));
+        rows = rt.block_on(srv.ctx.fanout.list(Some(m), throng_server::Page::FIRST));
         rows.len() >= n
     })
     .expect("listeners in the fan-out");

@@ -135,21 +135,47 @@ fn an_edge_registers_shows_in_the_cluster_view_and_leaves_when_it_dies() {
     assert_eq!(cluster_view(&origin)["totals"]["edges"], 0);
 }
 
+/// Now, Unix milliseconds (a report's `time`).
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// A report of edge `url` made at `time` (Unix milliseconds).
+fn report_body(url: &str, capacity: &str, time: u64) -> String {
+    format!(
+        r#"{{"url":{},"capacity":{capacity},"listeners":0,"mounts":{{"/live.mp3":0}},"time":{time}}}"#,
+        serde_json::to_string(url).unwrap()
+    )
+}
+
+/// POSTs the report `body` to `addr` from 127.0.0.`from` with `auth`, signed with `key` (HMAC-
+/// SHA256, base64, computed here with ring) unless `None`; the status.
+fn post_report(addr: SocketAddr, from: u8, auth: &str, key: Option<&str>, body: &str) -> u16 {
+    use base64::Engine as _;
+    let signature = key.map_or(String::new(), |k| {
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, k.as_bytes());
+        let tag = ring::hmac::sign(&key, body.as_bytes());
+        format!(
+            "X-Throng-Signature: {}\r\n",
+            base64::engine::general_purpose::STANDARD.encode(tag.as_ref())
+        )
+    });
+    let raw = format!(
+        "POST /api/v1/cluster/edges HTTP/1.1\r\nHost: t\r\nAuthorization: {auth}\r\n{signature}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let (_, head) = ask_from(from, addr, &raw);
+    head.expect("an answer").status
+}
+
 #[test]
 fn reports_need_the_cluster_secret() {
     let (origin, _source) = origin("");
-    let body =
-        r#"{"url":"http://127.0.0.1:9","capacity":10,"listeners":0,"mounts":{"/live.mp3":0}}"#;
-    let post = |auth: &str| {
-        status_of(
-            origin.addr,
-            format!(
-                "POST /api/v1/cluster/edges HTTP/1.1\r\nHost: t\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-                body.len()
-            )
-            .as_bytes(),
-        )
-    };
+    let body = report_body("http://127.0.0.1:9", "10", now_ms());
+    let post = |auth: &str| post_report(origin.addr, 2, auth, Some(SECRET), &body);
     assert_eq!(post(&basic_authorization("edge", "wrong")), 401);
     assert!(cluster_view(&origin)["edges"]
         .as_array()
@@ -458,32 +484,59 @@ fn an_edges_relay_connection_is_written_at_every_tick() {
 #[test]
 fn a_report_with_an_unsafe_edge_url_or_count_is_refused_with_400() {
     let (origin, _source) = origin("");
-    let post = |body: &str| {
-        status_of(
-            origin.addr,
-            format!(
-                "POST /api/v1/cluster/edges HTTP/1.1\r\nHost: t\r\nAuthorization: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-                basic_authorization("edge", SECRET),
-                body.len()
-            )
-            .as_bytes(),
-        )
-    };
+    let auth = basic_authorization("edge", SECRET);
+    let post = |body: &str| post_report(origin.addr, 2, &auth, Some(SECRET), body);
     for url in [
         "http://127.0.0.1:9/\r\nSet-Cookie: admin=1\r\n\r\n<h1>owned</h1>",
         "http://user:pw@127.0.0.1:9",
         "javascript:alert(1)",
     ] {
-        let body = format!(
-            r#"{{"url":{},"capacity":10,"listeners":0,"mounts":{{"/live.mp3":0}}}}"#,
-            serde_json::to_string(url).unwrap()
-        );
-        assert_eq!(post(&body), 400, "{url:?}");
+        assert_eq!(post(&report_body(url, "10", now_ms())), 400, "{url:?}");
     }
-    let huge = r#"{"url":"http://127.0.0.1:9","capacity":18446744073709551615,"listeners":0,"mounts":{"/live.mp3":0}}"#;
-    assert_eq!(post(huge), 400);
+    let huge = report_body("http://127.0.0.1:9", "18446744073709551615", now_ms());
+    assert_eq!(post(&huge), 400);
     assert!(cluster_view(&origin)["edges"]
         .as_array()
         .unwrap()
         .is_empty());
+}
+
+/// Issue 28 (cluster reports): a report must be signed with the secret, carries its time inside
+/// the signature (an old or replayed one is refused), and an edge's entry is bound to the
+/// address of its first report (another edge cannot overwrite it).
+#[test]
+fn reports_are_signed_fresh_and_bound_to_the_edge_s_first_address() {
+    let (origin, _source) = origin("");
+    let auth = basic_authorization("edge", SECRET);
+    let url = "http://127.0.0.1:9";
+    let first = report_body(url, "10", now_ms());
+    // Unsigned, or signed with another key: refused, though the Basic credentials are right.
+    assert_eq!(post_report(origin.addr, 2, &auth, None, &first), 401);
+    assert_eq!(
+        post_report(origin.addr, 2, &auth, Some("other"), &first),
+        401
+    );
+    assert_eq!(
+        post_report(origin.addr, 2, &auth, Some(SECRET), &first),
+        200
+    );
+    // The same report again (a replay), and one made a minute ago: refused.
+    assert_eq!(
+        post_report(origin.addr, 2, &auth, Some(SECRET), &first),
+        400
+    );
+    let old = report_body(url, "10", now_ms() - 60_000);
+    assert_eq!(post_report(origin.addr, 2, &auth, Some(SECRET), &old), 400);
+    // Another address reporting the same edge URL cannot overwrite it.
+    let hijack = report_body(url, "0", now_ms() + 1);
+    assert_eq!(
+        post_report(origin.addr, 3, &auth, Some(SECRET), &hijack),
+        409
+    );
+    let view = cluster_view(&origin);
+    assert_eq!(view["edges"][0]["capacity"], 10, "{view}");
+    // The edge itself goes on reporting.
+    let next = report_body(url, "20", now_ms() + 2);
+    assert_eq!(post_report(origin.addr, 2, &auth, Some(SECRET), &next), 200);
+    assert_eq!(cluster_view(&origin)["edges"][0]["capacity"], 20);
 }

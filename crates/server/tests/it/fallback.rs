@@ -581,7 +581,7 @@ fn fallback_override_never_moves_listeners_to_another_format() {
     wait_until(Duration::from_secs(5), || live.queue.load().head > 0).unwrap();
     let body = l.read_for(Duration::from_secs(3));
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let rows = rt.block_on(srv.ctx.fanout.list(None));
+    let rows = rt.block_on(srv.ctx.fanout.list(None, throng_server::Page::FIRST));
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].mount, "/fallback.mp3", "moved to an Ogg stream");
     assert!(

@@ -64,7 +64,7 @@ fn rows(srv: &TestServer, mount: &str) -> Vec<ListenerRow> {
         .enable_all()
         .build()
         .unwrap()
-        .block_on(srv.ctx.fanout.list(Some(mount)))
+        .block_on(srv.ctx.fanout.list(Some(mount), throng_server::Page::FIRST))
 }
 
 /// Opens a listener on `path` with extra header lines; returns the stream after the head.

@@ -9,6 +9,7 @@ mod auth;
 mod browser;
 mod cdp;
 mod cluster;
+mod crowds;
 mod dashboard;
 mod errors;
 mod events;

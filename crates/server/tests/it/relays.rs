@@ -388,7 +388,11 @@ fn icecast2_relays_a_throng_mount() {
     assert!(errors.is_empty(), "ffmpeg decode errors: {errors}");
     // Throng served icecast2's relay as an ordinary listener.
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let rows = rt.block_on(srv.ctx.fanout.list(Some("/live.mp3")));
+    let rows = rt.block_on(
+        srv.ctx
+            .fanout
+            .list(Some("/live.mp3"), throng_server::Page::FIRST),
+    );
     assert!(
         rows.iter().any(|r| r
             .agent
@@ -496,7 +500,7 @@ fn on_demand_relay_starts_even_when_its_fallback_is_live() {
     }
     assert!(mp3_chain(&body).1 > 5, "{} frames", mp3_chain(&body).1);
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let rows = rt.block_on(slave.ctx.fanout.list(None));
+    let rows = rt.block_on(slave.ctx.fanout.list(None, throng_server::Page::FIRST));
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].mount, "/od.mp3", "served by the fallback instead");
     assert_eq!(
@@ -632,7 +636,12 @@ fn throng_relays_throng_and_listeners_ride_out_an_upstream_drop_on_the_fallback(
     wait_until(Duration::from_secs(5), || copy.title() == "Origin Song")
         .unwrap_or_else(|_| panic!("title: {:?}", copy.title()));
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let rows = rt.block_on(origin.ctx.fanout.list(Some("/live.mp3")));
+    let rows = rt.block_on(
+        origin
+            .ctx
+            .fanout
+            .list(Some("/live.mp3"), throng_server::Page::FIRST),
+    );
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].agent.as_deref(), Some("Throng slave"));
 
@@ -642,7 +651,7 @@ fn throng_relays_throng_and_listeners_ride_out_an_upstream_drop_on_the_fallback(
     // The origin's source drops: the listener moves to the fallback and keeps receiving.
     src.stop();
     let on_fallback = |slave: &TestServer| {
-        rt.block_on(slave.ctx.fanout.list(None))
+        rt.block_on(slave.ctx.fanout.list(None, throng_server::Page::FIRST))
             .iter()
             .any(|r| r.mount == "/backup.mp3")
     };
@@ -662,7 +671,7 @@ fn throng_relays_throng_and_listeners_ride_out_an_upstream_drop_on_the_fallback(
     let _src = Source::start(origin.addr, "/live.mp3", "PUT", 1.0);
     let t = Instant::now();
     let back = |slave: &TestServer| {
-        rt.block_on(slave.ctx.fanout.list(None))
+        rt.block_on(slave.ctx.fanout.list(None, throng_server::Page::FIRST))
             .iter()
             .any(|r| r.mount == "/copy.mp3" && r.requested_mount == "/copy.mp3")
     };
@@ -798,7 +807,12 @@ fn slave_stops_relays_whose_line_leaves_the_stream_list() {
     assert!(slave.ctx.registry.get("/x.mp3").is_some());
     let rt = tokio::runtime::Runtime::new().unwrap();
     assert!(rt
-        .block_on(origin.ctx.fanout.list(Some("/y.mp3")))
+        .block_on(
+            origin
+                .ctx
+                .fanout
+                .list(Some("/y.mp3"), throng_server::Page::FIRST)
+        )
         .is_empty());
     assert!(master.heads().len() >= 2, "the list is polled every second");
 }

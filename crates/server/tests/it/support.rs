@@ -2,12 +2,13 @@
 //! raw HTTP helpers and peer-tool checks.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use socket2::{Domain, Socket, Type};
 use throng_proto::auth::basic_authorization;
 use throng_proto::format::Format;
 use throng_proto::framer::{Framer, Unit};
@@ -513,4 +514,135 @@ pub fn capture_endpoint(
         }
     });
     (addr, bodies)
+}
+
+/// A TCP connection to `addr` from the loopback address 127.0.0.`last`.
+pub fn connect_from(last: u8, addr: SocketAddr) -> TcpStream {
+    let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    let from = SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, last), 0);
+    s.bind(&from.into()).unwrap();
+    s.connect(&addr.into()).unwrap();
+    s.into()
+}
+
+/// Reads a response head from `s` (waiting at most `wait`); `None` when the connection closes
+/// or the wait ends first.
+pub fn read_head(s: &mut TcpStream, wait: Duration) -> Option<ResponseHead> {
+    s.set_read_timeout(Some(wait)).unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+        if let Ok(Some((head, _))) = parse_response_head(&buf) {
+            return Some(head);
+        }
+    }
+}
+
+/// Sends `raw` from 127.0.0.`last` and reads the response head.
+pub fn ask_from(last: u8, addr: SocketAddr, raw: &str) -> (TcpStream, Option<ResponseHead>) {
+    let mut s = connect_from(last, addr);
+    s.write_all(raw.as_bytes()).unwrap();
+    let head = read_head(&mut s, Duration::from_secs(10));
+    (s, head)
+}
+
+/// A certificate for `names` with serial number `serial`, written as PEM files in `dir`
+/// (`<stem>.crt`, `<stem>.key`).
+pub fn make_cert(dir: &Path, stem: &str, names: &[&str], serial: u64) -> (PathBuf, PathBuf) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params =
+        rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+            .unwrap();
+    params.serial_number = Some(rcgen::SerialNumber::from(serial));
+    let cert = params.self_signed(&key).unwrap();
+    let crt = dir.join(format!("{stem}.crt"));
+    let k = dir.join(format!("{stem}.key"));
+    std::fs::write(&crt, cert.pem()).unwrap();
+    std::fs::write(&k, key.serialize_pem()).unwrap();
+    (crt, k)
+}
+
+/// Resident memory of process `pid` in KiB (`VmRSS` of `/proc/PID/status`).
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+/// Set in the environment of the child process a [`ChildServer`] runs: the extra TOML of its
+/// configuration.
+const RSS_CHILD: &str = "THRONG_IT_RSS_SERVER";
+
+/// A test server run alone in a child process (this test binary, running the ignored test
+/// `admission::rss_server`), so that its memory can be measured as the server's only; stopped
+/// when dropped.
+pub struct ChildServer {
+    /// The child process (killed when dropped).
+    _proc: Proc,
+    /// Its process id.
+    pub pid: u32,
+    /// The server's HTTP address.
+    pub addr: SocketAddr,
+}
+
+impl ChildServer {
+    /// Starts a server with `extra` TOML (as [`TestServer::start`]) in a child process.
+    pub fn start(extra: &str) -> ChildServer {
+        use std::io::BufRead;
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "admission::rss_server",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(RSS_CHILD, extra)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut child = Proc(child);
+        let pid = child.0.id();
+        let mut lines = std::io::BufReader::new(child.0.stdout.take().unwrap()).lines();
+        let addr: SocketAddr = lines
+            .by_ref()
+            .map_while(Result::ok)
+            // libtest prints `test admission::rss_server ... ` before it on the same line.
+            .find_map(|l| {
+                l.split_once("ADDR ")
+                    .map(|(_, a)| a.trim().parse().unwrap())
+            })
+            .expect("the server's address");
+        ChildServer {
+            _proc: child,
+            pid,
+            addr,
+        }
+    }
+
+    /// Its resident memory now, in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        rss_kib(self.pid)
+    }
+}
+
+/// The body of the child's test: when run as a [`ChildServer`], starts the server, prints
+/// `ADDR <address>` and serves until standard input closes; otherwise does nothing.
+pub fn serve_as_child() {
+    let Some(extra) = std::env::var_os(RSS_CHILD) else {
+        return;
+    };
+    let srv = TestServer::start(&extra.to_string_lossy());
+    println!("ADDR {}", srv.addr);
+    std::io::stdout().flush().unwrap();
+    let mut sink = Vec::new();
+    let _ = std::io::stdin().read_to_end(&mut sink);
 }

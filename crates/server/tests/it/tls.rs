@@ -14,24 +14,9 @@ use std::time::Duration;
 use throng_server::Config;
 
 use crate::support::{
-    asset, ffmpeg_decode, mp3_chain, require, wait_until, Proc, Source, TestServer, SOURCE_PW,
+    asset, ffmpeg_decode, make_cert, mp3_chain, require, wait_until, Proc, Source, TestServer,
+    SOURCE_PW,
 };
-
-/// A certificate for `names` with serial number `serial`, written as PEM files in `dir`
-/// (`<stem>.crt`, `<stem>.key`).
-fn make_cert(dir: &Path, stem: &str, names: &[&str], serial: u64) -> (PathBuf, PathBuf) {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let mut params =
-        rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
-            .unwrap();
-    params.serial_number = Some(rcgen::SerialNumber::from(serial));
-    let cert = params.self_signed(&key).unwrap();
-    let crt = dir.join(format!("{stem}.crt"));
-    let k = dir.join(format!("{stem}.key"));
-    std::fs::write(&crt, cert.pem()).unwrap();
-    std::fs::write(&k, key.serialize_pem()).unwrap();
-    (crt, k)
-}
 
 /// A server with plain HTTP, one TLS socket and one `auto` socket, serving `certs` (the first
 /// the default).

@@ -288,10 +288,10 @@ fn whep_post_is_a_listener_request_auth_max_listeners_and_bad_offers() {
     let auth = format!("Authorization: {}", basic_authorization("fred", "secret"));
     let _authed = Viewer::connect(srv.addr, "/whep/auth.opus", &[&auth]);
     // A refused POST is answered from its head: the server neither reads nor waits for a
-    // body it announced (60,000 bytes, never sent), and an offer over the cap is refused
-    // before a byte of it is read.
+    // body it announced (16,000 bytes, never sent), and an offer over the cap (16 KiB, as
+    // for `/api/v1/`) is refused before a byte of it is read.
     let t0 = Instant::now();
-    let head = "POST /whep/auth.opus HTTP/1.1\r\nHost: test\r\nContent-Type: application/sdp\r\nContent-Length: 60000\r\n\r\n";
+    let head = "POST /whep/auth.opus HTTP/1.1\r\nHost: test\r\nContent-Type: application/sdp\r\nContent-Length: 16000\r\n\r\n";
     assert_eq!(status_of(srv.addr, head.as_bytes()), 401);
     assert!(
         t0.elapsed() < Duration::from_secs(3),
@@ -939,4 +939,53 @@ fn offers_without_opus_ambiguous_lengths_and_garbage_are_refused_plainly() {
     let mut v = Viewer::connect(srv.addr, "/whep/tone.opus", &[]);
     v.run_for(Duration::from_secs(1));
     assert!(v.connected);
+}
+
+#[test]
+fn offers_that_never_connect_are_capped_per_address_and_cost_little_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    // The server alone in a child process, so that its memory is measured alone.
+    let srv = ChildServer::start(&format!(
+        "{}{}",
+        webrtc_config(),
+        tone_mount(dir.path(), "/tone.opus")
+    ));
+    let (_, _, offer, _) = Viewer::offer();
+    let sdp = ["Content-Type: application/sdp"];
+    wait_until(Duration::from_secs(10), || {
+        let (_, body) = http_get(srv.addr, "/status-json.xsl", &[]);
+        String::from_utf8_lossy(&body).contains("/tone.opus")
+    })
+    .expect("/tone.opus up");
+    // Warm up: one offer, so that first-use allocations are in the baseline.
+    assert_eq!(post(srv.addr, "/whep/tone.opus", &sdp, &offer).0, 201);
+    std::thread::sleep(Duration::from_millis(500));
+    let before = srv.rss_kib();
+    // 2,000 offers from one address, none of which ever starts ICE.
+    let t0 = Instant::now();
+    let mut statuses = std::collections::BTreeMap::<u16, u32>::new();
+    for _ in 0..2000 {
+        *statuses
+            .entry(post(srv.addr, "/whep/tone.opus", &sdp, &offer).0)
+            .or_default() += 1;
+    }
+    let after = srv.rss_kib();
+    let grown = after.saturating_sub(before);
+    eprintln!(
+        "2,000 offers without ICE in {:?}: {statuses:?}; server RSS {before} KiB → {after} KiB (+{grown} KiB)",
+        t0.elapsed()
+    );
+    // At most `pending-per-address` (32) sessions wait for ICE from one address; the warm-up's
+    // session is one of them until it times out.
+    let created = statuses.get(&201).copied().unwrap_or(0);
+    assert!(created <= 32, "{statuses:?}");
+    assert_eq!(
+        created + statuses.get(&503).copied().unwrap_or(0),
+        2000,
+        "{statuses:?}"
+    );
+    assert!(grown < 20 * 1024, "2,000 offers added {grown} KiB");
+    // They time out within a few seconds (`CONNECT_TIMEOUT`), and the address may offer again.
+    std::thread::sleep(Duration::from_secs(6));
+    assert_eq!(post(srv.addr, "/whep/tone.opus", &sdp, &offer).0, 201);
 }

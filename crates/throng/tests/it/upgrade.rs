@@ -144,6 +144,8 @@ fn ffmpeg_source(addr: SocketAddr) -> Ffmpeg {
 struct Reader {
     stop: Arc<std::sync::atomic::AtomicBool>,
     got: Arc<Mutex<Vec<u8>>>,
+    /// When each read returned bytes.
+    arrivals: Arc<Mutex<Vec<Instant>>>,
     thread: JoinHandle<bool>,
     metaint: Option<usize>,
 }
@@ -180,13 +182,17 @@ impl Reader {
         assert_eq!(metaint.is_some(), icy);
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let got = Arc::new(Mutex::new(Vec::new()));
-        let (stop2, got2) = (stop.clone(), got.clone());
+        let arrivals = Arc::new(Mutex::new(Vec::new()));
+        let (stop2, got2, arrivals2) = (stop.clone(), got.clone(), arrivals.clone());
         let thread = std::thread::spawn(move || {
             let mut buf = [0u8; 16384];
             while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
                 match s.read(&mut buf) {
                     Ok(0) => return true,
-                    Ok(n) => got2.lock().unwrap().extend_from_slice(&buf[..n]),
+                    Ok(n) => {
+                        got2.lock().unwrap().extend_from_slice(&buf[..n]);
+                        arrivals2.lock().unwrap().push(Instant::now());
+                    }
                     Err(e)
                         if matches!(
                             e.kind(),
@@ -200,9 +206,29 @@ impl Reader {
         Reader {
             stop,
             got,
+            arrivals,
             thread,
             metaint,
         }
+    }
+
+    /// The longest time without bytes between `from` and `to` (the edges count as arrivals).
+    fn longest_gap(&self, from: Instant, to: Instant) -> Duration {
+        let mut times: Vec<Instant> = self
+            .arrivals
+            .lock()
+            .unwrap()
+            .iter()
+            .copied()
+            .filter(|t| *t > from && *t < to)
+            .collect();
+        times.insert(0, from);
+        times.push(to);
+        times
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .max()
+            .unwrap_or_default()
     }
 
     fn len(&self) -> usize {
@@ -687,4 +713,51 @@ fn a_server_with_webrtc_upgrades_and_keeps_its_udp_ports() {
         std::net::UdpSocket::bind(("127.0.0.1", port)).is_err(),
         "the WebRTC port is free after the upgrade"
     );
+}
+
+#[test]
+fn an_upgrade_with_500_idle_sockets_open_shows_no_listener_gap_over_1_5_s() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_demo_config(dir.path());
+    let mut old = Serve::start(&cfg);
+    let addr = old.addr;
+    let _source = ffmpeg_source(addr);
+    wait_live(addr);
+    // A listener of a source client's mount and one of a looped file's (the demo).
+    let readers = [
+        ("/live.mp3", Reader::open(addr, false)),
+        ("/demo.mp3", Reader::open_path(addr, "/demo.mp3", false)),
+    ];
+    // 500 sockets that connect and send nothing (still reading their head when the upgrade
+    // starts).
+    let idle: Vec<TcpStream> = (0..500)
+        .map(|_| TcpStream::connect(addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
+    let t0 = Instant::now();
+    let (_new_pid, _new) = old.upgrade();
+    let start = Instant::now();
+    while old.child.try_wait().unwrap().is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the old process did not exit"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let end = Instant::now();
+    for (mount, reader) in readers {
+        let gap = reader.longest_gap(t0, end);
+        eprintln!(
+            "{mount}: longest listener gap across the upgrade with 500 idle sockets: {gap:?}"
+        );
+        let (audio, closed) = reader.finish();
+        assert!(!closed, "the listener of {mount} was disconnected");
+        assert_unbroken(&audio, mount);
+        assert!(
+            gap <= Duration::from_millis(1500),
+            "{mount}: a gap of {gap:?} across the upgrade"
+        );
+    }
+    drop(idle);
 }

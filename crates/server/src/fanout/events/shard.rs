@@ -76,7 +76,7 @@ struct Sub {
     info: ListenerInfo,
     /// Bytes written to it (first bytes, events, heartbeats).
     sent: u64,
-    _client_slot: ClientSlot,
+    client_slot: ClientSlot,
     tls: Option<Box<TlsListener>>,
 }
 
@@ -271,7 +271,7 @@ impl EventShard {
             active: false,
             info: s.info,
             sent: 0,
-            _client_slot: s.client_slot,
+            client_slot: s.client_slot,
             tls: s.tls,
         });
         self.write(key, ring, now);
@@ -305,20 +305,26 @@ impl EventShard {
         }
     }
 
-    /// Drops subscribers whose socket stayed full for `stall-timeout`.
+    /// Drops subscribers whose socket stayed full for `stall-timeout`, and closes those whose
+    /// `clients` unit a new request took (idle, the idlest first: `net/clients.rs`).
     fn sweep(&mut self, now: Instant) {
         let stall = self.cfg.stall_timeout;
-        let stalled: Vec<usize> = self
+        let ended: Vec<(usize, EndReason)> = self
             .subs
             .iter()
-            .filter(|(_, s)| {
-                s.blocked_since
-                    .is_some_and(|t| now.duration_since(t) >= stall)
+            .filter_map(|(k, s)| {
+                if s.client_slot.is_evicted() {
+                    Some((k, EndReason::Evicted))
+                } else {
+                    let stalled = s
+                        .blocked_since
+                        .is_some_and(|t| now.duration_since(t) >= stall);
+                    stalled.then_some((k, EndReason::TooSlow))
+                }
             })
-            .map(|(k, _)| k)
             .collect();
-        for k in stalled {
-            self.close(k, EndReason::TooSlow);
+        for (k, why) in ended {
+            self.close(k, why);
         }
     }
 
@@ -482,6 +488,9 @@ impl EventShard {
             }
             EndReason::WriteFailed => {
                 tracing::debug!(ip = %s.info.ip, "event subscriber: write error")
+            }
+            EndReason::Evicted => {
+                tracing::info!(ip = %s.info.ip, "event subscriber closed: idle, its clients slot taken by a new client")
             }
             _ => {}
         }

@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use super::{decide, ListenerRow, MoveFilter, Shard};
 use crate::audience::follow::{self, JoinAt};
+use crate::audience::page::{take_page, Page};
 
 impl Shard {
     pub(super) fn schedule_moves(&mut self, filter: &MoveFilter, to: &Arc<Mount>) -> usize {
@@ -32,23 +33,21 @@ impl Shard {
         n
     }
 
-    pub(super) fn rows(&self, mount: Option<&str>) -> Vec<ListenerRow> {
+    pub(super) fn rows(&self, mount: Option<&str>, page: Page) -> Vec<ListenerRow> {
         let now = Instant::now();
-        self.slots
-            .iter()
-            .filter_map(|(_, slot)| {
-                let sm = self.mounts[slot.mount].as_ref()?;
-                if mount.is_some_and(|m| m != sm.mount.name) {
-                    return None;
-                }
-                Some(slot.info.row(
-                    &sm.mount.name,
-                    now,
-                    sm.snapshot.head.saturating_sub(slot.cursor.pos),
-                    slot.sent,
-                ))
-            })
-            .collect()
+        let rows = self.slots.iter().filter_map(|(_, slot)| {
+            let sm = self.mounts[slot.mount].as_ref()?;
+            if slot.info.id <= page.after || mount.is_some_and(|m| m != sm.mount.name) {
+                return None;
+            }
+            Some(slot.info.row(
+                &sm.mount.name,
+                now,
+                sm.snapshot.head.saturating_sub(slot.cursor.pos),
+                slot.sent,
+            ))
+        });
+        take_page(rows, page)
     }
 
     /// Moves listener `key` to mount `to`: leaves its old mount's counts, joins `to` at its

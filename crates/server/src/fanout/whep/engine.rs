@@ -51,6 +51,7 @@ use super::shared::{
 };
 use super::timers::Timers;
 use crate::audience::follow::{self, FollowerView, JoinAt, MountView, MoveFilter, Step};
+use crate::audience::page::{take_page, Page};
 use crate::audience::{AudiencePath, EndReason, ListenerInfo, ListenerRow};
 use crate::config::LagPolicy;
 use crate::mount::live::Mount;
@@ -75,6 +76,7 @@ enum Command {
     Remove(String, tokio::sync::oneshot::Sender<bool>),
     List(
         Option<String>,
+        Page,
         tokio::sync::oneshot::Sender<Vec<ListenerRow>>,
     ),
     Kill(u64, tokio::sync::oneshot::Sender<bool>),
@@ -90,7 +92,7 @@ impl std::fmt::Debug for Command {
         match self {
             Command::Add(v, _) => write!(f, "Add({})", v.info.requested_mount),
             Command::Remove(id, _) => write!(f, "Remove({id})"),
-            Command::List(m, _) => write!(f, "List({m:?})"),
+            Command::List(m, _, _) => write!(f, "List({m:?})"),
             Command::Kill(id, _) => write!(f, "Kill({id})"),
             Command::Move(filter, to, _) => write!(f, "Move({filter:?} -> {})", to.name),
             Command::Shutdown(_) => write!(f, "Shutdown"),
@@ -194,10 +196,10 @@ impl EngineHandle {
         rx.await.unwrap_or(false)
     }
 
-    /// The viewers on `mount` (all when `None`) as listener rows.
-    pub async fn list(&self, mount: Option<&str>) -> Vec<ListenerRow> {
+    /// The viewers on `mount` (all when `None`) on `page`, as listener rows.
+    pub async fn list(&self, mount: Option<&str>, page: Page) -> Vec<ListenerRow> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        if !self.send(Command::List(mount.map(str::to_owned), tx)) {
+        if !self.send(Command::List(mount.map(str::to_owned), page, tx)) {
             return Vec::new();
         }
         rx.await.unwrap_or_default()
@@ -265,6 +267,8 @@ struct Session {
     /// Last RTP timestamp written, extended to 64 bits.
     ext_ts: Option<(u32, u64)>,
     connected: bool,
+    /// Its unit of the budget of unconnected sessions, until it connects.
+    unconnected: Option<super::unconnected::UnconnectedUnit>,
     health: ViewerHealth,
     /// The listener's facts: id, request line, agent, user, start, deadline, close hook.
     info: ListenerInfo,
@@ -492,14 +496,15 @@ impl Engine {
                 }
                 let _ = reply.send(n);
             }
-            Command::List(mount, reply) => {
-                let rows: Vec<ListenerRow> = self
+            Command::List(mount, page, reply) => {
+                let rows = self
                     .slots
                     .iter()
                     .flatten()
+                    .filter(|s| s.info.id > page.after)
                     .filter(|s| mount.as_ref().is_none_or(|m| *m == s.mount.name))
-                    .map(|s| s.info.row(&s.mount.name, now, 0, s.sent))
-                    .collect();
+                    .map(|s| s.info.row(&s.mount.name, now, 0, s.sent));
+                let rows = take_page(rows, page);
                 let _ = reply.send(rows);
             }
             Command::Kill(listener_id, reply) => {
@@ -570,6 +575,7 @@ impl Engine {
             depack: OpusDepacketizer::new(rand::random()),
             ext_ts: None,
             connected: false,
+            unconnected: Some(viewer.unconnected),
             health: ViewerHealth::default(),
             info: viewer.info,
             sent: 0,
@@ -665,6 +671,7 @@ impl Engine {
                 Ok(Output::Event(e)) => match e {
                     Event::Connected => {
                         s.connected = true;
+                        s.unconnected = None;
                         s.health.connected_at = Some(now);
                         s.pt = s.rtc.writer(s.mid).and_then(|w| {
                             w.payload_params()
@@ -692,8 +699,8 @@ impl Engine {
     }
 
     /// Hands the datagram `buf[..n]` from `source`, received at `now`, to its session
-    /// ([`Routes::route`]: the owner of the address, else by STUN ufrag, else the first
-    /// session that accepts it) and marks the session to drive.
+    /// ([`Routes::route`]: the owner of the address, else by STUN ufrag, else none: dropped)
+    /// and marks the session to drive.
     fn receive(&mut self, n: usize, buf: &[u8], source: SocketAddr, now: Instant) {
         let data = &buf[..n];
         let Ok(contents) = data.try_into() else {
@@ -716,10 +723,6 @@ impl Engine {
                     .as_ref()
                     .is_some_and(|s| s.rtc.accepts(&input))
                     .then_some(k),
-                Route::AskEach => self
-                    .slots
-                    .iter()
-                    .position(|s| s.as_ref().is_some_and(|s| s.rtc.accepts(&input))),
                 Route::Drop => return,
             };
             if let Some(k) = found {

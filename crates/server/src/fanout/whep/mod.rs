@@ -24,12 +24,14 @@ pub mod routing;
 pub mod schedule;
 pub mod shared;
 pub mod timers;
+pub mod unconnected;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::audience::follow::MoveFilter;
+use crate::audience::page::{take_page, Page};
 use crate::audience::ListenerRow;
 use crate::mount::live::Mount;
 use crate::mount::registry::Registry;
@@ -64,6 +66,8 @@ pub fn engine_addr(listen: SocketAddr, index: usize) -> Option<SocketAddr> {
 #[derive(Debug, Clone)]
 pub struct WhepEngine {
     engines: Vec<engine::EngineHandle>,
+    /// Sessions whose peer has not connected yet, over all engines.
+    unconnected: Arc<unconnected::Unconnected>,
 }
 
 impl std::fmt::Debug for EngineShared {
@@ -107,7 +111,10 @@ impl WhepEngine {
                 engine::EngineHandle::spawn(i, addr, public, shared.clone())
             })
             .collect::<std::io::Result<Vec<_>>>()?;
-        Ok(WhepEngine { engines })
+        Ok(WhepEngine {
+            engines,
+            unconnected: Arc::default(),
+        })
     }
 
     /// The UDP address announced to peers by the first engine.
@@ -126,6 +133,23 @@ impl WhepEngine {
             .iter()
             .map(|e| e.load.load(Ordering::Relaxed))
             .sum()
+    }
+
+    /// A unit of the budget of sessions not connected yet for an offer from `ip`, whose
+    /// address may hold `per_address` of them (`unconnected.rs`).
+    ///
+    /// Errors: [`unconnected::UnconnectedRefused`] (the offer is answered 503).
+    pub fn reserve(
+        &self,
+        ip: IpAddr,
+        per_address: u32,
+    ) -> Result<unconnected::UnconnectedUnit, unconnected::UnconnectedRefused> {
+        self.unconnected.take(ip, per_address)
+    }
+
+    /// Sessions whose peer has not connected yet, over all engines.
+    pub fn unconnected(&self) -> usize {
+        self.unconnected.len()
     }
 
     /// Creates a session for `viewer` on the engine with the fewest sessions: returns its id
@@ -147,13 +171,12 @@ impl WhepEngine {
         }
     }
 
-    /// The viewers on `mount` (all when `None`) as listener rows, sorted by id.
-    pub async fn list(&self, mount: Option<&str>) -> Vec<ListenerRow> {
+    /// The viewers on `mount` (all when `None`) on `page`, as listener rows sorted by id.
+    pub async fn list(&self, mount: Option<&str>, page: Page) -> Vec<ListenerRow> {
         let mut rows = Vec::new();
         for e in &self.engines {
-            rows.extend(e.list(mount).await);
+            rows = take_page(rows.into_iter().chain(e.list(mount, page).await), page);
         }
-        rows.sort_by_key(|r| r.id);
         rows
     }
 

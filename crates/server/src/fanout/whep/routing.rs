@@ -3,7 +3,11 @@
 //! its local ICE ufrag and the source addresses its peer sent from, and the choice of session
 //! for one datagram ([`Routes::route`], then [`Routes::after`] when str0m's `Rtc::accepts`
 //! refuses it): the session owning the source address, else, for a new address, the one whose
-//! ufrag the STUN `USERNAME` names ([`stun_local_ufrag`]), else each session in turn.
+//! ufrag the STUN `USERNAME` names ([`stun_local_ufrag`]), else none: a datagram is matched in
+//! O(1) (two hash lookups), never against every session (a UDP spray of datagrams from unknown
+//! addresses once cost a scan of thousands of sessions each). A compliant peer's first datagram
+//! from any address is a STUN binding request naming our ufrag (RFC 8445 §7.2.2, ICE-lite: the
+//! peer is the controlling agent and checks first), so nothing is lost.
 //!
 //! Pure: no socket, no clock, no `Rtc`. The engine asks `accepts` itself and tells the table
 //! the address it learnt ([`Routes::learn`]); a session's removal ([`Routes::remove`]) clears
@@ -20,9 +24,7 @@ pub enum Route {
     /// A new address (or one its owner refused): the session whose local ufrag the STUN
     /// `USERNAME` names.
     ByUfrag(usize),
-    /// No index names a session: ask each session whether it accepts the datagram.
-    AskEach,
-    /// No session can take it: drop it.
+    /// No index names a session: drop it.
     Drop,
 }
 
@@ -87,7 +89,7 @@ impl Routes {
 
     /// The first session to offer a datagram from `source` to: the owner of the address,
     /// else the session `stun_ufrag` (our ufrag in its STUN `USERNAME`, if any) names, else
-    /// each session ([`Route::AskEach`]), or none when there is no session.
+    /// none.
     pub fn route(&self, source: SocketAddr, stun_ufrag: Option<&str>) -> Route {
         match self.by_addr.get(&source) {
             Some(&k) => Route::Known(k),
@@ -96,33 +98,23 @@ impl Routes {
     }
 
     /// The next session to offer the datagram to after the one `refused` named did not accept
-    /// it: the owner of the address refused → by ufrag, then each session; by ufrag refused →
-    /// each session; asking each found none → drop.
+    /// it: the owner of the address refused → by ufrag; by ufrag refused → drop.
     pub fn after(&self, refused: Route, stun_ufrag: Option<&str>) -> Route {
         match refused {
             Route::Known(_) => self.new_address(stun_ufrag),
-            Route::ByUfrag(_) => self.ask_each(),
-            Route::AskEach | Route::Drop => Route::Drop,
+            Route::ByUfrag(_) | Route::Drop => Route::Drop,
         }
     }
 
     fn new_address(&self, stun_ufrag: Option<&str>) -> Route {
         match stun_ufrag.and_then(|u| self.by_ufrag.get(u)) {
             Some(&k) => Route::ByUfrag(k),
-            None => self.ask_each(),
-        }
-    }
-
-    fn ask_each(&self) -> Route {
-        if self.is_empty() {
-            Route::Drop
-        } else {
-            Route::AskEach
+            None => Route::Drop,
         }
     }
 
     /// Records that datagrams from `source` are session `key`'s (it accepted one reached
-    /// by ufrag or by asking each): later ones are [`Route::Known`].
+    /// by ufrag): later ones are [`Route::Known`].
     pub fn learn(&mut self, source: SocketAddr, key: usize) {
         let Some(owner) = self.owners.get_mut(key).and_then(Option::as_mut) else {
             return;
@@ -146,11 +138,6 @@ impl Routes {
     /// Sessions indexed.
     pub fn len(&self) -> usize {
         self.ids.len()
-    }
-
-    /// Whether no session is indexed.
-    pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
     }
 }
 
@@ -206,13 +193,13 @@ mod tests {
     }
 
     #[test]
-    fn a_new_address_goes_by_its_stun_ufrag_then_to_each() {
+    fn a_new_address_goes_by_its_stun_ufrag_or_nowhere() {
         let r = two();
         assert_eq!(r.route(addr(2000), Some("u0")), Route::ByUfrag(0));
         assert_eq!(r.route(addr(2000), Some("u1")), Route::ByUfrag(1));
-        // Not STUN, or a ufrag of no session here: ask each.
-        assert_eq!(r.route(addr(2000), None), Route::AskEach);
-        assert_eq!(r.route(addr(2000), Some("zz")), Route::AskEach);
+        // Not STUN, or a ufrag of no session here: dropped, no session is scanned.
+        assert_eq!(r.route(addr(2000), None), Route::Drop);
+        assert_eq!(r.route(addr(2000), Some("zz")), Route::Drop);
     }
 
     #[test]
@@ -221,15 +208,14 @@ mod tests {
         r.learn(addr(1000), 1);
         let first = r.route(addr(1000), Some("u0"));
         assert_eq!(r.after(first, Some("u0")), Route::ByUfrag(0));
-        assert_eq!(r.after(first, None), Route::AskEach);
-        assert_eq!(r.after(Route::ByUfrag(0), Some("u0")), Route::AskEach);
-        assert_eq!(r.after(Route::AskEach, Some("u0")), Route::Drop);
+        assert_eq!(r.after(first, None), Route::Drop);
+        assert_eq!(r.after(Route::ByUfrag(0), Some("u0")), Route::Drop);
     }
 
     #[test]
     fn without_sessions_every_datagram_is_dropped() {
         let mut r = Routes::default();
-        assert!(r.is_empty());
+        assert_eq!(r.len(), 0);
         assert_eq!(r.route(addr(1), Some("u0")), Route::Drop);
         r.insert(0, "s0".into(), 10, "u0".into());
         r.learn(addr(1), 0);
@@ -241,14 +227,14 @@ mod tests {
     #[test]
     fn learning_an_address_routes_it_from_then_on() {
         let mut r = two();
-        assert_eq!(r.route(addr(3000), None), Route::AskEach);
+        assert_eq!(r.route(addr(3000), None), Route::Drop);
         r.learn(addr(3000), 0);
         r.learn(addr(3000), 0);
         assert_eq!(r.route(addr(3000), None), Route::Known(0));
         assert_eq!(r.owners[0].as_ref().unwrap().addrs, vec![addr(3000)]);
         // A key with no session learns nothing.
         r.learn(addr(3001), 7);
-        assert_eq!(r.route(addr(3001), None), Route::AskEach);
+        assert_eq!(r.route(addr(3001), None), Route::Drop);
     }
 
     #[test]
@@ -262,8 +248,8 @@ mod tests {
         assert!(!r.remove(0), "already gone");
         assert_eq!(r.by_id("s0"), None);
         assert_eq!(r.by_listener(10), None);
-        assert_eq!(r.route(addr(1000), Some("u0")), Route::AskEach);
-        assert_eq!(r.route(addr(1001), None), Route::AskEach);
+        assert_eq!(r.route(addr(1000), Some("u0")), Route::Drop);
+        assert_eq!(r.route(addr(1001), None), Route::Drop);
         assert_eq!(r.len(), 1);
         assert!(!r.by_addr.values().any(|&k| k == 0));
         assert!(!r.by_ufrag.values().any(|&k| k == 0));
@@ -291,7 +277,7 @@ mod tests {
         assert_eq!(r.route(addr(1000), None), Route::Known(1));
         assert!(r.owners[0].as_ref().unwrap().addrs.is_empty());
         r.remove(1);
-        assert_eq!(r.route(addr(1000), None), Route::AskEach);
+        assert_eq!(r.route(addr(1000), None), Route::Drop);
         assert_eq!(r.route(addr(1000), Some("u2")), Route::ByUfrag(0));
     }
 

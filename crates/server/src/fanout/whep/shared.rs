@@ -18,8 +18,9 @@ use crate::observe::metrics::{Metrics, MountLabel};
 /// How often an engine looks at the queues for new pages (and sends the packets due).
 pub const MEDIA_TICK: Duration = Duration::from_millis(10);
 
-/// A session whose peer never completes ICE and DTLS within this time is closed.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// A session whose peer never completes ICE and DTLS within this time is closed (a browser
+/// connects within a second or two; an offer that never connects holds its state no longer).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A viewer whose receiver reports show more loss than this fraction is degraded (issue 16).
 pub const DEGRADED_LOSS: f32 = 0.01;
@@ -171,6 +172,9 @@ pub struct NewViewer {
     /// The request as a listener: id, request line, agent, user, the mount asked for (fallbacks
     /// are followed from it), time limit and close hook (URL auth `listener_remove`).
     pub info: ListenerInfo,
+    /// Its unit of the budget of sessions not connected yet, given back once its peer
+    /// connects (`unconnected.rs`).
+    pub unconnected: super::unconnected::UnconnectedUnit,
 }
 
 /// A created session: its unguessable resource id and the SDP answer.
