@@ -37,6 +37,9 @@ _throng() {
             throng,manpage)
                 cmd="throng__subcmd__manpage"
                 ;;
+            throng,report)
+                cmd="throng__subcmd__report"
+                ;;
             throng,serve)
                 cmd="throng__subcmd__serve"
                 ;;
@@ -91,6 +94,9 @@ _throng() {
             throng__subcmd__help,manpage)
                 cmd="throng__subcmd__help__subcmd__manpage"
                 ;;
+            throng__subcmd__help,report)
+                cmd="throng__subcmd__help__subcmd__report"
+                ;;
             throng__subcmd__help,serve)
                 cmd="throng__subcmd__help__subcmd__serve"
                 ;;
@@ -113,7 +119,7 @@ _throng() {
 
     case "${cmd}" in
         throng)
-            opts="-h -V --help --version serve check-config bench import-icecast icecast manpage completions help"
+            opts="-h -V --help --version serve check-config bench import-icecast report icecast manpage completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -259,7 +265,7 @@ _throng() {
             return 0
             ;;
         throng__subcmd__bench__subcmd__run)
-            opts="-n -h --mode --listeners --ramp --hold --profile --bitrate-kbps --min-rate-pct --window --max-gap --churn-rate --storm-at --stalled-fraction --icy --decode-sample --reconnect-after --connect-timeout --hls-no-blocking-reload --workers --max-per-worker --bind-range --insecure --ca --source --source-url --source-user --source-password --source-method --pid --pid-file --pid-name --metrics-url --out --name --no-progress --events --trigger-url --admin-user --admin-password --changes --change-interval --max-latency --max-rss-per-subscriber --whep --whep-threads --latency-source --latency-icy --worker-exe --help"
+            opts="-n -h --mode --listeners --ramp --hold --profile --bitrate-kbps --min-rate-pct --window --max-gap --churn-rate --session-min --session-max --storm-at --stalled-fraction --icy --decode-sample --reconnect-after --connect-timeout --hls-no-blocking-reload --workers --max-per-worker --bind-range --insecure --ca --source --source-url --source-user --source-password --source-method --pid --pid-file --pid-name --metrics-url --out --name --no-progress --events --trigger-url --admin-user --admin-password --changes --change-interval --max-latency --max-rss-per-subscriber --whep --whep-threads --latency-source --latency-icy --worker-exe --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -306,6 +312,14 @@ _throng() {
                     return 0
                     ;;
                 --churn-rate)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --session-min)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --session-max)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -533,7 +547,7 @@ _throng() {
             return 0
             ;;
         throng__subcmd__help)
-            opts="serve check-config bench import-icecast icecast manpage completions help"
+            opts="serve check-config bench import-icecast report icecast manpage completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -700,6 +714,20 @@ _throng() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        throng__subcmd__help__subcmd__report)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         throng__subcmd__help__subcmd__serve)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -754,6 +782,64 @@ _throng() {
             fi
             case "${prev}" in
                 --out)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        throng__subcmd__report)
+            opts="-c -h --from --to --mount --group --csv --service --category --config --icecast-config --database --state-dir --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --from)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --to)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mount)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --group)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --service)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --category)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --icecast-config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --database)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

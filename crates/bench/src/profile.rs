@@ -119,6 +119,16 @@ pub struct Profile {
     /// 1 % of the listeners).
     #[arg(long)]
     pub churn_rate: Option<f64>,
+    /// Sessions of a random length: each listener leaves after a time drawn evenly between
+    /// `--session-min` and `--session-max` once it streams, and rejoins at once (any profile;
+    /// both must be set).
+    #[arg(long, requires = "session_max")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_min: Option<Secs>,
+    /// Longest session (see `--session-min`).
+    #[arg(long, requires = "session_min")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_max: Option<Secs>,
     /// Storm profile: when, after the hold starts, every listener reconnects (default: half the
     /// hold).
     #[arg(long)]
@@ -179,6 +189,8 @@ impl Default for Profile {
             window: Secs(5.0),
             max_gap: Secs(4.0),
             churn_rate: None,
+            session_min: None,
+            session_max: None,
             storm_at: None,
             stalled_fraction: None,
             icy: false,
@@ -228,6 +240,16 @@ impl Profile {
         if self.listeners == 0 {
             return Err(bad("listeners", "must be at least 1"));
         }
+        match (self.session_min, self.session_max) {
+            (None, None) => {}
+            (Some(a), Some(b)) if a.0 > 0.0 && b.0 >= a.0 => {}
+            _ => {
+                return Err(bad(
+                    "session-min",
+                    "needs session-max, both > 0 s, session-min ≤ session-max",
+                ))
+            }
+        }
         if self.ramp.is_nan() || self.ramp <= 0.0 {
             return Err(bad("ramp", "must be > 0 listeners/s"));
         }
@@ -262,6 +284,14 @@ impl Profile {
     /// The sliding window in whole seconds.
     pub fn window_secs(&self) -> u32 {
         self.window.0.round().clamp(1.0, 15.0) as u32
+    }
+
+    /// The session length range in µs, when `--session-min`/`--session-max` are set.
+    pub fn session_range_us(&self) -> Option<(u64, u64)> {
+        match (self.session_min, self.session_max) {
+            (Some(a), Some(b)) => Some(((a.0 * 1e6) as u64, (b.0 * 1e6) as u64)),
+            _ => None,
+        }
     }
 
     /// Churn rate actually used (listeners/s, total): set, or 1 % of listeners for `churn`.

@@ -128,6 +128,11 @@ struct Slot {
     tls: Option<Box<rustls::ClientConnection>>,
     /// The TLS handshake is done and counted.
     handshaken: bool,
+    /// While it streams: when the current session's connection started (µs since the
+    /// epoch); its listening time is counted from there at its close.
+    session_start_us: Option<u64>,
+    /// With `--session-min`/`--session-max`: when the current session leaves (µs).
+    leave_at_us: Option<u64>,
 }
 
 struct Target {
@@ -153,6 +158,8 @@ struct Counters {
     starved_total: u32,
     /// Durations of the TLS handshakes completed this second, from the connect (µs).
     handshakes: Vec<u64>,
+    /// Per URL (a slot's `home`): sessions ended and their listening time (µs), cumulative.
+    sessions: Vec<(u64, u64)>,
 }
 
 /// One worker's event loop. Build with [`Engine::new`], drive with [`Engine::run`].
@@ -218,6 +225,8 @@ impl Engine {
                 check: None,
                 tls: None,
                 handshaken: false,
+                session_start_us: None,
+                leave_at_us: None,
             });
         }
         let tls = if targets.iter().any(|t| t.tls_name.is_some()) {
@@ -233,6 +242,7 @@ impl Engine {
             max_gap_ms: (p.max_gap.0 * 1000.0) as u32,
         };
         let bps = p.bitrate_kbps.map(|k| (k * 1000.0 / 8.0).round() as u32);
+        let targets_len = targets.len();
         Ok(Engine {
             poll: Poll::new()?,
             slots,
@@ -241,7 +251,10 @@ impl Engine {
             scratch: vec![0u8; SCRATCH],
             th,
             bps,
-            c: Counters::default(),
+            c: Counters {
+                sessions: vec![(0, 0); targets_len],
+                ..Counters::default()
+            },
             epoch: Instant::now(),
             spec,
             tls,
@@ -272,6 +285,8 @@ impl Engine {
             .profile
             .effective_storm_at()
             .map(|s| (s * 1e6) as u64);
+        let sessions_range = self.spec.profile.session_range_us();
+        let mut next_leave_scan = 0u64;
         let mut storm_done = false;
         let mut churn_acc = 0.0f64;
         let mut churn_cursor = 0usize;
@@ -288,7 +303,7 @@ impl Engine {
             if ramping {
                 wake = wake.min(now + 1000);
             }
-            if churn_rate > 0.0 && hold_start_us.is_some() {
+            if (churn_rate > 0.0 && hold_start_us.is_some()) || sessions_range.is_some() {
                 wake = wake.min(now + 100_000);
             }
             let timeout = Duration::from_micros(wake.saturating_sub(now));
@@ -314,6 +329,17 @@ impl Engine {
                 }
                 if started == n {
                     hold_start_us = Some(now);
+                }
+            }
+            // Sessions of a random length: those due leave and rejoin at once (checked every
+            // 100 ms).
+            if sessions_range.is_some() && now >= next_leave_scan {
+                next_leave_scan = now + 100_000;
+                for i in 0..self.slots.len() {
+                    if self.slots[i].leave_at_us.is_some_and(|t| now >= t) {
+                        self.close(i, now);
+                        self.connect(i, now);
+                    }
                 }
             }
             if let Some(hs) = hold_start_us {
@@ -454,9 +480,16 @@ impl Engine {
         }
     }
 
-    /// Closes slot `i` by the bench's choice (churn, storm, end of run).
+    /// Closes slot `i` by the bench's choice (churn, storm, end of run), or after a failure;
+    /// a streaming session's listening time is counted for its URL.
     fn close(&mut self, i: usize, now: u64) {
         let s = &mut self.slots[i];
+        s.leave_at_us = None;
+        if let Some(start) = s.session_start_us.take() {
+            let gt = &mut self.c.sessions[s.home as usize];
+            gt.0 += 1;
+            gt.1 += now.saturating_sub(start);
+        }
         if s.state == State::Streaming {
             s.longest_gap_ms = s.longest_gap_ms.max(s.meter.final_longest_gap(ms(now)));
         }
@@ -694,6 +727,10 @@ impl Engine {
             None
         };
         s.meter = Meter::new(ms(now), bps);
+        s.session_start_us = Some(s.conn_start_us);
+        if let Some((lo, hi)) = self.spec.profile.session_range_us() {
+            s.leave_at_us = Some(now + session_length_us(lo, hi, now ^ ((i as u64) << 32)));
+        }
         s.state = State::Streaming;
         s.streamed = true;
         s.ttfb_pending = true;
@@ -818,8 +855,39 @@ impl Engine {
             }
         }
         t.longest_gaps = Some(LogHist::from_dense(&dense));
+        for (k, &(sessions, us)) in self.c.sessions.iter().enumerate() {
+            if sessions == 0 {
+                continue;
+            }
+            let mount = mount_of(&self.spec.urls[k]);
+            let gt = t.ground_truth.entry(mount).or_default();
+            gt.add(&crate::stats::GroundTruth {
+                sessions,
+                listening_seconds: us as f64 / 1e6,
+            });
+        }
         t
     }
+}
+
+/// A session length in `[lo, hi]` µs, spread evenly by `seed` (splitmix64 of it: a slot's
+/// index and the time it started streaming).
+fn session_length_us(lo: u64, hi: u64, seed: u64) -> u64 {
+    if hi <= lo {
+        return lo;
+    }
+    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    z % (hi - lo + 1) + lo
+}
+
+/// The mount a listener URL names: its path without the query (`/live.mp3`).
+fn mount_of(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let path = rest.find('/').map_or("/", |i| &rest[i..]);
+    path.split(['?', '#']).next().unwrap_or("/").to_owned()
 }
 
 /// Counts body bytes for a streaming slot and runs its optional checks.
@@ -932,5 +1000,29 @@ fn drain_framer(f: &mut Framer, c: &mut Counters) {
             #[allow(unreachable_patterns)]
             Err(_) => c.garbage += 1,
         }
+    }
+}
+
+#[cfg(test)]
+mod ground_truth_tests {
+    use super::*;
+
+    #[test]
+    fn mounts_are_url_paths_without_the_query() {
+        assert_eq!(mount_of("http://127.0.0.1:8000/live.mp3"), "/live.mp3");
+        assert_eq!(mount_of("https://h/a/b.ogg?x=1"), "/a/b.ogg");
+        assert_eq!(mount_of("http://h"), "/");
+    }
+
+    #[test]
+    fn session_lengths_stay_in_range_and_spread() {
+        let (lo, hi) = (5_000_000, 120_000_000);
+        let v: Vec<u64> = (0..1000)
+            .map(|i| session_length_us(lo, hi, i * 7919))
+            .collect();
+        assert!(v.iter().all(|&x| (lo..=hi).contains(&x)));
+        let mean = v.iter().sum::<u64>() as f64 / v.len() as f64;
+        assert!((55e6..70e6).contains(&mean), "mean {mean}");
+        assert_eq!(session_length_us(lo, lo, 3), lo);
     }
 }

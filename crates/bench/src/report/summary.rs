@@ -157,6 +157,10 @@ pub struct RunReport {
     /// The outcome of a WHEP run (`--whep`), absent for other runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub whep: Option<crate::whep::WhepSummary>,
+    /// ICY runs: the listeners' sessions and listening time per mount, in the audience
+    /// ledger's units (compare with `throng report listening`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ground_truth: BTreeMap<String, crate::stats::GroundTruth>,
 }
 
 /// Collects ticks and samples during a run.
@@ -169,6 +173,7 @@ pub struct Aggregator {
     gaps: LogHist,
     handshakes: LogHist,
     handshakes_per_s: BTreeMap<u32, u64>,
+    ground_truth: BTreeMap<String, crate::stats::GroundTruth>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -186,8 +191,16 @@ impl Aggregator {
         if let Some(g) = &t.longest_gaps {
             self.gaps.merge(g);
         }
+        for (mount, g) in &t.ground_truth {
+            self.ground_truth.entry(mount.clone()).or_default().add(g);
+        }
         self.latest.insert(t.worker, t.clone());
         self.ticks.entry(t.second).or_default().push(t);
+    }
+
+    /// The workers' sessions and listening time per mount, summed over their last ticks.
+    pub fn ground_truth(&self) -> BTreeMap<String, crate::stats::GroundTruth> {
+        self.ground_truth.clone()
     }
 
     /// Adds a server sample.

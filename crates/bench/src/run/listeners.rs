@@ -167,6 +167,7 @@ pub fn execute(plan: &Plan) -> Result<RunReport, RunError> {
         longest_gaps,
         summary,
         errors,
+        ground_truth: agg.ground_truth(),
         ..RunReport::default()
     })
 }

@@ -178,6 +178,26 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+/// What the bench's own listeners did on one mount, in the audience ledger's units (issue 23):
+/// sessions (connections the server answered 200 and streamed) and their listening time, from
+/// each connection's start to its close, so a run can be compared with `throng report
+/// listening` over the same minutes.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct GroundTruth {
+    /// Sessions (sessions).
+    pub sessions: u64,
+    /// Listening time summed over the sessions (seconds).
+    pub listening_seconds: f64,
+}
+
+impl GroundTruth {
+    /// Adds `other`'s sessions and seconds.
+    pub fn add(&mut self, other: &GroundTruth) {
+        self.sessions += other.sessions;
+        self.listening_seconds += other.listening_seconds;
+    }
+}
+
 /// One worker's statistics for one second.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct WorkerTick {
@@ -214,6 +234,10 @@ pub struct WorkerTick {
     /// Only on the last tick: each listener's longest gap between reads over the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub longest_gaps: Option<LogHist>,
+    /// Only on the last tick: the worker's sessions and listening time per mount (the URL's
+    /// path).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ground_truth: BTreeMap<String, GroundTruth>,
 }
 
 /// How many failure kinds a reason names (the most frequent first).
