@@ -37,7 +37,7 @@ pub const MIGRATIONS: &[&str] = &[
         address TEXT NOT NULL,
         country TEXT
     );
-    CREATE INDEX sessions_started ON sessions (started_ms, address);
+    CREATE INDEX sessions_started ON sessions (started_ms, relay, mount, address);
     CREATE INDEX sessions_ended ON sessions (ended_ms);
     CREATE INDEX sessions_open ON sessions (server, ended_ms);
     CREATE TABLE plays (
