@@ -1,21 +1,28 @@
-//! HLS over HTTP (issue 14): `/hls/<mount>/index.m3u8` and `/hls/<mount>/<seq>.mp3|.aac`, and
-//! the task driving the packagers (`hls/`).
+//! HLS over HTTP (issues 14 and 24): `/hls/<mount>/index.m3u8`, the media playlists and
+//! segments (paths read by `throng_proto::hls::path`), the task driving the packagers
+//! (`hls/`), and the receiver of the cache tier's syslog (`[hls] cache-log-listen`).
 //!
 //! - `GET /hls/<mount>/index.m3u8` is the URL players are given (`hls_url` in the status
 //!   documents). It is a listener request: listener authentication of `<mount>` (htpasswd, URL
 //!   auth) and max-listeners apply (401/403 as for an ICY listener); admitted, it opens a session
-//!   and answers a master playlist naming `index.m3u8?session=<token>`, the session's media
-//!   playlist. A media-playlist request with an unknown (expired) token is admitted the same
-//!   way and reopens the session under that token.
-//! - Media playlists: rendered once per new segment and shared by every session (the token is
-//!   only in the playlist URL), `Cache-Control: max-age=1`. They advertise
-//!   `EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES`: a reload carrying `_HLS_msn=M` is held until
-//!   segment `M` is cut (at most three target durations, then `503`; `400` when `M` is more
-//!   than two beyond the newest), RFC 8216bis section 6.2.5.2, so a player asking for the next
-//!   segment gets it the moment it exists, with no reload wasted. Segments: shared by all sessions, numbered
-//!   from the packager's start time so URLs are never reused, served with `Content-Length`,
-//!   `Cache-Control: public, max-age=86400, immutable`, `Accept-Ranges` and `206` for a `Range`,
-//!   so any cache in front (nginx, a CDN) fans them out. CORS as for streams.
+//!   and answers a multivariant playlist (`Cache-Control: private, no-store`) naming the
+//!   session's media playlist: `s/<token>/index.m3u8` with shared playlists (`[hls] playlists =
+//!   "shared"`, the default), `index.m3u8?session=<token>` per session. A media-playlist
+//!   request with an unknown (expired) token is admitted the same way and reopens the session
+//!   under that token.
+//! - Media playlists: rendered once per new segment, the same bytes for every session, with
+//!   relative segment URLs. Shared, a cache may keep one half a target duration
+//!   (`Cache-Control: public, max-age=<target/2>`) and key it without the token, so Throng's
+//!   request rate does not grow with the players behind it; per session `private, max-age=1`.
+//!   With `[hls] blocking-reload` they advertise `EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES`: a
+//!   reload carrying `_HLS_msn=M` is held until segment `M` is cut (at most three target
+//!   durations, then `503`; `400` when `M` is more than two beyond the newest), RFC 8216bis
+//!   section 6.2.5.2. Segments: shared by all sessions (also under `s/<token>/`, where a
+//!   fetch keeps the session alive), numbered from the packager's start time so URLs are never
+//!   reused, served with `Content-Length`, `Cache-Control: public, max-age=86400, immutable`,
+//!   `Accept-Ranges` and `206` for a `Range`, so any cache in front fans them out. CORS as for
+//!   streams. Every request Throng answers for a packaged mount counts in
+//!   `throng_hls_requests_total{mount,kind}`.
 //! - Connections are kept alive (HTTP/1.1 by default, HTTP/1.0 with `Connection: keep-alive`)
 //!   for further HLS requests; any other request on such a connection closes it unanswered, so
 //!   clients retry it on a new connection, as they do for any closed idle connection. A
@@ -29,29 +36,26 @@ use std::time::{Duration, Instant};
 
 use crate::net::clients::{ClientSlot, HeadLimits};
 use crate::net::conn::Conn;
-use bytes::Bytes;
 use rand::distributions::{Alphanumeric, DistString};
 use throng_proto::http::{parse_request_head, RequestHead, MAX_HEAD_BYTES};
 use throng_proto::listener_head::CORS_HEADERS;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::audience::{AudiencePath, ListenerInfo};
+use crate::config::PlaylistMode;
 use crate::ctx::ServerCtx;
 use crate::hls::session::{timeout_for, Session};
 use crate::hls::{Output, Window};
+use crate::observe::metrics::HlsRequestLabel;
 use crate::respond::{admit_listener, reply, Admitted};
+use throng_proto::hls::path::{self as hls_path, Target};
 use throng_proto::hls::playlist::{hls_msn, reload_decision, Reload};
-
-/// Path prefix of every HLS URL.
-pub const PREFIX: &str = "/hls";
 
 /// Content-Type of playlists (RFC 8216 section 4).
 pub const PLAYLIST_TYPE: &str = "application/vnd.apple.mpegurl";
 
 /// The playlist path of mount `name` (`/live.mp3` → `/hls/live.mp3/index.m3u8`).
-pub fn hls_path(name: &str) -> String {
-    format!("{PREFIX}{name}/index.m3u8")
-}
+pub use throng_proto::hls::path::playlist_path as hls_path;
 
 /// The absolute playlist URL of mount `m` (`http://host:port/hls/<mount>/index.m3u8`, on the
 /// host and port of its `listenurl`) when it is served as HLS; `hls_url` in the status documents.
@@ -70,48 +74,28 @@ pub fn hls_url(ctx: &ServerCtx, m: &crate::mount::live::Mount) -> Option<String>
     ))
 }
 
-/// What an HLS path names (borrowed from the path: no allocation per request).
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Target<'a> {
-    /// `/hls/<mount>/index.m3u8`.
-    Playlist(&'a str),
-    /// `/hls/<mount>/<seq>.<ext>`.
-    Segment(&'a str, u64, &'a str),
-}
-
-fn parse_path(path: &str) -> Option<Target<'_>> {
-    let rest = path.strip_prefix(PREFIX)?;
-    let (mount, file) = rest.rsplit_once('/')?;
-    if mount.len() < 2 || !throng_proto::mount_name::is_canonical(mount) {
-        return None;
-    }
-    if file == "index.m3u8" {
-        return Some(Target::Playlist(mount));
-    }
-    let (seq, ext) = file.split_once('.')?;
-    if !matches!(ext, "mp3" | "aac") || seq.is_empty() || !seq.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    Some(Target::Segment(mount, seq.parse().ok()?, ext))
-}
-
 /// Whether `path` is an HLS URL this module serves.
 pub fn is_hls_path(path: &str) -> bool {
-    parse_path(path).is_some()
+    hls_path::parse(path).is_some()
 }
 
-/// The `session` query parameter, when it is a plausible token (1 to 64 ASCII alphanumerics).
-fn session_token(head: &RequestHead) -> Option<&str> {
-    head.query.as_deref()?.split('&').find_map(|kv| {
-        let t = kv.strip_prefix("session=")?;
-        (!t.is_empty() && t.len() <= 64 && t.bytes().all(|b| b.is_ascii_alphanumeric()))
-            .then_some(t)
-    })
+/// The session token of a request: in the path (`/s/<token>/`), else the `session` query
+/// parameter.
+fn session_token<'a>(target: &Target<'a>, head: &'a RequestHead) -> Option<&'a str> {
+    target
+        .token()
+        .or_else(|| head.query.as_deref().and_then(hls_path::query_token))
 }
 
 /// Starts the task that drives the packagers (every 100 ms) and expires idle sessions (every
-/// 500 ms) until the server shuts down.
+/// 500 ms) until the server shuts down, and the receiver of the cache tier's syslog when
+/// `[hls] cache-log-listen` is set ([`start_cache_log_listener`]).
 pub fn start(ctx: Arc<ServerCtx>) {
+    if let Some(addr) = ctx.config().hls.cache_log_listen {
+        if let Err(e) = start_cache_log_listener(ctx.clone(), addr) {
+            tracing::error!(%addr, "cache-log-listen: cannot listen: {e}");
+        }
+    }
     tokio::spawn(async move {
         let mut every = tokio::time::interval(Duration::from_millis(100));
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -138,6 +122,63 @@ pub fn start(ctx: Arc<ServerCtx>) {
             }
         }
     });
+}
+
+/// Receive buffer asked for the cache log socket (bytes): bursts of datagrams from a busy
+/// cache wait there rather than being dropped.
+const CACHE_LOG_RCVBUF: usize = 4 * 1024 * 1024;
+
+/// Receives the cache tier's request logs as UDP syslog on `addr` (nginx `access_log
+/// syslog:server=…`, one line per datagram) until the server shuts down; each line goes to
+/// [`crate::hls::Hls::cache_log_text`]. Bound once at start: a reload does not move it.
+///
+/// Errors: the socket cannot be bound.
+pub fn start_cache_log_listener(ctx: Arc<ServerCtx>, addr: SocketAddr) -> std::io::Result<()> {
+    let sock = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::DGRAM,
+        Some(socket2::Protocol::UDP),
+    )?;
+    // Best effort: the kernel caps it at net.core.rmem_max.
+    let _ = sock.set_recv_buffer_size(CACHE_LOG_RCVBUF);
+    sock.set_nonblocking(true)?;
+    sock.bind(&addr.into())?;
+    let udp = tokio::net::UdpSocket::from_std(sock.into())?;
+    tracing::info!(addr = %udp.local_addr()?, "receiving HLS cache logs (UDP syslog)");
+    tokio::spawn(async move {
+        let mut shutdown = ctx.shutdown.clone();
+        // One syslog datagram: nginx sends at most 2 KB per line, RFC 5426 allows more.
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = tokio::select! {
+                r = udp.recv_from(&mut buf) => match r {
+                    Ok((n, _)) => n,
+                    Err(e) => {
+                        tracing::debug!("cache log socket: {e}");
+                        continue;
+                    }
+                },
+                _ = shutdown.changed() => 0,
+            };
+            if *shutdown.borrow() {
+                break;
+            }
+            let text = String::from_utf8_lossy(&buf[..n]);
+            let config = ctx.config();
+            let now = Instant::now();
+            for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                ctx.hls.cache_log_text(
+                    line,
+                    &ctx.registry,
+                    &config,
+                    &ctx.metrics,
+                    || ctx.next_id(),
+                    now,
+                );
+            }
+        }
+    });
+    Ok(())
 }
 
 /// Serves HLS requests on a connection, starting with `head` (`rest`: bytes read after it),
@@ -282,16 +323,24 @@ async fn serve_one(
     head: &RequestHead,
     peer: SocketAddr,
 ) -> bool {
-    let Some(target) = parse_path(&head.path) else {
+    let Some(target) = hls_path::parse(&head.path) else {
         return not_found(ctx, stream, head, peer).await;
     };
+    let token = session_token(&target, head);
     match target {
-        Target::Segment(mount, seq, ext) => {
+        Target::Segment {
+            mount, seq, ext, ..
+        } => {
             let Some(seg) = ctx.hls.segment(mount, seq).filter(|s| s.ext == ext) else {
                 return not_found(ctx, stream, head, peer).await;
             };
+            count_request(ctx, &target);
             seg.fetches
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if let Some(t) = token {
+                // A segment fetched by a session (relative URL of a shared playlist): alive.
+                ctx.hls.sessions.seen(t, Instant::now());
+            }
             let ctype = throng_proto::hls::cutter::segment_content_type(seg.ext);
             send_body(
                 stream,
@@ -303,8 +352,11 @@ async fn serve_one(
             )
             .await
         }
-        Target::Playlist(mount) => {
-            let token = session_token(head);
+        Target::Playlist { mount, .. } => {
+            let Some(mode) = ctx.hls.playlists(mount) else {
+                return not_found(ctx, stream, head, peer).await;
+            };
+            count_request(ctx, &target);
             // `_HLS_msn` counts only where blocking reload is offered (`[hls] blocking-reload`).
             let msn = head
                 .query
@@ -331,7 +383,7 @@ async fn serve_one(
                 };
                 let sent = window.playlist.len() as u64;
                 if ctx.hls.sessions.touch(t, &window, sent, Instant::now()) {
-                    return send_playlist(stream, head, &window).await;
+                    return send_playlist(stream, head, &window, mode).await;
                 }
             }
             let known = token.is_some_and(|t| ctx.hls.sessions.contains(t));
@@ -349,7 +401,7 @@ async fn serve_one(
                 if token.is_none() {
                     let window = out.window.load();
                     let body = throng_proto::hls::playlist::master(
-                        &format!("index.m3u8?session={t}"),
+                        &hls_path::media_uri(&t, mode == PlaylistMode::Shared),
                         window.bandwidth.max(8_000),
                     );
                     drop(window);
@@ -367,7 +419,7 @@ async fn serve_one(
                     // The master playlist counts in the session's bytes, not its segments.
                     ctx.hls
                         .sessions
-                        .touch(&t, &empty_like(&w), sent, Instant::now());
+                        .touch(&t, &w.without_segments(), sent, Instant::now());
                     return ok;
                 }
             }
@@ -387,19 +439,42 @@ async fn serve_one(
             ctx.hls
                 .sessions
                 .touch(token, &window, window.playlist.len() as u64, Instant::now());
-            send_playlist(stream, head, &window).await
+            send_playlist(stream, head, &window, mode).await
         }
     }
 }
 
-/// Sends `window`'s media playlist (shared by every session, `Cache-Control: max-age=1`);
-/// false on a write error.
-async fn send_playlist(stream: &mut Conn, head: &RequestHead, window: &Window) -> bool {
+/// Counts a request Throng answers for a packaged mount in `throng_hls_requests_total`.
+fn count_request(ctx: &ServerCtx, target: &Target<'_>) {
+    ctx.metrics
+        .hls_requests
+        .get_or_create(&HlsRequestLabel::new(target.mount(), target.kind()))
+        .inc();
+}
+
+/// The `Cache-Control` of a media playlist of `target_secs` target duration: shared, a cache
+/// keeps it at most half a target duration (whole seconds, at least 1: a 1-second target gets
+/// 1); per session, no cache keeps it.
+pub fn playlist_cache_control(mode: PlaylistMode, target_secs: u64) -> String {
+    match mode {
+        PlaylistMode::Shared => format!("public, max-age={}", (target_secs / 2).max(1)),
+        PlaylistMode::PerSession => "private, max-age=1".to_owned(),
+    }
+}
+
+/// Sends `window`'s media playlist (the same bytes for every session) with the caching
+/// policy of `mode` ([`playlist_cache_control`]); false on a write error.
+async fn send_playlist(
+    stream: &mut Conn,
+    head: &RequestHead,
+    window: &Window,
+    mode: PlaylistMode,
+) -> bool {
     send_body(
         stream,
         head,
         PLAYLIST_TYPE,
-        "max-age=1",
+        &playlist_cache_control(mode, window.target_secs),
         &window.playlist,
         false,
     )
@@ -431,7 +506,7 @@ async fn held_window(
         let until = *deadline.get_or_insert_with(|| {
             ctx.hls
                 .sessions
-                .touch(token, &empty_like(&window), 0, Instant::now());
+                .touch(token, &window.without_segments(), 0, Instant::now());
             tokio::time::Instant::now() + Duration::from_secs(3 * window.target_secs.max(1))
         });
         match tokio::time::timeout_at(until, updates.changed()).await {
@@ -440,17 +515,6 @@ async fn held_window(
             Ok(Err(_)) => return Ok(out.window.load_full()),
             Err(_) => return Err(503),
         }
-    }
-}
-
-/// A window with `w`'s target and no segments (touching a session without offering any).
-fn empty_like(w: &crate::hls::Window) -> crate::hls::Window {
-    crate::hls::Window {
-        segments: Vec::new(),
-        playlist: Bytes::new(),
-        target_secs: w.target_secs,
-        bandwidth: w.bandwidth,
-        discontinuity_sequence: w.discontinuity_sequence,
     }
 }
 
@@ -641,30 +705,35 @@ mod tests {
     }
 
     #[test]
-    fn paths() {
+    fn playlist_caching() {
         assert_eq!(
-            parse_path("/hls/live.mp3/index.m3u8"),
-            Some(Target::Playlist("/live.mp3"))
+            playlist_cache_control(PlaylistMode::Shared, 6),
+            "public, max-age=3"
         );
         assert_eq!(
-            parse_path("/hls/radio/a.aac/1700000000.aac"),
-            Some(Target::Segment("/radio/a.aac", 1_700_000_000, "aac"))
+            playlist_cache_control(PlaylistMode::Shared, 1),
+            "public, max-age=1"
         );
-        assert_eq!(parse_path("/hls/live.mp3/x.mp3"), None);
-        assert_eq!(parse_path("/hls/live.mp3/1.ogg"), None);
-        assert_eq!(parse_path("/hls/../a/index.m3u8"), None);
-        assert_eq!(parse_path("/hls/index.m3u8"), None);
-        assert_eq!(parse_path("/live.mp3"), None);
-        assert_eq!(hls_path("/live.mp3"), "/hls/live.mp3/index.m3u8");
+        assert_eq!(
+            playlist_cache_control(PlaylistMode::PerSession, 6),
+            "private, max-age=1"
+        );
     }
 
     #[test]
     fn tokens_and_keep_alive() {
         let h = head("GET /hls/a/index.m3u8?x=1&session=Ab3 HTTP/1.1\r\n\r\n");
-        assert_eq!(session_token(&h), Some("Ab3"));
+        let t = hls_path::parse("/hls/a/index.m3u8").unwrap();
+        assert_eq!(session_token(&t, &h), Some("Ab3"));
+        let p = hls_path::parse("/hls/a/s/Path7/index.m3u8").unwrap();
+        assert_eq!(
+            session_token(&p, &h),
+            Some("Path7"),
+            "the path's token wins"
+        );
         assert!(keep_alive(&h));
         let h = head("GET /hls/a/index.m3u8?session=a%20b HTTP/1.0\r\n\r\n");
-        assert_eq!(session_token(&h), None);
+        assert_eq!(session_token(&t, &h), None);
         assert!(!keep_alive(&h));
         let h = head("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n");
         assert!(keep_alive(&h));

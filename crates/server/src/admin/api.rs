@@ -62,7 +62,7 @@ pub(crate) fn json_reply(status: StatusCode, v: Value) -> Response {
         .into_response()
 }
 
-fn outcome(status: StatusCode, ok: bool, message: &str) -> Response {
+pub(crate) fn outcome(status: StatusCode, ok: bool, message: &str) -> Response {
     json_reply(status, json!({ "ok": ok, "message": message }))
 }
 
@@ -75,7 +75,7 @@ pub(crate) fn unauthorized() -> Response {
     r
 }
 
-fn method_not_allowed(allow: &'static str) -> Response {
+pub(crate) fn method_not_allowed(allow: &'static str) -> Response {
     let mut r = outcome(StatusCode::METHOD_NOT_ALLOWED, false, "Method not allowed");
     r.headers_mut()
         .insert(header::ALLOW, HeaderValue::from_static(allow));
@@ -240,22 +240,33 @@ pub(crate) async fn read_body(
     body: Body,
     timeout: std::time::Duration,
 ) -> Result<Bytes, Response> {
+    read_body_up_to(headers, body, timeout, MAX_BODY_BYTES).await
+}
+
+/// [`read_body`] with a limit of `max` bytes instead of [`MAX_BODY_BYTES`] (batches of log
+/// lines, `POST /api/v1/hls/cache-logs`).
+pub(crate) async fn read_body_up_to(
+    headers: &HeaderMap,
+    body: Body,
+    timeout: std::time::Duration,
+    max: usize,
+) -> Result<Bytes, Response> {
     use http_body_util::BodyExt;
     let too_large = || {
         outcome(
             StatusCode::PAYLOAD_TOO_LARGE,
             false,
-            &format!("The body must be at most {MAX_BODY_BYTES} bytes"),
+            &format!("The body must be at most {max} bytes"),
         )
     };
     let announced = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
-    if announced.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+    if announced.is_some_and(|n| n > max as u64) {
         return Err(too_large());
     }
-    let limited = http_body_util::Limited::new(body, MAX_BODY_BYTES);
+    let limited = http_body_util::Limited::new(body, max);
     match tokio::time::timeout(timeout, limited.collect()).await {
         Ok(Ok(collected)) => Ok(collected.to_bytes()),
         Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),

@@ -19,11 +19,13 @@
 //! `metrics` user's credentials when `[authentication] metrics-password` is set.
 //!
 //! No route reads a request body before checking credentials: only the `/api/v1/mounts/…`
-//! endpoints read one, after authorization, capped and within `body-timeout` (`api.rs`); every
+//! endpoints, the cluster's edge reports and `/api/v1/hls/cache-logs` (`cache_logs.rs`) read
+//! one, after authorization, capped and within `body-timeout` (`api.rs`); every
 //! other handler ignores it, and hyper closes the connection after the reply without reading it.
 
 pub mod api;
 pub mod auth;
+pub mod cache_logs;
 pub mod cgi;
 pub mod cluster;
 pub mod data;
@@ -104,6 +106,10 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
         .route("/api/v1/reports/{name}", get(crate::admin::reports::report))
         .route("/api/v1/cluster", get(crate::admin::cluster::cluster))
         .route("/api/v1/cluster/edges", any(crate::admin::cluster::edges))
+        .route(
+            "/api/v1/hls/cache-logs",
+            any(crate::admin::cache_logs::cache_logs),
+        )
         .route(
             crate::event_stream::PATH,
             any(crate::admin::api::events_method_not_allowed),

@@ -1,9 +1,38 @@
 //! `[hls]` and the `hls-*` keys of `[[mount]]`: which MP3/AAC mounts are also served as
-//! packed-audio HLS (RFC 8216 section 3.4), their segment target duration and window, and
-//! whether playlists offer blocking playlist reload (RFC 8216bis section 6.2.5.2).
-//! A mount's own keys win over `[hls]`.
+//! packed-audio HLS (RFC 8216 section 3.4), their segment target duration and window, whether
+//! playlists offer blocking playlist reload (RFC 8216bis section 6.2.5.2), whether media
+//! playlists are shared and cacheable or per session (`playlists`), and where the cache tier's
+//! request logs arrive (`cache-log-listen`). A mount's own keys win over `[hls]`.
+
+use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
+
+/// How players are handed their media playlist (`[hls] playlists`, a mount's `hls-playlists`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PlaylistMode {
+    /// One media playlist per mount, the same bytes for every player, at
+    /// `/hls/<mount>/s/<token>/index.m3u8` with relative segment URLs: a cache keys it without
+    /// the token and keeps it at most half a target duration (`Cache-Control: public,
+    /// max-age=…`), and counts players from its logs (the default).
+    #[default]
+    Shared,
+    /// Each session's media playlist at `/hls/<mount>/index.m3u8?session=<token>`, never kept
+    /// by a cache (`Cache-Control: private, max-age=1`): every reload reaches Throng, which
+    /// counts sessions from its own requests. For a server with no cache in front only.
+    PerSession,
+}
+
+impl PlaylistMode {
+    /// The name as the configuration spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlaylistMode::Shared => "shared",
+            PlaylistMode::PerSession => "per-session",
+        }
+    }
+}
 
 /// `[hls]`: the defaults for every MP3/AAC mount.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -21,6 +50,12 @@ pub struct HlsConfig {
     /// cut and cost the server more than timer reloads, docs/BENCHMARKS.md); off, `_HLS_msn` is
     /// ignored and the playlist answered at once.
     pub blocking_reload: bool,
+    /// Media playlists shared and cacheable, or per session (default `shared`).
+    pub playlists: PlaylistMode,
+    /// Where the cache tier's request logs arrive as UDP syslog (nginx
+    /// `access_log syslog:server=ADDR:PORT`, the `throng_hls` format of
+    /// `deploy/nginx/hls-cache.conf`); none by default.
+    pub cache_log_listen: Option<SocketAddr>,
 }
 
 impl Default for HlsConfig {
@@ -30,6 +65,8 @@ impl Default for HlsConfig {
             segment_seconds: 6,
             window: 6,
             blocking_reload: false,
+            playlists: PlaylistMode::Shared,
+            cache_log_listen: None,
         }
     }
 }
@@ -43,16 +80,33 @@ pub struct HlsSettings {
     pub window: usize,
     /// Blocking playlist reload is offered (`[hls] blocking-reload`).
     pub blocking_reload: bool,
+    /// Shared or per-session media playlists (`[hls] playlists`, `hls-playlists`).
+    pub playlists: PlaylistMode,
 }
 
-/// The HLS settings of a mount from `[hls]` and its own `hls`, `hls-segment-seconds` and
-/// `hls-window` keys (the mount's win); `None` when HLS is off for it.
-pub fn settings(
-    global: &HlsConfig,
-    on: Option<bool>,
-    segment_seconds: Option<u64>,
-    window: Option<usize>,
-) -> Option<HlsSettings> {
+/// A mount's own HLS keys (`hls`, `hls-segment-seconds`, `hls-window`, `hls-playlists`);
+/// `None`: `[hls]` decides.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MountHls {
+    /// `hls`: HLS on or off for the mount.
+    pub on: Option<bool>,
+    /// `hls-segment-seconds`.
+    pub segment_seconds: Option<u64>,
+    /// `hls-window`.
+    pub window: Option<usize>,
+    /// `hls-playlists`.
+    pub playlists: Option<PlaylistMode>,
+}
+
+/// The HLS settings of a mount from `[hls]` and its own keys (the mount's win); `None` when
+/// HLS is off for it.
+pub fn settings(global: &HlsConfig, own: MountHls) -> Option<HlsSettings> {
+    let MountHls {
+        on,
+        segment_seconds,
+        window,
+        playlists,
+    } = own;
     if !on.unwrap_or(global.enabled) {
         return None;
     }
@@ -61,6 +115,7 @@ pub fn settings(
         target_ms: secs.clamp(1, 30) * 1000,
         window: window.unwrap_or(global.window).clamp(3, 100),
         blocking_reload: global.blocking_reload,
+        playlists: playlists.unwrap_or(global.playlists),
     })
 }
 
@@ -90,29 +145,40 @@ mod tests {
             segment_seconds: 2,
             ..HlsConfig::default()
         };
-        assert_eq!(settings(&g, Some(false), None, None), None);
+        let own = |on, secs, window, playlists| MountHls {
+            on,
+            segment_seconds: secs,
+            window,
+            playlists,
+        };
+        assert_eq!(settings(&g, own(Some(false), None, None, None)), None);
         assert_eq!(
-            settings(&g, None, Some(6), Some(10)),
+            settings(
+                &g,
+                own(None, Some(6), Some(10), Some(PlaylistMode::PerSession))
+            ),
             Some(HlsSettings {
                 target_ms: 6000,
                 window: 10,
                 blocking_reload: false,
+                playlists: PlaylistMode::PerSession,
             })
         );
         assert_eq!(
-            settings(&g, None, None, None),
+            settings(&g, MountHls::default()),
             Some(HlsSettings {
                 target_ms: 2000,
                 window: 6,
                 blocking_reload: false,
+                playlists: PlaylistMode::Shared,
             })
         );
         let off = HlsConfig {
             enabled: false,
             ..HlsConfig::default()
         };
-        assert_eq!(settings(&off, None, None, None), None);
-        assert!(settings(&off, Some(true), None, None).is_some());
+        assert_eq!(settings(&off, MountHls::default()), None);
+        assert!(settings(&off, own(Some(true), None, None, None)).is_some());
         assert!(check_seconds("k", Some(0)).is_err());
         assert!(check_seconds("k", Some(30)).is_ok());
         assert!(check_window("k", Some(2)).is_err());

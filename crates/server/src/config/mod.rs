@@ -28,7 +28,7 @@ use rand::distributions::{Alphanumeric, DistString};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-pub use hls::{HlsConfig, HlsSettings};
+pub use hls::{HlsConfig, HlsSettings, PlaylistMode};
 pub use ledger::{AddressPolicy, LedgerConfig, LedgerDatabase};
 
 /// Errors reading the configuration.
@@ -617,6 +617,9 @@ pub struct MountConfig {
     /// Most bits per second read from this mount's source (Icecast-KH `<limit-rate>`): a
     /// source sending faster is read more slowly (the encoder waits), never disconnected.
     pub limit_rate: Option<u64>,
+    /// Shared (cacheable) or per-session media playlists for this mount (default
+    /// `[hls] playlists`).
+    pub hls_playlists: Option<hls::PlaylistMode>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -983,9 +986,12 @@ impl Config {
         let m = self.mount_for(name);
         hls::settings(
             &self.hls,
-            m.and_then(|m| m.hls),
-            m.and_then(|m| m.hls_segment_seconds),
-            m.and_then(|m| m.hls_window),
+            hls::MountHls {
+                on: m.and_then(|m| m.hls),
+                segment_seconds: m.and_then(|m| m.hls_segment_seconds),
+                window: m.and_then(|m| m.hls_window),
+                playlists: m.and_then(|m| m.hls_playlists),
+            },
         )
     }
 

@@ -2,8 +2,10 @@
 //! hears into packed-audio segments and a sliding playlist ([`packager`]), and the HLS
 //! sessions, which count as listeners while they keep fetching ([`session`]). [`Hls::tick`] is
 //! driven by one task (`hls_http.rs` starts it); the HTTP side (`hls_http.rs`) reads the
-//! published windows and opens, touches and ends sessions here.
+//! published windows and opens, touches and ends sessions here; the cache tier's request logs
+//! keep sessions behind a cache alive ([`cache_log`]).
 
+pub mod cache_log;
 pub mod packager;
 pub mod session;
 
@@ -61,6 +63,11 @@ impl Hls {
             .read()
             .get(name)
             .is_some_and(|o| o.settings.blocking_reload)
+    }
+
+    /// How mount name `name` hands out media playlists (`[hls] playlists`), if it is packaged.
+    pub fn playlists(&self, name: &str) -> Option<crate::config::PlaylistMode> {
+        self.outputs.read().get(name).map(|o| o.settings.playlists)
     }
 
     /// Moves the HLS sessions `filter` takes to mount `to` (`moveclients`,

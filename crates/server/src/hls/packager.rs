@@ -65,6 +65,18 @@ pub struct Window {
 }
 
 impl Window {
+    /// A window with this one's target and no segments, to touch a session without offering
+    /// it any.
+    pub fn without_segments(&self) -> Window {
+        Window {
+            segments: Vec::new(),
+            playlist: Bytes::new(),
+            target_secs: self.target_secs,
+            bandwidth: self.bandwidth,
+            discontinuity_sequence: self.discontinuity_sequence,
+        }
+    }
+
     /// The segment with sequence number `seq`, if still in memory.
     pub fn segment(&self, seq: u64) -> Option<&Arc<Segment>> {
         let first = self.segments.first()?.seq;
@@ -415,6 +427,7 @@ mod tests {
             target_ms,
             window,
             blocking_reload: false,
+            playlists: crate::config::PlaylistMode::Shared,
         }
     }
 

@@ -230,6 +230,18 @@ impl Sessions {
         true
     }
 
+    /// Records a sign of life of session `token` at `now` (a segment it fetched); false when
+    /// there is no such session.
+    pub fn seen(&self, token: &str, now: Instant) -> bool {
+        match self.by_token.lock().get_mut(token) {
+            Some(s) => {
+                s.last_seen = now;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Moves the sessions `filter` takes to mount `to` (`moveclients`, `fallback-override`):
     /// each holds `to`'s listener slot from now on; a session whose own mount name is `to`
     /// is served by its own playlist again, any other gets a [`MovedPlaylist`] made by

@@ -25,6 +25,26 @@ pub struct EndLabel {
     pub reason: &'static str,
 }
 
+/// The labels of `throng_hls_requests_total`: the mount name (escaped as [`MountLabel`]) and
+/// what was asked for (`playlist`: a multivariant or media playlist; `segment`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HlsRequestLabel {
+    /// Mount name, escaped as in [`MountLabel`].
+    pub mount: String,
+    /// `playlist` or `segment`.
+    pub kind: &'static str,
+}
+
+impl HlsRequestLabel {
+    /// The label for a request of `kind` on mount name `mount`.
+    pub fn new(mount: &str, kind: &'static str) -> HlsRequestLabel {
+        HlsRequestLabel {
+            mount: escape_label(mount),
+            kind,
+        }
+    }
+}
+
 /// The `mount` label.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct MountLabel {
@@ -142,6 +162,20 @@ pub struct Metrics {
     /// `throng_session_ends_total{path,reason}`: audience sessions ended, by path and by end
     /// reason ([`EndLabel`]).
     pub session_ends: Family<EndLabel, Counter>,
+    /// `throng_hls_requests_total{mount,kind}`: HLS requests Throng answered itself (what a
+    /// cache in front did not), `kind` `playlist` or `segment` ([`HlsRequestLabel`]).
+    pub hls_requests: Family<HlsRequestLabel, Counter>,
+    /// `throng_hls_cache_log_lines_total{outcome}`: lines of the cache tier's request logs
+    /// received (`counted`: a session's request; `ignored`: not an HLS session request;
+    /// `invalid`: unreadable).
+    pub hls_cache_log_lines: Family<OutcomeLabel, Counter>,
+}
+
+/// The `outcome` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    /// What became of the thing counted.
+    pub outcome: &'static str,
 }
 
 impl Default for Metrics {
@@ -171,6 +205,8 @@ impl Metrics {
             event_subscribers_dropped: Counter::default(),
             whep_degraded: Family::default(),
             session_ends: Family::default(),
+            hls_requests: Family::default(),
+            hls_cache_log_lines: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -244,6 +280,16 @@ impl Metrics {
             "throng_session_ends",
             "Audience sessions ended, by path and end reason (side:why)",
             m.session_ends.clone(),
+        );
+        registry.register(
+            "throng_hls_requests",
+            "HLS requests answered by Throng (not by a cache in front), by mount and kind",
+            m.hls_requests.clone(),
+        );
+        registry.register(
+            "throng_hls_cache_log_lines",
+            "Lines of the cache tier's HLS request logs received, by outcome",
+            m.hls_cache_log_lines.clone(),
         );
         // `process_*`: CPU, memory and descriptors of this process (`process.rs`).
         registry.register_collector(Box::new(crate::observe::process::ProcessCollector));

@@ -19,6 +19,7 @@ mod filters;
 mod hls;
 mod hls_browser;
 mod hooks;
+mod hls_cache;
 mod ingest_faults;
 mod ledger;
 mod listeners;

@@ -247,6 +247,7 @@ impl RawMount {
             hook: self.hooks.clone(),
             mp3_metadata_interval: self.metaint,
             cluster_password: self.cluster_password.clone(),
+            hls_playlists: None,
         }
     }
 }

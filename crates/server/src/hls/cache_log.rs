@@ -1,0 +1,169 @@
+//! HLS sessions from the cache tier's request logs (issue 24): behind a cache, players fetch
+//! shared playlists and segments from it, so Throng sees few of their requests; the cache's
+//! log lines (`throng_proto::hls::cache_log`, pushed as UDP syslog to `[hls] cache-log-listen`
+//! or posted to `POST /api/v1/hls/cache-logs`) carry each player's session token in the path
+//! and keep its session alive as its own requests would.
+//!
+//! The rule, in [`Hls::cache_log_line`]: a line the cache served (2xx, 304) naming a packaged
+//! mount and a known token touches that session, a playlist with the playlist's bytes and
+//! offering the segments listed now, a segment as a sign of life; an unknown token opens a
+//! session only on a segment (a player that really fetches audio: a session expired during a
+//! gap in the logs, or opened by another node of the cluster), with the address, User-Agent
+//! and Referer of the line, taking a listener slot of the mount (refused at
+//! `max-listeners`). Such a session has no credentials to check (the cache answered it; signed
+//! URLs are the cache tier's check) and ends like any other through the one audience record
+//! (`ListenerInfo::log_end`), as `client:vanished` when its lines stop.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Instant;
+
+use throng_proto::hls::cache_log::{parse_line, session_request, CacheLogLine};
+use throng_proto::hls::path::playlist_path;
+
+use crate::audience::{AudiencePath, ListenerInfo};
+use crate::config::Config;
+use crate::hls::session::{timeout_for, Session};
+use crate::hls::Hls;
+use crate::mount::registry::Registry;
+use crate::observe::metrics::{Metrics, OutcomeLabel};
+
+/// What became of one log line (the `outcome` label of
+/// `throng_hls_cache_log_lines_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(usize)]
+pub enum LineOutcome {
+    /// A session's request: the session was touched.
+    Touched = 0,
+    /// A segment of an unknown token: a session was opened.
+    Opened,
+    /// Not a served request of an HLS session of a packaged mount, or refused a slot.
+    Ignored,
+    /// The line could not be read.
+    Invalid,
+}
+
+impl LineOutcome {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LineOutcome::Touched => "touched",
+            LineOutcome::Opened => "opened",
+            LineOutcome::Ignored => "ignored",
+            LineOutcome::Invalid => "invalid",
+        }
+    }
+
+    /// Counts one line with this outcome in `metrics`.
+    pub fn count(self, metrics: &Metrics) {
+        metrics
+            .hls_cache_log_lines
+            .get_or_create(&OutcomeLabel {
+                outcome: self.as_str(),
+            })
+            .inc();
+    }
+}
+
+impl Hls {
+    /// Reads and applies one cache log line of text (a JSON object, bare or in a syslog
+    /// message); an unreadable one is counted as [`LineOutcome::Invalid`] and logged at debug
+    /// level (a cache tier sends many: no warning per line).
+    pub fn cache_log_text(
+        &self,
+        text: &str,
+        registry: &Registry,
+        config: &Config,
+        metrics: &Metrics,
+        next_id: impl FnOnce() -> u64,
+        now: Instant,
+    ) -> LineOutcome {
+        match parse_line(text) {
+            Ok(line) => self.cache_log_line(&line, registry, config, metrics, next_id, now),
+            Err(e) => {
+                tracing::debug!("cache log line refused: {e}");
+                LineOutcome::Invalid.count(metrics);
+                LineOutcome::Invalid
+            }
+        }
+    }
+
+    /// Applies one cache log line (see the module comment); `next_id` gives a listener id to
+    /// a session it opens. The outcome is counted in `metrics`.
+    pub fn cache_log_line(
+        &self,
+        line: &CacheLogLine,
+        registry: &Registry,
+        config: &Config,
+        metrics: &Metrics,
+        next_id: impl FnOnce() -> u64,
+        now: Instant,
+    ) -> LineOutcome {
+        let outcome = self.apply_line(line, registry, config, metrics, next_id, now);
+        outcome.count(metrics);
+        outcome
+    }
+
+    fn apply_line(
+        &self,
+        line: &CacheLogLine,
+        registry: &Registry,
+        config: &Config,
+        metrics: &Metrics,
+        next_id: impl FnOnce() -> u64,
+        now: Instant,
+    ) -> LineOutcome {
+        let Some(req) = session_request(line).filter(|r| r.served) else {
+            return LineOutcome::Ignored;
+        };
+        let name = req.target.mount();
+        let Some(window) = self.window(name) else {
+            return LineOutcome::Ignored;
+        };
+        let is_segment = req.target.kind() == "segment";
+        let touched = if is_segment {
+            self.sessions.seen(req.token, now)
+        } else {
+            self.sessions.touch(req.token, &window, line.bytes, now)
+        };
+        if touched {
+            return LineOutcome::Touched;
+        }
+        if !is_segment {
+            return LineOutcome::Ignored;
+        }
+        let Some(mount) = registry.resolve(name) else {
+            return LineOutcome::Ignored;
+        };
+        if !mount.try_add_listener() {
+            tracing::debug!(mount = %mount.name, "max listeners reached (HLS from cache logs)");
+            return LineOutcome::Ignored;
+        }
+        let info = ListenerInfo {
+            id: next_id(),
+            path: AudiencePath::Hls,
+            ip: line.addr.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+            request_line: format!("GET {} HTTP/1.1", playlist_path(name)),
+            agent: crate::audience::record::kept_header(line.agent.as_deref()),
+            referer: crate::audience::record::kept_header(line.referer.as_deref()),
+            started: now,
+            requested_mount: name.to_owned(),
+            user: None,
+            deadline: config.listening_limit(name, None).map(|l| now + l),
+            on_close: None,
+        };
+        self.sessions.open(
+            req.token.to_owned(),
+            Session {
+                info,
+                mount,
+                last_seen: now,
+                bytes: line.bytes,
+                offered: None,
+                timeout: timeout_for(window.target_secs),
+                moved: None,
+            },
+            metrics,
+        );
+        LineOutcome::Opened
+    }
+}
