@@ -208,3 +208,186 @@ fn cache_log_lines_keep_sessions_alive_and_open_them_on_a_segment() {
         ) >= 8.0
     );
 }
+
+/// nginx (Debian package) running the shipped `deploy/nginx/hls-cache.conf`, its three
+/// addresses marked CHANGE set for this test; killed on drop.
+struct CacheTier {
+    _proc: Proc,
+    addr: SocketAddr,
+}
+
+/// `text` with `from` replaced by `to`; panics when `from` is not there (the shipped file
+/// changed under the test).
+fn set(text: &str, from: &str, to: &str) -> String {
+    assert!(text.contains(from), "hls-cache.conf no longer has {from:?}");
+    text.replace(from, to)
+}
+
+fn start_cache(dir: &std::path::Path, upstream: SocketAddr, syslog: SocketAddr) -> CacheTier {
+    require("nginx");
+    let shipped = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/nginx/hls-cache.conf"),
+    )
+    .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let d = dir.display();
+    let snippet = set(
+        &shipped,
+        "/var/cache/nginx/throng-hls",
+        &format!("{d}/cache"),
+    );
+    let snippet = set(
+        &snippet,
+        "server 127.0.0.1:8000;",
+        &format!("server {upstream};"),
+    );
+    let snippet = set(&snippet, "listen 80;", &format!("listen 127.0.0.1:{port};"));
+    let snippet = set(
+        &snippet,
+        "syslog:server=127.0.0.1:5140",
+        &format!("syslog:server={syslog}"),
+    );
+    std::fs::write(dir.join("hls-cache.conf"), snippet).unwrap();
+    let conf = format!(
+        "daemon off;\nmaster_process off;\nworker_rlimit_nofile 8192;\npid {d}/nginx.pid;\n\
+         error_log {d}/error.log;\nevents {{ worker_connections 8000; }}\n\
+         http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  \
+         proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  \
+         scgi_temp_path {d}/scgi;\n  include {d}/hls-cache.conf;\n}}\n"
+    );
+    let path = dir.join("nginx.conf");
+    std::fs::write(&path, conf).unwrap();
+    let proc = Proc(
+        Command::new("nginx")
+            .arg("-c")
+            .arg(&path)
+            .arg("-p")
+            .arg(dir)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn nginx"),
+    );
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    wait_until(Duration::from_secs(10), || {
+        std::net::TcpStream::connect(addr).is_ok()
+    })
+    .expect("nginx listening");
+    CacheTier { _proc: proc, addr }
+}
+
+/// What one step of players through the cache showed.
+struct Step {
+    /// Throng's HLS requests per second over the steady part of the hold.
+    origin_rate: f64,
+    /// HLS listeners Throng counted, sampled during the steady part.
+    counted: Vec<u64>,
+    report: throng_bench::report::summary::RunReport,
+}
+
+/// Players arrive this fast (per second).
+const RAMP: f64 = 500.0;
+/// Each step's hold (seconds): short, as CI runs it on two cores.
+const HOLD: f64 = 36.0;
+
+/// `players` `throng bench` HLS players through the cache at `proxy` for [`HOLD`] seconds;
+/// Throng's HLS request rate and its HLS listener count are read during the hold, from 8 s
+/// after the ramp (every player is in steady state) to 32 s.
+fn step(srv: &TestServer, proxy: SocketAddr, players: u32) -> Step {
+    use throng_bench::profile::{Profile, Secs};
+    let plan = throng_bench::run::plan::Plan {
+        name: format!("hls-cache-{players}"),
+        mode: throng_bench::mode::Mode::Hls,
+        urls: vec![format!("http://{proxy}/hls/live.mp3/index.m3u8")],
+        profile: Profile {
+            listeners: players,
+            ramp: RAMP,
+            hold: Secs(HOLD),
+            ..Default::default()
+        },
+        progress: false,
+        ..Default::default()
+    };
+    let t0 = Instant::now();
+    let run = std::thread::spawn(move || throng_bench::run::execute(&plan));
+    let steady = t0 + Duration::from_secs_f64(players as f64 / RAMP + 8.0);
+    std::thread::sleep(steady.saturating_duration_since(Instant::now()));
+    let origin = || metric_sum(srv.addr, "throng_hls_requests_total{mount=\"/live.mp3\"");
+    let (c1, i1) = (origin(), Instant::now());
+    let mut counted = Vec::new();
+    for _ in 0..4 {
+        std::thread::sleep(Duration::from_secs(6));
+        counted.push(listeners(srv));
+    }
+    let (c2, i2) = (origin(), Instant::now());
+    let report = run.join().unwrap().expect("bench run");
+    Step {
+        origin_rate: (c2 - c1) / i2.duration_since(i1).as_secs_f64(),
+        counted,
+        report,
+    }
+}
+
+#[test]
+fn nginx_with_the_shipped_config_serves_500_then_2000_players_at_a_flat_origin_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let syslog = udp.local_addr().unwrap();
+    drop(udp);
+    let srv = TestServer::start(&config(
+        &format!("segment-seconds = 2\ncache-log-listen = \"{syslog}\""),
+        dir.path(),
+    ));
+    wait_segments(&srv, 3);
+    let cache = start_cache(dir.path(), srv.addr, syslog);
+    // Two players through the cache: each its own session (the multivariant playlist is never
+    // kept), the same media playlist.
+    let media: Vec<String> = (0..2)
+        .map(|_| {
+            let (h, b) = http_get(cache.addr, "/hls/live.mp3/index.m3u8", &[]);
+            assert_eq!(h.status, 200);
+            let v = parse(std::str::from_utf8(&b).unwrap()).unwrap().variant;
+            let v = v.expect("a multivariant playlist, not a cached media playlist");
+            let (h, b) = http_get(cache.addr, &format!("/hls/live.mp3/{v}"), &[]);
+            assert_eq!(h.status, 200);
+            String::from_utf8(b).unwrap()
+        })
+        .collect();
+    assert!(parse(&media[1]).unwrap().segments.len() >= 3);
+    assert_eq!(listeners(&srv), 2);
+    let mut rates = Vec::new();
+    for players in [500u32, 2000] {
+        let s = step(&srv, cache.addr, players);
+        let sum = &s.report.summary;
+        eprintln!(
+            "{players} players: origin {:.2} HLS requests/s, counted {:?}, starved {}, \
+             failures {}",
+            s.origin_rate, s.counted, sum.starved, sum.failures_total
+        );
+        assert!(s.report.errors.is_empty(), "{:?}", s.report.errors);
+        assert_eq!(sum.failures_total, 0, "{:?}", sum.failures);
+        assert_eq!(sum.starved, 0, "starved players");
+        assert_eq!(sum.peak_streaming, players);
+        let tolerance = players as f64 * 0.02;
+        for c in &s.counted {
+            assert!(
+                (*c as f64 - players as f64).abs() <= tolerance,
+                "{c} HLS listeners counted for {players} players"
+            );
+        }
+        rates.push(s.origin_rate);
+        // The players are gone: their sessions end once their log lines stop.
+        wait_until(Duration::from_secs(30), || listeners(&srv) == 0)
+            .expect("sessions ended after the run");
+    }
+    assert!(rates[0] > 0.0);
+    assert!(
+        rates[1] < rates[0] * 1.10,
+        "origin HLS requests/s grew from {:.2} to {:.2}",
+        rates[0],
+        rates[1]
+    );
+}
