@@ -92,6 +92,29 @@ pub fn segment_tag(pts_90k: u64, title: Option<&str>) -> Vec<u8> {
     tag
 }
 
+/// The byte multiple MP3 segment audio is padded to (see [`mp3_padding`]): ffmpeg's MP3
+/// demuxer reads its input in chunks of this many bytes (`MP3_PACKET_SIZE`, `mp3dec.c`).
+pub const MP3_ALIGN: usize = 1024;
+
+/// How many zero bytes to put between a segment's ID3 tag and its `audio_len` bytes of MP3
+/// frames so that the audio fills a whole number of [`MP3_ALIGN`] chunks (0 to 1023).
+///
+/// Why: ffmpeg's HLS demuxer (`hls.c`, `intercept_id3`) strips a segment's ID3 tag and
+/// applies its PRIV timestamp when it *reads* the segment's first bytes, and dates every frame
+/// it *outputs* afterwards from it; its MP3 demuxer reads in 1024-byte chunks and parses frames
+/// out of them, so the frames of the previous segment still in the chunk that straddles the
+/// boundary are dated from the new timestamp. That count varies with where the boundary falls
+/// in a chunk, and when it shrinks from one boundary to the next the frames overlap: "non
+/// monotonically increasing dts" (issue 24, item 6), whatever the rounding of sample-exact
+/// timestamps. With each segment's audio a whole number of chunks the count is the same at
+/// every boundary and the timestamps stay exact. Zeros hold no frame sync (`0xFFE`): ffmpeg's
+/// MP3 parser and hls.js's MP3 demuxer skip them silently before the first frame (an ID3 tag
+/// of padding after the frames instead made ffmpeg's decoder report "Header missing", and
+/// zeros after the frames are carried by hls.js into the next segment, before its tag).
+pub fn mp3_padding(audio_len: usize) -> usize {
+    (MP3_ALIGN - audio_len % MP3_ALIGN) % MP3_ALIGN
+}
+
 /// What [`parse_tag`] finds in a tag: the PRIV timestamp and the text frames.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ParsedTag {
@@ -160,6 +183,17 @@ pub fn parse_tag(b: &[u8]) -> Option<ParsedTag> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mp3_padding_fills_whole_chunks() {
+        assert_eq!(mp3_padding(0), 0);
+        assert_eq!(mp3_padding(2048), 0);
+        assert_eq!(mp3_padding(1023), 1);
+        assert_eq!(mp3_padding(1025), 1023);
+        for audio in [1, 500, 1014, 48_213] {
+            assert_eq!((audio + mp3_padding(audio)) % MP3_ALIGN, 0, "{audio}");
+        }
+    }
 
     #[test]
     fn priv_frame_is_apple_layout() {

@@ -100,6 +100,8 @@ struct Following {
 #[derive(Default)]
 struct Open {
     data: BytesMut,
+    /// Bytes of the ID3 tag opening `data`.
+    tag_len: usize,
     pts_90k: u64,
     discontinuity: bool,
     title: String,
@@ -307,6 +309,7 @@ impl Packager {
                 .unwrap_or_default();
             let tag = id3::segment_tag(self.open.pts_90k, Some(&self.open.title));
             self.open.data.extend_from_slice(&tag);
+            self.open.tag_len = tag.len();
         }
         self.open.data.extend_from_slice(&frame);
         self.open.bytes_audio += frame.len() as u64;
@@ -334,13 +337,24 @@ impl Packager {
         };
         self.last_pdt_end_ms = Some(pdt_ms + dur_ms);
         let ext = self.following.as_ref().map_or("mp3", |f| f.ext);
+        let mut data = open.data;
+        let pad = id3::mp3_padding(open.bytes_audio as usize);
+        if ext == "mp3" && pad > 0 {
+            // Zeros between the tag and the frames, so the audio fills whole 1024-byte chunks:
+            // timestamps ffmpeg reads without overlap (`id3::mp3_padding`).
+            let mut padded = BytesMut::with_capacity(data.len() + pad);
+            padded.extend_from_slice(&data[..open.tag_len]);
+            padded.resize(open.tag_len + pad, 0);
+            padded.extend_from_slice(&data[open.tag_len..]);
+            data = padded;
+        }
         if let Some(bps) = (open.bytes_audio * 8 * 1_000_000_000).checked_div(len.duration_ns) {
             self.bandwidth = self.bandwidth.max(bps);
         }
         self.segments.push_back(Arc::new(Segment {
             seq: self.next_seq,
             ext,
-            data: open.data.freeze(),
+            data: data.freeze(),
             duration_ns: len.duration_ns,
             discontinuity: open.discontinuity,
             pdt_ms,
@@ -481,7 +495,12 @@ mod tests {
     fn parse(s: &Segment) -> Parsed {
         let tag = id3::parse_tag(&s.data).expect("a segment starts with an ID3 tag");
         let audio = &s.data[tag.len..];
-        assert_eq!(audio.len() % FRAME_LEN, 0, "whole frames after the tag");
+        // Zeros first (`id3::mp3_padding`): the audio fills whole 1024-byte chunks.
+        assert_eq!(audio.len() % id3::MP3_ALIGN, 0, "audio in whole chunks");
+        let zeros = audio.iter().take_while(|&&b| b == 0).count();
+        let audio = &audio[zeros..];
+        assert_eq!(audio.len() % FRAME_LEN, 0, "whole frames after the padding");
+        assert_eq!(zeros, id3::mp3_padding(audio.len()));
         let fills = audio
             .chunks(FRAME_LEN)
             .map(|f| {

@@ -663,3 +663,22 @@ fn a_fallback_and_its_override_return_move_icy_listeners_and_hls_sessions_alike(
     assert!(listener_ids(&srv, "/fallback.mp3").is_empty());
     assert!(icy.read_for(Duration::from_secs(1)).len() > 4000);
 }
+
+/// Issue 24, item 6: ffmpeg's HLS demuxer dates frames from each segment's PRIV timestamp as
+/// it reads, in 1024-byte chunks; with each segment's audio padded to whole chunks
+/// (`id3::alignment_tag`) it reads a live MP3 mount for 60 s across 30 segment boundaries
+/// without a word at `-v error` (it printed "non monotonically increasing dts" before).
+#[test]
+fn ffmpeg_reads_60_s_of_live_mp3_hls_without_a_word() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("live.mp3");
+    std::fs::copy(asset("demo.mp3"), &file).unwrap();
+    let srv = TestServer::start(&format!(
+        "[hls]\nsegment-seconds = 2\n[[mount]]\nname = \"/live.mp3\"\nfile = {file:?}\n"
+    ));
+    wait_hls(&srv, "/live.mp3");
+    let media = open_session(srv.addr, "/live.mp3");
+    wait_segments(srv.addr, &media, 3);
+    let errors = ffmpeg_decode(&srv.url("/hls/live.mp3/index.m3u8"), 60);
+    assert_eq!(errors, "", "ffmpeg -v error printed something");
+}
