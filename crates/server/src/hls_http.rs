@@ -50,6 +50,7 @@ use crate::observe::metrics::HlsRequestLabel;
 use crate::respond::{admit_listener, reply, Admitted};
 use throng_proto::hls::path::{self as hls_path, Target};
 use throng_proto::hls::playlist::{hls_msn, reload_decision, Reload};
+use throng_proto::hls::secure_link::{self, LinkError};
 
 /// Content-Type of playlists (RFC 8216 section 4).
 pub const PLAYLIST_TYPE: &str = "application/vnd.apple.mpegurl";
@@ -327,6 +328,22 @@ async fn serve_one(
         return not_found(ctx, stream, head, peer).await;
     };
     let token = session_token(&target, head);
+    let config = ctx.config();
+    let signing = config.hls_secure_link(target.mount());
+    if let Err((status, why)) = link_decision(signing, &target, token, unix_now()) {
+        tracing::info!(%peer, path = %head.path, "HLS request refused: {why}");
+        let _ = reply(
+            ctx,
+            stream,
+            peer,
+            Some(head),
+            status,
+            &[],
+            &format!("{why}\n"),
+        )
+        .await;
+        return false;
+    }
     match target {
         Target::Segment {
             mount, seq, ext, ..
@@ -392,9 +409,16 @@ async fn serve_one(
             };
             if !known {
                 let target = out.window.load().target_secs;
-                let t = token
-                    .map(str::to_owned)
-                    .unwrap_or_else(|| Alphanumeric.sample_string(&mut rand::thread_rng(), 24));
+                let t = token.map(str::to_owned).unwrap_or_else(|| {
+                    let id = Alphanumeric.sample_string(&mut rand::thread_rng(), 24);
+                    match signing {
+                        // After admission below; a refused request never sees it.
+                        Some((secret, secs)) => {
+                            secure_link::sign(&id[..16], mount, unix_now() + secs, secret)
+                        }
+                        None => id,
+                    }
+                });
                 if !admit(ctx, stream, head, peer, mount, &t, target).await {
                     return false;
                 }
@@ -441,6 +465,41 @@ async fn serve_one(
                 .touch(token, &window, window.playlist.len() as u64, Instant::now());
             send_playlist(stream, head, &window, mode).await
         }
+    }
+}
+
+/// Seconds since the Unix epoch.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Whether a request for `target` (session `token`, from the path or the query) may be served
+/// when its mount signs tokens with `signing` (secret, validity): a token in the path must be
+/// signed for this mount and not expired (`403`, `410` as nginx's `secure_link` examples
+/// answer), a segment outside `/s/<token>/` and a per-session playlist are refused (`403`:
+/// they would bypass the signature); the multivariant playlist (no token) passes, to be
+/// admitted and handed a signed token. Unsigned mounts pass everything. `now`: Unix seconds.
+fn link_decision(
+    signing: Option<(&str, u64)>,
+    target: &Target<'_>,
+    token: Option<&str>,
+    now: u64,
+) -> Result<(), (u16, &'static str)> {
+    let Some((secret, _)) = signing else {
+        return Ok(());
+    };
+    match (target.token(), target, token) {
+        (Some(t), _, _) => {
+            secure_link::check(t, target.mount(), secret, now).map_err(|e| match e {
+                LinkError::Expired => (410, "the signed HLS link has expired"),
+                LinkError::Forged => (403, "the HLS link's signature does not match"),
+                LinkError::Unsigned => (403, "this mount's HLS links must be signed"),
+            })
+        }
+        (None, Target::Playlist { .. }, None) => Ok(()),
+        _ => Err((403, "this mount's HLS links must be signed")),
     }
 }
 
@@ -702,6 +761,55 @@ mod tests {
 
     fn head(raw: &str) -> RequestHead {
         parse_request_head(raw.as_bytes()).unwrap().unwrap().0
+    }
+
+    #[test]
+    fn signed_links() {
+        let signing = Some(("s3cret", 3600));
+        let t = secure_link::sign("Ab3", "/a", 1_000, "s3cret");
+        fn at(p: &str) -> Target<'_> {
+            hls_path::parse(p).unwrap()
+        }
+        let media = format!("/hls/a/s/{t}/index.m3u8");
+        let seg = format!("/hls/a/s/{t}/17.mp3");
+        let media = at(&media);
+        let seg = at(&seg);
+        assert_eq!(link_decision(signing, &media, media.token(), 999), Ok(()));
+        assert_eq!(link_decision(signing, &seg, seg.token(), 999), Ok(()));
+        assert_eq!(
+            link_decision(signing, &seg, seg.token(), 1_001)
+                .unwrap_err()
+                .0,
+            410
+        );
+        let forged = at("/hls/a/s/Ab3-1000-AAAAAAAAAAAAAAAAAAAAAA/17.mp3");
+        assert_eq!(
+            link_decision(signing, &forged, forged.token(), 1)
+                .unwrap_err()
+                .0,
+            403
+        );
+        let other = format!("/hls/b/s/{t}/17.mp3");
+        let other = at(&other);
+        assert_eq!(
+            link_decision(signing, &other, other.token(), 1)
+                .unwrap_err()
+                .0,
+            403,
+            "signed for another mount"
+        );
+        let plain = at("/hls/a/17.mp3");
+        assert_eq!(link_decision(signing, &plain, None, 1).unwrap_err().0, 403);
+        let multivariant = at("/hls/a/index.m3u8");
+        assert_eq!(link_decision(signing, &multivariant, None, 1), Ok(()));
+        assert_eq!(
+            link_decision(signing, &multivariant, Some("q"), 1)
+                .unwrap_err()
+                .0,
+            403,
+            "a per-session playlist"
+        );
+        assert_eq!(link_decision(None, &plain, None, 1), Ok(()));
     }
 
     #[test]

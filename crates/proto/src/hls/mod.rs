@@ -2,8 +2,8 @@
 //! ID3v2 tag that opens each segment ([`id3`]: the Apple `transportStreamTimestamp` PRIV frame
 //! and the timed title), the decision where a segment ends ([`cutter`]: the first frame
 //! boundary at or after the target duration, from frame durations in samples), and the media
-//! and master playlists ([`playlist`]), the URL paths ([`path`]) and the cache tier's request
-//! log lines ([`cache_log`]). The server packages a mount's frames with them; the load
+//! and master playlists ([`playlist`]), the URL paths ([`path`]), signed session tokens
+//! ([`secure_link`]) and the cache tier's request log lines ([`cache_log`]). The server packages a mount's frames with them; the load
 //! generator parses playlists with [`playlist::parse`].
 
 pub mod cache_log;
@@ -11,3 +11,4 @@ pub mod cutter;
 pub mod id3;
 pub mod path;
 pub mod playlist;
+pub mod secure_link;

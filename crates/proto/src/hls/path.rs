@@ -9,7 +9,8 @@
 //! - `/hls/<mount>/<seq>.<ext>` and `/hls/<mount>/s/<token>/<seq>.<ext>`: a segment (`mp3`,
 //!   `aac`), the second as the relative URL of a shared playlist resolves.
 //!
-//! A token is 1 to 64 ASCII alphanumerics; a mount name whose last two components are `s`
+//! A token is 1 to 64 ASCII alphanumerics, `-` or `_` (a signed token is
+//! `<id>-<expires>-<md5>`, `secure_link.rs`); a mount name whose last two components are `s`
 //! and such a token is read as the token form.
 
 /// Path prefix of every HLS URL.
@@ -65,9 +66,13 @@ impl<'a> Target<'a> {
     }
 }
 
-/// Whether `t` is a plausible session token: 1 to [`MAX_TOKEN`] ASCII alphanumerics.
+/// Whether `t` is a plausible session token: 1 to [`MAX_TOKEN`] ASCII alphanumerics, `-` or
+/// `_`.
 pub fn is_token(t: &str) -> bool {
-    !t.is_empty() && t.len() <= MAX_TOKEN && t.bytes().all(|b| b.is_ascii_alphanumeric())
+    !t.is_empty()
+        && t.len() <= MAX_TOKEN
+        && t.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 /// Reads an HLS path (no query); `None` when it is not one (wrong prefix, a mount name that
@@ -179,8 +184,8 @@ mod tests {
         assert_eq!(s.kind(), "segment");
         // Not a token: the whole directory is the mount name.
         assert_eq!(
-            parse("/hls/a/s/b-c/index.m3u8").unwrap().mount(),
-            "/a/s/b-c"
+            parse("/hls/a/s/b.c/index.m3u8").unwrap().mount(),
+            "/a/s/b.c"
         );
         assert_eq!(
             parse("/hls/a/x/tok/index.m3u8").unwrap().mount(),
@@ -205,6 +210,7 @@ mod tests {
         assert!(is_token("aZ09"));
         assert!(!is_token(""));
         assert!(!is_token("a b"));
+        assert!(is_token("id-1700-Zp_V2-x"));
         assert_eq!(query_token("x=1&session=Ab3"), Some("Ab3"));
         assert_eq!(query_token("session=a%20b"), None);
         assert_eq!(query_token("_HLS_msn=3"), None);

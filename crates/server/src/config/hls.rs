@@ -56,6 +56,12 @@ pub struct HlsConfig {
     /// `access_log syslog:server=ADDR:PORT`, the `throng_hls` format of
     /// `deploy/nginx/hls-cache.conf`); none by default.
     pub cache_log_listen: Option<SocketAddr>,
+    /// Sign session tokens with this secret (nginx `secure_link` compatible,
+    /// `throng_proto::hls::secure_link`): only signed, unexpired tokens open playlists and
+    /// segments, at the cache and at Throng; none by default.
+    pub secure_link_secret: Option<String>,
+    /// How long a signed token stays valid, in seconds (default 86400; 60..=31536000).
+    pub secure_link_seconds: u64,
 }
 
 impl Default for HlsConfig {
@@ -67,6 +73,8 @@ impl Default for HlsConfig {
             blocking_reload: false,
             playlists: PlaylistMode::Shared,
             cache_log_listen: None,
+            secure_link_secret: None,
+            secure_link_seconds: 86_400,
         }
     }
 }
@@ -117,6 +125,27 @@ pub fn settings(global: &HlsConfig, own: MountHls) -> Option<HlsSettings> {
         blocking_reload: global.blocking_reload,
         playlists: playlists.unwrap_or(global.playlists),
     })
+}
+
+/// Checks the signing keys: a secret needs shared playlists (segments are reached under the
+/// signed `/s/<token>/` path only then), and a validity of 60 s to a year. `what` names the
+/// mount (or `[hls]`) in the message.
+pub fn check_secure_link(
+    what: &str,
+    secret: Option<&str>,
+    playlists: PlaylistMode,
+    seconds: u64,
+) -> Result<(), String> {
+    match secret {
+        Some("") => Err(format!("{what}: the secure-link secret is empty")),
+        Some(_) if playlists == PlaylistMode::PerSession => Err(format!(
+            "{what}: a secure-link secret needs playlists = \"shared\""
+        )),
+        Some(_) if !(60..=31_536_000).contains(&seconds) => {
+            Err("`hls.secure-link-seconds` must be 60..=31536000".into())
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Checks a segment duration (`key` names it in the message): 1..=30 seconds.

@@ -620,6 +620,9 @@ pub struct MountConfig {
     /// Shared (cacheable) or per-session media playlists for this mount (default
     /// `[hls] playlists`).
     pub hls_playlists: Option<hls::PlaylistMode>,
+    /// Sign this mount's HLS session tokens with this secret (default `[hls]
+    /// secure-link-secret`).
+    pub hls_secure_link_secret: Option<String>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -820,6 +823,13 @@ impl Config {
             h.check(&format!("hook[{i}]"))
                 .map_err(ConfigError::Invalid)?;
         }
+        hls::check_secure_link(
+            "[hls]",
+            self.hls.secure_link_secret.as_deref(),
+            self.hls.playlists,
+            self.hls.secure_link_seconds,
+        )
+        .map_err(ConfigError::Invalid)?;
         for m in &self.mount {
             if m.mp3_metadata_interval
                 .is_some_and(|i| !(1..=65_535).contains(&i))
@@ -843,6 +853,16 @@ impl Config {
             }
             hls::check_seconds("hls-segment-seconds", m.hls_segment_seconds)
                 .and_then(|()| hls::check_window("hls-window", m.hls_window))
+                .and_then(|()| {
+                    hls::check_secure_link(
+                        &m.name,
+                        m.hls_secure_link_secret
+                            .as_deref()
+                            .or(self.hls.secure_link_secret.as_deref()),
+                        m.hls_playlists.unwrap_or(self.hls.playlists),
+                        self.hls.secure_link_seconds,
+                    )
+                })
                 .map_err(ConfigError::Invalid)?;
         }
         if self.limits.metaint == 0 || self.limits.metaint > 1 << 20 {
@@ -993,6 +1013,16 @@ impl Config {
                 playlists: m.and_then(|m| m.hls_playlists),
             },
         )
+    }
+
+    /// The secure-link secret of mount `name`'s HLS tokens (its `hls-secure-link-secret`, else
+    /// `[hls] secure-link-secret`) and how long a token stays valid (seconds); `None`: tokens
+    /// are not signed.
+    pub fn hls_secure_link(&self, name: &str) -> Option<(&str, u64)> {
+        self.mount_for(name)
+            .and_then(|m| m.hls_secure_link_secret.as_deref())
+            .or(self.hls.secure_link_secret.as_deref())
+            .map(|s| (s, self.hls.secure_link_seconds))
     }
 
     /// The fallback of mount `name` in the configuration, if any.

@@ -11,7 +11,8 @@
 //! gap in the logs, or opened by another node of the cluster), with the address, User-Agent
 //! and Referer of the line, taking a listener slot of the mount (refused at
 //! `max-listeners`). Such a session has no credentials to check (the cache answered it; signed
-//! URLs are the cache tier's check) and ends like any other through the one audience record
+//! URLs are the cache tier's check; on a mount that signs tokens only a token signed for it
+//! and unexpired counts) and ends like any other through the one audience record
 //! (`ListenerInfo::log_end`), as `client:vanished` when its lines stop.
 
 use std::net::{IpAddr, Ipv4Addr};
@@ -119,6 +120,15 @@ impl Hls {
         let Some(window) = self.window(name) else {
             return LineOutcome::Ignored;
         };
+        if let Some((secret, _)) = config.hls_secure_link(name) {
+            // A signed mount: only tokens Throng signed count (the cache checks them too).
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            if throng_proto::hls::secure_link::check(req.token, name, secret, now).is_err() {
+                return LineOutcome::Ignored;
+            }
+        }
         let is_segment = req.target.kind() == "segment";
         let touched = if is_segment {
             self.sessions.seen(req.token, now)

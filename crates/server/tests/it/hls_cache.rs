@@ -223,7 +223,14 @@ fn set(text: &str, from: &str, to: &str) -> String {
     text.replace(from, to)
 }
 
-fn start_cache(dir: &std::path::Path, upstream: SocketAddr, syslog: SocketAddr) -> CacheTier {
+/// Starts the cache tier; with `secret`, the shipped `hls-secure-link.conf` is included with
+/// that secret.
+fn start_cache(
+    dir: &std::path::Path,
+    upstream: SocketAddr,
+    syslog: SocketAddr,
+    secret: Option<&str>,
+) -> CacheTier {
     require("nginx");
     let shipped = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/nginx/hls-cache.conf"),
@@ -251,6 +258,26 @@ fn start_cache(dir: &std::path::Path, upstream: SocketAddr, syslog: SocketAddr) 
         "syslog:server=127.0.0.1:5140",
         &format!("syslog:server={syslog}"),
     );
+    let snippet = match secret {
+        Some(secret) => {
+            let link = std::fs::read_to_string(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../../deploy/nginx/hls-secure-link.conf"),
+            )
+            .unwrap();
+            std::fs::write(
+                dir.join("hls-secure-link.conf"),
+                set(&link, " CHANGE-ME\"", &format!(" {secret}\"")),
+            )
+            .unwrap();
+            set(
+                &snippet,
+                "# include /etc/nginx/throng/hls-secure-link.conf;",
+                &format!("include {d}/hls-secure-link.conf;"),
+            )
+        }
+        None => snippet,
+    };
     std::fs::write(dir.join("hls-cache.conf"), snippet).unwrap();
     let conf = format!(
         "daemon off;\nmaster_process off;\nworker_rlimit_nofile 8192;\npid {d}/nginx.pid;\n\
@@ -342,7 +369,7 @@ fn nginx_with_the_shipped_config_serves_500_then_2000_players_at_a_flat_origin_r
         dir.path(),
     ));
     wait_segments(&srv, 3);
-    let cache = start_cache(dir.path(), srv.addr, syslog);
+    let cache = start_cache(dir.path(), srv.addr, syslog, None);
     // Two players through the cache: each its own session (the multivariant playlist is never
     // kept), the same media playlist.
     let media: Vec<String> = (0..2)
@@ -390,4 +417,83 @@ fn nginx_with_the_shipped_config_serves_500_then_2000_players_at_a_flat_origin_r
         rates[0],
         rates[1]
     );
+}
+
+#[test]
+fn signed_links_are_checked_by_nginx_and_by_throng() {
+    const SECRET: &str = "test-link-secret";
+    let dir = tempfile::tempdir().unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let syslog = udp.local_addr().unwrap();
+    drop(udp);
+    let mut cfg = config(
+        &format!("segment-seconds = 1\ncache-log-listen = \"{syslog}\""),
+        dir.path(),
+    );
+    cfg.push_str(&format!("hls-secure-link-secret = \"{SECRET}\"\n"));
+    let srv = TestServer::start(&cfg);
+    wait_segments(&srv, 2);
+    let cache = start_cache(dir.path(), srv.addr, syslog, Some(SECRET));
+    // A player through the cache: a signed token, its playlist and segments served.
+    let (h, body) = http_get(cache.addr, "/hls/live.mp3/index.m3u8", &[]);
+    assert_eq!(h.status, 200);
+    let variant = parse(std::str::from_utf8(&body).unwrap())
+        .unwrap()
+        .variant
+        .unwrap();
+    let token = variant
+        .strip_prefix("s/")
+        .and_then(|v| v.strip_suffix("/index.m3u8"))
+        .unwrap()
+        .to_owned();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let id = token.split('-').next().unwrap().to_owned();
+    assert_eq!(
+        throng_proto::hls::secure_link::check(&token, "/live.mp3", SECRET, now),
+        Ok(())
+    );
+    let (h, media) = http_get(cache.addr, &format!("/hls/live.mp3/{variant}"), &[]);
+    assert_eq!(h.status, 200);
+    let media = parse(std::str::from_utf8(&media).unwrap()).unwrap();
+    let (_, seg, _) = media.segments.last().unwrap().clone();
+    let (h, _) = http_get(cache.addr, &format!("/hls/live.mp3/s/{token}/{seg}"), &[]);
+    assert_eq!(h.status, 200);
+    // Refused alike by nginx and by Throng: an expired token signed with the right secret
+    // (410), a forged one (403), one signed for another mount (403), an unsigned one and a
+    // segment outside a session path (403).
+    let expired = throng_proto::hls::secure_link::sign(&id, "/live.mp3", now - 10, SECRET);
+    let mut forged = token.clone();
+    let last = forged.pop().unwrap();
+    forged.push(if last == 'A' { 'B' } else { 'A' });
+    let other = throng_proto::hls::secure_link::sign(&id, "/other.mp3", now + 600, SECRET);
+    let cases = [
+        (format!("/hls/live.mp3/s/{expired}/index.m3u8"), 410),
+        (format!("/hls/live.mp3/s/{expired}/{seg}"), 410),
+        (format!("/hls/live.mp3/s/{forged}/index.m3u8"), 403),
+        (format!("/hls/live.mp3/s/{forged}/{seg}"), 403),
+        (format!("/hls/live.mp3/s/{other}/{seg}"), 403),
+        (format!("/hls/live.mp3/s/{id}/index.m3u8"), 403),
+        (format!("/hls/live.mp3/{seg}"), 403),
+    ];
+    for (path, status) in &cases {
+        for (who, addr) in [("nginx", cache.addr), ("Throng", srv.addr)] {
+            let (h, _) = http_get(addr, path, &[]);
+            assert_eq!(h.status, *status, "{who}: GET {path}");
+        }
+    }
+    // A forged token in the cache's logs opens no session.
+    let before = listeners(&srv);
+    let line = format!("{{\"uri\":\"/hls/live.mp3/s/{forged}/{seg}\",\"status\":200}}");
+    let (status, _, reply) = post(
+        srv.addr,
+        "/api/v1/hls/cache-logs",
+        &[&admin_header()],
+        &line,
+    );
+    assert_eq!(status, 200);
+    assert!(reply.contains("\"ignored\":1"), "{reply}");
+    assert_eq!(listeners(&srv), before);
 }
