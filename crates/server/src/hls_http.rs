@@ -164,22 +164,27 @@ pub fn start_cache_log_listener(ctx: Arc<ServerCtx>, addr: SocketAddr) -> std::i
             if *shutdown.borrow() {
                 break;
             }
-            let text = String::from_utf8_lossy(&buf[..n]);
-            let config = ctx.config();
-            let now = Instant::now();
-            for line in text.lines().filter(|l| !l.trim().is_empty()) {
-                ctx.hls.cache_log_text(
-                    line,
-                    &ctx.registry,
-                    &config,
-                    &ctx.metrics,
-                    || ctx.next_id(),
-                    now,
-                );
-            }
+            apply_cache_logs(&ctx, &String::from_utf8_lossy(&buf[..n]));
         }
     });
     Ok(())
+}
+
+/// Applies the cache log lines in `text` (one per line, blank lines skipped) at once, for the
+/// UDP receiver and `POST /api/v1/hls/cache-logs`; how many had each
+/// [`LineOutcome`](crate::hls::cache_log::LineOutcome), indexed by it.
+pub fn apply_cache_logs(ctx: &ServerCtx, text: &str) -> [u64; 4] {
+    let lines = crate::hls::cache_log::Lines {
+        registry: &ctx.registry,
+        config: &ctx.config(),
+        metrics: &ctx.metrics,
+        now: Instant::now(),
+    };
+    let mut counts = [0u64; 4];
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        counts[ctx.hls.cache_log_text(line, &lines, || ctx.next_id()) as usize] += 1;
+    }
+    counts
 }
 
 /// Serves HLS requests on a connection, starting with `head` (`rest`: bytes read after it),

@@ -6,7 +6,6 @@
 //! "invalid":…}`.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::State;
@@ -43,20 +42,7 @@ pub async fn cache_logs(
     let Ok(text) = std::str::from_utf8(&body) else {
         return outcome(StatusCode::BAD_REQUEST, false, "The body is not UTF-8");
     };
-    let config = ctx.config();
-    let now = Instant::now();
-    let mut counts = [0u64; 4];
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let o = ctx.hls.cache_log_text(
-            line,
-            &ctx.registry,
-            &config,
-            &ctx.metrics,
-            || ctx.next_id(),
-            now,
-        );
-        counts[o as usize] += 1;
-    }
+    let counts = crate::hls_http::apply_cache_logs(&ctx, text);
     let n = |o: LineOutcome| counts[o as usize];
     json_reply(
         StatusCode::OK,

@@ -65,6 +65,20 @@ impl LineOutcome {
     }
 }
 
+/// What applying log lines needs: the mounts, the configuration in force, the metrics, and
+/// the time the lines are taken to be from.
+#[derive(Debug, Clone, Copy)]
+pub struct Lines<'a> {
+    /// The mounts (a session opened from a line takes a slot of the one its name resolves to).
+    pub registry: &'a Registry,
+    /// The configuration in force (signing secrets, time limits).
+    pub config: &'a Config,
+    /// Where outcomes and sessions are counted.
+    pub metrics: &'a Metrics,
+    /// The time the lines count at.
+    pub now: Instant,
+}
+
 impl Hls {
     /// Reads and applies one cache log line of text (a JSON object, bare or in a syslog
     /// message); an unreadable one is counted as [`LineOutcome::Invalid`] and logged at debug
@@ -72,17 +86,14 @@ impl Hls {
     pub fn cache_log_text(
         &self,
         text: &str,
-        registry: &Registry,
-        config: &Config,
-        metrics: &Metrics,
+        lines: &Lines<'_>,
         next_id: impl FnOnce() -> u64,
-        now: Instant,
     ) -> LineOutcome {
         match parse_line(text) {
-            Ok(line) => self.cache_log_line(&line, registry, config, metrics, next_id, now),
+            Ok(line) => self.cache_log_line(&line, lines, next_id),
             Err(e) => {
                 tracing::debug!("cache log line refused: {e}");
-                LineOutcome::Invalid.count(metrics);
+                LineOutcome::Invalid.count(lines.metrics);
                 LineOutcome::Invalid
             }
         }
@@ -93,26 +104,26 @@ impl Hls {
     pub fn cache_log_line(
         &self,
         line: &CacheLogLine,
-        registry: &Registry,
-        config: &Config,
-        metrics: &Metrics,
+        lines: &Lines<'_>,
         next_id: impl FnOnce() -> u64,
-        now: Instant,
     ) -> LineOutcome {
-        let outcome = self.apply_line(line, registry, config, metrics, next_id, now);
-        outcome.count(metrics);
+        let outcome = self.apply_line(line, lines, next_id);
+        outcome.count(lines.metrics);
         outcome
     }
 
     fn apply_line(
         &self,
         line: &CacheLogLine,
-        registry: &Registry,
-        config: &Config,
-        metrics: &Metrics,
+        lines: &Lines<'_>,
         next_id: impl FnOnce() -> u64,
-        now: Instant,
     ) -> LineOutcome {
+        let Lines {
+            registry,
+            config,
+            metrics,
+            now,
+        } = *lines;
         let Some(req) = session_request(line).filter(|r| r.served) else {
             return LineOutcome::Ignored;
         };

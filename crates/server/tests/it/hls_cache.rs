@@ -21,6 +21,24 @@ fn config(hls: &str, dir: &std::path::Path) -> String {
     format!("[hls]\n{hls}\n[[mount]]\nname = \"/live.mp3\"\nfile = {file:?}\n")
 }
 
+/// A server with `/live.mp3` ([`config`]) of `segment_seconds` segments, receiving cache logs
+/// as UDP syslog on a free port, with `extra` TOML for the mount; the server and that port.
+fn server_with_cache_logs(
+    segment_seconds: u64,
+    extra: &str,
+    dir: &std::path::Path,
+) -> (TestServer, SocketAddr) {
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let syslog = udp.local_addr().unwrap();
+    drop(udp);
+    let mut cfg = config(
+        &format!("segment-seconds = {segment_seconds}\ncache-log-listen = \"{syslog}\""),
+        dir,
+    );
+    cfg.push_str(extra);
+    (TestServer::start(&cfg), syslog)
+}
+
 /// Waits until `/live.mp3` is packaged and lists `n` segments.
 fn wait_segments(srv: &TestServer, n: usize) {
     srv.wait_mount("/live.mp3");
@@ -130,13 +148,7 @@ fn per_session_playlists_stay_available_per_mount() {
 #[test]
 fn cache_log_lines_keep_sessions_alive_and_open_them_on_a_segment() {
     let dir = tempfile::tempdir().unwrap();
-    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let syslog = udp.local_addr().unwrap();
-    drop(udp);
-    let srv = TestServer::start(&config(
-        &format!("segment-seconds = 1\ncache-log-listen = \"{syslog}\""),
-        dir.path(),
-    ));
+    let (srv, syslog) = server_with_cache_logs(1, "", dir.path());
     wait_segments(&srv, 2);
     let seq = srv.ctx.hls.window("/live.mp3").unwrap().segments[0].seq;
     let line = |token: &str, file: &str| {
@@ -211,9 +223,10 @@ fn cache_log_lines_keep_sessions_alive_and_open_them_on_a_segment() {
 
 /// nginx (Debian package) running the shipped `deploy/nginx/hls-cache.conf`, its three
 /// addresses marked CHANGE set for this test; killed on drop.
-struct CacheTier {
+pub(crate) struct CacheTier {
     _proc: Proc,
-    addr: SocketAddr,
+    /// Where players reach it.
+    pub(crate) addr: SocketAddr,
 }
 
 /// `text` with `from` replaced by `to`; panics when `from` is not there (the shipped file
@@ -225,7 +238,7 @@ fn set(text: &str, from: &str, to: &str) -> String {
 
 /// Starts the cache tier; with `secret`, the shipped `hls-secure-link.conf` is included with
 /// that secret.
-fn start_cache(
+pub(crate) fn start_cache(
     dir: &std::path::Path,
     upstream: SocketAddr,
     syslog: SocketAddr,
@@ -361,13 +374,7 @@ fn step(srv: &TestServer, proxy: SocketAddr, players: u32) -> Step {
 #[test]
 fn nginx_with_the_shipped_config_serves_500_then_2000_players_at_a_flat_origin_rate() {
     let dir = tempfile::tempdir().unwrap();
-    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let syslog = udp.local_addr().unwrap();
-    drop(udp);
-    let srv = TestServer::start(&config(
-        &format!("segment-seconds = 2\ncache-log-listen = \"{syslog}\""),
-        dir.path(),
-    ));
+    let (srv, syslog) = server_with_cache_logs(2, "", dir.path());
     wait_segments(&srv, 3);
     let cache = start_cache(dir.path(), srv.addr, syslog, None);
     // Two players through the cache: each its own session (the multivariant playlist is never
@@ -423,15 +430,11 @@ fn nginx_with_the_shipped_config_serves_500_then_2000_players_at_a_flat_origin_r
 fn signed_links_are_checked_by_nginx_and_by_throng() {
     const SECRET: &str = "test-link-secret";
     let dir = tempfile::tempdir().unwrap();
-    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let syslog = udp.local_addr().unwrap();
-    drop(udp);
-    let mut cfg = config(
-        &format!("segment-seconds = 1\ncache-log-listen = \"{syslog}\""),
+    let (srv, syslog) = server_with_cache_logs(
+        1,
+        &format!("hls-secure-link-secret = \"{SECRET}\"\n"),
         dir.path(),
     );
-    cfg.push_str(&format!("hls-secure-link-secret = \"{SECRET}\"\n"));
-    let srv = TestServer::start(&cfg);
     wait_segments(&srv, 2);
     let cache = start_cache(dir.path(), srv.addr, syslog, Some(SECRET));
     // A player through the cache: a signed token, its playlist and segments served.
