@@ -39,6 +39,24 @@ fn server_with_cache_logs(
     (TestServer::start(&cfg), syslog)
 }
 
+/// Opens a session of `/live.mp3` at `addr` with shared playlists: the multivariant
+/// playlist's response head, the media playlist URI it names (`s/<token>/index.m3u8`) and the
+/// token.
+fn open_shared(addr: SocketAddr) -> (throng_proto::http::ResponseHead, String, String) {
+    let (head, body) = http_get(addr, "/hls/live.mp3/index.m3u8", &[]);
+    assert_eq!(head.status, 200);
+    let variant = parse(std::str::from_utf8(&body).unwrap())
+        .unwrap()
+        .variant
+        .unwrap();
+    let token = variant
+        .strip_prefix("s/")
+        .and_then(|v| v.strip_suffix("/index.m3u8"))
+        .unwrap_or_else(|| panic!("variant {variant}"))
+        .to_owned();
+    (head, variant, token)
+}
+
 /// Waits until `/live.mp3` is packaged and lists `n` segments.
 fn wait_segments(srv: &TestServer, n: usize) {
     srv.wait_mount("/live.mp3");
@@ -76,17 +94,8 @@ fn shared_playlists_carry_the_token_in_the_path_and_are_cacheable() {
     let dir = tempfile::tempdir().unwrap();
     let srv = TestServer::start(&config("segment-seconds = 2", dir.path()));
     wait_segments(&srv, 1);
-    let (head, body) = http_get(srv.addr, "/hls/live.mp3/index.m3u8", &[]);
-    assert_eq!(head.status, 200);
+    let (head, variant, token) = open_shared(srv.addr);
     assert_eq!(head.header("cache-control"), Some("private, no-store"));
-    let variant = parse(std::str::from_utf8(&body).unwrap())
-        .unwrap()
-        .variant
-        .unwrap();
-    let token = variant
-        .strip_prefix("s/")
-        .and_then(|v| v.strip_suffix("/index.m3u8"))
-        .unwrap_or_else(|| panic!("variant {variant}"));
     let media = format!("/hls/live.mp3/{variant}");
     let (h1, b1) = http_get(srv.addr, &media, &[]);
     assert_eq!(h1.status, 200);
@@ -438,17 +447,7 @@ fn signed_links_are_checked_by_nginx_and_by_throng() {
     wait_segments(&srv, 2);
     let cache = start_cache(dir.path(), srv.addr, syslog, Some(SECRET));
     // A player through the cache: a signed token, its playlist and segments served.
-    let (h, body) = http_get(cache.addr, "/hls/live.mp3/index.m3u8", &[]);
-    assert_eq!(h.status, 200);
-    let variant = parse(std::str::from_utf8(&body).unwrap())
-        .unwrap()
-        .variant
-        .unwrap();
-    let token = variant
-        .strip_prefix("s/")
-        .and_then(|v| v.strip_suffix("/index.m3u8"))
-        .unwrap()
-        .to_owned();
+    let (_, variant, token) = open_shared(cache.addr);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
