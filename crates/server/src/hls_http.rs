@@ -63,6 +63,9 @@ pub use throng_proto::hls::path::playlist_path as hls_path;
 /// A configured mount name has a packager whatever its format, but only a format HLS can cut
 /// (MP3, AAC) is announced: an Ogg mount's playlist would never get a segment.
 pub fn hls_url(ctx: &ServerCtx, m: &crate::mount::live::Mount) -> Option<String> {
+    if hls_unavailable(ctx, m).is_some() {
+        return None;
+    }
     ctx.hls.output(&m.name)?;
     throng_proto::hls::cutter::segment_extension(m.settings.format)?;
     let base = m.listen_url(&ctx.config().hostname, ctx.port);
@@ -73,6 +76,21 @@ pub fn hls_url(ctx: &ServerCtx, m: &crate::mount::live::Mount) -> Option<String>
         "{origin}{}",
         hls_path(&throng_proto::mount_name::href_path(&m.name))
     ))
+}
+
+/// Why mount `m` has no HLS link although HLS is on for its name (`hls_unavailable` in
+/// `/api/v1/status`): its format cannot be carried as packed audio (RFC 8216 section 3.4: MP3
+/// and AAC only; fMP4 segments for Ogg/Opus and Ogg/FLAC are not built). `None` when it is
+/// served, or HLS is off for it.
+pub fn hls_unavailable(ctx: &ServerCtx, m: &crate::mount::live::Mount) -> Option<&'static str> {
+    ctx.config().hls_for(&m.name)?;
+    match throng_proto::hls::cutter::segment_extension(m.settings.format) {
+        Some(_) => None,
+        None => Some(
+            "not served as HLS: packed audio carries MP3 and AAC only, and this mount is \
+             another format (Ogg, WebM or other)",
+        ),
+    }
 }
 
 /// Whether `path` is an HLS URL this module serves.

@@ -245,6 +245,7 @@ pub fn v1_mount(ctx: &ServerCtx, m: &Mount) -> Value {
         "stream_start_iso8601": iso8601(&m.started),
         "stream_start_unix": m.started.timestamp(),
         "hls_url": crate::hls_http::hls_url(ctx, m),
+        "hls_unavailable": crate::hls_http::hls_unavailable(ctx, m),
         "artwork": m.history.artwork(),
         // Where its listeners go when its source stops (the station page keeps its card).
         "fallback": ctx.registry.fallback_of(&m.name),

@@ -638,3 +638,32 @@ fn ffmpeg_reads_60_s_of_live_mp3_hls_without_a_word() {
     let errors = ffmpeg_decode(&srv.url("/hls/live.mp3/index.m3u8"), 60);
     assert_eq!(errors, "", "ffmpeg -v error printed something");
 }
+
+/// Issue 24: an Ogg/Opus mount with a `[[mount]]` entry is not advertised with an HLS link
+/// (its playlist would never get a segment) and the status says why; an MP3 mount beside it
+/// keeps its link.
+#[test]
+fn a_mount_hls_cannot_carry_gets_no_link_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let opus = dir.path().join("tone.opus");
+    std::fs::copy(asset("test-tone.opus"), &opus).unwrap();
+    let mp3 = dir.path().join("live.mp3");
+    std::fs::copy(asset("demo.mp3"), &mp3).unwrap();
+    let srv = TestServer::start(&format!(
+        "[[mount]]\nname = \"/tone.opus\"\nfile = {opus:?}\n\
+         [[mount]]\nname = \"/live.mp3\"\nfile = {mp3:?}\n"
+    ));
+    wait_hls(&srv, "/live.mp3");
+    srv.wait_mount("/tone.opus");
+    let opus = srv.mount_status("/tone.opus").unwrap();
+    assert!(opus["hls_url"].is_null(), "{opus}");
+    assert!(
+        opus["hls_unavailable"]
+            .as_str()
+            .is_some_and(|w| w.contains("MP3 and AAC only")),
+        "{opus}"
+    );
+    let live = srv.mount_status("/live.mp3").unwrap();
+    assert!(live["hls_url"].is_string(), "{live}");
+    assert!(live["hls_unavailable"].is_null(), "{live}");
+}
