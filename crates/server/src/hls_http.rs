@@ -23,6 +23,10 @@
 //!   `Accept-Ranges` and `206` for a `Range`, so any cache in front fans them out. CORS as for
 //!   streams. Every request Throng answers for a packaged mount counts in
 //!   `throng_hls_requests_total{mount,kind}`.
+//! - Signed links (`[hls] secure-link-secret`, a mount's `hls-secure-link-secret`): the
+//!   multivariant playlist hands out a token signed as nginx's `secure_link_md5` checks it
+//!   (`throng_proto::hls::secure_link`), and every other request of that mount must carry one,
+//!   unexpired, in its path ([`link_decision`]: `403`, `410`).
 //! - Connections are kept alive (HTTP/1.1 by default, HTTP/1.0 with `Connection: keep-alive`)
 //!   for further HLS requests; any other request on such a connection closes it unanswered, so
 //!   clients retry it on a new connection, as they do for any closed idle connection. A
