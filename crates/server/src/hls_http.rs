@@ -200,6 +200,7 @@ pub fn apply_cache_logs(ctx: &ServerCtx, text: &str) -> [u64; 4] {
         registry: &ctx.registry,
         config: &ctx.config(),
         metrics: &ctx.metrics,
+        ledger: ctx.ledger.as_ref(),
         now: Instant::now(),
     };
     let mut counts = [0u64; 4];

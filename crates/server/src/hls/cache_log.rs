@@ -9,7 +9,8 @@
 //! offering the segments listed now, a segment as a sign of life; an unknown token opens a
 //! session only on a segment (a player that really fetches audio: a session expired during a
 //! gap in the logs, or opened by another node of the cluster), with the address, User-Agent
-//! and Referer of the line, taking a listener slot of the mount (refused at
+//! and Referer of the line, recorded in the audience ledger like any session, taking a
+//! listener slot of the mount (refused at
 //! `max-listeners`). Such a session has no credentials to check (the cache answered it; signed
 //! URLs are the cache tier's check; on a mount that signs tokens only a token signed for it
 //! and unexpired counts) and ends like any other through the one audience record
@@ -75,6 +76,9 @@ pub struct Lines<'a> {
     pub config: &'a Config,
     /// Where outcomes and sessions are counted.
     pub metrics: &'a Metrics,
+    /// The audience ledger a session opened from a line is recorded in, if the server keeps
+    /// one.
+    pub ledger: Option<&'a crate::ledger::Ledger>,
     /// The time the lines count at.
     pub now: Instant,
 }
@@ -122,6 +126,7 @@ impl Hls {
             registry,
             config,
             metrics,
+            ledger,
             now,
         } = *lines;
         let Some(req) = session_request(line).filter(|r| r.served) else {
@@ -159,7 +164,7 @@ impl Hls {
             tracing::debug!(mount = %mount.name, "max listeners reached (HLS from cache logs)");
             return LineOutcome::Ignored;
         }
-        let info = ListenerInfo {
+        let mut info = ListenerInfo {
             id: next_id(),
             path: AudiencePath::Hls,
             ip: line.addr.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
@@ -171,7 +176,9 @@ impl Hls {
             user: None,
             deadline: config.listening_limit(name, None).map(|l| now + l),
             on_close: None,
+            ledger: None,
         };
+        info.open_in_ledger(ledger, false);
         self.sessions.open(
             req.token.to_owned(),
             Session {

@@ -687,7 +687,8 @@ mod tests {
         assert!(!f.sessions.contains("tok"));
         assert_eq!(
             f.ends(),
-            vec![(EndReason::Vanished, 1024, "/live".to_owned(), 12)]
+            // It listened until its last request (3 s), not until it was found gone.
+            vec![(EndReason::Vanished, 1024, "/live".to_owned(), 3)]
         );
         assert_eq!(listeners(&m), 0, "its slot is released");
         assert_eq!(f.listeners_gauge("/live"), 0);
@@ -707,7 +708,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.trim_end().ends_with("\"player/1\" 12 client:vanished"),
+            text.trim_end().ends_with("\"player/1\" 3 client:vanished"),
             "{text}"
         );
         // Expiring again ends nothing more.

@@ -351,14 +351,18 @@ fn segments_are_cacheable_and_take_ranges() {
 #[test]
 fn nginx_in_front_fetches_each_segment_a_few_times() {
     let dir = tempfile::tempdir().unwrap();
-    let srv = TestServer::start("[hls]\nsegment-seconds = 1\n");
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let syslog = udp.local_addr().unwrap();
+    drop(udp);
+    let srv = TestServer::start(&format!(
+        "[hls]\nsegment-seconds = 1\ncache-log-listen = \"{syslog}\"\n"
+    ));
     let _source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
     wait_hls(&srv, "/live.mp3");
     let direct = open_session(srv.addr, "/live.mp3");
     wait_segments(srv.addr, &direct, 2);
-    // The shipped configuration (its logs go to a port nobody reads here).
-    let unread: std::net::SocketAddr = "127.0.0.1:9".parse().unwrap();
-    let nginx = crate::hls_cache::start_cache(dir.path(), srv.addr, unread, None);
+    // The shipped configuration: its logs keep the sessions behind it alive.
+    let nginx = crate::hls_cache::start_cache(dir.path(), srv.addr, syslog, None);
     let proxy = nginx.addr;
     const PLAYERS: usize = 40;
     let players: Vec<_> = (0..PLAYERS)
@@ -370,8 +374,8 @@ fn nginx_in_front_fetches_each_segment_a_few_times() {
                 while Instant::now() < until {
                     for (seq, uri) in segments(proxy, &media) {
                         if fetched.insert(seq) {
-                            let (head, body) =
-                                http_get(proxy, &format!("/hls/live.mp3/{uri}"), &[]);
+                            let dir = media.rsplit_once('/').unwrap().0;
+                            let (head, body) = http_get(proxy, &format!("{dir}/{uri}"), &[]);
                             assert_eq!(head.status, 200);
                             assert!(parse_tag(&body).is_some());
                         }
