@@ -51,12 +51,17 @@ impl Rng {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     let n: u64 = args.first().and_then(|a| a.parse().ok()).unwrap_or(20_000);
-    let path = args
-        .get(1)
-        .cloned()
-        .unwrap_or_else(|| std::env::temp_dir().join("throng-ledger-bench.db").display().to_string());
+    let path = args.get(1).cloned().unwrap_or_else(|| {
+        std::env::temp_dir()
+            .join("throng-ledger-bench.db")
+            .display()
+            .to_string()
+    });
     for ext in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{path}{ext}"));
     }
@@ -124,7 +129,11 @@ fn main() {
         }))
         .unwrap();
         if id % 1_000_000 == 999_999 {
-            eprintln!("{} sessions queued, {:.0} s", id + 1, t0.elapsed().as_secs_f64());
+            eprintln!(
+                "{} sessions queued, {:.0} s",
+                id + 1,
+                t0.elapsed().as_secs_f64()
+            );
             // Keep the queue (memory) bounded: wait for the writer to catch up.
             let (ftx, frx) = channel();
             tx.send(Msg::Flush(ftx)).unwrap();
@@ -136,9 +145,14 @@ fn main() {
     let write_s = t0.elapsed().as_secs_f64();
     let mut size = 0u64;
     for ext in ["", "-wal"] {
-        size += std::fs::metadata(format!("{path}{ext}")).map(|m| m.len()).unwrap_or(0);
+        size += std::fs::metadata(format!("{path}{ext}"))
+            .map(|m| m.len())
+            .unwrap_or(0);
     }
-    println!("sessions: {n}  plays: {plays}  written in {write_s:.1} s ({:.0} sessions/s)", n as f64 / write_s);
+    println!(
+        "sessions: {n}  plays: {plays}  written in {write_s:.1} s ({:.0} sessions/s)",
+        n as f64 / write_s
+    );
     println!(
         "database: {:.1} MiB, {:.1} MiB per million sessions",
         size as f64 / 1048576.0,
@@ -157,7 +171,11 @@ fn main() {
         mount: Some("/live.mp3".into()),
     };
     for (name, range, group) in [
-        ("listening, 30 days by day, all mounts", &all, Some(Group::Day)),
+        (
+            "listening, 30 days by day, all mounts",
+            &all,
+            Some(Group::Day),
+        ),
         ("listening, 30 days by hour", &all, Some(Group::Hour)),
         ("listening, 30 days by country", &all, Some(Group::Country)),
         ("listening, 30 days by player", &all, Some(Group::Agent)),
@@ -183,6 +201,9 @@ fn main() {
             }
             best = best.min(t.elapsed().as_secs_f64());
         }
-        println!("{name}: {:.3} s ({rows} rows, {sessions} sessions/performances)", best);
+        println!(
+            "{name}: {:.3} s ({rows} rows, {sessions} sessions/performances)",
+            best
+        );
     }
 }

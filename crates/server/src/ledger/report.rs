@@ -4,8 +4,10 @@
 //! - [`listening`]: sessions, unique listeners, total listening hours (TLH), average time spent
 //!   listening (ATSL) and peak listeners, per hour, day, country, path or player. Sessions and
 //!   listening seconds come from the minute rollup (`audience_minutes`, closed sessions: a
-//!   session counts once it has ended); unique listeners are distinct stored addresses of the
-//!   sessions started in the range (under `hashed`, a listener is one address per UTC day);
+//!   session counts once it has ended); unique listeners are the distinct stored addresses of
+//!   the sessions started in the range, per UTC day, summed over its days (listener-days:
+//!   under `hashed` a listener is one address per UTC day and cannot be recognised across
+//!   days);
 //!   peak listeners is the highest one-minute average of concurrent listeners.
 //! - [`tracks`]: each title of the play log with its plays, performances (listeners tuned in
 //!   while it played: each session that received any part of it, as SoundExchange counts
@@ -93,7 +95,7 @@ pub struct ListeningRow {
     pub key: String,
     /// Sessions started.
     pub sessions: u64,
-    /// Distinct listeners among them.
+    /// Distinct listeners among them, per UTC day, summed over the days (listener-days).
     pub unique_listeners: u64,
     /// Total listening hours.
     pub tlh_hours: f64,
@@ -228,31 +230,35 @@ pub fn listening(db: &mut Db, range: &Range, group: Group) -> Result<Listening, 
         total.sessions += sessions;
         *total.per_minute.entry(minute).or_default() += secs;
     }
+    // Unique listeners: distinct addresses per UTC day, summed over the days (listener-days):
+    // under `hashed` a listener is not recognisable across days anyway, and a day's count is
+    // read from the start index alone.
     let mut params = vec![Val::Int(range.from_ms), Val::Int(range.to_ms)];
     let filter = mount_filter(range, &mut params);
     let skey = group.sessions_key();
-    let uniques: HashMap<String, u64> = db
+    let mut uniques: HashMap<String, u64> = HashMap::new();
+    for r in db.query(
+        &format!(
+            "SELECT {skey}, started_ms / 86400000, COUNT(DISTINCT address) FROM sessions
+             WHERE relay = 0 AND started_ms >= $1 AND started_ms < $2{filter}
+             GROUP BY {skey}, started_ms / 86400000"
+        ),
+        &params,
+    )? {
+        *uniques.entry(group_key(group, &r[0])).or_default() += r[2].int().max(0) as u64;
+    }
+    let total_unique: u64 = db
         .query(
             &format!(
-                "SELECT {skey}, COUNT(DISTINCT address) FROM sessions
-                 WHERE relay = 0 AND started_ms >= $1 AND started_ms < $2{filter} GROUP BY {skey}"
+                "SELECT started_ms / 86400000, COUNT(DISTINCT address) FROM sessions
+                 WHERE relay = 0 AND started_ms >= $1 AND started_ms < $2{filter}
+                 GROUP BY started_ms / 86400000"
             ),
             &params,
         )?
         .iter()
-        .map(|r| (group_key(group, &r[0]), r[1].int().max(0) as u64))
-        .collect();
-    let total_unique = db
-        .query(
-            &format!(
-                "SELECT COUNT(DISTINCT address) FROM sessions
-                 WHERE relay = 0 AND started_ms >= $1 AND started_ms < $2{filter}"
-            ),
-            &params,
-        )?
-        .first()
-        .map(|r| r[0].int().max(0) as u64)
-        .unwrap_or(0);
+        .map(|r| r[1].int().max(0) as u64)
+        .sum();
     if group.is_time() {
         order.sort();
     } else {
