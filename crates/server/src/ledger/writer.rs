@@ -46,7 +46,13 @@ pub struct Writer {
     playlistlog: Option<PathBuf>,
     salts: HashMap<i64, String>,
     open: HashMap<i64, OpenRow>,
+    /// The batch's rollup: listening seconds and sessions by (minute, mount, path, country,
+    /// player), written once per batch ([`Writer::flush_rollup`]).
+    rollup: HashMap<RollupKey, (f64, i64)>,
 }
+
+/// A row of `audience_minutes` for this server: minute, mount, path, country, player.
+type RollupKey = (i64, String, String, String, String);
 
 impl Writer {
     /// A writer on `db` for `server`.
@@ -67,6 +73,7 @@ impl Writer {
             playlistlog,
             salts: HashMap::new(),
             open: HashMap::new(),
+            rollup: HashMap::new(),
         }
     }
 
@@ -102,8 +109,13 @@ impl Writer {
             });
             if let Err(e) = done {
                 let _ = self.db.batch("ROLLBACK");
+                self.rollup.clear();
                 return Err(e);
             }
+        }
+        if let Err(e) = self.flush_rollup() {
+            let _ = self.db.batch("ROLLBACK");
+            return Err(e);
         }
         self.db.batch("COMMIT")?;
         Ok(open.len())
@@ -180,6 +192,7 @@ impl Writer {
                     Msg::Flush(_) => {}
                 }
             }
+            self.flush_rollup()?;
             self.db.exec(
                 "UPDATE ledger_servers SET seen_ms = $2 WHERE server = $1",
                 &[Val::from(&*self.server), Val::Int(now_ms())],
@@ -190,6 +203,7 @@ impl Writer {
             Ok(()) => self.db.batch("COMMIT"),
             Err(e) => {
                 let _ = self.db.batch("ROLLBACK");
+                self.rollup.clear();
                 Err(e)
             }
         }
@@ -315,6 +329,26 @@ impl Writer {
             .into_iter()
             .enumerate()
         {
+            let key = (
+                minute,
+                mount.clone(),
+                row.path.clone(),
+                country.clone(),
+                row.player.clone(),
+            );
+            let add = self.rollup.entry(key).or_default();
+            add.0 += secs;
+            add.1 += i64::from(i == 0);
+        }
+        Ok(())
+    }
+
+    /// Adds the batch's rollup to `audience_minutes`: one upsert per minute and group, however
+    /// many sessions of the batch ended in it.
+    fn flush_rollup(&mut self) -> Result<(), DbError> {
+        for ((minute, mount, path, country, player), (secs, sessions)) in
+            std::mem::take(&mut self.rollup)
+        {
             self.db.exec(
                 "INSERT INTO audience_minutes
                  (minute, server, mount, path, country, player, listener_seconds, sessions)
@@ -325,12 +359,12 @@ impl Writer {
                 &[
                     Val::Int(minute),
                     Val::from(&*self.server),
-                    Val::from(mount.as_str()),
-                    Val::from(row.path.as_str()),
-                    Val::from(country.as_str()),
-                    Val::from(row.player.as_str()),
+                    Val::from(mount),
+                    Val::from(path),
+                    Val::from(country),
+                    Val::from(player),
                     Val::Float(secs),
-                    Val::Int(i64::from(i == 0)),
+                    Val::Int(sessions),
                 ],
             )?;
         }
