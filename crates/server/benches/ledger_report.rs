@@ -10,7 +10,7 @@
 //! The sessions spread over 30 days on 3 mounts, from a pool of 300,000 listeners (addresses,
 //! `hashed`), lengths 5 s to 2 h (most short), players from a list of real User-Agents; a title
 //! changes every 3.5 minutes on each mount. `cargo bench` without arguments writes 20,000
-//! sessions (a smoke run).
+//! sessions (a smoke run); N = 0 reports on the file an earlier run wrote.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::mpsc::channel;
@@ -62,8 +62,12 @@ fn main() {
             .display()
             .to_string()
     });
-    for ext in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{path}{ext}"));
+    // N = 0: report on the file as it is (written by an earlier run).
+    let reuse = n == 0;
+    if !reuse {
+        for ext in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{path}{ext}"));
+        }
     }
     let database = LedgerDatabase::Sqlite(path.clone().into());
     let mut db = Db::open(&database).expect("open");
@@ -78,7 +82,7 @@ fn main() {
     let t0 = Instant::now();
     // The play log: a title every 3.5 minutes on each mount.
     let mut plays = 0u64;
-    for (k, mount) in MOUNTS.iter().enumerate() {
+    for (k, mount) in MOUNTS.iter().enumerate().filter(|_| !reuse) {
         let mut at = start_ms + k as i64 * 20_000;
         while at < end_ms {
             tx.send(Msg::Play(Play {
@@ -149,10 +153,19 @@ fn main() {
             .map(|m| m.len())
             .unwrap_or(0);
     }
-    println!(
-        "sessions: {n}  plays: {plays}  written in {write_s:.1} s ({:.0} sessions/s)",
-        n as f64 / write_s
-    );
+    let n = if reuse {
+        let mut db = Db::open(&database).expect("open");
+        let rows = db
+            .query("SELECT COUNT(*) FROM sessions", &[])
+            .expect("count");
+        rows[0][0].int().max(1) as u64
+    } else {
+        println!(
+            "sessions: {n}  plays: {plays}  written in {write_s:.1} s ({:.0} sessions/s)",
+            n as f64 / write_s
+        );
+        n
+    };
     println!(
         "database: {:.1} MiB, {:.1} MiB per million sessions",
         size as f64 / 1048576.0,

@@ -247,8 +247,11 @@ pub fn listening(db: &mut Db, range: &Range, group: Group) -> Result<Listening, 
     )? {
         *uniques.entry(group_key(group, &r[0])).or_default() += r[2].int().max(0) as u64;
     }
-    let total_unique: u64 = db
-        .query(
+    let total_unique: u64 = if group == Group::Day {
+        // The same per-day counts, summed.
+        uniques.values().sum()
+    } else {
+        db.query(
             &format!(
                 "SELECT started_ms / 86400000, COUNT(DISTINCT address) FROM sessions
                  WHERE relay = 0 AND started_ms >= $1 AND started_ms < $2{filter}
@@ -258,7 +261,8 @@ pub fn listening(db: &mut Db, range: &Range, group: Group) -> Result<Listening, 
         )?
         .iter()
         .map(|r| r[1].int().max(0) as u64)
-        .sum();
+        .sum()
+    };
     if group.is_time() {
         order.sort();
     } else {
