@@ -646,7 +646,7 @@ async fn admit(
     }
     let limit = ctx.config().listening_limit(name, time_limit);
     let now = Instant::now();
-    let info = ListenerInfo {
+    let mut info = ListenerInfo {
         id,
         path: AudiencePath::Hls,
         ip: peer.ip(),
@@ -660,7 +660,6 @@ async fn admit(
         on_close,
         ledger: None,
     };
-    let mut info = info;
     info.open_in_ledger(ctx.ledger.as_ref(), false);
     ctx.hls.sessions.open(
         token.to_owned(),

@@ -59,7 +59,8 @@ pub struct LedgerConfig {
     /// Days sessions and plays are kept (0, the default, keeps them for ever); older rows are
     /// deleted once an hour.
     pub retention_days: u32,
-    /// This server's name in the ledger (default `HOSTNAME:PORT` of the first listen address).
+    /// This server's name in the ledger (default the machine's host name and the port of the
+    /// first listen address, `HOST:PORT`).
     pub server: Option<String>,
     /// Also append title changes to this file in Icecast's `playlistlog` format
     /// (`time|mount|listeners|title`, as Icecast 2.4.4 `logging.c` `logging_playlist`).

@@ -68,10 +68,18 @@ pub struct Ledger {
     server: Arc<str>,
 }
 
-/// This server's default name in the ledger: `hostname:port` of the first listen address.
+/// This server's default name in the ledger: the machine's host name (`gethostname(2)`; the
+/// configuration's `hostname` when it has none) and the port of the first listen address, so
+/// servers on different machines sharing one ledger never take each other's rows for their
+/// own (crash recovery closes the open sessions of its own name).
 pub fn default_server_name(config: &Config) -> String {
     let port = config.listen.first().map(|a| a.port()).unwrap_or(8000);
-    format!("{}:{port}", config.hostname)
+    let host = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| config.hostname.clone());
+    format!("{host}:{port}")
 }
 
 impl Ledger {

@@ -166,14 +166,15 @@ pub fn parse_time(s: &str) -> Option<i64> {
         .map(|d| d.timestamp_millis())
 }
 
-/// `mount = $3` when the range has one.
-fn mount_filter(range: &Range, params: &mut Vec<Val>) -> &'static str {
+/// ` AND mount = $N` (N the next parameter) when the range has a mount, which it adds to
+/// `params`; empty otherwise.
+fn mount_filter(range: &Range, params: &mut Vec<Val>) -> String {
     match &range.mount {
         Some(m) => {
             params.push(Val::from(m.as_str()));
-            " AND mount = $3"
+            format!(" AND mount = ${}", params.len())
         }
-        None => "",
+        None => String::new(),
     }
 }
 
@@ -431,12 +432,14 @@ pub fn plays(db: &mut Db, range: &Range, now_ms: i64) -> Result<Vec<PlayRow>, Db
         ),
         &params,
     )?;
+    let mut open_params = vec![Val::Int(last)];
+    let open_filter = mount_filter(range, &mut open_params);
     sessions.extend(db.query(
         &format!(
             "SELECT mount, started_ms, ended_ms, country FROM sessions
-             WHERE relay = 0 AND ended_ms IS NULL AND started_ms < $2 AND $1 <= $2{filter}"
+             WHERE relay = 0 AND ended_ms IS NULL AND started_ms < $1{open_filter}"
         ),
-        &params,
+        &open_params,
     )?);
     // Plays of one mount are consecutive and disjoint: index them by mount, in time order.
     let mut by_mount: HashMap<String, Vec<usize>> = HashMap::new();

@@ -337,7 +337,7 @@ async fn join(
     let limit = ctx.config().listening_limit(&requested, time_limit);
     let started = Instant::now();
     let relay = crate::cluster::redirect::is_relay(&ctx.config(), &head);
-    let info = ListenerInfo {
+    let mut info = ListenerInfo {
         id,
         path: AudiencePath::Icy,
         ip: peer.ip(),
@@ -351,7 +351,6 @@ async fn join(
         on_close,
         ledger: None,
     };
-    let mut info = info;
     info.open_in_ledger(ctx.ledger.as_ref(), relay);
     tracing::debug!(%peer, mount = %mount.name, id = info.id, "listener joined");
     ctx.fanout.join(NewListener {
