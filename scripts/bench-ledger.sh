@@ -101,12 +101,19 @@ on=$pid
 serve off 18532 'database = "off"'
 off=$pid
 sleep 2
+# The writer thread's own CPU (the ledger's cost, less the few statements a listener runs to
+# hand its start and end over).
+ledger_tid() { grep -l '^throng-ledger$' /proc/"$1"/task/*/comm | head -1 | cut -d/ -f5; }
+ltid=$(ledger_tid "$on")
+lcpu_s() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$on/task/$ltid/stat"; }
+l0=$(lcpu_s)
 on0=$(cpu_s "$on"); off0=$(cpu_s "$off")
 "$bin" bench run "http://127.0.0.1:18531/on.mp3" "http://127.0.0.1:18532/off.mp3" -n "$n2" \
   --ramp 600 --hold "${hold2}s" --session-min 5s --session-max 120s --bitrate-kbps 64 \
   --no-progress --name "ledger-ab-$n2" --out "$out/ab" | tee "$out/ab.txt" || true
 on1=$(cpu_s "$on"); off1=$(cpu_s "$off")
-python3 - "$out/ab/report.json" "$on0" "$on1" "$off0" "$off1" <<'PY' | tee -a "$out/ab.txt"
+l1=$(lcpu_s)
+python3 - "$out/ab/report.json" "$on0" "$on1" "$off0" "$off1" "$l0" "$l1" <<'PY' | tee -a "$out/ab.txt"
 import json, sys
 gt = json.load(open(sys.argv[1]))["ground_truth"]
 on_cpu = float(sys.argv[3]) - float(sys.argv[2])
@@ -116,4 +123,8 @@ off_us = 1e6 * off_cpu / gt["/off.mp3"]["listening_seconds"]
 print(f"ledger on:  {gt['/on.mp3']['sessions']} sessions, CPU {on_cpu:.1f} s, {on_us:.2f} us per listener-second")
 print(f"ledger off: {gt['/off.mp3']['sessions']} sessions, CPU {off_cpu:.1f} s, {off_us:.2f} us per listener-second")
 print(f"on / off: {on_us / off_us:.3f}")
+ledger_cpu = float(sys.argv[7]) - float(sys.argv[6])
+sessions = gt["/on.mp3"]["sessions"]
+print(f"ledger writer thread: CPU {ledger_cpu:.2f} s, {1e6 * ledger_cpu / max(sessions, 1):.1f} us per session, "
+      f"{100 * ledger_cpu / on_cpu:.2f} % of its server's CPU")
 PY

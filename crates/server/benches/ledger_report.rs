@@ -7,7 +7,7 @@
 //! cargo bench -p throng-server --bench ledger_report -- 10000000 /tmp/ledger-10m.db
 //! ```
 //!
-//! The sessions spread over 30 days on 3 mounts, from a pool of 300,000 listeners (addresses,
+//! The sessions start in time order over 30 days on 3 mounts, from a pool of 300,000 listeners (addresses,
 //! `hashed`), lengths 5 s to 2 h (most short), players from a list of real User-Agents; a title
 //! changes every 3.5 minutes on each mount. `cargo bench` without arguments writes 20,000
 //! sessions (a smoke run); N = 0 reports on the file an earlier run wrote.
@@ -34,21 +34,9 @@ const AGENTS: [&str; 6] = [
 ];
 const MOUNTS: [&str; 3] = ["/live.mp3", "/live.aac", "/talk.mp3"];
 
-/// A small deterministic generator (splitmix64), so every run writes the same ledger.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+#[path = "support/rng.rs"]
+mod rng;
+use rng::Rng;
 
 fn main() {
     let args: Vec<String> = std::env::args()
@@ -99,7 +87,9 @@ fn main() {
     }
     let mut rng = Rng(23);
     for id in 0..n as i64 {
-        let started = start_ms + rng.below(span as u64) as i64;
+        // Starts in time order, as a server sends them (spread evenly, with jitter).
+        let started =
+            start_ms + (id as i128 * span as i128 / n as i128) as i64 + rng.below(1_000) as i64;
         // Most sessions short, a long tail: 5 s .. 2 h.
         let secs = match rng.below(10) {
             0..=5 => 5 + rng.below(300),

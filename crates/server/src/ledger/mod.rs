@@ -27,6 +27,7 @@ pub mod player;
 pub mod report;
 pub mod request;
 pub mod schema;
+pub mod uniques;
 pub mod writer;
 
 use std::sync::mpsc::{channel, Sender};
@@ -154,6 +155,11 @@ impl Ledger {
                     tracing::error!("ledger: cannot record this server's start: {e}");
                 }
                 let _ = ready_tx.send(Ok(()));
+                // After the server is told to go on: sessions starting meanwhile wait in the
+                // channel and are counted after the ones read back.
+                if let Err(e) = w.load_uniques(now_ms()) {
+                    tracing::error!("ledger: cannot read today's listeners back: {e}");
+                }
                 w.run(rx)
             })
             .map_err(LedgerError::Thread)?;
@@ -182,8 +188,8 @@ impl Ledger {
 
     /// Records a session's start; the ticket it returns records its end.
     pub fn open(&self, start: SessionStart) -> LedgerTicket {
-        let id = (rand::random::<u64>() >> 1) as i64;
         let started_ms = now_ms();
+        let id = new_session_id(started_ms);
         let _ = self.tx.send(Msg::Start(id, started_ms, start));
         LedgerTicket {
             id,
@@ -223,7 +229,7 @@ impl Ledger {
 /// under way. A binary upgrade hands the session over with [`LedgerTicket::hand_over`].
 #[derive(Debug)]
 pub struct LedgerTicket {
-    /// The session id (the `id` column; 63 random bits).
+    /// The session id (the `id` column; [`new_session_id`]).
     pub id: i64,
     /// When it started, Unix milliseconds.
     pub started_ms: i64,
@@ -285,4 +291,20 @@ pub fn open_for_reports(config: &Config) -> Result<db::Db, LedgerError> {
         source,
     })?;
     Ok(db)
+}
+
+/// A new session id for a session starting at `started_ms` (Unix milliseconds): the start in
+/// the high 43 bits and a per-process sequence in the low 20 (`started_ms << 20 | seq`, good
+/// until the year 2248). Ids grow with time, so a start appends to the ledger's tables instead
+/// of landing in a random leaf; they are unique within a process (up to 2^20 sessions in one
+/// millisecond), and servers sharing a PostgreSQL ledger key sessions by (server, id).
+pub fn new_session_id(started_ms: i64) -> i64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    // Starts at a random point so a process taking over (binary upgrade) does not repeat its
+    // predecessor's ids within the same millisecond.
+    static SEQ: std::sync::OnceLock<AtomicU64> = std::sync::OnceLock::new();
+    let seq = SEQ
+        .get_or_init(|| AtomicU64::new(rand::random::<u64>()))
+        .fetch_add(1, Ordering::Relaxed);
+    (started_ms.max(0) << 20) | (seq & 0xF_FFFF) as i64
 }

@@ -4,10 +4,11 @@
 //! - [`listening`]: sessions, unique listeners, total listening hours (TLH), average time spent
 //!   listening (ATSL) and peak listeners, per hour, day, country, path or player. Sessions and
 //!   listening seconds come from the minute rollup (`audience_minutes`, closed sessions: a
-//!   session counts once it has ended); unique listeners are the distinct stored addresses of
-//!   the sessions started in the range, per UTC day, summed over its days (listener-days:
-//!   under `hashed` a listener is one address per UTC day and cannot be recognised across
-//!   days);
+//!   session counts once it has ended); unique listeners are distinct stored addresses per
+//!   UTC day (per hour for `group=hour`), counted by the writer as they arrive
+//!   (`audience_uniques`, `uniques.rs`), for every day the range touches, summed over its
+//!   days (listener-days: under `hashed` a listener is one address per UTC day and cannot be
+//!   recognised across days);
 //!   peak listeners is the highest one-minute average of concurrent listeners.
 //! - [`tracks`]: each title of the play log with its plays, performances (listeners tuned in
 //!   while it played: each session that received any part of it, as SoundExchange counts
@@ -16,11 +17,12 @@
 //! Relays and edges pulling a mount are never counted. Times are Unix milliseconds in, RFC 3339
 //! (UTC) out; ranges are half-open `[from, to)`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use serde::Serialize;
 
 use super::db::{Db, DbError, Val};
+use super::uniques::{DAY_S, HOUR_S};
 
 /// A report's range and mount filter.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,25 +63,14 @@ impl Group {
         })
     }
 
-    /// The key expression over `audience_minutes` (minute in Unix seconds).
-    fn minutes_key(self) -> &'static str {
+    /// The column of `audience_minutes` a row's group is read from; none for a time grouping
+    /// (its key is the minute's hour or day).
+    fn minutes_column(self) -> Option<&'static str> {
         match self {
-            Group::Hour => "(minute / 3600) * 3600",
-            Group::Day => "(minute / 86400) * 86400",
-            Group::Country => "country",
-            Group::Path => "path",
-            Group::Agent => "player",
-        }
-    }
-
-    /// The same key over `sessions` (by start).
-    fn sessions_key(self) -> &'static str {
-        match self {
-            Group::Hour => "(started_ms / 3600000) * 3600",
-            Group::Day => "(started_ms / 86400000) * 86400",
-            Group::Country => "COALESCE(country, '')",
-            Group::Path => "path",
-            Group::Agent => "player",
+            Group::Hour | Group::Day => None,
+            Group::Country => Some("country"),
+            Group::Path => Some("path"),
+            Group::Agent => Some("player"),
         }
     }
 
@@ -114,16 +105,43 @@ pub struct Listening {
     pub total: ListeningRow,
 }
 
-#[derive(Default)]
+/// One group's sums, fed the rollup's rows in minute order: the peak is the largest minute's
+/// listening seconds, kept as the minutes go by (no per-minute table).
 struct Acc {
     seconds: f64,
     sessions: u64,
-    per_minute: BTreeMap<i64, f64>,
+    minute: i64,
+    minute_seconds: f64,
+    peak_seconds: f64,
+}
+
+impl Default for Acc {
+    fn default() -> Acc {
+        Acc {
+            seconds: 0.0,
+            sessions: 0,
+            minute: i64::MIN,
+            minute_seconds: 0.0,
+            peak_seconds: 0.0,
+        }
+    }
 }
 
 impl Acc {
+    /// Adds a rollup row of `minute` (rows come in minute order).
+    fn add(&mut self, minute: i64, seconds: f64, sessions: u64) {
+        if minute != self.minute {
+            self.peak_seconds = self.peak_seconds.max(self.minute_seconds);
+            self.minute = minute;
+            self.minute_seconds = 0.0;
+        }
+        self.minute_seconds += seconds;
+        self.seconds += seconds;
+        self.sessions += sessions;
+    }
+
     fn row(&self, key: String, unique: u64) -> ListeningRow {
-        let peak = self.per_minute.values().fold(0.0_f64, |m, s| m.max(*s)) / 60.0;
+        let peak = self.peak_seconds.max(self.minute_seconds) / 60.0;
         ListeningRow {
             key,
             sessions: self.sessions,
@@ -205,65 +223,81 @@ pub fn listening(db: &mut Db, range: &Range, group: Group) -> Result<Listening, 
     let (from_min, to_min) = minute_bounds(range.from_ms, range.to_ms);
     let mut params = vec![Val::Int(from_min), Val::Int(to_min)];
     let filter = mount_filter(range, &mut params);
-    let key = group.minutes_key();
-    let rows = db.query(
-        &format!(
-            "SELECT {key}, minute, SUM(listener_seconds), CAST(SUM(sessions) AS BIGINT)
+    // The rollup's rows in minute order (its key's order, read without sorting): summed per
+    // minute by the database for a time grouping, one row per group and minute otherwise.
+    let sql = match group.minutes_column() {
+        None => format!(
+            "SELECT minute, '', SUM(listener_seconds), CAST(SUM(sessions) AS BIGINT)
              FROM audience_minutes WHERE minute >= $1 AND minute < $2{filter}
-             GROUP BY {key}, minute"
+             GROUP BY minute ORDER BY minute"
         ),
-        &params,
-    )?;
-    let mut groups: BTreeMap<String, Acc> = BTreeMap::new();
+        Some(column) => format!(
+            "SELECT minute, {column}, listener_seconds, sessions
+             FROM audience_minutes WHERE minute >= $1 AND minute < $2{filter}
+             ORDER BY minute"
+        ),
+    };
+    let mut groups: HashMap<String, Acc> = HashMap::new();
     let mut order: Vec<(i64, String)> = Vec::new();
     let mut total = Acc::default();
-    for r in &rows {
-        let k = group_key(group, &r[0]);
-        let (minute, secs, sessions) = (r[1].int(), r[2].float(), r[3].int().max(0) as u64);
-        let acc = groups.entry(k.clone()).or_insert_with(|| {
-            order.push((r[0].int(), k.clone()));
-            Acc::default()
-        });
-        acc.seconds += secs;
-        acc.sessions += sessions;
-        *acc.per_minute.entry(minute).or_default() += secs;
-        total.seconds += secs;
-        total.sessions += sessions;
-        *total.per_minute.entry(minute).or_default() += secs;
-    }
-    // Unique listeners: distinct addresses per UTC day, summed over the days (listener-days):
-    // under `hashed` a listener is not recognisable across days anyway, and a day's count is
-    // read from the start index alone.
-    let mut params = vec![Val::Int(range.from_ms), Val::Int(range.to_ms)];
-    let filter = mount_filter(range, &mut params);
-    let skey = group.sessions_key();
+    db.scan(&sql, &params, |r| {
+        let (minute, secs, sessions) = (r[0].int(), r[2].float(), r[3].int().max(0) as u64);
+        let (sort, k) = match group {
+            Group::Hour => (minute.div_euclid(3600) * 3600, None),
+            Group::Day => (minute.div_euclid(86_400) * 86_400, None),
+            _ => (0, Some(group_key(group, &r[1]))),
+        };
+        let k = k.unwrap_or_else(|| rfc3339(sort));
+        match groups.get_mut(&k) {
+            Some(acc) => acc.add(minute, secs, sessions),
+            None => {
+                let mut acc = Acc::default();
+                acc.add(minute, secs, sessions);
+                order.push((sort, k.clone()));
+                groups.insert(k, acc);
+            }
+        }
+        total.add(minute, secs, sessions);
+    })?;
+    // Unique listeners: the writer's counters (`uniques.rs`), per hour for `group=hour` and per
+    // UTC day otherwise, for the mount or over all mounts (mount ''), of every period the
+    // range touches; the total is always the days' sum (listener-days).
+    let (span, ukey) = match group {
+        Group::Hour => (HOUR_S, "at_s"),
+        Group::Day => (DAY_S, "at_s"),
+        Group::Country => (DAY_S, "country"),
+        Group::Path => (DAY_S, "path"),
+        Group::Agent => (DAY_S, "player"),
+    };
+    let mount = Val::from(range.mount.clone().unwrap_or_default());
+    let period = |span: i64| {
+        [
+            Val::Int(span),
+            Val::Int(range.from_ms.div_euclid(1000).div_euclid(span) * span),
+            Val::Int(range.to_ms.div_euclid(1000) + i64::from(range.to_ms % 1000 != 0)),
+        ]
+    };
     let mut uniques: HashMap<String, u64> = HashMap::new();
+    let [s1, s2, s3] = period(span);
     for r in db.query(
         &format!(
-            "SELECT {skey}, started_ms / 86400000, COUNT(DISTINCT address) FROM sessions
-             WHERE relay = 0 AND started_ms >= $1 AND started_ms < $2{filter}
-             GROUP BY {skey}, started_ms / 86400000"
+            "SELECT {ukey}, CAST(SUM(listeners) AS BIGINT) FROM audience_uniques
+             WHERE span_s = $1 AND at_s >= $2 AND at_s < $3 AND mount = $4 GROUP BY {ukey}"
         ),
-        &params,
+        &[s1, s2, s3, mount.clone()],
     )? {
-        *uniques.entry(group_key(group, &r[0])).or_default() += r[2].int().max(0) as u64;
+        *uniques.entry(group_key(group, &r[0])).or_default() += r[1].int().max(0) as u64;
     }
-    let total_unique: u64 = if group == Group::Day {
-        // The same per-day counts, summed.
-        uniques.values().sum()
-    } else {
-        db.query(
-            &format!(
-                "SELECT started_ms / 86400000, COUNT(DISTINCT address) FROM sessions
-                 WHERE relay = 0 AND started_ms >= $1 AND started_ms < $2{filter}
-                 GROUP BY started_ms / 86400000"
-            ),
-            &params,
+    let [d1, d2, d3] = period(DAY_S);
+    let total_unique = db
+        .query(
+            "SELECT CAST(SUM(listeners) AS BIGINT) FROM audience_uniques
+             WHERE span_s = $1 AND at_s >= $2 AND at_s < $3 AND mount = $4",
+            &[d1, d2, d3, mount],
         )?
-        .iter()
-        .map(|r| r[1].int().max(0) as u64)
-        .sum()
-    };
+        .first()
+        .map(|r| r[0].int().max(0) as u64)
+        .unwrap_or(0);
     if group.is_time() {
         order.sort();
     } else {
@@ -425,9 +459,18 @@ pub fn plays(db: &mut Db, range: &Range, now_ms: i64) -> Result<Vec<PlayRow>, Db
     let last = out.iter().map(|p| p.ended_ms).max().unwrap_or(0);
     let mut params = vec![Val::Int(first), Val::Int(last)];
     let filter = mount_filter(range, &mut params);
+    // Ended sessions: those folded into `sessions` (by the index of ends) and those whose end
+    // is still in `session_ends` (the last minute's); then the open ones.
     let mut sessions = db.query(
         &format!(
             "SELECT mount, started_ms, ended_ms, country FROM sessions
+             WHERE relay = 0 AND ended_ms > $1 AND started_ms < $2{filter}
+             UNION ALL
+             SELECT mount, started_ms, ended_ms, country FROM (
+                SELECT COALESCE(e.mount, s.mount) AS mount, s.started_ms, e.ended_ms,
+                    s.country, s.relay
+                FROM session_ends e JOIN sessions s ON s.server = e.server AND s.id = e.id
+                WHERE s.ended_ms IS NULL) pending
              WHERE relay = 0 AND ended_ms > $1 AND started_ms < $2{filter}"
         ),
         &params,
@@ -436,8 +479,11 @@ pub fn plays(db: &mut Db, range: &Range, now_ms: i64) -> Result<Vec<PlayRow>, Db
     let open_filter = mount_filter(range, &mut open_params);
     sessions.extend(db.query(
         &format!(
-            "SELECT mount, started_ms, ended_ms, country FROM sessions
-             WHERE relay = 0 AND ended_ms IS NULL AND started_ms < $1{open_filter}"
+            "SELECT mount, started_ms, ended_ms, country FROM (
+                SELECT s.mount, s.started_ms, s.ended_ms, s.country, s.relay FROM sessions s
+                LEFT JOIN session_ends e ON e.server = s.server AND e.id = s.id
+                WHERE s.ended_ms IS NULL AND e.id IS NULL) open
+             WHERE relay = 0 AND started_ms < $1{open_filter}"
         ),
         &open_params,
     )?);
@@ -556,7 +602,7 @@ pub fn sessions(db: &mut Db, range: &Range, limit: i64) -> Result<Vec<SessionRow
     let rows = db.query(
         &format!(
             "SELECT id, server, mount, path, relay, started_ms, ended_ms, seconds, bytes, agent,
-             referer, username, end_reason, address, country FROM sessions
+             referer, username, end_reason, address, country FROM session_rows
              WHERE started_ms >= $1 AND started_ms < $2{filter} ORDER BY started_ms, id LIMIT ${n}"
         ),
         &params,

@@ -1,7 +1,8 @@
 //! The ledger's writer thread: it owns the database connection, turns session starts and ends
 //! and title changes into rows, and commits them in batches (at least every
 //! [`super::COMMIT_EVERY`], or every [`MAX_BATCH`] messages), recording this server's last sign
-//! of life with each commit. A database error is logged and the batch dropped; listeners never
+//! of life with each commit. A session's end is appended to `session_ends` and folded into
+//! its row once a minute ([`FOLD_EVERY`]), at shutdown and at the next start. A database error is logged and the batch dropped; listeners never
 //! notice. Once an hour it deletes rows older than `retention-days`.
 
 use std::collections::HashMap;
@@ -18,10 +19,15 @@ use super::geo::Countries;
 use super::message::{now_ms, Msg, Play, SessionEnd, SessionStart, COMMIT_EVERY, CRASHED};
 use super::minutes::split_by_minute;
 use super::player::player_of;
+use super::uniques::{Arrival, UniqueKey, Uniques, DAY_S};
 use crate::config::AddressPolicy;
 
 /// Most messages applied in one transaction.
 pub const MAX_BATCH: usize = 5_000;
+
+/// How often appended ends are folded into their sessions' rows ([`Writer::fold`]): every
+/// minute of the clock, and whenever the unfolded ends span a minute.
+pub const FOLD_EVERY: Duration = Duration::from_secs(60);
 
 /// How often rows past the retention are deleted.
 const RETENTION_EVERY: Duration = Duration::from_secs(3600);
@@ -49,6 +55,13 @@ pub struct Writer {
     /// The batch's rollup: listening seconds and sessions by (minute, mount, path, country,
     /// player), written once per batch ([`Writer::flush_rollup`]).
     rollup: HashMap<RollupKey, (f64, i64)>,
+    /// The end time (Unix ms) of the oldest end not yet folded, and of the newest: ends are
+    /// folded once they span [`FOLD_EVERY`] of session time (or of the clock).
+    unfolded: Option<(i64, i64)>,
+    /// The listeners seen this hour and day ([`Uniques`]), and the batch's new ones per
+    /// counter of `audience_uniques`.
+    uniques: Uniques,
+    unique_rollup: HashMap<UniqueKey, i64>,
 }
 
 /// A row of `audience_minutes` for this server: minute, mount, path, country, player.
@@ -74,6 +87,9 @@ impl Writer {
             salts: HashMap::new(),
             open: HashMap::new(),
             rollup: HashMap::new(),
+            unfolded: None,
+            uniques: Uniques::new(),
+            unique_rollup: HashMap::new(),
         }
     }
 
@@ -91,34 +107,63 @@ impl Writer {
             .first()
             .map(|r| r[0].int())
             .unwrap_or(now);
-        let open = self.db.query(
-            "SELECT id, started_ms FROM sessions WHERE server = $1 AND ended_ms IS NULL",
-            &[Val::from(&*self.server)],
-        )?;
         self.db.batch("BEGIN")?;
-        for row in &open {
-            let (id, started) = (row[0].int(), row[1].int());
-            let end = seen.max(started);
-            let done = self.end(&SessionEnd {
-                id,
-                mount: String::new(),
-                ended_ms: end,
-                seconds: (end - started) as f64 / 1000.0,
-                bytes: 0,
-                reason: CRASHED,
-            });
-            if let Err(e) = done {
+        let open = match self.fold().and_then(|()| {
+            self.db.query(
+                "SELECT id, started_ms FROM sessions WHERE server = $1 AND ended_ms IS NULL",
+                &[Val::from(&*self.server)],
+            )
+        }) {
+            Ok(open) => open,
+            Err(e) => {
                 let _ = self.db.batch("ROLLBACK");
-                self.rollup.clear();
                 return Err(e);
             }
-        }
-        if let Err(e) = self.flush_rollup() {
+        };
+        let closed = (|| {
+            for row in &open {
+                let (id, started) = (row[0].int(), row[1].int());
+                let end = seen.max(started);
+                self.end(&SessionEnd {
+                    id,
+                    mount: String::new(),
+                    ended_ms: end,
+                    seconds: (end - started) as f64 / 1000.0,
+                    bytes: 0,
+                    reason: CRASHED,
+                })?;
+            }
+            self.flush_rollup()?;
+            self.fold()
+        })();
+        if let Err(e) = closed {
             let _ = self.db.batch("ROLLBACK");
+            self.rollup.clear();
             return Err(e);
         }
         self.db.batch("COMMIT")?;
         Ok(open.len())
+    }
+
+    /// Remembers the listeners this server already counted today (and yesterday), from its
+    /// sessions, so a restart does not count them again; returns how many sessions it read.
+    ///
+    /// Errors: the database's.
+    pub fn load_uniques(&mut self, now: i64) -> Result<usize, DbError> {
+        let since = (now.div_euclid(1000).div_euclid(DAY_S) - 1) * DAY_S * 1000;
+        let rows = self.db.query(
+            "SELECT started_ms, mount, address FROM sessions
+             WHERE started_ms >= $1 AND relay = 0 AND server = $2 ORDER BY started_ms",
+            &[Val::Int(since), Val::from(&*self.server)],
+        )?;
+        for r in &rows {
+            self.uniques.remember(
+                r[0].int(),
+                &r[1].text().unwrap_or_default(),
+                &r[2].text().unwrap_or_default(),
+            );
+        }
+        Ok(rows.len())
     }
 
     /// Records this server's start (and first sign of life) at `now`.
@@ -139,6 +184,7 @@ impl Writer {
         let mut pending: Vec<Msg> = Vec::new();
         let mut due = Instant::now() + COMMIT_EVERY;
         let mut next_retention = Instant::now();
+        let mut next_fold = Instant::now() + FOLD_EVERY;
         loop {
             let wait = due.saturating_duration_since(Instant::now());
             let (gone, flush) = match rx.recv_timeout(wait) {
@@ -153,7 +199,11 @@ impl Writer {
                 Err(RecvTimeoutError::Timeout) => (false, None),
                 Err(RecvTimeoutError::Disconnected) => (true, None),
             };
-            if let Err(e) = self.commit(&mut pending) {
+            let fold = gone || Instant::now() >= next_fold;
+            if fold {
+                next_fold = Instant::now() + FOLD_EVERY;
+            }
+            if let Err(e) = self.commit(&mut pending, fold) {
                 tracing::error!("ledger: batch lost: {e}");
             }
             due = Instant::now() + COMMIT_EVERY;
@@ -172,8 +222,9 @@ impl Writer {
         }
     }
 
-    /// Applies `pending` in one transaction, with this server's sign of life.
-    fn commit(&mut self, pending: &mut Vec<Msg>) -> Result<(), DbError> {
+    /// Applies `pending` in one transaction, with this server's sign of life; `fold` also
+    /// folds the appended ends into their sessions.
+    fn commit(&mut self, pending: &mut Vec<Msg>, fold: bool) -> Result<(), DbError> {
         let batch = std::mem::take(pending);
         self.db.batch("BEGIN")?;
         let applied = (|| {
@@ -185,14 +236,21 @@ impl Writer {
                     Msg::Discard(id) => {
                         self.open.remove(&id);
                         self.db.exec(
-                            "DELETE FROM sessions WHERE id = $1 AND ended_ms IS NULL",
-                            &[Val::Int(id)],
+                            "DELETE FROM sessions WHERE id = $1 AND server = $2
+                             AND ended_ms IS NULL",
+                            &[Val::Int(id), Val::from(&*self.server)],
                         )?;
                     }
                     Msg::Flush(_) => {}
                 }
             }
             self.flush_rollup()?;
+            let spanned = self
+                .unfolded
+                .is_some_and(|(first, last)| last - first >= FOLD_EVERY.as_millis() as i64);
+            if fold || spanned {
+                self.fold()?;
+            }
             self.db.exec(
                 "UPDATE ledger_servers SET seen_ms = $2 WHERE server = $1",
                 &[Val::from(&*self.server), Val::Int(now_ms())],
@@ -204,6 +262,7 @@ impl Writer {
             Err(e) => {
                 let _ = self.db.batch("ROLLBACK");
                 self.rollup.clear();
+                self.unique_rollup.clear();
                 Err(e)
             }
         }
@@ -248,7 +307,7 @@ impl Writer {
             "INSERT INTO sessions (id, server, mount, path, relay, started_ms, agent, player,
              referer, username, address, country)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-             ON CONFLICT (id) DO NOTHING",
+             ON CONFLICT DO NOTHING",
             &[
                 Val::Int(id),
                 Val::from(&*self.server),
@@ -260,10 +319,22 @@ impl Writer {
                 Val::from(player.clone()),
                 Val::from(s.referer.clone()),
                 Val::from(s.user.clone()),
-                Val::from(address),
+                Val::from(address.as_str()),
                 Val::from(country.clone()),
             ],
         )?;
+        if !s.relay {
+            for key in self.uniques.arrive(Arrival {
+                started_ms: at,
+                mount: &s.mount,
+                address: &address,
+                path: s.path,
+                country: country.as_deref().unwrap_or(""),
+                player: &player,
+            }) {
+                *self.unique_rollup.entry(key).or_default() += 1;
+            }
+        }
         self.open.insert(
             id,
             OpenRow {
@@ -295,27 +366,33 @@ impl Writer {
             e.bytes.min(i64::MAX as u64) as i64
         };
         let mount = (!e.mount.is_empty()).then(|| e.mount.clone());
+        // Appended, folded into the session's row within a minute ([`Writer::fold`]).
         self.db.exec(
-            "UPDATE sessions SET ended_ms = $2, seconds = $3,
-             bytes = CASE WHEN CAST($4 AS BIGINT) < 0 THEN NULL ELSE CAST($4 AS BIGINT) END, end_reason = $5,
-             mount = COALESCE($6, mount) WHERE id = $1",
+            "INSERT INTO session_ends (server, id, mount, ended_ms, seconds, bytes, end_reason)
+             VALUES ($1, $2, $3, $4, $5, CASE WHEN CAST($6 AS BIGINT) < 0 THEN NULL
+             ELSE CAST($6 AS BIGINT) END, $7)",
             &[
+                Val::from(&*self.server),
                 Val::Int(e.id),
+                Val::from(mount),
                 Val::Int(e.ended_ms),
                 Val::Float(e.seconds),
                 Val::Int(bytes),
                 Val::from(e.reason),
-                Val::from(mount),
             ],
         )?;
+        self.unfolded = Some(match self.unfolded {
+            Some((first, last)) => (first.min(e.ended_ms), last.max(e.ended_ms)),
+            None => (e.ended_ms, e.ended_ms),
+        });
         if row.relay {
             return Ok(());
         }
         let mount = if e.mount.is_empty() {
             self.db
                 .query(
-                    "SELECT mount FROM sessions WHERE id = $1",
-                    &[Val::Int(e.id)],
+                    "SELECT mount FROM sessions WHERE id = $1 AND server = $2",
+                    &[Val::Int(e.id), Val::from(&*self.server)],
                 )?
                 .first()
                 .and_then(|r| r[0].text())
@@ -346,6 +423,27 @@ impl Writer {
     /// Adds the batch's rollup to `audience_minutes`: one upsert per minute and group, however
     /// many sessions of the batch ended in it.
     fn flush_rollup(&mut self) -> Result<(), DbError> {
+        for ((span, at, mount, path, country, player), listeners) in
+            std::mem::take(&mut self.unique_rollup)
+        {
+            self.db.exec(
+                "INSERT INTO audience_uniques
+                 (span_s, at_s, server, mount, path, country, player, listeners)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                 ON CONFLICT (span_s, at_s, server, mount, path, country, player) DO UPDATE SET
+                 listeners = audience_uniques.listeners + excluded.listeners",
+                &[
+                    Val::Int(span),
+                    Val::Int(at),
+                    Val::from(&*self.server),
+                    Val::from(mount),
+                    Val::from(path),
+                    Val::from(country),
+                    Val::from(player),
+                    Val::Int(listeners),
+                ],
+            )?;
+        }
         for ((minute, mount, path, country, player), (secs, sessions)) in
             std::mem::take(&mut self.rollup)
         {
@@ -371,13 +469,33 @@ impl Writer {
         Ok(())
     }
 
+    /// Folds this server's appended ends (`session_ends`) into their sessions' rows: one
+    /// statement rewrites each row once, however many ends the minute gathered, and the ends
+    /// are then removed. Runs inside the caller's transaction.
+    fn fold(&mut self) -> Result<(), DbError> {
+        self.db.exec(
+            "UPDATE sessions SET ended_ms = e.ended_ms, seconds = e.seconds, bytes = e.bytes,
+             end_reason = e.end_reason, mount = COALESCE(e.mount, sessions.mount)
+             FROM session_ends e
+             WHERE e.server = $1 AND sessions.server = e.server AND sessions.id = e.id
+             AND sessions.ended_ms IS NULL",
+            &[Val::from(&*self.server)],
+        )?;
+        self.db.exec(
+            "DELETE FROM session_ends WHERE server = $1",
+            &[Val::from(&*self.server)],
+        )?;
+        self.unfolded = None;
+        Ok(())
+    }
+
     /// An open session's facts read back from the database (one started by an earlier
     /// process: a binary upgrade handed it over, or a crash left it open).
     fn stored_open_row(&mut self, id: i64) -> Result<Option<OpenRow>, DbError> {
         let rows = self.db.query(
             "SELECT path, relay, started_ms, country, player FROM sessions
-             WHERE id = $1 AND ended_ms IS NULL",
-            &[Val::Int(id)],
+             WHERE id = $1 AND server = $2 AND ended_ms IS NULL",
+            &[Val::Int(id), Val::from(&*self.server)],
         )?;
         Ok(rows.first().map(|r| OpenRow {
             path: r[0].text().unwrap_or_default(),
@@ -473,7 +591,148 @@ pub fn playlistlog_line(p: &Play, now: chrono::DateTime<chrono::FixedOffset>) ->
 
 #[cfg(test)]
 mod tests {
+    use super::super::report::{self, Group, Range};
     use super::*;
+
+    const T0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
+
+    fn writer() -> Writer {
+        let mut db = Db::Sqlite(
+            rusqlite::Connection::open_in_memory().unwrap(),
+            HashMap::new(),
+        );
+        super::super::schema::migrate(&mut db).unwrap();
+        Writer::new(
+            db,
+            Arc::from("test:8000"),
+            AddressPolicy::Full,
+            None,
+            0,
+            None,
+        )
+    }
+
+    fn start(id: i64, at: i64, ip: &str) -> Msg {
+        Msg::Start(
+            id,
+            at,
+            SessionStart {
+                mount: "/live".into(),
+                path: "icy",
+                relay: false,
+                agent: Some("VLC/3.0.20 LibVLC/3.0.20".into()),
+                referer: None,
+                user: None,
+                ip: ip.parse().unwrap(),
+            },
+        )
+    }
+
+    fn end(id: i64, started: i64, ended: i64) -> Msg {
+        Msg::End(SessionEnd {
+            id,
+            mount: "/live".into(),
+            ended_ms: ended,
+            seconds: (ended - started) as f64 / 1000.0,
+            bytes: 1000,
+            reason: "client:hung-up",
+        })
+    }
+
+    fn pending_ends(w: &mut Writer) -> i64 {
+        w.db.query("SELECT COUNT(*) FROM session_ends", &[])
+            .unwrap()[0][0]
+            .int()
+    }
+
+    #[test]
+    fn ends_count_in_reports_before_and_after_they_are_folded() {
+        let mut w = writer();
+        w.commit(
+            &mut vec![
+                start(1, T0, "10.0.0.1"),
+                start(2, T0 + 1_000, "10.0.0.2"),
+                start(3, T0 + 2_000, "10.0.0.1"),
+            ],
+            false,
+        )
+        .unwrap();
+        w.commit(
+            &mut vec![end(1, T0, T0 + 30_000), end(2, T0 + 1_000, T0 + 41_000)],
+            false,
+        )
+        .unwrap();
+        let range = Range {
+            from_ms: T0 - 60_000,
+            to_ms: T0 + 3_600_000,
+            mount: None,
+        };
+        let check = |w: &mut Writer| {
+            let rows = report::sessions(&mut w.db, &range, 100).unwrap();
+            assert_eq!(rows.len(), 3);
+            let one = rows.iter().find(|r| r.id == 1).unwrap();
+            assert_eq!(one.ended_ms, Some(T0 + 30_000));
+            assert_eq!(one.bytes, Some(1000));
+            assert_eq!(one.end_reason.as_deref(), Some("client:hung-up"));
+            assert_eq!(rows.iter().find(|r| r.id == 3).unwrap().ended_ms, None);
+            let l = report::listening(&mut w.db, &range, Group::Day).unwrap();
+            assert_eq!(l.total.sessions, 2);
+            // 10.0.0.1 twice and 10.0.0.2 once: two listeners.
+            assert_eq!(l.total.unique_listeners, 2);
+            assert!((l.total.tlh_hours - 70.0 / 3600.0).abs() < 1e-3);
+        };
+        assert_eq!(pending_ends(&mut w), 2);
+        check(&mut w);
+        w.commit(&mut Vec::new(), true).unwrap();
+        assert_eq!(pending_ends(&mut w), 0);
+        check(&mut w);
+    }
+
+    #[test]
+    fn recovery_keeps_appended_ends_and_closes_the_open_rest() {
+        let mut w = writer();
+        w.announce(T0).unwrap();
+        w.commit(
+            &mut vec![start(1, T0, "10.0.0.1"), start(2, T0, "10.0.0.2")],
+            false,
+        )
+        .unwrap();
+        w.commit(&mut vec![end(1, T0, T0 + 30_000)], false).unwrap();
+        // A crash here: the end of 1 is appended, not folded; 2 is open. The next start:
+        w.open.clear();
+        assert_eq!(w.recover(T0 + 60_000).unwrap(), 1);
+        assert_eq!(pending_ends(&mut w), 0);
+        let rows =
+            w.db.query(
+                "SELECT id, ended_ms, end_reason FROM sessions ORDER BY id",
+                &[],
+            )
+            .unwrap();
+        assert_eq!(rows[0][1].int(), T0 + 30_000);
+        assert_eq!(rows[0][2].text().as_deref(), Some("client:hung-up"));
+        assert_eq!(rows[1][2].text().as_deref(), Some(CRASHED));
+    }
+
+    #[test]
+    fn a_restarted_writer_does_not_count_todays_listeners_again() {
+        let mut w = writer();
+        let now = now_ms();
+        w.commit(&mut vec![start(1, now, "10.0.0.1")], false)
+            .unwrap();
+        w.uniques = Uniques::new();
+        assert_eq!(w.load_uniques(now).unwrap(), 1);
+        w.commit(&mut vec![start(2, now + 1, "10.0.0.1")], false)
+            .unwrap();
+        let day = now.div_euclid(1000).div_euclid(DAY_S) * DAY_S;
+        let counted =
+            w.db.query(
+                "SELECT listeners FROM audience_uniques WHERE span_s = $1 AND at_s = $2
+                 AND mount = ''",
+                &[Val::Int(DAY_S), Val::Int(day)],
+            )
+            .unwrap();
+        assert_eq!(counted[0][0].int(), 1);
+    }
 
     #[test]
     fn titles_split_into_artist_and_title() {
