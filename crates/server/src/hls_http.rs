@@ -48,9 +48,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::audience::{AudiencePath, ListenerInfo};
 use crate::config::PlaylistMode;
 use crate::ctx::ServerCtx;
-use crate::hls::session::{timeout_for, Session};
+use crate::hls::admission::{SessionLimits, SessionRefused};
+use crate::hls::session::{timeout_for, Fetch, Session};
 use crate::hls::{Output, Window};
-use crate::observe::metrics::HlsRequestLabel;
+use crate::observe::metrics::{HlsRequestLabel, OutcomeLabel};
 use crate::respond::{admit_listener, reply, Admitted};
 use throng_proto::hls::path::{self as hls_path, Target};
 use throng_proto::hls::playlist::{hls_msn, reload_decision, Reload};
@@ -138,6 +139,7 @@ pub fn start(ctx: Arc<ServerCtx>) {
             if n.is_multiple_of(5) {
                 ctx.hls.sessions.expire(
                     Instant::now(),
+                    &SessionLimits::of(&ctx.config().hls),
                     &ctx.registry,
                     &ctx.metrics,
                     &ctx.access_log,
@@ -201,6 +203,7 @@ pub fn apply_cache_logs(ctx: &ServerCtx, text: &str) -> [u64; 4] {
         config: &ctx.config(),
         metrics: &ctx.metrics,
         ledger: ctx.ledger.as_ref(),
+        log: &ctx.access_log,
         now: Instant::now(),
     };
     let mut counts = [0u64; 4];
@@ -382,9 +385,35 @@ async fn serve_one(
             count_request(ctx, &target);
             seg.fetches
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            if let Some(t) = token {
-                // A segment fetched by a session (relative URL of a shared playlist): alive.
-                ctx.hls.sessions.seen(t, Instant::now());
+            // A segment fetched by a session (relative URL of a shared playlist; without a
+            // token, of a per-session playlist: the address's oldest pending session of the
+            // mount): alive, and at its first segment a listener.
+            let now = Instant::now();
+            let fetch = match token {
+                Some(t) => ctx
+                    .hls
+                    .sessions
+                    .fetched(t, now, &ctx.metrics, ctx.ledger.as_ref()),
+                None => ctx.hls.sessions.fetched_from(
+                    peer.ip(),
+                    mount,
+                    now,
+                    &ctx.metrics,
+                    ctx.ledger.as_ref(),
+                ),
+            };
+            if let Fetch::Full(_) = fetch {
+                let _ = reply(
+                    ctx,
+                    stream,
+                    peer,
+                    Some(head),
+                    403,
+                    &[],
+                    "max listeners reached\n",
+                )
+                .await;
+                return false;
             }
             let ctype = throng_proto::hls::cutter::segment_content_type(seg.ext);
             send_body(
@@ -605,9 +634,11 @@ async fn held_window(
     }
 }
 
-/// Admits a new session `token` on mount `name` as a listener (`listener/` rules:
-/// authentication, then the mount a listener hears, then max-listeners); answers the refusal
-/// and returns false when it is refused.
+/// Admits a new session `token` on mount `name` (`hls/admission.rs`: the address's new and
+/// pending sessions and the table's bound first, refused `503` with `Retry-After: 1`; then the
+/// `listener/` rules: authentication, the mount a listener hears, max-listeners) as a pending
+/// session, which takes its listener slot at its first segment; answers the refusal and
+/// returns false when it is refused.
 async fn admit(
     ctx: &Arc<ServerCtx>,
     stream: &mut Conn,
@@ -617,6 +648,11 @@ async fn admit(
     token: &str,
     target_secs: u64,
 ) -> bool {
+    let limits = SessionLimits::of(&ctx.config().hls);
+    if let Err(why) = ctx.hls.sessions.may_open(peer.ip(), &limits, Instant::now()) {
+        refuse_session(ctx, stream, head, peer, why).await;
+        return false;
+    }
     let Some(Admitted {
         id,
         user,
@@ -630,7 +666,7 @@ async fn admit(
         let _ = reply(ctx, stream, peer, Some(head), 404, &[], "No stream live\n").await;
         return false;
     };
-    if !mount.try_add_listener() {
+    if !mount.has_room() {
         tracing::info!(%peer, mount = %mount.name, "max listeners reached (HLS)");
         let _ = reply(
             ctx,
@@ -646,7 +682,7 @@ async fn admit(
     }
     let limit = ctx.config().listening_limit(name, time_limit);
     let now = Instant::now();
-    let mut info = ListenerInfo {
+    let info = ListenerInfo {
         id,
         path: AudiencePath::Hls,
         ip: peer.ip(),
@@ -660,21 +696,59 @@ async fn admit(
         on_close,
         ledger: None,
     };
-    info.open_in_ledger(ctx.ledger.as_ref(), false);
-    ctx.hls.sessions.open(
+    let opened = ctx.hls.sessions.open_pending(
         token.to_owned(),
         Session {
             info,
             mount,
+            fetched: false,
             last_seen: now,
             bytes: 0,
             offered: None,
             timeout: timeout_for(target_secs),
             moved: None,
         },
+        &limits,
         &ctx.metrics,
+        &ctx.access_log,
+        now,
     );
-    true
+    match opened {
+        Ok(()) => true,
+        Err(why) => {
+            refuse_session(ctx, stream, head, peer, why).await;
+            false
+        }
+    }
+}
+
+/// Answers a new session refused by `hls/admission.rs`: `503` with `Retry-After: 1` (players
+/// retry), logged at debug level (a flood is many of them) and counted in
+/// `throng_hls_sessions_refused_total{reason}`.
+async fn refuse_session(
+    ctx: &ServerCtx,
+    stream: &mut Conn,
+    head: &RequestHead,
+    peer: SocketAddr,
+    why: SessionRefused,
+) {
+    tracing::debug!(%peer, "HLS session refused: {why}");
+    ctx.metrics
+        .hls_sessions_refused
+        .get_or_create(&OutcomeLabel {
+            outcome: why.key(),
+        })
+        .inc();
+    let _ = reply(
+        ctx,
+        stream,
+        peer,
+        Some(head),
+        503,
+        &[("Retry-After", "1")],
+        &format!("{why}\n"),
+    )
+    .await;
 }
 
 /// A parsed `Range: bytes=...` against a body of `len` bytes: the inclusive byte range, or

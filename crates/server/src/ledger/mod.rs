@@ -180,10 +180,16 @@ impl Ledger {
         &self.server
     }
 
-    /// Records a session's start; the ticket it returns records its end.
+    /// Records a session's start, now; the ticket it returns records its end.
     pub fn open(&self, start: SessionStart) -> LedgerTicket {
+        self.open_at(start, now_ms())
+    }
+
+    /// Records a session's start at `started_ms` (Unix milliseconds; an HLS session is
+    /// recorded when it fetches its first segment, with the time of its first playlist
+    /// request); the ticket it returns records its end.
+    pub fn open_at(&self, start: SessionStart, started_ms: i64) -> LedgerTicket {
         let id = (rand::random::<u64>() >> 1) as i64;
-        let started_ms = now_ms();
         let _ = self.tx.send(Msg::Start(id, started_ms, start));
         LedgerTicket {
             id,

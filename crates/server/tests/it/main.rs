@@ -18,6 +18,7 @@ mod fanout;
 mod filters;
 mod hls;
 mod hls_browser;
+mod hls_admission;
 mod hls_cache;
 mod hooks;
 mod ingest_faults;
