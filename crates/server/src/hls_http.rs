@@ -394,6 +394,9 @@ async fn serve_one(
                     .hls
                     .sessions
                     .fetched(t, now, &ctx.metrics, ctx.ledger.as_ref()),
+                None if ctx.hls.playlists(mount) != Some(PlaylistMode::PerSession) => {
+                    Fetch::Unknown
+                }
                 None => ctx.hls.sessions.fetched_from(
                     peer.ip(),
                     mount,

@@ -402,8 +402,11 @@ fn nginx_in_front_fetches_each_segment_a_few_times() {
     let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let syslog = udp.local_addr().unwrap();
     drop(udp);
+    // Forty players from one address at once: more than the default new sessions per
+    // second of an address.
     let srv = TestServer::start(&format!(
-        "[hls]\nsegment-seconds = 1\ncache-log-listen = \"{syslog}\"\n"
+        "[hls]\nsegment-seconds = 1\ncache-log-listen = \"{syslog}\"\n\
+         new-sessions-per-second = 1000\npending-per-address = 1000\n"
     ));
     let _source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
     wait_hls(&srv, "/live.mp3");

@@ -14,11 +14,16 @@ use throng_proto::hls::playlist::parse;
 use crate::support::*;
 use crate::whep::post;
 
-/// A file-fed MP3 mount (always on, no source client) with `hls` settings.
+/// A file-fed MP3 mount (always on, no source client) with `hls` settings; the cache on
+/// loopback is trusted for `X-Forwarded-For`, as `deploy/nginx/hls-cache.conf` asks (the
+/// players' addresses, not the cache's, are capped per address).
 fn config(hls: &str, dir: &std::path::Path) -> String {
     let file = dir.join("live.mp3");
     std::fs::copy(asset("demo.mp3"), &file).unwrap();
-    format!("[hls]\n{hls}\n[[mount]]\nname = \"/live.mp3\"\nfile = {file:?}\n")
+    format!(
+        "[hls]\n{hls}\n[paths]\nx-forwarded-for = [\"127.0.0.1\"]\n\
+         [[mount]]\nname = \"/live.mp3\"\nfile = {file:?}\n"
+    )
 }
 
 /// A server with `/live.mp3` ([`config`]) of `segment_seconds` segments, receiving cache logs

@@ -69,7 +69,8 @@ fn play_hls(addr: SocketAddr, mount: &str, secs: u64) -> (u64, Instant, Instant)
         let playlist = parse(&String::from_utf8(body).unwrap()).unwrap();
         for (seq, uri, _) in playlist.segments {
             if fetched.insert(seq) {
-                let (head, seg) = http_get(addr, &format!("{base}{uri}"), &[]);
+                let dir = media.rsplit_once('/').unwrap().0;
+                let (head, seg) = http_get(addr, &format!("{dir}/{uri}"), &[]);
                 assert_eq!(head.status, 200, "segment {uri}");
                 bytes += seg.len() as u64;
             }
