@@ -213,16 +213,21 @@ pub fn apply_cache_logs(ctx: &ServerCtx, text: &str) -> [u64; 4] {
     counts
 }
 
-/// Serves HLS requests on a connection, starting with `head` (`rest`: bytes read after it),
-/// while the client keeps the connection alive, holding its `clients` unit `slot`. Between two
-/// requests the connection is idle (`net/clients.rs`): under the per-address cap of idle
-/// sockets, and closed if a new request finding `clients` used up takes its unit.
+/// Serves HLS requests on a connection from `via` (its TCP or PROXY-protocol peer), starting
+/// with `head` (`rest`: bytes read after it) from client `peer`, while the client keeps the
+/// connection alive, holding its `clients` unit `slot`. Each later request's client is read
+/// again from its own `X-Forwarded-For` when `via` is a trusted proxy (a cache in front
+/// carries many players' requests on one connection) and passes the access filters, or the
+/// connection closes. Between two requests the connection is idle (`net/clients.rs`): under the
+/// per-address cap of idle sockets, and closed if a new request finding `clients` used up
+/// takes its unit.
 pub async fn handle(
     ctx: Arc<ServerCtx>,
     mut stream: Conn,
     mut head: RequestHead,
     rest: Vec<u8>,
-    peer: SocketAddr,
+    via: SocketAddr,
+    mut peer: SocketAddr,
     mut slot: ClientSlot,
 ) {
     let mut buf = rest;
@@ -257,6 +262,13 @@ pub async fn handle(
         }
         match next {
             Ok(Some(h)) if matches!(h.method.as_str(), "GET" | "HEAD") && is_hls_path(&h.path) => {
+                peer = ctx.filters().client_addr(via, &h);
+                if let Err(why) = ctx.filters().admit(peer.ip(), &h) {
+                    tracing::info!(%peer, "request refused: {why}");
+                    ctx.metrics.rejected.inc();
+                    let _ = reply(&ctx, &mut stream, peer, Some(&h), 403, &[], "Forbidden\n").await;
+                    return;
+                }
                 head = h;
             }
             _ => return,
@@ -652,7 +664,11 @@ async fn admit(
     target_secs: u64,
 ) -> bool {
     let limits = SessionLimits::of(&ctx.config().hls);
-    if let Err(why) = ctx.hls.sessions.may_open(peer.ip(), &limits, Instant::now()) {
+    if let Err(why) = ctx
+        .hls
+        .sessions
+        .may_open(peer.ip(), &limits, Instant::now())
+    {
         refuse_session(ctx, stream, head, peer, why).await;
         return false;
     }
@@ -738,9 +754,7 @@ async fn refuse_session(
     tracing::debug!(%peer, "HLS session refused: {why}");
     ctx.metrics
         .hls_sessions_refused
-        .get_or_create(&OutcomeLabel {
-            outcome: why.key(),
-        })
+        .get_or_create(&OutcomeLabel { outcome: why.key() })
         .inc();
     let _ = reply(
         ctx,

@@ -154,13 +154,13 @@ impl ListenerInfo {
         let started_ms = crate::ledger::now_ms().saturating_sub(ago);
         self.ledger = Some(ledger.open_at(
             SessionStart {
-            mount: self.requested_mount.clone(),
-            path: self.path.as_str(),
-            relay,
-            agent: self.agent.clone(),
-            referer: self.referer.clone(),
-            user: self.user.clone(),
-            ip: self.ip,
+                mount: self.requested_mount.clone(),
+                path: self.path.as_str(),
+                relay,
+                agent: self.agent.clone(),
+                referer: self.referer.clone(),
+                user: self.user.clone(),
+                ip: self.ip,
             },
             started_ms,
         ));

@@ -213,7 +213,10 @@ mod tests {
         assert!(!a.is_idle(&l, t0), "its bucket is not full");
         assert!(a.is_idle(&l, t0 + Duration::from_secs(1)));
         a.pending.push(5);
-        assert!(!a.is_idle(&l, t0 + Duration::from_secs(9)), "a session pends");
+        assert!(
+            !a.is_idle(&l, t0 + Duration::from_secs(9)),
+            "a session pends"
+        );
     }
 
     #[test]

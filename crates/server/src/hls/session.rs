@@ -203,7 +203,13 @@ struct Table {
 
 impl Table {
     /// Adds `s` under `token`; the session it replaces (same token), if any.
-    fn insert(&mut self, token: String, s: Session, limits: &SessionLimits, now: Instant) -> Option<Session> {
+    fn insert(
+        &mut self,
+        token: String,
+        s: Session,
+        limits: &SessionLimits,
+        now: Instant,
+    ) -> Option<Session> {
         let old = self.remove(&token);
         if s.fetched {
             self.listening += 1;
@@ -348,7 +354,12 @@ impl Sessions {
     /// An admitted attempt takes one of the address's new sessions.
     ///
     /// Errors: [`SessionRefused`] (answered `503`).
-    pub fn may_open(&self, ip: IpAddr, limits: &SessionLimits, now: Instant) -> Result<(), SessionRefused> {
+    pub fn may_open(
+        &self,
+        ip: IpAddr,
+        limits: &SessionLimits,
+        now: Instant,
+    ) -> Result<(), SessionRefused> {
         let mut t = self.table.lock();
         room(t.by_token.len(), t.pending.len(), limits)?;
         t.addresses
@@ -395,7 +406,10 @@ impl Sessions {
             }
         };
         if let Some(s) = evicted {
-            tracing::debug!(id = s.info.id, "HLS session that fetched no segment evicted");
+            tracing::debug!(
+                id = s.info.id,
+                "HLS session that fetched no segment evicted"
+            );
             discard(s, EndReason::Evicted);
         }
         if let Some(s) = replaced {
@@ -663,7 +677,11 @@ impl Sessions {
                 .by_token
                 .iter()
                 .filter_map(|(tok, s)| {
-                    let since = if s.fetched { s.last_seen } else { s.info.started };
+                    let since = if s.fetched {
+                        s.last_seen
+                    } else {
+                        s.info.started
+                    };
                     if now.saturating_duration_since(since) > s.timeout {
                         Some((tok.clone(), EndReason::Vanished))
                     } else if s.info.deadline.is_some_and(|d| now >= d) {
@@ -741,7 +759,10 @@ fn discard(mut s: Session, why: EndReason) {
             info: &s.info,
             mount: &s.mount.name,
             sent: s.bytes,
-            duration_secs: s.last_seen.saturating_duration_since(s.info.started).as_secs(),
+            duration_secs: s
+                .last_seen
+                .saturating_duration_since(s.info.started)
+                .as_secs(),
             why,
         });
     }
@@ -1071,11 +1092,19 @@ mod tests {
         f.sessions
             .touch("tok", &window(&[(1, 1000)], 4), 24, touched);
         let timeout = timeout_for(4);
-        f.sessions
-            .expire(touched + timeout, &SessionLimits::default(), &registry, &f.metrics, &f.log);
+        f.sessions.expire(
+            touched + timeout,
+            &SessionLimits::default(),
+            &registry,
+            &f.metrics,
+            &f.log,
+        );
         assert!(f.sessions.contains("tok"), "not past the timeout yet");
         assert!(f.ends().is_empty());
-        f.sessions.expire(touched + timeout + Duration::from_millis(1), &SessionLimits::default(), &registry,
+        f.sessions.expire(
+            touched + timeout + Duration::from_millis(1),
+            &SessionLimits::default(),
+            &registry,
             &f.metrics,
             &f.log,
         );
@@ -1107,7 +1136,10 @@ mod tests {
             "{text}"
         );
         // Expiring again ends nothing more.
-        f.sessions.expire(touched + Duration::from_secs(100), &SessionLimits::default(), &registry,
+        f.sessions.expire(
+            touched + Duration::from_secs(100),
+            &SessionLimits::default(),
+            &registry,
             &f.metrics,
             &f.log,
         );
@@ -1128,16 +1160,26 @@ mod tests {
             for tok in ["limited", "free"] {
                 assert!(f.sessions.touch(tok, &window(&[], 2), 10, t));
             }
-            f.sessions.expire(t, &SessionLimits::default(), &registry, &f.metrics, &f.log);
+            f.sessions
+                .expire(t, &SessionLimits::default(), &registry, &f.metrics, &f.log);
         }
         assert_eq!(f.sessions.len(), 2, "both within their limits");
         let deadline = f.t0 + Duration::from_secs(10);
-        f.sessions.expire(deadline - Duration::from_millis(1), &SessionLimits::default(), &registry,
+        f.sessions.expire(
+            deadline - Duration::from_millis(1),
+            &SessionLimits::default(),
+            &registry,
             &f.metrics,
             &f.log,
         );
         assert_eq!(f.sessions.len(), 2);
-        f.sessions.expire(deadline, &SessionLimits::default(), &registry, &f.metrics, &f.log);
+        f.sessions.expire(
+            deadline,
+            &SessionLimits::default(),
+            &registry,
+            &f.metrics,
+            &f.log,
+        );
         assert!(!f.sessions.contains("limited") && f.sessions.contains("free"));
         assert_eq!(
             f.ends(),
@@ -1200,10 +1242,22 @@ mod tests {
         registry.reserve(live.clone(), 16).unwrap();
         registry.reserve(fb.clone(), 16).unwrap();
         f.open("tok", 1, &live, None);
-        f.sessions.expire(f.t0, &SessionLimits::default(), &registry, &f.metrics, &f.log);
+        f.sessions.expire(
+            f.t0,
+            &SessionLimits::default(),
+            &registry,
+            &f.metrics,
+            &f.log,
+        );
         assert_eq!(f.sessions.rows(None, f.t0)[0].mount, "/live");
         wl.end();
-        f.sessions.expire(f.t0, &SessionLimits::default(), &registry, &f.metrics, &f.log);
+        f.sessions.expire(
+            f.t0,
+            &SessionLimits::default(),
+            &registry,
+            &f.metrics,
+            &f.log,
+        );
         let rows = f.sessions.rows(None, f.t0);
         assert_eq!(rows[0].mount, "/fb");
         assert_eq!(rows[0].requested_mount, "/live");

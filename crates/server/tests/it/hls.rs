@@ -252,7 +252,11 @@ fn a_session_is_a_listener_until_it_stops_fetching() {
     assert_eq!(listeners(), Some(0));
     let media = open_session(srv.addr, "/live.mp3");
     wait_segments(srv.addr, &media, 1);
-    assert_eq!(listeners(), Some(0), "not a listener before its first segment");
+    assert_eq!(
+        listeners(),
+        Some(0),
+        "not a listener before its first segment"
+    );
     fetch_a_segment(srv.addr, &media);
     assert_eq!(listeners(), Some(1));
     let (_, body) = http_get(
@@ -348,7 +352,10 @@ fn max_listeners_and_auth_apply_to_the_playlist() {
     let (head, _) = http_get(srv.addr, &format!("{dir}{uri}"), &[]);
     assert_eq!(head.status, 403, "max-listeners holds for HLS sessions");
     let (head, _) = http_get(srv.addr, "/hls/live.mp3/index.m3u8", &[&ann]);
-    assert_eq!(head.status, 403, "and for playlists while the mount is full");
+    assert_eq!(
+        head.status, 403,
+        "and for playlists while the mount is full"
+    );
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! HLS sessions are real listeners before they count (issue 28, part 3), against a server in
 //! a child process whose memory is measured: 10,000 playlist requests without a segment from
 //! one address (127.0.0.2, each with a 6 KB User-Agent) add under 10 MiB and leave
-//! `max-listeners` room for a real HLS player and an ICY listener from other addresses.
+//! `max-listeners` room for a real HLS player and an ICY listener from other addresses; and on
+//! a cache's keep-alive connection each request counts for its own client.
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
@@ -72,8 +73,7 @@ fn ten_thousand_playlists_without_segments_cost_little_and_leave_room_for_listen
         s == 200 && {
             let v = parse(std::str::from_utf8(&body).unwrap()).unwrap().variant;
             let media = get_from(9, addr, &format!("/hls/demo.mp3/{}", v.unwrap()), "").1;
-            parse(std::str::from_utf8(&media).unwrap())
-                .is_some_and(|p| !p.segments.is_empty())
+            parse(std::str::from_utf8(&media).unwrap()).is_some_and(|p| !p.segments.is_empty())
         }
     })
     .expect("/demo.mp3 served as HLS");
@@ -128,8 +128,7 @@ fn ten_thousand_playlists_without_segments_cost_little_and_leave_room_for_listen
         .unwrap();
     let head = read_head(&mut icy, Duration::from_secs(10)).expect("an answer");
     assert_eq!(head.status, 200, "the ICY listener gets in");
-    wait_until(Duration::from_secs(5), || listeners(addr, "/demo.mp3") == 2)
-        .expect("both counted");
+    wait_until(Duration::from_secs(5), || listeners(addr, "/demo.mp3") == 2).expect("both counted");
     // The mount is full now: a third listener is refused, by HLS as by ICY.
     assert_eq!(play_once(5, addr)[0], 403);
     // The refusals are counted by reason.
@@ -142,4 +141,62 @@ fn ten_thousand_playlists_without_segments_cost_little_and_leave_room_for_listen
         .sum();
     assert!(refused_metric >= f64::from(refused), "{metrics}");
     drop(icy);
+}
+
+/// Sends `GET path` on keep-alive connection `s` with `X-Forwarded-For: xff`; the status of
+/// its answer (whose body, of `Content-Length`, is read).
+fn keep_alive_get(s: &mut std::net::TcpStream, path: &str, xff: &str) -> u16 {
+    let req = format!("GET {path} HTTP/1.1\r\nHost: t\r\nX-Forwarded-For: {xff}\r\n\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Ok(Some((head, len))) = throng_proto::http::parse_response_head(&buf) {
+            let body: usize = head
+                .header("content-length")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            while buf.len() < len + body {
+                let n = s.read(&mut chunk).unwrap();
+                assert!(n > 0, "closed mid-body");
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            return head.status;
+        }
+        let n = s.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed before an answer to {path}");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// A cache in front carries many players' requests on one keep-alive connection: each request
+/// is its own client's (its `X-Forwarded-For`), for the bounds of new sessions as for the rest.
+/// Before, every request on the connection counted as the first one's client (a cache's 500
+/// players at 500/s were refused `503` by a few addresses' rate).
+#[test]
+fn each_request_on_a_caches_keep_alive_connection_is_its_own_clients() {
+    let srv = TestServer::start(&format!(
+        "[hls]\nsegment-seconds = 1\nnew-sessions-per-second = 1\n\
+         [paths]\nx-forwarded-for = [\"127.0.0.1\"]\n\
+         [[mount]]\nname = \"/demo.mp3\"\nfile = {:?}\n",
+        asset("demo.mp3")
+    ));
+    wait_until(Duration::from_secs(30), || {
+        srv.ctx.hls.window("/demo.mp3").is_some()
+    })
+    .expect("/demo.mp3 packaged");
+    let mut cache = std::net::TcpStream::connect(srv.addr).unwrap();
+    let path = "/hls/demo.mp3/index.m3u8";
+    assert_eq!(keep_alive_get(&mut cache, path, "198.51.100.1"), 200);
+    assert_eq!(
+        keep_alive_get(&mut cache, path, "198.51.100.2"),
+        200,
+        "another player: its own new session"
+    );
+    assert_eq!(
+        keep_alive_get(&mut cache, path, "198.51.100.1"),
+        503,
+        "the first player's second session within the second"
+    );
 }

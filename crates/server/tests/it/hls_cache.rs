@@ -130,11 +130,7 @@ fn shared_playlists_carry_the_token_in_the_path_and_are_cacheable() {
     // other fetches one too.
     assert_eq!(listeners(&srv), 1);
     let other_token = other.strip_suffix("index.m3u8").unwrap();
-    let (hs, _) = http_get(
-        srv.addr,
-        &format!("/hls/live.mp3/{other_token}{uri}"),
-        &[],
-    );
+    let (hs, _) = http_get(srv.addr, &format!("/hls/live.mp3/{other_token}{uri}"), &[]);
     assert_eq!(hs.status, 200);
     assert_eq!(listeners(&srv), 2);
     // Throng counted what it answered: 4 playlists (2 multivariant, 2 media), 2 segments.
@@ -432,9 +428,16 @@ fn nginx_with_the_shipped_config_serves_500_then_2000_players_at_a_flat_origin_r
     for players in [500u32, 2000] {
         let s = step(&srv, cache.addr, players);
         let sum = &s.report.summary;
+        let refused: Vec<(&str, f64)> = ["rate", "per-address", "full"]
+            .into_iter()
+            .map(|o| {
+                let series = format!("throng_hls_sessions_refused_total{{outcome=\"{o}\"}}");
+                (o, metric_sum(srv.addr, &series))
+            })
+            .collect();
         eprintln!(
             "{players} players: origin {:.2} HLS requests/s, counted {:?}, starved {}, \
-             failures {}",
+             failures {}, sessions refused {refused:?}",
             s.origin_rate, s.counted, sum.starved, sum.failures_total
         );
         assert!(s.report.errors.is_empty(), "{:?}", s.report.errors);
