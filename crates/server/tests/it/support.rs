@@ -516,6 +516,29 @@ pub fn capture_endpoint(
     (addr, bodies)
 }
 
+/// The body of a `Transfer-Encoding: chunked` message (RFC 9112 section 7.1) whose chunks are
+/// `raw`; panics on a malformed or incomplete one (a streamed answer cut short).
+pub fn dechunk(raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut rest = raw;
+    loop {
+        let eol = rest
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("a chunk size line");
+        let line = std::str::from_utf8(&rest[..eol]).unwrap();
+        let size = usize::from_str_radix(line.split(';').next().unwrap().trim(), 16)
+            .unwrap_or_else(|_| panic!("chunk size {line:?}"));
+        rest = &rest[eol + 2..];
+        if size == 0 {
+            return out;
+        }
+        assert!(rest.len() >= size + 2, "a chunk cut short");
+        out.extend_from_slice(&rest[..size]);
+        rest = &rest[size + 2..];
+    }
+}
+
 /// A TCP connection to `addr` from the loopback address 127.0.0.`last`.
 pub fn connect_from(last: u8, addr: SocketAddr) -> TcpStream {
     let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
