@@ -418,17 +418,7 @@ async fn serve_one(
                 ),
             };
             if let Fetch::Full(_) = fetch {
-                let _ = reply(
-                    ctx,
-                    stream,
-                    peer,
-                    Some(head),
-                    403,
-                    &[],
-                    "max listeners reached\n",
-                )
-                .await;
-                return false;
+                return max_listeners_reached(ctx, stream, head, peer).await;
             }
             let ctype = throng_proto::hls::cutter::segment_content_type(seg.ext);
             send_body(
@@ -687,17 +677,7 @@ async fn admit(
     };
     if !mount.has_room() {
         tracing::info!(%peer, mount = %mount.name, "max listeners reached (HLS)");
-        let _ = reply(
-            ctx,
-            stream,
-            peer,
-            Some(head),
-            403,
-            &[],
-            "max listeners reached\n",
-        )
-        .await;
-        return false;
+        return max_listeners_reached(ctx, stream, head, peer).await;
     }
     let limit = ctx.config().listening_limit(name, time_limit);
     let now = Instant::now();
@@ -739,6 +719,27 @@ async fn admit(
             false
         }
     }
+}
+
+/// Answers `403 max listeners reached` (a playlist request on a full mount, or a session's
+/// first segment finding it full) and asks to close.
+async fn max_listeners_reached(
+    ctx: &ServerCtx,
+    stream: &mut Conn,
+    head: &RequestHead,
+    peer: SocketAddr,
+) -> bool {
+    let _ = reply(
+        ctx,
+        stream,
+        peer,
+        Some(head),
+        403,
+        &[],
+        "max listeners reached\n",
+    )
+    .await;
+    false
 }
 
 /// Answers a new session refused by `hls/admission.rs`: `503` with `Retry-After: 1` (players

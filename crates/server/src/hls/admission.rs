@@ -30,13 +30,23 @@ pub struct SessionLimits {
 }
 
 impl SessionLimits {
+    /// These bounds, each at least 1: `max_sessions` sessions, `pending_per_address` pending
+    /// sessions of an address, `new_per_second` new sessions of an address a second.
+    pub fn new(max_sessions: usize, pending_per_address: u32, new_per_second: u32) -> Self {
+        SessionLimits {
+            max_sessions: max_sessions.max(1),
+            pending_per_address: pending_per_address.max(1),
+            new_per_second: new_per_second.max(1),
+        }
+    }
+
     /// The bounds `[hls]` sets, each at least 1.
     pub fn of(hls: &HlsConfig) -> SessionLimits {
-        SessionLimits {
-            max_sessions: hls.max_sessions.max(1),
-            pending_per_address: hls.pending_per_address.max(1),
-            new_per_second: hls.new_sessions_per_second.max(1),
-        }
+        SessionLimits::new(
+            hls.max_sessions,
+            hls.pending_per_address,
+            hls.new_sessions_per_second,
+        )
     }
 }
 
@@ -156,11 +166,7 @@ mod tests {
     use std::time::Duration;
 
     fn limits(max: usize, per_address: u32, rate: u32) -> SessionLimits {
-        SessionLimits {
-            max_sessions: max,
-            pending_per_address: per_address,
-            new_per_second: rate,
-        }
+        SessionLimits::new(max, per_address, rate)
     }
 
     #[test]

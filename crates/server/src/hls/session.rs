@@ -405,16 +405,7 @@ impl Sessions {
                 Ok(evicted) => (evicted, t.insert(token, session, limits, now)),
             }
         };
-        if let Some(s) = evicted {
-            tracing::debug!(
-                id = s.info.id,
-                "HLS session that fetched no segment evicted"
-            );
-            discard(s, EndReason::Evicted);
-        }
-        if let Some(s) = replaced {
-            end(s, EndReason::Evicted, metrics, log, now);
-        }
+        settle(evicted, replaced, metrics, log, now);
         Ok(())
     }
 
@@ -451,13 +442,7 @@ impl Sessions {
                 }
             }
         };
-        if let Some(s) = evicted {
-            discard(s, EndReason::Evicted);
-        }
-        if let Some(s) = replaced {
-            // Same token twice (a client reusing an expired token raced itself): the older goes.
-            end(s, EndReason::Evicted, metrics, log, now);
-        }
+        settle(evicted, replaced, metrics, log, now);
         Ok(())
     }
 
@@ -479,13 +464,7 @@ impl Sessions {
             }
             t.start_listening(token, metrics, ledger)
         };
-        match fetch {
-            Fetch::Full(Some(s)) => {
-                discard(*s, EndReason::Evicted);
-                Fetch::Full(None)
-            }
-            other => other,
-        }
+        discard_refused(fetch)
     }
 
     /// As [`Self::fetched`] for a segment of mount name `mount` fetched without a token (a
@@ -517,13 +496,7 @@ impl Sessions {
             }
             t.start_listening(&token, metrics, ledger)
         };
-        match fetch {
-            Fetch::Full(Some(s)) => {
-                discard(*s, EndReason::Evicted);
-                Fetch::Full(None)
-            }
-            other => other,
-        }
+        discard_refused(fetch)
     }
 
     /// Records a playlist request of session `token` answered with `window` (`sent` bytes);
@@ -737,6 +710,39 @@ impl Sessions {
         for s in all {
             end(s, EndReason::Shutdown, metrics, log, now);
         }
+    }
+}
+
+/// Ends, outside the table's lock, the sessions an opening displaced: `evicted` (the oldest
+/// pending one, at the table's bound) and `replaced` (the same token twice: a client reusing
+/// an expired token raced itself; the older goes).
+fn settle(
+    evicted: Option<Session>,
+    replaced: Option<Session>,
+    metrics: &Metrics,
+    log: &AccessLog,
+    now: Instant,
+) {
+    if let Some(s) = evicted {
+        tracing::debug!(
+            id = s.info.id,
+            "HLS session that fetched no segment evicted"
+        );
+        discard(s, EndReason::Evicted);
+    }
+    if let Some(s) = replaced {
+        end(s, EndReason::Evicted, metrics, log, now);
+    }
+}
+
+/// `fetch` with the session a full mount refused discarded (outside the table's lock).
+fn discard_refused(fetch: Fetch) -> Fetch {
+    match fetch {
+        Fetch::Full(Some(s)) => {
+            discard(*s, EndReason::Evicted);
+            Fetch::Full(None)
+        }
+        other => other,
     }
 }
 
@@ -1269,12 +1275,10 @@ mod tests {
         assert!(f.ends().is_empty(), "moved, not ended");
     }
 
+    use crate::hls::admission::SessionLimits as L;
+
     fn limits(max: usize, per_address: u32, rate: u32) -> SessionLimits {
-        SessionLimits {
-            max_sessions: max,
-            pending_per_address: per_address,
-            new_per_second: rate,
-        }
+        L::new(max, per_address, rate)
     }
 
     #[test]
