@@ -347,16 +347,21 @@ async fn not_found(
     head: &RequestHead,
     peer: SocketAddr,
 ) -> bool {
-    let _ = reply(
-        ctx,
-        stream,
-        peer,
-        Some(head),
-        404,
-        &[("Content-Type", "text/plain")],
-        "The file you requested could not be found\n",
-    )
-    .await;
+    let text = "The file you requested could not be found\n";
+    answer_and_close(ctx, stream, head, peer, 404, text).await
+}
+
+/// Answers `status` with the plain text `text` and asks to close.
+async fn answer_and_close(
+    ctx: &ServerCtx,
+    stream: &mut Conn,
+    head: &RequestHead,
+    peer: SocketAddr,
+    status: u16,
+    text: &str,
+) -> bool {
+    let ctype = [("Content-Type", "text/plain")];
+    let _ = reply(ctx, stream, peer, Some(head), status, &ctype, text).await;
     false
 }
 
@@ -729,17 +734,7 @@ async fn max_listeners_reached(
     head: &RequestHead,
     peer: SocketAddr,
 ) -> bool {
-    let _ = reply(
-        ctx,
-        stream,
-        peer,
-        Some(head),
-        403,
-        &[],
-        "max listeners reached\n",
-    )
-    .await;
-    false
+    answer_and_close(ctx, stream, head, peer, 403, "max listeners reached\n").await
 }
 
 /// Answers a new session refused by `hls/admission.rs`: `503` with `Retry-After: 1` (players

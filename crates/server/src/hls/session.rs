@@ -834,38 +834,62 @@ mod tests {
             }
         }
 
-        /// Opens session `token` (listener `id`) on `mount`, taking its slot as the caller
-        /// does, with an optional deadline `limit` after the start.
-        fn open(&self, token: &str, id: u64, mount: &Arc<Mount>, limit: Option<Duration>) {
-            assert!(mount.try_add_listener());
+        /// A session of listener `id` from `ip` on `mount`, started at `at` (deadline `limit`
+        /// after), whose close hook records its end in `ends`; `fetched` or pending.
+        #[allow(clippy::too_many_arguments)]
+        fn session(
+            &self,
+            id: u64,
+            ip: &str,
+            mount: &Arc<Mount>,
+            at: Instant,
+            limit: Option<Duration>,
+            agent: Option<&str>,
+            fetched: bool,
+        ) -> Session {
             let ends = self.ends.clone();
             let info = ListenerInfo {
                 id,
                 path: AudiencePath::Hls,
-                ip: "192.0.2.7".parse().unwrap(),
+                ip: ip.parse().unwrap(),
                 request_line: format!("GET {}.m3u8 HTTP/1.1", mount.name),
-                agent: Some("player/1".into()),
+                agent: agent.map(str::to_owned),
                 referer: None,
-                started: self.t0,
+                started: at,
                 requested_mount: mount.name.clone(),
                 user: None,
-                deadline: limit.map(|l| self.t0 + l),
+                deadline: limit.map(|l| at + l),
                 on_close: Some(CloseHook(Box::new(move |c: &ClosedListener| {
                     ends.lock()
                         .push((c.why, c.sent, c.mount.to_owned(), c.duration_secs));
                 }))),
                 ledger: None,
             };
-            let session = Session {
+            Session {
                 info,
                 mount: mount.clone(),
-                fetched: true,
-                last_seen: self.t0,
+                fetched,
+                last_seen: at,
                 bytes: 0,
                 offered: None,
                 timeout: timeout_for(2),
                 moved: None,
-            };
+            }
+        }
+
+        /// Opens session `token` (listener `id`) on `mount`, taking its slot as the caller
+        /// does, with an optional deadline `limit` after the start.
+        fn open(&self, token: &str, id: u64, mount: &Arc<Mount>, limit: Option<Duration>) {
+            assert!(mount.try_add_listener());
+            let session = self.session(
+                id,
+                "192.0.2.7",
+                mount,
+                self.t0,
+                limit,
+                Some("player/1"),
+                true,
+            );
             self.sessions
                 .open(
                     token.to_owned(),
@@ -889,34 +913,7 @@ mod tests {
             at: Instant,
             limits: &SessionLimits,
         ) -> Result<(), SessionRefused> {
-            let ends = self.ends.clone();
-            let info = ListenerInfo {
-                id,
-                path: AudiencePath::Hls,
-                ip: ip.parse().unwrap(),
-                request_line: format!("GET {}.m3u8 HTTP/1.1", mount.name),
-                agent: None,
-                referer: None,
-                started: at,
-                requested_mount: mount.name.clone(),
-                user: None,
-                deadline: None,
-                on_close: Some(CloseHook(Box::new(move |c: &ClosedListener| {
-                    ends.lock()
-                        .push((c.why, c.sent, c.mount.to_owned(), c.duration_secs));
-                }))),
-                ledger: None,
-            };
-            let session = Session {
-                info,
-                mount: mount.clone(),
-                fetched: false,
-                last_seen: at,
-                bytes: 0,
-                offered: None,
-                timeout: timeout_for(2),
-                moved: None,
-            };
+            let session = self.session(id, ip, mount, at, None, None, false);
             self.sessions.open_pending(
                 token.to_owned(),
                 session,

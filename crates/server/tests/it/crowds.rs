@@ -436,24 +436,18 @@ fn listclients_and_the_api_page_through_a_large_audience() {
     );
     assert_eq!(head.status, 200);
     let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
-    let ids: Vec<u64> = json["listeners"]
+    assert_eq!(api_ids(&json), seen[100..110].to_vec());
+    drop(listeners);
+}
+
+/// The listener ids of a `GET /api/v1/mounts/{mount}/listeners` answer, in its order.
+fn api_ids(json: &serde_json::Value) -> Vec<u64> {
+    json["listeners"]
         .as_array()
         .unwrap()
         .iter()
         .map(|l| l["id"].as_u64().unwrap())
-        .collect();
-    assert_eq!(ids, seen[100..110].to_vec());
-    drop(listeners);
-}
-
-/// Peak resident memory of process `pid` since its last reset, in KiB (`VmHWM`).
-fn peak_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM")
+        .collect()
 }
 
 /// Issue 28, part 7: the admin listings stream every member, whatever the audience, in a few
@@ -521,13 +515,7 @@ fn admin_listings_stream_a_large_audience_whole() {
     let json: serde_json::Value =
         serde_json::from_str(&get("/api/v1/mounts/demo.mp3/listeners")).unwrap();
     assert_eq!(json["listener_count"], N);
-    let ids: Vec<u64> = json["listeners"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| l["id"].as_u64().unwrap())
-        .collect();
-    ascending_once(&ids, "the API");
+    ascending_once(&api_ids(&json), "the API");
     assert_eq!(json["listeners"][0]["user_agent"], "player/0");
     let html = get("/admin/ui/mount?mount=/demo.mp3");
     let ids: Vec<u64> = html
@@ -538,7 +526,7 @@ fn admin_listings_stream_a_large_audience_whole() {
     ascending_once(&ids, "the mount page");
     assert!(html.trim_end().ends_with("</html>"), "complete");
 
-    let peak = peak_rss_kib(child.pid);
+    let peak = status_kib(child.pid, "VmHWM");
     let grown = peak.saturating_sub(before);
     eprintln!(
         "{N} listeners listed three ways ({} + {} + {} bytes): RSS {before} KiB before, peak {peak} KiB (+{grown} KiB)",

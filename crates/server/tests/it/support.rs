@@ -591,12 +591,18 @@ pub fn make_cert(dir: &Path, stem: &str, names: &[&str], serial: u64) -> (PathBu
 
 /// Resident memory of process `pid` in KiB (`VmRSS` of `/proc/PID/status`).
 pub fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS")
+}
+
+/// Field `field` (`VmRSS`, `VmHWM`: the peak since start or since `5` was written to
+/// `/proc/PID/clear_refs`) of `/proc/PID/status`, in KiB.
+pub fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
+        .unwrap_or_else(|| panic!("{field}"))
 }
 
 /// Set in the environment of the child process a [`ChildServer`] runs: the extra TOML of its
