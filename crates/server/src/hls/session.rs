@@ -259,18 +259,21 @@ impl Table {
         }
     }
 
-    /// Starts pending session `token` listening: it takes a listener slot of its mount, counts
-    /// in the metrics and is recorded in the audience ledger (at its true start). Refused a
-    /// slot (max-listeners) it is removed and returned.
+    /// Marks session `token` alive at `now` (it fetched a segment) and, if pending, starts it
+    /// listening: it takes a listener slot of its mount, counts in the metrics and is recorded
+    /// in the audience ledger (at its true start). Refused a slot (max-listeners) it is removed
+    /// and returned.
     fn start_listening(
         &mut self,
         token: &str,
+        now: Instant,
         metrics: &Metrics,
         ledger: Option<&Ledger>,
     ) -> Fetch {
         let Some(s) = self.by_token.get_mut(token) else {
             return Fetch::Unknown;
         };
+        s.last_seen = now;
         if s.fetched {
             return Fetch::Listening;
         }
@@ -459,10 +462,7 @@ impl Sessions {
     ) -> Fetch {
         let fetch = {
             let mut t = self.table.lock();
-            if let Some(s) = t.by_token.get_mut(token) {
-                s.last_seen = now;
-            }
-            t.start_listening(token, metrics, ledger)
+            t.start_listening(token, now, metrics, ledger)
         };
         discard_refused(fetch)
     }
@@ -491,10 +491,7 @@ impl Sessions {
             let Some(token) = token else {
                 return Fetch::Unknown;
             };
-            if let Some(s) = t.by_token.get_mut(&token) {
-                s.last_seen = now;
-            }
-            t.start_listening(&token, metrics, ledger)
+            t.start_listening(&token, now, metrics, ledger)
         };
         discard_refused(fetch)
     }
