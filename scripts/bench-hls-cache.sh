@@ -20,7 +20,9 @@ proxy_port=18422
 syslog_port=18423
 out="${OUT:-$(mktemp -d)}"
 mkdir -p "$out/nginx"
-printf 'listen = ["127.0.0.1:%s"]\ndemo = true\n[hls]\nsegment-seconds = %s\ncache-log-listen = "127.0.0.1:%s"\n' \
+# The cache is trusted for X-Forwarded-For (as deploy/nginx/hls-cache.conf asks): its players'
+# loopback addresses, not its own, are capped per address.
+printf 'listen = ["127.0.0.1:%s"]\ndemo = true\n[hls]\nsegment-seconds = %s\ncache-log-listen = "127.0.0.1:%s"\n[paths]\nx-forwarded-for = ["127.0.0.1"]\n' \
   "$port" "$seg" "$syslog_port" >"$out/throng.toml"
 "$bin" serve --config "$out/throng.toml" >"$out/serve.log" 2>&1 &
 pid=$!

@@ -283,7 +283,9 @@ async fn dispatch(
     mut slot: ClientSlot,
 ) {
     let _ = stream.set_nodelay(true);
-    // From here on `peer` is the client: the X-Forwarded-For address behind a trusted proxy.
+    // From here on `peer` is the client: the X-Forwarded-For address behind a trusted proxy
+    // (`via` is the connection's own peer: a keep-alive HLS connection reads each request's).
+    let via = peer;
     let peer = ctx.filters().client_addr(peer, &head);
     if let Err(why) = ctx.filters().admit(peer.ip(), &head) {
         tracing::info!(%peer, "request refused: {why}");
@@ -374,7 +376,10 @@ async fn dispatch(
         "GET" | "HEAD" if crate::hls_http::is_hls_path(&head.path) => {
             let rest = buf[head_len..].to_vec();
             drop(buf);
-            Box::pin(crate::hls_http::handle(ctx, stream, head, rest, peer, slot)).await;
+            Box::pin(crate::hls_http::handle(
+                ctx, stream, head, rest, via, peer, slot,
+            ))
+            .await;
         }
         // A webroot file (`[paths] fileserve`), when no mount has its name.
         "GET" | "HEAD" if crate::admin::fileserve::wants(&ctx, &head.path) => {

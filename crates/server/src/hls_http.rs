@@ -48,9 +48,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::audience::{AudiencePath, ListenerInfo};
 use crate::config::PlaylistMode;
 use crate::ctx::ServerCtx;
-use crate::hls::session::{timeout_for, Session};
+use crate::hls::admission::{SessionLimits, SessionRefused};
+use crate::hls::session::{timeout_for, Fetch, Session};
 use crate::hls::{Output, Window};
-use crate::observe::metrics::HlsRequestLabel;
+use crate::observe::metrics::{HlsRequestLabel, OutcomeLabel};
 use crate::respond::{admit_listener, reply, Admitted};
 use throng_proto::hls::path::{self as hls_path, Target};
 use throng_proto::hls::playlist::{hls_msn, reload_decision, Reload};
@@ -138,6 +139,7 @@ pub fn start(ctx: Arc<ServerCtx>) {
             if n.is_multiple_of(5) {
                 ctx.hls.sessions.expire(
                     Instant::now(),
+                    &SessionLimits::of(&ctx.config().hls),
                     &ctx.registry,
                     &ctx.metrics,
                     &ctx.access_log,
@@ -201,6 +203,7 @@ pub fn apply_cache_logs(ctx: &ServerCtx, text: &str) -> [u64; 4] {
         config: &ctx.config(),
         metrics: &ctx.metrics,
         ledger: ctx.ledger.as_ref(),
+        log: &ctx.access_log,
         now: Instant::now(),
     };
     let mut counts = [0u64; 4];
@@ -210,16 +213,21 @@ pub fn apply_cache_logs(ctx: &ServerCtx, text: &str) -> [u64; 4] {
     counts
 }
 
-/// Serves HLS requests on a connection, starting with `head` (`rest`: bytes read after it),
-/// while the client keeps the connection alive, holding its `clients` unit `slot`. Between two
-/// requests the connection is idle (`net/clients.rs`): under the per-address cap of idle
-/// sockets, and closed if a new request finding `clients` used up takes its unit.
+/// Serves HLS requests on a connection from `via` (its TCP or PROXY-protocol peer), starting
+/// with `head` (`rest`: bytes read after it) from client `peer`, while the client keeps the
+/// connection alive, holding its `clients` unit `slot`. Each later request's client is read
+/// again from its own `X-Forwarded-For` when `via` is a trusted proxy (a cache in front
+/// carries many players' requests on one connection) and passes the access filters, or the
+/// connection closes. Between two requests the connection is idle (`net/clients.rs`): under the
+/// per-address cap of idle sockets, and closed if a new request finding `clients` used up
+/// takes its unit.
 pub async fn handle(
     ctx: Arc<ServerCtx>,
     mut stream: Conn,
     mut head: RequestHead,
     rest: Vec<u8>,
-    peer: SocketAddr,
+    via: SocketAddr,
+    mut peer: SocketAddr,
     mut slot: ClientSlot,
 ) {
     let mut buf = rest;
@@ -254,6 +262,13 @@ pub async fn handle(
         }
         match next {
             Ok(Some(h)) if matches!(h.method.as_str(), "GET" | "HEAD") && is_hls_path(&h.path) => {
+                peer = ctx.filters().client_addr(via, &h);
+                if let Err(why) = ctx.filters().admit(peer.ip(), &h) {
+                    tracing::info!(%peer, "request refused: {why}");
+                    ctx.metrics.rejected.inc();
+                    let _ = reply(&ctx, &mut stream, peer, Some(&h), 403, &[], "Forbidden\n").await;
+                    return;
+                }
                 head = h;
             }
             _ => return,
@@ -332,16 +347,21 @@ async fn not_found(
     head: &RequestHead,
     peer: SocketAddr,
 ) -> bool {
-    let _ = reply(
-        ctx,
-        stream,
-        peer,
-        Some(head),
-        404,
-        &[("Content-Type", "text/plain")],
-        "The file you requested could not be found\n",
-    )
-    .await;
+    let text = "The file you requested could not be found\n";
+    answer_and_close(ctx, stream, head, peer, 404, text).await
+}
+
+/// Answers `status` with the plain text `text` and asks to close.
+async fn answer_and_close(
+    ctx: &ServerCtx,
+    stream: &mut Conn,
+    head: &RequestHead,
+    peer: SocketAddr,
+    status: u16,
+    text: &str,
+) -> bool {
+    let ctype = [("Content-Type", "text/plain")];
+    let _ = reply(ctx, stream, peer, Some(head), status, &ctype, text).await;
     false
 }
 
@@ -382,9 +402,28 @@ async fn serve_one(
             count_request(ctx, &target);
             seg.fetches
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            if let Some(t) = token {
-                // A segment fetched by a session (relative URL of a shared playlist): alive.
-                ctx.hls.sessions.seen(t, Instant::now());
+            // A segment fetched by a session (relative URL of a shared playlist; without a
+            // token, of a per-session playlist: the address's oldest pending session of the
+            // mount): alive, and at its first segment a listener.
+            let now = Instant::now();
+            let fetch = match token {
+                Some(t) => ctx
+                    .hls
+                    .sessions
+                    .fetched(t, now, &ctx.metrics, ctx.ledger.as_ref()),
+                None if ctx.hls.playlists(mount) != Some(PlaylistMode::PerSession) => {
+                    Fetch::Unknown
+                }
+                None => ctx.hls.sessions.fetched_from(
+                    peer.ip(),
+                    mount,
+                    now,
+                    &ctx.metrics,
+                    ctx.ledger.as_ref(),
+                ),
+            };
+            if let Fetch::Full(_) = fetch {
+                return max_listeners_reached(ctx, stream, head, peer).await;
             }
             let ctype = throng_proto::hls::cutter::segment_content_type(seg.ext);
             send_body(
@@ -605,9 +644,11 @@ async fn held_window(
     }
 }
 
-/// Admits a new session `token` on mount `name` as a listener (`listener/` rules:
-/// authentication, then the mount a listener hears, then max-listeners); answers the refusal
-/// and returns false when it is refused.
+/// Admits a new session `token` on mount `name` (`hls/admission.rs`: the address's new and
+/// pending sessions and the table's bound first, refused `503` with `Retry-After: 1`; then the
+/// `listener/` rules: authentication, the mount a listener hears, max-listeners) as a pending
+/// session, which takes its listener slot at its first segment; answers the refusal and
+/// returns false when it is refused.
 async fn admit(
     ctx: &Arc<ServerCtx>,
     stream: &mut Conn,
@@ -617,6 +658,15 @@ async fn admit(
     token: &str,
     target_secs: u64,
 ) -> bool {
+    let limits = SessionLimits::of(&ctx.config().hls);
+    if let Err(why) = ctx
+        .hls
+        .sessions
+        .may_open(peer.ip(), &limits, Instant::now())
+    {
+        refuse_session(ctx, stream, head, peer, why).await;
+        return false;
+    }
     let Some(Admitted {
         id,
         user,
@@ -630,23 +680,13 @@ async fn admit(
         let _ = reply(ctx, stream, peer, Some(head), 404, &[], "No stream live\n").await;
         return false;
     };
-    if !mount.try_add_listener() {
+    if !mount.has_room() {
         tracing::info!(%peer, mount = %mount.name, "max listeners reached (HLS)");
-        let _ = reply(
-            ctx,
-            stream,
-            peer,
-            Some(head),
-            403,
-            &[],
-            "max listeners reached\n",
-        )
-        .await;
-        return false;
+        return max_listeners_reached(ctx, stream, head, peer).await;
     }
     let limit = ctx.config().listening_limit(name, time_limit);
     let now = Instant::now();
-    let mut info = ListenerInfo {
+    let info = ListenerInfo {
         id,
         path: AudiencePath::Hls,
         ip: peer.ip(),
@@ -660,21 +700,68 @@ async fn admit(
         on_close,
         ledger: None,
     };
-    info.open_in_ledger(ctx.ledger.as_ref(), false);
-    ctx.hls.sessions.open(
+    let opened = ctx.hls.sessions.open_pending(
         token.to_owned(),
         Session {
             info,
             mount,
+            fetched: false,
             last_seen: now,
             bytes: 0,
             offered: None,
             timeout: timeout_for(target_secs),
             moved: None,
         },
+        &limits,
         &ctx.metrics,
+        &ctx.access_log,
+        now,
     );
-    true
+    match opened {
+        Ok(()) => true,
+        Err(why) => {
+            refuse_session(ctx, stream, head, peer, why).await;
+            false
+        }
+    }
+}
+
+/// Answers `403 max listeners reached` (a playlist request on a full mount, or a session's
+/// first segment finding it full) and asks to close.
+async fn max_listeners_reached(
+    ctx: &ServerCtx,
+    stream: &mut Conn,
+    head: &RequestHead,
+    peer: SocketAddr,
+) -> bool {
+    answer_and_close(ctx, stream, head, peer, 403, "max listeners reached\n").await
+}
+
+/// Answers a new session refused by `hls/admission.rs`: `503` with `Retry-After: 1` (players
+/// retry), logged at debug level (a flood is many of them) and counted in
+/// `throng_hls_sessions_refused_total{reason}`.
+async fn refuse_session(
+    ctx: &ServerCtx,
+    stream: &mut Conn,
+    head: &RequestHead,
+    peer: SocketAddr,
+    why: SessionRefused,
+) {
+    tracing::debug!(%peer, "HLS session refused: {why}");
+    ctx.metrics
+        .hls_sessions_refused
+        .get_or_create(&OutcomeLabel { outcome: why.key() })
+        .inc();
+    let _ = reply(
+        ctx,
+        stream,
+        peer,
+        Some(head),
+        503,
+        &[("Retry-After", "1")],
+        &format!("{why}\n"),
+    )
+    .await;
 }
 
 /// A parsed `Range: bytes=...` against a body of `len` bytes: the inclusive byte range, or

@@ -89,7 +89,7 @@ impl Counts {
 pub fn counts(ctx: &ServerCtx) -> Counts {
     Counts {
         icy: ctx.fanout.listeners(),
-        hls: ctx.hls.sessions.len(),
+        hls: ctx.hls.sessions.listeners(),
         whep: ctx.whep.as_ref().map_or(0, |w| w.sessions()),
     }
 }

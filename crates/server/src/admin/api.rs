@@ -8,7 +8,7 @@
 //! | `GET /api/v1/mounts` | `listmounts` | `{"mounts":[mount…]}` |
 //! | `GET /api/v1/mounts/{mount}` | `stats?mount=` | one mount object |
 //! | `DELETE /api/v1/mounts/{mount}` | `killsource` | reply |
-//! | `GET /api/v1/mounts/{mount}/listeners` | `listclients` | `{"mount":…,"listeners":[listener…]}` |
+//! | `GET /api/v1/mounts/{mount}/listeners` | `listclients` | `{"mount":…,"listener_count":n,"listeners":[listener…]}`, streamed: every listener, or `limit` of them after `after` (`listing.rs`) |
 //! | `DELETE /api/v1/mounts/{mount}/listeners/{id}` | `killclient` | reply (404 when not found) |
 //! | `POST /api/v1/mounts/{mount}/move` `{"destination":"/b"}` | `moveclients` | reply plus `"moved"`, `"destination"` |
 //! | `PUT /api/v1/mounts/{mount}/fallback` `{"fallback":"/b"}` (`""` clears) | `fallbacks` | reply |
@@ -45,7 +45,9 @@ use throng_proto::http::parse_query;
 
 use crate::admin::auth::{self, Access};
 use crate::admin::data::{self, Stat};
+use crate::admin::listing::{self, Listing};
 use crate::admin::ops::{self, AdminError, MetadataOutcome, MetadataUpdate};
+use crate::audience::ListenerRow;
 use crate::auth::htpasswd::{AddOutcome, HtpasswdAuth, UserFileError};
 use crate::ctx::ServerCtx;
 
@@ -60,6 +62,22 @@ pub(crate) fn json_reply(status: StatusCode, v: Value) -> Response {
         v.to_string(),
     )
         .into_response()
+}
+
+/// One listener of `GET /api/v1/mounts/{mount}/listeners`.
+fn listener_json(r: &ListenerRow) -> Value {
+    json!({
+        "id": r.id,
+        "path": r.path.as_str(),
+        "ip": r.ip.to_string(),
+        "user_agent": r.agent,
+        "referer": r.referer,
+        "username": r.user,
+        "connected_s": r.connected_secs,
+        "requested_mount": r.requested_mount,
+        "lag_bytes": r.lag_bytes,
+        "sent_bytes": r.sent,
+    })
 }
 
 pub(crate) fn outcome(status: StatusCode, ok: bool, message: &str) -> Response {
@@ -386,36 +404,37 @@ pub async fn mount_resource(
         }
         (Resource::Mount, _) => method_not_allowed("GET, HEAD, DELETE"),
         (Resource::Listeners, Method::GET | Method::HEAD) => {
-            // One page (`after`, `limit`): a large audience costs one page of memory.
+            // Streamed (`listing.rs`): every listener, or one page with `after`/`limit`.
             let q = parse_query(query.as_deref().unwrap_or(""));
             let param = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-            let page = crate::audience::page::Page::from_params(param("after"), param("limit"));
-            let rows = ops::listeners(&ctx, &m, page).await;
-            let list: Vec<Value> = rows
-                .iter()
-                .map(|r| {
-                    json!({
-                        "id": r.id,
-                        "path": r.path.as_str(),
-                        "ip": r.ip.to_string(),
-                        "user_agent": r.agent,
-                        "referer": r.referer,
-                        "username": r.user,
-                        "connected_s": r.connected_secs,
-                        "requested_mount": r.requested_mount,
-                        "lag_bytes": r.lag_bytes,
-                        "sent_bytes": r.sent,
-                    })
-                })
-                .collect();
-            json_reply(
+            let listing = Listing::from_params(param("after"), param("limit"), ctx.next_id());
+            let head = format!(
+                "{{\"mount\":{},\"listener_count\":{},\"listeners\":[",
+                Value::from(m.name.as_str()),
+                m.listeners.load(Ordering::Relaxed)
+            );
+            let body = listing::body(
+                ctx.clone(),
+                m.name.clone(),
+                listing,
+                head,
+                |r, first, out| {
+                    if !first {
+                        out.push(',');
+                    }
+                    out.push_str(&listener_json(r).to_string());
+                },
+                "]}".to_owned(),
+            );
+            (
                 StatusCode::OK,
-                json!({
-                    "mount": m.name,
-                    "listener_count": m.listeners.load(Ordering::Relaxed),
-                    "listeners": list,
-                }),
+                [
+                    (header::CONTENT_TYPE, "application/json; charset=utf-8"),
+                    (header::CACHE_CONTROL, "no-cache"),
+                ],
+                body,
             )
+                .into_response()
         }
         (Resource::Listeners, _) => method_not_allowed("GET, HEAD"),
         (Resource::Listener(id), Method::DELETE) => {

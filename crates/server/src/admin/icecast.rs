@@ -37,6 +37,7 @@ use throng_proto::xml::Element;
 use crate::admin::auth::{self, Access};
 use crate::admin::data;
 use crate::admin::html;
+use crate::admin::listing::{self, Listing};
 use crate::admin::ops::{self, AdminError, MetadataOutcome, MetadataUpdate};
 use crate::admin::xml;
 use crate::auth::htpasswd::AddOutcome;
@@ -152,8 +153,13 @@ impl Params {
 pub const SOURCE_METADATA_ONLY: &str = "Source credentials may only update metadata";
 
 /// Headers of every admin reply, as Icecast 2.4.4 `util_http_build_header` with caching off.
-fn reply(ctx: &ServerCtx, status: StatusCode, content_type: &str, body: String) -> Response {
-    let mut r = (status, body).into_response();
+fn reply(
+    ctx: &ServerCtx,
+    status: StatusCode,
+    content_type: &str,
+    body: impl Into<axum::body::Body>,
+) -> Response {
+    let mut r = (status, body.into()).into_response();
     let h = r.headers_mut();
     let set = |h: &mut HeaderMap, k: header::HeaderName, v: &str| {
         if let Ok(v) = HeaderValue::from_str(v) {
@@ -174,7 +180,7 @@ pub fn unauthorized(ctx: &ServerCtx) -> Response {
         ctx,
         StatusCode::UNAUTHORIZED,
         "text/plain; charset=utf-8",
-        "You need to authenticate\r\n".into(),
+        "You need to authenticate\r\n",
     );
     r.headers_mut().insert(
         header::WWW_AUTHENTICATE,
@@ -332,7 +338,7 @@ fn general_command(ctx: &ServerCtx, cmd: Command) -> Response {
 
 /// Commands on one live mount (`admin_handle_mount_request`).
 async fn mount_command(
-    ctx: &ServerCtx,
+    ctx: &Arc<ServerCtx>,
     cmd: Command,
     m: &Arc<Mount>,
     params: &Params,
@@ -366,19 +372,34 @@ async fn mount_command(
         }
         Command::Metadata(r) => metadata(ctx, m, params, access, peer, r),
         Command::ListClients(r) => {
-            // One page (`after`: the last ID of the previous page, `limit`); `<Listeners>` stays
-            // the mount's total.
+            // `after` (the last ID of a previous page) and `limit`; `<Listeners>` stays the
+            // mount's total.
             let after = params.get("after");
             let limit = params.get("limit");
-            let page = crate::audience::page::Page::from_params(after.as_deref(), limit.as_deref());
-            let rows = ops::listeners(ctx, m, page).await;
             let count = m.listeners.load(std::sync::atomic::Ordering::Relaxed);
-            document(
-                ctx,
-                r,
-                &format!("Listeners of {}", m.name),
-                &xml::listeners(&m.name, count, &rows),
-            )
+            if r == Render::Transformed {
+                // The HTML page is rendered whole: one page of rows (`audience/page.rs`).
+                let page =
+                    crate::audience::page::Page::from_params(after.as_deref(), limit.as_deref());
+                let rows = ops::listeners(ctx, m, page).await;
+                return document(
+                    ctx,
+                    r,
+                    &format!("Listeners of {}", m.name),
+                    &xml::listeners(&m.name, count, &rows),
+                );
+            }
+            // The XML is streamed, every listener unless a `limit` is given (`listing.rs`).
+            let listing = Listing::from_params(after.as_deref(), limit.as_deref(), ctx.next_id());
+            let body = listing::body(
+                ctx.clone(),
+                m.name.clone(),
+                listing,
+                xml::listeners_head(&m.name, count),
+                |row, _, out| xml::listener(row).write_to(out),
+                xml::LISTENERS_TAIL.to_owned(),
+            );
+            reply(ctx, StatusCode::OK, "text/xml; charset=utf-8", body)
         }
         Command::MoveClients(r) => {
             let Some(dest) = params.get("destination") else {

@@ -32,6 +32,7 @@ pub mod data;
 pub mod fileserve;
 pub mod html;
 pub mod icecast;
+pub mod listing;
 pub mod ops;
 pub mod playlist;
 pub mod report_charts;

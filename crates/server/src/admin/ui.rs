@@ -31,7 +31,9 @@ use throng_proto::http::parse_query;
 
 use crate::admin::auth;
 use crate::admin::html::{escape, href};
+use crate::admin::listing::{self, Listing};
 use crate::admin::ops::{self, MetadataOutcome, MetadataUpdate};
+use crate::audience::ListenerRow;
 use crate::auth::htpasswd::AddOutcome;
 use crate::ctx::ServerCtx;
 
@@ -77,6 +79,11 @@ fn admin_only(ctx: &ServerCtx, headers: &HeaderMap) -> Option<(String, String)> 
 
 /// A whole page titled `title` around `content`, with the outcome line of `query` (`ok`, `msg`).
 pub fn page(ctx: &ServerCtx, title: &str, query: Option<&str>, content: &str) -> Response {
+    page_response(page_html(ctx, title, query, content))
+}
+
+/// The HTML of [`page`].
+fn page_html(ctx: &ServerCtx, title: &str, query: Option<&str>, content: &str) -> String {
     let q: Vec<(String, String)> = parse_query(query.unwrap_or(""));
     let get = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
     let signed =
@@ -105,7 +112,12 @@ pub fn page(ctx: &ServerCtx, title: &str, query: Option<&str>, content: &str) ->
 <main class=\"wrap\"><h1>{title}</h1>{flash}{content}</main></body></html>\n",
         title = escape(title),
     );
-    let mut r = (StatusCode::OK, body).into_response();
+    body
+}
+
+/// A page's response: `body` (whole or streamed) with the admin pages' headers.
+fn page_response(body: impl Into<axum::body::Body>) -> Response {
+    let mut r = (StatusCode::OK, body.into()).into_response();
     let h = r.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
@@ -413,45 +425,18 @@ pub async fn mount(
 <button type=\"submit\" id=\"meta-submit\">Update metadata</button>"
         )
     );
-    // Listeners: one page (`after`, `limit`; a large audience costs one page of memory).
+    // Listeners: streamed (`listing.rs`), every one, or a page with `after`/`limit`; the page
+    // around them is rendered first, with ROWS in their place.
     let param = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-    let listing = crate::audience::page::Page::from_params(param("after"), param("limit"));
-    let rows = ops::listeners(&ctx, &m, listing).await;
-    let mut lrows = String::new();
-    for r in &rows {
-        let kick = form(
-            &token,
-            "kill-client",
-            &m.name,
-            "inline",
-            &format!(
-                "<input type=\"hidden\" name=\"id\" value=\"{id}\">\
-<button type=\"submit\" class=\"danger\" aria-label=\"Kick listener {id}\" data-kick=\"{id}\" data-confirm=\"Kick {id}?\">Kick</button>",
-                id = r.id
-            ),
-        );
-        let _ = write!(
-            lrows,
-            "<tr data-listener=\"{id}\"><td class=\"num\" data-label=\"Id\">{id}</td><td data-label=\"Via\">{path}</td>\
-<td data-label=\"Address\">{ip}</td><td data-label=\"Player\">{agent}</td><td data-label=\"User\">{user}</td>\
-<td data-label=\"Connected\">{connected}</td><td class=\"num\" data-label=\"Sent\">{sent}</td><td>{kick}</td></tr>",
-            id = r.id,
-            path = path_text(r.path),
-            ip = escape(&r.ip.to_string()),
-            agent = escape(r.agent.as_deref().unwrap_or("")),
-            user = escape(r.user.as_deref().unwrap_or("")),
-            connected = duration_text(r.connected_secs),
-            sent = bytes_text(r.sent),
-        );
-    }
-    let listeners = if rows.is_empty() {
+    let listing = Listing::from_params(param("after"), param("limit"), ctx.next_id());
+    let listeners = if m.listeners.load(Ordering::Relaxed) == 0 {
         "<p>No listener.</p>".to_owned()
     } else {
         format!(
             "<div class=\"scroll\"><table class=\"stack\"><thead><tr><th scope=\"col\">Id</th><th scope=\"col\">Via</th><th scope=\"col\">Address</th>\
 <th scope=\"col\">Player</th><th scope=\"col\">User</th><th scope=\"col\">Connected</th>\
 <th scope=\"col\">Bytes sent</th><th scope=\"col\"><span class=\"visually-hidden\">Actions</span></th></tr></thead>\
-<tbody>{lrows}</tbody></table></div>"
+<tbody>{ROWS}</tbody></table></div>"
         )
     };
     let _ = write!(
@@ -549,7 +534,53 @@ pub async fn mount(
 <span class=\"hint\">Listeners move to the fallback, if any.</span>"
         )
     );
-    page(&ctx, &m.name, query.as_deref(), &c)
+    let html = page_html(&ctx, &m.name, query.as_deref(), &c);
+    let Some((head, tail)) = html.split_once(ROWS) else {
+        return page_response(html);
+    };
+    let (head, tail) = (head.to_owned(), tail.to_owned());
+    let body = listing::body(
+        ctx.clone(),
+        m.name.clone(),
+        listing,
+        head,
+        move |r, _, out| listener_row(&token, &m.name, r, out),
+        tail,
+    );
+    page_response(body)
+}
+
+/// Where a mount page's listener rows go in its HTML before they are streamed (a character no
+/// escaped text holds).
+const ROWS: &str = "\u{0}rows\u{0}";
+
+/// One listener's row of a mount page (`mount`), with its kick form (`token`), appended to
+/// `out`.
+fn listener_row(token: &str, mount: &str, r: &ListenerRow, out: &mut String) {
+    let kick = form(
+        token,
+        "kill-client",
+        mount,
+        "inline",
+        &format!(
+            "<input type=\"hidden\" name=\"id\" value=\"{id}\">\
+<button type=\"submit\" class=\"danger\" aria-label=\"Kick listener {id}\" data-kick=\"{id}\" data-confirm=\"Kick {id}?\">Kick</button>",
+            id = r.id
+        ),
+    );
+    let _ = write!(
+        out,
+        "<tr data-listener=\"{id}\"><td class=\"num\" data-label=\"Id\">{id}</td><td data-label=\"Via\">{path}</td>\
+<td data-label=\"Address\">{ip}</td><td data-label=\"Player\">{agent}</td><td data-label=\"User\">{user}</td>\
+<td data-label=\"Connected\">{connected}</td><td class=\"num\" data-label=\"Sent\">{sent}</td><td>{kick}</td></tr>",
+        id = r.id,
+        path = path_text(r.path),
+        ip = escape(&r.ip.to_string()),
+        agent = escape(r.agent.as_deref().unwrap_or("")),
+        user = escape(r.user.as_deref().unwrap_or("")),
+        connected = duration_text(r.connected_secs),
+        sent = bytes_text(r.sent),
+    );
 }
 
 /// The signature of an outcome line (so a link from elsewhere cannot make an admin page show

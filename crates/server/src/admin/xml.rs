@@ -66,20 +66,36 @@ pub fn listeners(mount: &str, count: u32, rows: &[ListenerRow]) -> Element {
     let mut src = Element::new("source").attr("mount", mount);
     src.push_leaf("Listeners", &count.to_string());
     for r in rows {
-        let mut l = Element::new("listener");
-        l.push_leaf("IP", &r.ip.to_string());
-        l.push_leaf("UserAgent", r.agent.as_deref().unwrap_or("Unknown"));
-        l.push_leaf("Connected", &r.connected_secs.to_string());
-        l.push_leaf("ID", &r.id.to_string());
-        if let Some(u) = &r.user {
-            l.push_leaf("username", u);
-        }
-        src.push(l);
+        src.push(listener(r));
     }
     let mut root = Element::new("icestats");
     root.push(src);
     root
 }
+
+/// One `<listener>` of [`listeners`].
+pub fn listener(r: &ListenerRow) -> Element {
+    let mut l = Element::new("listener");
+    l.push_leaf("IP", &r.ip.to_string());
+    l.push_leaf("UserAgent", r.agent.as_deref().unwrap_or("Unknown"));
+    l.push_leaf("Connected", &r.connected_secs.to_string());
+    l.push_leaf("ID", &r.id.to_string());
+    if let Some(u) = &r.user {
+        l.push_leaf("username", u);
+    }
+    l
+}
+
+/// The document of [`listeners`] as a streamed listing sends it (`admin/listing.rs`): this
+/// head, each [`listener`] serialized, then [`LISTENERS_TAIL`]; the same bytes as
+/// `listeners(..).to_document()`.
+pub fn listeners_head(mount: &str, count: u32) -> String {
+    let doc = listeners(mount, count, &[]).to_document();
+    doc.strip_suffix(LISTENERS_TAIL).unwrap_or(&doc).to_owned()
+}
+
+/// The end of a streamed [`listeners`] document.
+pub const LISTENERS_TAIL: &str = "</source></icestats>\n";
 
 /// `updatemetadata` (`command_updatemetadata`): `<icestats><source mount="…"/></icestats>`, the
 /// document Icecast's metadata form is rendered from.
@@ -113,6 +129,34 @@ pub fn manage_auth(mount: &str, users: &[String], message: Option<&str>) -> Elem
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_streamed_listing_is_the_same_document() {
+        let rows: Vec<ListenerRow> = (1..=3)
+            .map(|id| ListenerRow {
+                id,
+                path: crate::audience::AudiencePath::Icy,
+                ip: "192.0.2.1".parse().unwrap(),
+                agent: (id != 2).then(|| "a<b".to_owned()),
+                referer: None,
+                user: (id == 3).then(|| "fan".to_owned()),
+                connected_secs: 5,
+                mount: "/a&b".into(),
+                requested_mount: "/a&b".into(),
+                lag_bytes: 0,
+                sent: 9,
+            })
+            .collect();
+        let mut streamed = listeners_head("/a&b", 3);
+        for r in &rows {
+            listener(r).write_to(&mut streamed);
+        }
+        streamed.push_str(LISTENERS_TAIL);
+        assert_eq!(streamed, listeners("/a&b", 3, &rows).to_document());
+        let mut empty = listeners_head("/m", 0);
+        empty.push_str(LISTENERS_TAIL);
+        assert_eq!(empty, listeners("/m", 0, &[]).to_document());
+    }
 
     #[test]
     fn listclients_shape() {

@@ -142,21 +142,28 @@ pub struct ListenerInfo {
 
 impl ListenerInfo {
     /// Records the session's start in `ledger` (none: no ledger), as a relay's or edge's pull
-    /// when `relay`. Event subscribers are not listeners and are never recorded.
+    /// when `relay`, at its true start ([`Self::started`], which may be earlier: an HLS session
+    /// is recorded once it fetches a segment). Event subscribers are not listeners and are
+    /// never recorded; a session is recorded once.
     pub fn open_in_ledger(&mut self, ledger: Option<&Ledger>, relay: bool) {
         let Some(ledger) = ledger else { return };
         if self.path == AudiencePath::Events || self.ledger.is_some() {
             return;
         }
-        self.ledger = Some(ledger.open(SessionStart {
-            mount: self.requested_mount.clone(),
-            path: self.path.as_str(),
-            relay,
-            agent: self.agent.clone(),
-            referer: self.referer.clone(),
-            user: self.user.clone(),
-            ip: self.ip,
-        }));
+        let ago = i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX);
+        let started_ms = crate::ledger::now_ms().saturating_sub(ago);
+        self.ledger = Some(ledger.open_at(
+            SessionStart {
+                mount: self.requested_mount.clone(),
+                path: self.path.as_str(),
+                relay,
+                agent: self.agent.clone(),
+                referer: self.referer.clone(),
+                user: self.user.clone(),
+                ip: self.ip,
+            },
+            started_ms,
+        ));
     }
 
     /// Its row for the admin lists, on `mount` now, at `now`, with `lag_bytes` behind the live

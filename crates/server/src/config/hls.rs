@@ -62,6 +62,17 @@ pub struct HlsConfig {
     pub secure_link_secret: Option<String>,
     /// How long a signed token stays valid, in seconds (default 86400; 60..=31536000).
     pub secure_link_seconds: u64,
+    /// Most HLS sessions held at once, listening or not (default 100000; at least 1): at the
+    /// bound a new session evicts the oldest that never fetched a segment, and is refused
+    /// (`503`) when every session is listening (`hls/admission.rs`).
+    pub max_sessions: usize,
+    /// Most sessions from one address (one IPv6 /64) that have not fetched a segment yet
+    /// (default 32; at least 1): more get `503`. Sessions that fetch audio are not capped per
+    /// address (thousands of listeners share a carrier's address), only by `max-listeners`.
+    pub pending_per_address: u32,
+    /// New sessions one address (one IPv6 /64) may open per second, in bursts of as many
+    /// (default 20; at least 1): more get `503` with `Retry-After: 1`.
+    pub new_sessions_per_second: u32,
 }
 
 impl Default for HlsConfig {
@@ -75,6 +86,9 @@ impl Default for HlsConfig {
             cache_log_listen: None,
             secure_link_secret: None,
             secure_link_seconds: 86_400,
+            max_sessions: 100_000,
+            pending_per_address: 32,
+            new_sessions_per_second: 20,
         }
     }
 }

@@ -6,7 +6,9 @@
 //!
 //! The rule, in [`Hls::cache_log_line`]: a line the cache served (2xx, 304) naming a packaged
 //! mount and a known token touches that session, a playlist with the playlist's bytes and
-//! offering the segments listed now, a segment as a sign of life; an unknown token opens a
+//! offering the segments listed now, a segment as a sign of life (and, for a session opened by
+//! its multivariant playlist at Throng and pending, its start as a listener:
+//! `Sessions::fetched`; refused at `max-listeners`, it ends); an unknown token opens a
 //! session only on a segment (a player that really fetches audio: a session expired during a
 //! gap in the logs, or opened by another node of the cluster), with the address, User-Agent
 //! and Referer of the line, recorded in the audience ledger like any session, taking a
@@ -24,9 +26,11 @@ use throng_proto::hls::path::playlist_path;
 
 use crate::audience::{AudiencePath, ListenerInfo};
 use crate::config::Config;
-use crate::hls::session::{timeout_for, Session};
+use crate::hls::admission::SessionLimits;
+use crate::hls::session::{timeout_for, Fetch, Session};
 use crate::hls::Hls;
 use crate::mount::registry::Registry;
+use crate::observe::access_log::AccessLog;
 use crate::observe::metrics::{Metrics, OutcomeLabel};
 
 /// What became of one log line (the `outcome` label of
@@ -79,6 +83,8 @@ pub struct Lines<'a> {
     /// The audience ledger a session opened from a line is recorded in, if the server keeps
     /// one.
     pub ledger: Option<&'a crate::ledger::Ledger>,
+    /// The access log (a session a line replaces is logged there).
+    pub log: &'a AccessLog,
     /// The time the lines count at.
     pub now: Instant,
 }
@@ -127,6 +133,7 @@ impl Hls {
             config,
             metrics,
             ledger,
+            log,
             now,
         } = *lines;
         let Some(req) = session_request(line).filter(|r| r.served) else {
@@ -146,12 +153,13 @@ impl Hls {
             }
         }
         let is_segment = req.target.kind() == "segment";
-        let touched = if is_segment {
-            self.sessions.seen(req.token, now)
-        } else {
-            self.sessions.touch(req.token, &window, line.bytes, now)
-        };
-        if touched {
+        if is_segment {
+            match self.sessions.fetched(req.token, now, metrics, ledger) {
+                Fetch::Unknown => {}
+                Fetch::Listening | Fetch::Started => return LineOutcome::Touched,
+                Fetch::Full(_) => return LineOutcome::Ignored,
+            }
+        } else if self.sessions.touch(req.token, &window, line.bytes, now) {
             return LineOutcome::Touched;
         }
         if !is_segment {
@@ -164,7 +172,7 @@ impl Hls {
             tracing::debug!(mount = %mount.name, "max listeners reached (HLS from cache logs)");
             return LineOutcome::Ignored;
         }
-        let mut info = ListenerInfo {
+        let info = ListenerInfo {
             id: next_id(),
             path: AudiencePath::Hls,
             ip: line.addr.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
@@ -178,20 +186,29 @@ impl Hls {
             on_close: None,
             ledger: None,
         };
-        info.open_in_ledger(ledger, false);
-        self.sessions.open(
+        let opened = self.sessions.open(
             req.token.to_owned(),
             Session {
                 info,
                 mount,
+                fetched: true,
                 last_seen: now,
                 bytes: line.bytes,
                 offered: None,
                 timeout: timeout_for(window.target_secs),
                 moved: None,
             },
+            &SessionLimits::of(&config.hls),
             metrics,
+            ledger,
+            log,
         );
-        LineOutcome::Opened
+        match opened {
+            Ok(()) => LineOutcome::Opened,
+            Err(why) => {
+                tracing::debug!("HLS session from cache logs refused: {why}");
+                LineOutcome::Ignored
+            }
+        }
     }
 }

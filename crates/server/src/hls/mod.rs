@@ -5,6 +5,7 @@
 //! published windows and opens, touches and ends sessions here; the cache tier's request logs
 //! keep sessions behind a cache alive ([`cache_log`]).
 
+pub mod admission;
 pub mod cache_log;
 pub mod packager;
 pub mod session;

@@ -1,19 +1,29 @@
-//! HLS sessions: a player holding a session token in its playlist URL is a listener while it
-//! keeps fetching the playlist, within about two target durations ([`Sessions::expire`] closes
-//! it after `2 × target + 1 s` without a request). A session takes a listener slot of its mount
-//! (max-listeners, status counts), shows in `listclients` and the `throng_listeners` gauge, and
-//! is logged once when it ends, with its duration and bytes, as an ICY listener is. Its bytes
-//! are the playlists it was sent plus every segment its playlists offered it for the first time
-//! (what the player fetches, from Throng or from a cache in front).
+//! HLS sessions: a player holding a session token in its playlist URL. A session opened by a
+//! playlist request is *pending* until it fetches a segment (`hls/admission.rs` bounds pending
+//! sessions per address, per second and over the table, evicting the oldest pending one at the
+//! table's bound): only then is it a listener ([`Sessions::fetched`]). A listening session
+//! takes a listener slot of its mount (max-listeners, status counts), shows in `listclients`
+//! and the `throng_listeners` gauge, is recorded in the audience ledger with the time of its
+//! first request, and is logged once when it ends, with its duration and bytes, as an ICY
+//! listener is; it lives while it keeps fetching, within about two target durations
+//! ([`Sessions::expire`] closes it after `2 × target + 1 s` without a request). A pending
+//! session ends that long after its start, whatever playlists it reloads, with no log line
+//! (its URL-auth close hook still runs). Its bytes are the playlists it was sent plus every
+//! segment its playlists offered it for the first time (what the player fetches, from Throng or
+//! from a cache in front).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
 use crate::audience::page::{take_page, Page};
-use crate::audience::{AudiencePath, EndReason, ListenerInfo, ListenerRow};
+use crate::audience::{AudiencePath, ClosedListener, EndReason, ListenerInfo, ListenerRow};
+use crate::hls::admission::{room, AddressState, Room, SessionLimits, SessionRefused};
+use crate::ledger::Ledger;
+use crate::net::clients::address_key;
 use throng_proto::hls::playlist::{MediaPlaylist, PlaylistSegment};
 
 use crate::audience::follow::{self, MoveFilter};
@@ -28,9 +38,12 @@ use crate::observe::metrics::{Metrics, MountLabel};
 pub struct Session {
     /// Request facts, as for an ICY listener (id, address, agent, user, URL-auth hook).
     pub info: ListenerInfo,
-    /// The mount whose listener slot it holds.
+    /// The mount whose listener slot it holds (once it fetched a segment).
     pub mount: Arc<Mount>,
-    /// Last playlist request.
+    /// Whether it fetched a segment: a listener. Set by [`Sessions`] (whatever the caller
+    /// gives is overwritten by `open`/`open_pending`).
+    pub fetched: bool,
+    /// Last request (playlist or segment).
     pub last_seen: Instant,
     /// Bytes sent or offered (see the module comment).
     pub bytes: u64,
@@ -167,10 +180,144 @@ impl MovedPlaylist {
     }
 }
 
-/// The session table, by token.
+/// The session table: sessions by token, the pending ones (no segment fetched yet) oldest
+/// first, and what each address has (`hls/admission.rs`).
 #[derive(Debug, Default)]
 pub struct Sessions {
-    by_token: Mutex<HashMap<String, Session>>,
+    table: Mutex<Table>,
+}
+
+/// What [`Sessions`] guards: every change goes through [`Table::insert`] and
+/// [`Table::remove`], which keep the indexes and counts in step.
+#[derive(Debug, Default)]
+struct Table {
+    by_token: HashMap<String, Session>,
+    /// Pending sessions by listener id (ids grow: the first is the oldest): their tokens.
+    pending: BTreeMap<u64, String>,
+    /// By address key (`net::clients::address_key`): pending sessions and the bucket of new
+    /// ones; an address is absent when idle ([`AddressState::is_idle`]).
+    addresses: HashMap<IpAddr, AddressState>,
+    /// Sessions that fetched a segment (listeners).
+    listening: usize,
+}
+
+impl Table {
+    /// Adds `s` under `token`; the session it replaces (same token), if any.
+    fn insert(
+        &mut self,
+        token: String,
+        s: Session,
+        limits: &SessionLimits,
+        now: Instant,
+    ) -> Option<Session> {
+        let old = self.remove(&token);
+        if s.fetched {
+            self.listening += 1;
+        } else {
+            self.pending.insert(s.info.id, token.clone());
+            self.addresses
+                .entry(address_key(s.info.ip))
+                .or_insert_with(|| AddressState::new(limits, now))
+                .pending
+                .push(s.info.id);
+        }
+        self.by_token.insert(token, s);
+        old
+    }
+
+    /// Removes session `token`.
+    fn remove(&mut self, token: &str) -> Option<Session> {
+        let s = self.by_token.remove(token)?;
+        if s.fetched {
+            self.listening -= 1;
+        } else {
+            self.unpend(&s.info);
+        }
+        Some(s)
+    }
+
+    /// Forgets pending session `info` in the pending indexes (it fetched a segment or ends).
+    fn unpend(&mut self, info: &ListenerInfo) {
+        self.pending.remove(&info.id);
+        let key = address_key(info.ip);
+        if let Some(a) = self.addresses.get_mut(&key) {
+            a.pending.retain(|&id| id != info.id);
+        }
+    }
+
+    /// Makes room for one more session under `limits`, evicting the oldest pending session if
+    /// the table is at its bound (returned, to be discarded outside the lock).
+    ///
+    /// Errors: [`SessionRefused::Full`].
+    fn make_room(&mut self, limits: &SessionLimits) -> Result<Option<Session>, SessionRefused> {
+        match room(self.by_token.len(), self.pending.len(), limits)? {
+            Room::Free => Ok(None),
+            Room::EvictOldestPending => {
+                let token = self.pending.first_key_value().map(|(_, t)| t.clone());
+                Ok(token.and_then(|t| self.remove(&t)))
+            }
+        }
+    }
+
+    /// Marks session `token` alive at `now` (it fetched a segment) and, if pending, starts it
+    /// listening: it takes a listener slot of its mount, counts in the metrics and is recorded
+    /// in the audience ledger (at its true start). Refused a slot (max-listeners) it is removed
+    /// and returned.
+    fn start_listening(
+        &mut self,
+        token: &str,
+        now: Instant,
+        metrics: &Metrics,
+        ledger: Option<&Ledger>,
+    ) -> Fetch {
+        let Some(s) = self.by_token.get_mut(token) else {
+            return Fetch::Unknown;
+        };
+        s.last_seen = now;
+        if s.fetched {
+            return Fetch::Listening;
+        }
+        if !s.mount.try_add_listener() {
+            let mount = s.mount.name.clone();
+            let s = self.remove(token);
+            tracing::info!(%mount, "max listeners reached (HLS session fetching its first segment)");
+            return Fetch::Full(s.map(Box::new));
+        }
+        s.fetched = true;
+        count_listener(s, metrics);
+        s.info.open_in_ledger(ledger, false);
+        let info_id = s.info.id;
+        let ip = s.info.ip;
+        self.pending.remove(&info_id);
+        if let Some(a) = self.addresses.get_mut(&address_key(ip)) {
+            a.pending.retain(|&id| id != info_id);
+        }
+        self.listening += 1;
+        Fetch::Started
+    }
+}
+
+/// Counts listening session `s` in the metrics (`connects`, the `listeners` gauge).
+fn count_listener(s: &Session, metrics: &Metrics) {
+    let label = MountLabel::new(&s.mount.name);
+    metrics.connects.get_or_create(&label).inc();
+    metrics.listeners.get_or_create(&label).inc();
+    tracing::debug!(id = s.info.id, mount = %s.mount.name, "HLS session listening");
+}
+
+/// What a segment fetch did to a session ([`Sessions::fetched`]).
+#[derive(Debug)]
+pub enum Fetch {
+    /// No such session.
+    Unknown,
+    /// It was listening already: marked alive.
+    Listening,
+    /// Its first segment: it is a listener from now on.
+    Started,
+    /// Its first segment, but its mount is at max-listeners: the session ended (the fetch is
+    /// answered `403`); the session, to discard, when the caller must (see
+    /// [`Sessions::fetched`]).
+    Full(Option<Box<Session>>),
 }
 
 /// The timeout of a session of segments of `target_secs`: two target durations and a second.
@@ -179,43 +326,181 @@ pub fn timeout_for(target_secs: u64) -> Duration {
 }
 
 impl Sessions {
-    /// Sessions open now.
+    /// Sessions in the table, listening or pending.
     pub fn len(&self) -> usize {
-        self.by_token.lock().len()
+        self.table.lock().by_token.len()
     }
 
-    /// Whether no session is open.
+    /// Whether the table is empty.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Whether `token` names an open session.
-    pub fn contains(&self, token: &str) -> bool {
-        self.by_token.lock().contains_key(token)
+    /// Sessions that fetched a segment: the HLS listeners.
+    pub fn listeners(&self) -> usize {
+        self.table.lock().listening
     }
 
-    /// Opens session `token` holding a listener slot of `mount` (already taken by the caller),
-    /// counted in the metrics from now on.
-    pub fn open(&self, token: String, session: Session, metrics: &Metrics) {
-        let label = MountLabel::new(&session.mount.name);
-        metrics.connects.get_or_create(&label).inc();
-        metrics.listeners.get_or_create(&label).inc();
-        tracing::debug!(id = session.info.id, mount = %session.mount.name, "HLS session opened");
-        if let Some(old) = self.by_token.lock().insert(token, session) {
-            // Same token twice (a client reusing an expired token raced itself): the older goes.
-            old.mount.remove_listener();
-            metrics
-                .listeners
-                .get_or_create(&MountLabel::new(&old.mount.name))
-                .dec();
-        }
+    /// Sessions that have not fetched a segment yet.
+    pub fn pending(&self) -> usize {
+        self.table.lock().pending.len()
+    }
+
+    /// Whether `token` names an open session.
+    pub fn contains(&self, token: &str) -> bool {
+        self.table.lock().by_token.contains_key(token)
+    }
+
+    /// Whether an address `ip` may open a new session at `now` under `limits` (its bucket of
+    /// new sessions, its pending sessions, the table's room counting the eviction of pending
+    /// ones); asked before the listener's authentication, so a flood costs no more than this.
+    /// An admitted attempt takes one of the address's new sessions.
+    ///
+    /// Errors: [`SessionRefused`] (answered `503`).
+    pub fn may_open(
+        &self,
+        ip: IpAddr,
+        limits: &SessionLimits,
+        now: Instant,
+    ) -> Result<(), SessionRefused> {
+        let mut t = self.table.lock();
+        room(t.by_token.len(), t.pending.len(), limits)?;
+        t.addresses
+            .entry(address_key(ip))
+            .or_insert_with(|| AddressState::new(limits, now))
+            .admit(limits, now)
+    }
+
+    /// Opens pending session `token` (its `fetched` false: no slot, not counted): it becomes a
+    /// listener at its first segment ([`Self::fetched`]). At the table's bound the oldest
+    /// pending session is evicted; a session of the same token is replaced.
+    ///
+    /// Errors: [`SessionRefused::PerAddress`] when its address reached its pending cap while
+    /// it was being authenticated, [`SessionRefused::Full`]; the session is discarded (its
+    /// close hook runs).
+    pub fn open_pending(
+        &self,
+        token: String,
+        mut session: Session,
+        limits: &SessionLimits,
+        metrics: &Metrics,
+        log: &AccessLog,
+        now: Instant,
+    ) -> Result<(), SessionRefused> {
+        session.fetched = false;
+        let (evicted, replaced) = {
+            let mut t = self.table.lock();
+            let mine = t
+                .addresses
+                .get(&address_key(session.info.ip))
+                .map_or(0, |a| a.pending.len());
+            let refused = if mine >= limits.pending_per_address as usize {
+                Err(SessionRefused::PerAddress)
+            } else {
+                t.make_room(limits)
+            };
+            match refused {
+                Err(why) => {
+                    drop(t);
+                    discard(session, EndReason::Evicted);
+                    return Err(why);
+                }
+                Ok(evicted) => (evicted, t.insert(token, session, limits, now)),
+            }
+        };
+        settle(evicted, replaced, metrics, log, now);
+        Ok(())
+    }
+
+    /// Opens listening session `token`, holding a listener slot of its mount (already taken
+    /// by the caller), counted in the metrics and recorded in `ledger` from now on (a session
+    /// seen first fetching a segment: the cache tier's logs). At the table's bound the oldest
+    /// pending session is evicted.
+    ///
+    /// Errors: [`SessionRefused::Full`]: the slot is given back and the session discarded.
+    pub fn open(
+        &self,
+        token: String,
+        mut session: Session,
+        limits: &SessionLimits,
+        metrics: &Metrics,
+        ledger: Option<&Ledger>,
+        log: &AccessLog,
+    ) -> Result<(), SessionRefused> {
+        session.fetched = true;
+        let now = Instant::now();
+        let (evicted, replaced) = {
+            let mut t = self.table.lock();
+            match t.make_room(limits) {
+                Err(why) => {
+                    drop(t);
+                    session.mount.remove_listener();
+                    discard(session, EndReason::Evicted);
+                    return Err(why);
+                }
+                Ok(evicted) => {
+                    count_listener(&session, metrics);
+                    session.info.open_in_ledger(ledger, false);
+                    (evicted, t.insert(token, session, limits, now))
+                }
+            }
+        };
+        settle(evicted, replaced, metrics, log, now);
+        Ok(())
+    }
+
+    /// Records a segment fetched by session `token` at `now` (from Throng or, in its logs, from
+    /// the cache tier): a sign of life, and at the first one the session becomes a listener
+    /// (a slot of its mount, the metrics, the audience ledger at its true start). A session
+    /// refused a slot ends; its close hook runs here.
+    pub fn fetched(
+        &self,
+        token: &str,
+        now: Instant,
+        metrics: &Metrics,
+        ledger: Option<&Ledger>,
+    ) -> Fetch {
+        let fetch = {
+            let mut t = self.table.lock();
+            t.start_listening(token, now, metrics, ledger)
+        };
+        discard_refused(fetch)
+    }
+
+    /// As [`Self::fetched`] for a segment of mount name `mount` fetched without a token (a
+    /// per-session playlist names segments without one): the oldest pending session of that
+    /// address key on that mount name starts listening. [`Fetch::Unknown`] when there is none.
+    pub fn fetched_from(
+        &self,
+        ip: IpAddr,
+        mount: &str,
+        now: Instant,
+        metrics: &Metrics,
+        ledger: Option<&Ledger>,
+    ) -> Fetch {
+        let fetch = {
+            let mut t = self.table.lock();
+            let Some(a) = t.addresses.get(&address_key(ip)) else {
+                return Fetch::Unknown;
+            };
+            let token = a.pending.iter().find_map(|id| {
+                let token = t.pending.get(id)?;
+                let s = t.by_token.get(token)?;
+                (s.info.requested_mount == mount).then(|| token.clone())
+            });
+            let Some(token) = token else {
+                return Fetch::Unknown;
+            };
+            t.start_listening(&token, now, metrics, ledger)
+        };
+        discard_refused(fetch)
     }
 
     /// Records a playlist request of session `token` answered with `window` (`sent` bytes);
     /// false when there is no such session.
     pub fn touch(&self, token: &str, window: &Window, sent: u64, now: Instant) -> bool {
-        let mut map = self.by_token.lock();
-        let Some(s) = map.get_mut(token) else {
+        let mut t = self.table.lock();
+        let Some(s) = t.by_token.get_mut(token) else {
             return false;
         };
         s.last_seen = now;
@@ -230,23 +515,11 @@ impl Sessions {
         true
     }
 
-    /// Records a sign of life of session `token` at `now` (a segment it fetched); false when
-    /// there is no such session.
-    pub fn seen(&self, token: &str, now: Instant) -> bool {
-        match self.by_token.lock().get_mut(token) {
-            Some(s) => {
-                s.last_seen = now;
-                true
-            }
-            None => false,
-        }
-    }
-
     /// Moves the sessions `filter` takes to mount `to` (`moveclients`, `fallback-override`):
-    /// each holds `to`'s listener slot from now on; a session whose own mount name is `to`
-    /// is served by its own playlist again, any other gets a [`MovedPlaylist`] made by
-    /// `moved_playlist(requested mount name, to)` (`None`: HLS is not packaged for `to`, so
-    /// the session stays). How many moved.
+    /// each holds `to`'s listener slot from now on (a pending one will take it there); a
+    /// session whose own mount name is `to` is served by its own playlist again, any other gets
+    /// a [`MovedPlaylist`] made by `moved_playlist(requested mount name, to)` (`None`: HLS is
+    /// not packaged for `to`, so the session stays). How many moved.
     pub fn move_sessions(
         &self,
         filter: &MoveFilter,
@@ -255,7 +528,7 @@ impl Sessions {
         moved_playlist: impl Fn(&str, &str) -> Option<MovedPlaylist>,
     ) -> usize {
         let mut n = 0;
-        for s in self.by_token.lock().values_mut() {
+        for s in self.table.lock().by_token.values_mut() {
             if !follow::may_move(
                 s.mount.id,
                 s.mount.settings.format,
@@ -286,7 +559,9 @@ impl Sessions {
                     None => continue,
                 }
             }
-            s.mount.move_listener_to(to, metrics);
+            if s.fetched {
+                s.mount.move_listener_to(to, metrics);
+            }
             s.mount = to.clone();
             n += 1;
         }
@@ -303,8 +578,8 @@ impl Sessions {
         window_of: impl Fn(&str) -> Option<Arc<Window>>,
         now: Instant,
     ) -> Option<String> {
-        let mut map = self.by_token.lock();
-        let s = map.get_mut(token)?;
+        let mut t = self.table.lock();
+        let s = t.by_token.get_mut(token)?;
         let moved = s.moved.as_mut()?;
         let source = window_of(&moved.serving)?;
         let (text, offered) = moved.render(&source);
@@ -314,17 +589,20 @@ impl Sessions {
         Some(text)
     }
 
-    /// The sessions on mount `name` (all when `None`) as listener rows.
+    /// The listening sessions on mount `name` (all when `None`) as listener rows.
     pub fn rows(&self, name: Option<&str>, now: Instant) -> Vec<ListenerRow> {
         self.rows_page(name, now, Page::FIRST)
     }
 
     /// As [`Self::rows`], on `page` only (`audience/page.rs`): at most a page of rows is made.
     pub fn rows_page(&self, name: Option<&str>, now: Instant, page: Page) -> Vec<ListenerRow> {
-        let map = self.by_token.lock();
-        let rows = map
+        let t = self.table.lock();
+        let rows = t
+            .by_token
             .values()
-            .filter(|s| s.info.id > page.after && name.is_none_or(|n| s.mount.name == n))
+            .filter(|s| {
+                s.fetched && s.info.id > page.after && name.is_none_or(|n| s.mount.name == n)
+            })
             .map(|s| s.info.row(&s.mount.name, now, 0, s.bytes));
         take_page(rows, page)
     }
@@ -332,49 +610,66 @@ impl Sessions {
     /// Ends session `id` (admin `killclient`); whether there was one.
     pub fn kill(&self, id: u64, metrics: &Metrics, log: &AccessLog) -> bool {
         let found = {
-            let mut map = self.by_token.lock();
-            let token = map
+            let mut t = self.table.lock();
+            let token = t
+                .by_token
                 .iter()
                 .find(|(_, s)| s.info.id == id)
                 .map(|(t, _)| t.clone());
-            token.and_then(|t| map.remove(&t))
+            token.and_then(|tok| t.remove(&tok))
         };
         match found {
             Some(s) => {
-                close(s, EndReason::Killed, metrics, log, Instant::now());
+                end(s, EndReason::Killed, metrics, log, Instant::now());
                 true
             }
             None => false,
         }
     }
 
-    /// Ends every session idle past its timeout or past its deadline, and moves sessions whose
-    /// mount ended to the mount their listeners hear now (as fan-out moves ICY listeners to a
-    /// fallback).
-    pub fn expire(&self, now: Instant, registry: &Registry, metrics: &Metrics, log: &AccessLog) {
+    /// Ends every session idle past its timeout or past its deadline, and every pending one
+    /// whose timeout passed since it started (playlist reloads alone do not make a listener),
+    /// forgets idle addresses, and moves sessions whose mount ended to the mount their
+    /// listeners hear now (as fan-out moves ICY listeners to a fallback). `limits`: the bounds
+    /// in force (an address's bucket refills at its rate).
+    pub fn expire(
+        &self,
+        now: Instant,
+        limits: &SessionLimits,
+        registry: &Registry,
+        metrics: &Metrics,
+        log: &AccessLog,
+    ) {
         let mut ended = Vec::new();
         {
-            let mut map = self.by_token.lock();
-            let gone: Vec<(String, EndReason)> = map
+            let mut t = self.table.lock();
+            let gone: Vec<(String, EndReason)> = t
+                .by_token
                 .iter()
-                .filter_map(|(t, s)| {
-                    if now.duration_since(s.last_seen) > s.timeout {
-                        Some((t.clone(), EndReason::Vanished))
+                .filter_map(|(tok, s)| {
+                    let since = if s.fetched {
+                        s.last_seen
+                    } else {
+                        s.info.started
+                    };
+                    if now.saturating_duration_since(since) > s.timeout {
+                        Some((tok.clone(), EndReason::Vanished))
                     } else if s.info.deadline.is_some_and(|d| now >= d) {
-                        Some((t.clone(), EndReason::TimeLimit))
+                        Some((tok.clone(), EndReason::TimeLimit))
                     } else {
                         None
                     }
                 })
                 .collect();
-            for (t, why) in gone {
-                if let Some(s) = map.remove(&t) {
+            for (tok, why) in gone {
+                if let Some(s) = t.remove(&tok) {
                     ended.push((s, why));
                 }
             }
+            t.addresses.retain(|_, a| !a.is_idle(limits, now));
             // Whether each mount ended, read once per sweep (sessions share a few mounts).
             let mut mount_ended = std::collections::HashMap::new();
-            for s in map.values_mut() {
+            for s in t.by_token.values_mut() {
                 let ended = *mount_ended
                     .entry(s.mount.id)
                     .or_insert_with(|| s.mount.queue.load().ended);
@@ -386,26 +681,93 @@ impl Sessions {
                     .as_ref()
                     .map_or(s.info.requested_mount.as_str(), |m| m.serving.as_str());
                 if let Some(next) = registry.resolve(name).filter(|m| m.id != s.mount.id) {
-                    s.mount.move_listener_to(&next, metrics);
+                    if s.fetched {
+                        s.mount.move_listener_to(&next, metrics);
+                    }
                     s.mount = next;
                 }
             }
         }
         // Closed outside the lock: a URL-auth hook may take time.
         for (s, why) in ended {
-            close(s, why, metrics, log, now);
+            end(s, why, metrics, log, now);
+        }
+    }
+
+    /// Ends every session (the server shuts down): each is logged as when it stops fetching.
+    pub fn close_all(&self, metrics: &Metrics, log: &AccessLog) {
+        let all: Vec<Session> = {
+            let mut t = self.table.lock();
+            t.pending.clear();
+            t.addresses.clear();
+            t.listening = 0;
+            t.by_token.drain().map(|(_, s)| s).collect()
+        };
+        let now = Instant::now();
+        for s in all {
+            end(s, EndReason::Shutdown, metrics, log, now);
         }
     }
 }
 
-impl Sessions {
-    /// Ends every session (the server shuts down): each is logged as when it stops fetching.
-    pub fn close_all(&self, metrics: &Metrics, log: &AccessLog) {
-        let all: Vec<Session> = self.by_token.lock().drain().map(|(_, s)| s).collect();
-        let now = Instant::now();
-        for s in all {
-            close(s, EndReason::Shutdown, metrics, log, now);
+/// Ends, outside the table's lock, the sessions an opening displaced: `evicted` (the oldest
+/// pending one, at the table's bound) and `replaced` (the same token twice: a client reusing
+/// an expired token raced itself; the older goes).
+fn settle(
+    evicted: Option<Session>,
+    replaced: Option<Session>,
+    metrics: &Metrics,
+    log: &AccessLog,
+    now: Instant,
+) {
+    if let Some(s) = evicted {
+        tracing::debug!(
+            id = s.info.id,
+            "HLS session that fetched no segment evicted"
+        );
+        discard(s, EndReason::Evicted);
+    }
+    if let Some(s) = replaced {
+        end(s, EndReason::Evicted, metrics, log, now);
+    }
+}
+
+/// `fetch` with the session a full mount refused discarded (outside the table's lock).
+fn discard_refused(fetch: Fetch) -> Fetch {
+    match fetch {
+        Fetch::Full(Some(s)) => {
+            discard(*s, EndReason::Evicted);
+            Fetch::Full(None)
         }
+        other => other,
+    }
+}
+
+/// Ends session `s` removed from the table: [`close`] for a listener, [`discard`] for a
+/// pending one.
+fn end(s: Session, why: EndReason, metrics: &Metrics, log: &AccessLog, now: Instant) {
+    if s.fetched {
+        close(s, why, metrics, log, now);
+    } else {
+        discard(s, why);
+    }
+}
+
+/// Ends pending session `s`: it was never a listener (no slot, no count, no ledger row, no
+/// access-log line), but its close hook runs (URL authentication's `listener_remove` answers
+/// the `listener_add` of its admission).
+fn discard(mut s: Session, why: EndReason) {
+    if let Some(hook) = s.info.on_close.take() {
+        (hook.0)(&ClosedListener {
+            info: &s.info,
+            mount: &s.mount.name,
+            sent: s.bytes,
+            duration_secs: s
+                .last_seen
+                .saturating_duration_since(s.info.started)
+                .as_secs(),
+            why,
+        });
     }
 }
 
@@ -469,38 +831,94 @@ mod tests {
             }
         }
 
-        /// Opens session `token` (listener `id`) on `mount`, taking its slot as the caller
-        /// does, with an optional deadline `limit` after the start.
-        fn open(&self, token: &str, id: u64, mount: &Arc<Mount>, limit: Option<Duration>) {
-            assert!(mount.try_add_listener());
+        /// A session of listener `id` from `ip` on `mount`, started at `at` (deadline `limit`
+        /// after), whose close hook records its end in `ends`; `fetched` or pending.
+        #[allow(clippy::too_many_arguments)]
+        fn session(
+            &self,
+            id: u64,
+            ip: &str,
+            mount: &Arc<Mount>,
+            at: Instant,
+            limit: Option<Duration>,
+            agent: Option<&str>,
+            fetched: bool,
+        ) -> Session {
             let ends = self.ends.clone();
             let info = ListenerInfo {
                 id,
                 path: AudiencePath::Hls,
-                ip: "192.0.2.7".parse().unwrap(),
+                ip: ip.parse().unwrap(),
                 request_line: format!("GET {}.m3u8 HTTP/1.1", mount.name),
-                agent: Some("player/1".into()),
+                agent: agent.map(str::to_owned),
                 referer: None,
-                started: self.t0,
+                started: at,
                 requested_mount: mount.name.clone(),
                 user: None,
-                deadline: limit.map(|l| self.t0 + l),
+                deadline: limit.map(|l| at + l),
                 on_close: Some(CloseHook(Box::new(move |c: &ClosedListener| {
                     ends.lock()
                         .push((c.why, c.sent, c.mount.to_owned(), c.duration_secs));
                 }))),
                 ledger: None,
             };
-            let session = Session {
+            Session {
                 info,
                 mount: mount.clone(),
-                last_seen: self.t0,
+                fetched,
+                last_seen: at,
                 bytes: 0,
                 offered: None,
                 timeout: timeout_for(2),
                 moved: None,
-            };
-            self.sessions.open(token.to_owned(), session, &self.metrics);
+            }
+        }
+
+        /// Opens session `token` (listener `id`) on `mount`, taking its slot as the caller
+        /// does, with an optional deadline `limit` after the start.
+        fn open(&self, token: &str, id: u64, mount: &Arc<Mount>, limit: Option<Duration>) {
+            assert!(mount.try_add_listener());
+            let session = self.session(
+                id,
+                "192.0.2.7",
+                mount,
+                self.t0,
+                limit,
+                Some("player/1"),
+                true,
+            );
+            self.sessions
+                .open(
+                    token.to_owned(),
+                    session,
+                    &SessionLimits::default(),
+                    &self.metrics,
+                    None,
+                    &self.log,
+                )
+                .unwrap();
+        }
+
+        /// A pending session `token` (listener `id`) from `ip` on `mount`, started at `at`,
+        /// as a playlist request opens it, under `limits`.
+        fn pending(
+            &self,
+            token: &str,
+            id: u64,
+            ip: &str,
+            mount: &Arc<Mount>,
+            at: Instant,
+            limits: &SessionLimits,
+        ) -> Result<(), SessionRefused> {
+            let session = self.session(id, ip, mount, at, None, None, false);
+            self.sessions.open_pending(
+                token.to_owned(),
+                session,
+                limits,
+                &self.metrics,
+                &self.log,
+                at,
+            )
         }
 
         fn ends(&self) -> Vec<(EndReason, u64, String, u64)> {
@@ -674,12 +1092,18 @@ mod tests {
         f.sessions
             .touch("tok", &window(&[(1, 1000)], 4), 24, touched);
         let timeout = timeout_for(4);
-        f.sessions
-            .expire(touched + timeout, &registry, &f.metrics, &f.log);
+        f.sessions.expire(
+            touched + timeout,
+            &SessionLimits::default(),
+            &registry,
+            &f.metrics,
+            &f.log,
+        );
         assert!(f.sessions.contains("tok"), "not past the timeout yet");
         assert!(f.ends().is_empty());
         f.sessions.expire(
             touched + timeout + Duration::from_millis(1),
+            &SessionLimits::default(),
             &registry,
             &f.metrics,
             &f.log,
@@ -714,6 +1138,7 @@ mod tests {
         // Expiring again ends nothing more.
         f.sessions.expire(
             touched + Duration::from_secs(100),
+            &SessionLimits::default(),
             &registry,
             &f.metrics,
             &f.log,
@@ -735,18 +1160,26 @@ mod tests {
             for tok in ["limited", "free"] {
                 assert!(f.sessions.touch(tok, &window(&[], 2), 10, t));
             }
-            f.sessions.expire(t, &registry, &f.metrics, &f.log);
+            f.sessions
+                .expire(t, &SessionLimits::default(), &registry, &f.metrics, &f.log);
         }
         assert_eq!(f.sessions.len(), 2, "both within their limits");
         let deadline = f.t0 + Duration::from_secs(10);
         f.sessions.expire(
             deadline - Duration::from_millis(1),
+            &SessionLimits::default(),
             &registry,
             &f.metrics,
             &f.log,
         );
         assert_eq!(f.sessions.len(), 2);
-        f.sessions.expire(deadline, &registry, &f.metrics, &f.log);
+        f.sessions.expire(
+            deadline,
+            &SessionLimits::default(),
+            &registry,
+            &f.metrics,
+            &f.log,
+        );
         assert!(!f.sessions.contains("limited") && f.sessions.contains("free"));
         assert_eq!(
             f.ends(),
@@ -809,10 +1242,22 @@ mod tests {
         registry.reserve(live.clone(), 16).unwrap();
         registry.reserve(fb.clone(), 16).unwrap();
         f.open("tok", 1, &live, None);
-        f.sessions.expire(f.t0, &registry, &f.metrics, &f.log);
+        f.sessions.expire(
+            f.t0,
+            &SessionLimits::default(),
+            &registry,
+            &f.metrics,
+            &f.log,
+        );
         assert_eq!(f.sessions.rows(None, f.t0)[0].mount, "/live");
         wl.end();
-        f.sessions.expire(f.t0, &registry, &f.metrics, &f.log);
+        f.sessions.expire(
+            f.t0,
+            &SessionLimits::default(),
+            &registry,
+            &f.metrics,
+            &f.log,
+        );
         let rows = f.sessions.rows(None, f.t0);
         assert_eq!(rows[0].mount, "/fb");
         assert_eq!(rows[0].requested_mount, "/live");
@@ -822,5 +1267,212 @@ mod tests {
             (0, 1)
         );
         assert!(f.ends().is_empty(), "moved, not ended");
+    }
+
+    use crate::hls::admission::SessionLimits as L;
+
+    fn limits(max: usize, per_address: u32, rate: u32) -> SessionLimits {
+        L::new(max, per_address, rate)
+    }
+
+    #[test]
+    fn a_pending_session_becomes_a_listener_at_its_first_segment() {
+        let f = Fixture::new();
+        let (m, _w) = test_mount("/live", Format::Mp3);
+        let l = SessionLimits::default();
+        f.pending("tok", 3, "192.0.2.1", &m, f.t0, &l).unwrap();
+        assert_eq!((f.sessions.len(), f.sessions.listeners()), (1, 0));
+        assert_eq!(listeners(&m), 0, "no slot before a segment");
+        assert_eq!(f.listeners_gauge("/live"), 0);
+        assert!(f.sessions.rows(None, f.t0).is_empty(), "not listed");
+        // Playlist reloads alone change nothing.
+        let t = f.t0 + Duration::from_secs(1);
+        assert!(f.sessions.touch("tok", &window(&[(1, 100)], 2), 40, t));
+        assert_eq!(f.sessions.listeners(), 0);
+        // The first segment: a listener, counted once.
+        let t = f.t0 + Duration::from_secs(2);
+        assert!(matches!(
+            f.sessions.fetched("tok", t, &f.metrics, None),
+            Fetch::Started
+        ));
+        assert_eq!((f.sessions.listeners(), f.sessions.pending()), (1, 0));
+        assert_eq!(listeners(&m), 1);
+        assert_eq!(f.listeners_gauge("/live"), 1);
+        let rows = f.sessions.rows(None, t);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].connected_secs, 2, "its start is its first request");
+        assert_eq!(rows[0].sent, 140);
+        assert!(matches!(
+            f.sessions.fetched("tok", t, &f.metrics, None),
+            Fetch::Listening
+        ));
+        assert!(matches!(
+            f.sessions.fetched("nope", t, &f.metrics, None),
+            Fetch::Unknown
+        ));
+        assert_eq!(listeners(&m), 1);
+        assert_eq!(
+            f.metrics
+                .connects
+                .get_or_create(&MountLabel::new("/live"))
+                .get(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_pending_session_ends_its_timeout_after_its_start_unlisted_and_unlogged() {
+        let f = Fixture::new();
+        let registry = Registry::default();
+        let (m, _w) = test_mount("/live", Format::Mp3);
+        let l = SessionLimits::default();
+        f.pending("tok", 1, "192.0.2.1", &m, f.t0, &l).unwrap();
+        let timeout = timeout_for(2);
+        // Reloading its playlist does not keep it.
+        for s in 1..=timeout.as_secs() {
+            let t = f.t0 + Duration::from_secs(s);
+            f.sessions.touch("tok", &window(&[], 2), 10, t);
+            f.sessions.expire(t, &l, &registry, &f.metrics, &f.log);
+        }
+        assert!(f.sessions.contains("tok"), "not past its timeout yet");
+        let t = f.t0 + timeout + Duration::from_millis(1);
+        f.sessions.expire(t, &l, &registry, &f.metrics, &f.log);
+        assert!(f.sessions.is_empty());
+        // Its close hook ran (URL auth's listener_remove); nothing counted or logged.
+        assert_eq!(f.ends().len(), 1);
+        assert_eq!(f.ends()[0].0, EndReason::Vanished);
+        assert_eq!(f.ended(EndReason::Vanished), 0);
+        assert_eq!(
+            f.metrics
+                .disconnects
+                .get_or_create(&MountLabel::new("/live"))
+                .get(),
+            0
+        );
+        assert_eq!(f.log_text(), "");
+        assert_eq!(listeners(&m), 0);
+        // Its address is forgotten once its bucket is full again.
+        assert!(f.sessions.table.lock().addresses.is_empty());
+    }
+
+    #[test]
+    fn at_the_bound_the_oldest_pending_session_is_evicted_and_listeners_never() {
+        let f = Fixture::new();
+        let (m, _w) = test_mount("/live", Format::Mp3);
+        let l = limits(3, 8, 8);
+        f.pending("a", 1, "192.0.2.1", &m, f.t0, &l).unwrap();
+        f.pending("b", 2, "192.0.2.2", &m, f.t0, &l).unwrap();
+        f.pending("c", 3, "192.0.2.3", &m, f.t0, &l).unwrap();
+        f.sessions.fetched("a", f.t0, &f.metrics, None);
+        // Full: "b" (the oldest pending; "a" listens) goes.
+        f.pending("d", 4, "192.0.2.4", &m, f.t0, &l).unwrap();
+        assert!(f.sessions.contains("a") && !f.sessions.contains("b"));
+        assert_eq!(f.ends().len(), 1);
+        assert_eq!(f.ends()[0].0, EndReason::Evicted);
+        f.sessions.fetched("c", f.t0, &f.metrics, None);
+        f.sessions.fetched("d", f.t0, &f.metrics, None);
+        // Every session listens: a new one is refused (and its hook runs).
+        assert_eq!(
+            f.pending("e", 5, "192.0.2.5", &m, f.t0, &l),
+            Err(SessionRefused::Full)
+        );
+        assert_eq!(
+            f.sessions.may_open("192.0.2.5".parse().unwrap(), &l, f.t0),
+            Err(SessionRefused::Full)
+        );
+        assert_eq!((f.sessions.len(), f.sessions.listeners()), (3, 3));
+        assert_eq!(listeners(&m), 3);
+        assert_eq!(f.ends().len(), 2);
+    }
+
+    #[test]
+    fn pending_sessions_are_capped_per_address_and_new_ones_per_second() {
+        let f = Fixture::new();
+        let (m, _w) = test_mount("/live", Format::Mp3);
+        let l = limits(1000, 2, 3);
+        let ip: IpAddr = "2001:db8::1".parse().unwrap();
+        let same_64 = "2001:db8::2";
+        let t0 = f.t0;
+        assert_eq!(f.sessions.may_open(ip, &l, t0), Ok(()));
+        f.pending("a", 1, "2001:db8::1", &m, t0, &l).unwrap();
+        assert_eq!(f.sessions.may_open(ip, &l, t0), Ok(()));
+        f.pending("b", 2, same_64, &m, t0, &l).unwrap();
+        // Two pending in the /64: a third is refused, before and after authentication.
+        assert_eq!(
+            f.sessions.may_open(ip, &l, t0),
+            Err(SessionRefused::PerAddress)
+        );
+        assert_eq!(
+            f.pending("c", 3, same_64, &m, t0, &l),
+            Err(SessionRefused::PerAddress)
+        );
+        // One listens: room for one more pending, and the bucket has one left this second.
+        f.sessions.fetched("a", t0, &f.metrics, None);
+        assert_eq!(f.sessions.may_open(ip, &l, t0), Ok(()));
+        f.pending("c", 3, same_64, &m, t0, &l).unwrap();
+        f.sessions.fetched("c", t0, &f.metrics, None);
+        assert_eq!(f.sessions.may_open(ip, &l, t0), Err(SessionRefused::Rate));
+        // A third of a second later, one more.
+        let t = t0 + Duration::from_millis(334);
+        assert_eq!(f.sessions.may_open(ip, &l, t), Ok(()));
+        assert_eq!(f.sessions.may_open(ip, &l, t), Err(SessionRefused::Rate));
+        // Another address is not affected.
+        assert_eq!(
+            f.sessions.may_open("2001:db8:1::1".parse().unwrap(), &l, t),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn a_first_segment_on_a_full_mount_ends_the_session() {
+        let f = Fixture::new();
+        let (m, _w) = test_mount("/live", Format::Mp3);
+        let l = SessionLimits::default();
+        f.pending("tok", 1, "192.0.2.1", &m, f.t0, &l).unwrap();
+        m.set_tuning(crate::mount::live::Tuning {
+            hidden: false,
+            max_listeners: Some(1),
+            burst_size: 0,
+        });
+        assert!(m.has_room());
+        // An ICY listener takes the one slot while the session is pending.
+        assert!(m.try_add_listener());
+        assert!(!m.has_room());
+        assert!(matches!(
+            f.sessions.fetched("tok", f.t0, &f.metrics, None),
+            Fetch::Full(None)
+        ));
+        assert!(f.sessions.is_empty());
+        assert_eq!(f.ends().len(), 1);
+    }
+
+    #[test]
+    fn a_segment_without_a_token_starts_the_addresss_oldest_pending_session_of_that_mount() {
+        let f = Fixture::new();
+        let (a, _wa) = test_mount("/a", Format::Mp3);
+        let (b, _wb) = test_mount("/b", Format::Mp3);
+        let l = SessionLimits::default();
+        f.pending("b1", 1, "192.0.2.1", &b, f.t0, &l).unwrap();
+        f.pending("a1", 2, "192.0.2.1", &a, f.t0, &l).unwrap();
+        f.pending("a2", 3, "192.0.2.1", &a, f.t0, &l).unwrap();
+        let ip: IpAddr = "192.0.2.1".parse().unwrap();
+        assert!(matches!(
+            f.sessions
+                .fetched_from("192.0.2.9".parse().unwrap(), "/a", f.t0, &f.metrics, None),
+            Fetch::Unknown
+        ));
+        assert!(matches!(
+            f.sessions.fetched_from(ip, "/a", f.t0, &f.metrics, None),
+            Fetch::Started
+        ));
+        let rows = f.sessions.rows(None, f.t0);
+        assert_eq!(rows.iter().map(|r| r.id).collect::<Vec<_>>(), [2]);
+        assert_eq!((listeners(&a), listeners(&b)), (1, 0));
+        f.sessions.fetched_from(ip, "/a", f.t0, &f.metrics, None);
+        assert!(matches!(
+            f.sessions.fetched_from(ip, "/a", f.t0, &f.metrics, None),
+            Fetch::Unknown
+        ));
+        assert_eq!(f.sessions.pending(), 1, "b1 still pends");
     }
 }

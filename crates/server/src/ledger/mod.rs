@@ -186,9 +186,15 @@ impl Ledger {
         &self.server
     }
 
-    /// Records a session's start; the ticket it returns records its end.
+    /// Records a session's start, now; the ticket it returns records its end.
     pub fn open(&self, start: SessionStart) -> LedgerTicket {
-        let started_ms = now_ms();
+        self.open_at(start, now_ms())
+    }
+
+    /// Records a session's start at `started_ms` (Unix milliseconds; an HLS session is
+    /// recorded when it fetches its first segment, with the time of its first playlist
+    /// request); the ticket it returns records its end.
+    pub fn open_at(&self, start: SessionStart, started_ms: i64) -> LedgerTicket {
         let id = new_session_id(started_ms);
         let _ = self.tx.send(Msg::Start(id, started_ms, start));
         LedgerTicket {

@@ -325,6 +325,13 @@ impl Mount {
         *self.params.lock()
     }
 
+    /// Whether a listener slot is free now (below max-listeners), taking none: an HLS
+    /// playlist request is refused on a full mount, but its session takes a slot only at its
+    /// first segment.
+    pub fn has_room(&self) -> bool {
+        self.listeners.load(Ordering::Acquire) < self.max_listeners().unwrap_or(u32::MAX)
+    }
+
     /// Takes a listener slot, failing when max-listeners is reached.
     pub fn try_add_listener(&self) -> bool {
         let max = self.max_listeners().unwrap_or(u32::MAX);

@@ -169,6 +169,9 @@ pub struct Metrics {
     /// received (`counted`: a session's request; `ignored`: not an HLS session request;
     /// `invalid`: unreadable).
     pub hls_cache_log_lines: Family<OutcomeLabel, Counter>,
+    /// `throng_hls_sessions_refused_total{outcome}`: new HLS sessions refused by
+    /// `hls/admission.rs` (`rate`, `per-address`, `full`).
+    pub hls_sessions_refused: Family<OutcomeLabel, Counter>,
 }
 
 /// The `outcome` label.
@@ -207,6 +210,7 @@ impl Metrics {
             session_ends: Family::default(),
             hls_requests: Family::default(),
             hls_cache_log_lines: Family::default(),
+            hls_sessions_refused: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -290,6 +294,11 @@ impl Metrics {
             "throng_hls_cache_log_lines",
             "Lines of the cache tier's HLS request logs received, by outcome",
             m.hls_cache_log_lines.clone(),
+        );
+        registry.register(
+            "throng_hls_sessions_refused",
+            "New HLS sessions refused (rate, pending per address, table full), by outcome",
+            m.hls_sessions_refused.clone(),
         );
         // `process_*`: CPU, memory and descriptors of this process (`process.rs`).
         registry.register_collector(Box::new(crate::observe::process::ProcessCollector));

@@ -90,9 +90,17 @@ pub(crate) fn call(
     let (head, len) = parse_response_head(&out)
         .unwrap()
         .unwrap_or_else(|| panic!("no reply to {method} {path}"));
+    let body = if head
+        .header("transfer-encoding")
+        .is_some_and(|t| t.eq_ignore_ascii_case("chunked"))
+    {
+        dechunk(&out[len..])
+    } else {
+        out[len..].to_vec()
+    };
     Reply {
         head,
-        body: String::from_utf8_lossy(&out[len..]).into_owned(),
+        body: String::from_utf8_lossy(&body).into_owned(),
     }
 }
 

@@ -31,6 +31,29 @@ fn open_session(addr: std::net::SocketAddr, mount: &str) -> String {
     format!("{base}{variant}")
 }
 
+/// Fetches the newest segment the media playlist at `path` lists, as a player does once it
+/// has its playlist (an HLS session is a listener from its first segment on, issue 28).
+fn fetch_a_segment(addr: std::net::SocketAddr, path: &str) {
+    let uri = segments(addr, path).pop().expect("a segment listed").1;
+    let dir = path.split('?').next().unwrap();
+    let dir = &dir[..=dir.rfind('/').unwrap()];
+    let url = if uri.starts_with('/') {
+        uri
+    } else {
+        format!("{dir}{uri}")
+    };
+    let (head, _) = http_get(addr, &url, &[]);
+    assert_eq!(head.status, 200, "GET {url}");
+}
+
+/// Opens a session on `mount` and makes it a listener: its media playlist's path.
+fn listen(addr: std::net::SocketAddr, mount: &str) -> String {
+    let media = open_session(addr, mount);
+    wait_segments(addr, &media, 1);
+    fetch_a_segment(addr, &media);
+    media
+}
+
 /// Segments (sequence, URI) listed in the media playlist at `path` (`/hls/<mount>/...`).
 fn segments(addr: std::net::SocketAddr, path: &str) -> Vec<(u64, String)> {
     let p = parse(&get_text(addr, path)).unwrap();
@@ -228,6 +251,13 @@ fn a_session_is_a_listener_until_it_stops_fetching() {
     let listeners = || srv.mount_status("/live.mp3").unwrap()["listeners"].as_u64();
     assert_eq!(listeners(), Some(0));
     let media = open_session(srv.addr, "/live.mp3");
+    wait_segments(srv.addr, &media, 1);
+    assert_eq!(
+        listeners(),
+        Some(0),
+        "not a listener before its first segment"
+    );
+    fetch_a_segment(srv.addr, &media);
     assert_eq!(listeners(), Some(1));
     let (_, body) = http_get(
         srv.addr,
@@ -265,7 +295,9 @@ fn a_session_is_a_listener_until_it_stops_fetching() {
     let secs: u64 = fields[1].parse().unwrap();
     assert!(secs >= 5, "{line}");
     assert!(line.contains("\" 200 "), "{line}");
-    // A session still open when the server stops is logged too.
+    // A session still open when the server stops is logged too; one that never fetched a
+    // segment is not a listener and is not.
+    listen(srv.addr, "/live.mp3");
     open_session(srv.addr, "/live.mp3");
     drop(_source);
     drop(srv);
@@ -298,9 +330,32 @@ fn max_listeners_and_auth_apply_to_the_playlist() {
     let auth = format!("Authorization: {}", basic_authorization("fan", "secret"));
     let (head, body) = http_get(srv.addr, "/hls/live.mp3/index.m3u8", &[&auth]);
     assert_eq!(head.status, 200, "{}", String::from_utf8_lossy(&body));
+    let variant = parse(std::str::from_utf8(&body).unwrap())
+        .unwrap()
+        .variant
+        .unwrap();
     let ann = format!("Authorization: {}", basic_authorization("ann", "password"));
-    let (head, _) = http_get(srv.addr, "/hls/live.mp3/index.m3u8", &[&ann]);
+    // A session that fetched no segment holds no slot: another player gets in.
+    let (head, body) = http_get(srv.addr, "/hls/live.mp3/index.m3u8", &[&ann]);
+    assert_eq!(head.status, 200, "{}", String::from_utf8_lossy(&body));
+    let ann_variant = parse(std::str::from_utf8(&body).unwrap())
+        .unwrap()
+        .variant
+        .unwrap();
+    // The first to fetch a segment takes the slot; the other is refused its first segment.
+    let media = format!("/hls/live.mp3/{variant}");
+    wait_segments(srv.addr, &media, 1);
+    fetch_a_segment(srv.addr, &media);
+    let ann_media = format!("/hls/live.mp3/{ann_variant}");
+    let uri = segments(srv.addr, &ann_media).pop().unwrap().1;
+    let dir = ann_media.strip_suffix("index.m3u8").unwrap();
+    let (head, _) = http_get(srv.addr, &format!("{dir}{uri}"), &[]);
     assert_eq!(head.status, 403, "max-listeners holds for HLS sessions");
+    let (head, _) = http_get(srv.addr, "/hls/live.mp3/index.m3u8", &[&ann]);
+    assert_eq!(
+        head.status, 403,
+        "and for playlists while the mount is full"
+    );
 }
 
 #[test]
@@ -354,8 +409,11 @@ fn nginx_in_front_fetches_each_segment_a_few_times() {
     let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let syslog = udp.local_addr().unwrap();
     drop(udp);
+    // Forty players from one address at once: more than the default new sessions per
+    // second of an address.
     let srv = TestServer::start(&format!(
-        "[hls]\nsegment-seconds = 1\ncache-log-listen = \"{syslog}\"\n"
+        "[hls]\nsegment-seconds = 1\ncache-log-listen = \"{syslog}\"\n\
+         new-sessions-per-second = 1000\npending-per-address = 1000\n"
     ));
     let _source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
     wait_hls(&srv, "/live.mp3");
@@ -492,7 +550,7 @@ fn moveclients_moves_icy_listeners_and_hls_sessions_together() {
     );
     wait_hls(&srv, "/a.mp3");
     wait_hls(&srv, "/b.mp3");
-    let path = open_session(srv.addr, "/a.mp3");
+    let path = listen(srv.addr, "/a.mp3");
     wait_segments(srv.addr, &path, 2);
     let before = parse(&get_text(srv.addr, &path)).unwrap();
     let mut icy = Listener::open(srv.addr, "/a.mp3", false);
@@ -574,8 +632,7 @@ fn max_listeners_counts_icy_listeners_and_hls_sessions_together() {
     wait_hls(&srv, "/live.mp3");
     let _a = Listener::open(srv.addr, "/live.mp3", false);
     let _b = Listener::open(srv.addr, "/live.mp3", false);
-    let (head, _) = http_get(srv.addr, "/hls/live.mp3/index.m3u8", &[]);
-    assert_eq!(head.status, 200, "the third listener, by HLS");
+    listen(srv.addr, "/live.mp3");
     let (head, _) = http_get(srv.addr, "/hls/live.mp3/index.m3u8", &[]);
     assert_eq!(head.status, 403, "a fourth by HLS");
     let (head, _) = http_get(srv.addr, "/live.mp3", &[]);
@@ -594,8 +651,7 @@ fn a_fallback_and_its_override_return_move_icy_listeners_and_hls_sessions_alike(
     srv.wait_mount("/fallback.mp3");
     let source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
     wait_hls(&srv, "/live.mp3");
-    let media = open_session(srv.addr, "/live.mp3");
-    wait_segments(srv.addr, &media, 1);
+    let media = listen(srv.addr, "/live.mp3");
     let mut icy = Listener::open(srv.addr, "/live.mp3", false);
     icy.read_for(Duration::from_millis(300));
     wait_until(Duration::from_secs(5), || {

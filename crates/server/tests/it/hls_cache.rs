@@ -14,11 +14,16 @@ use throng_proto::hls::playlist::parse;
 use crate::support::*;
 use crate::whep::post;
 
-/// A file-fed MP3 mount (always on, no source client) with `hls` settings.
+/// A file-fed MP3 mount (always on, no source client) with `hls` settings; the cache on
+/// loopback is trusted for `X-Forwarded-For`, as `deploy/nginx/hls-cache.conf` asks (the
+/// players' addresses, not the cache's, are capped per address).
 fn config(hls: &str, dir: &std::path::Path) -> String {
     let file = dir.join("live.mp3");
     std::fs::copy(asset("demo.mp3"), &file).unwrap();
-    format!("[hls]\n{hls}\n[[mount]]\nname = \"/live.mp3\"\nfile = {file:?}\n")
+    format!(
+        "[hls]\n{hls}\n[paths]\nx-forwarded-for = [\"127.0.0.1\"]\n\
+         [[mount]]\nname = \"/live.mp3\"\nfile = {file:?}\n"
+    )
 }
 
 /// A server with `/live.mp3` ([`config`]) of `segment_seconds` segments, receiving cache logs
@@ -121,9 +126,14 @@ fn shared_playlists_carry_the_token_in_the_path_and_are_cacheable() {
         Some("public, max-age=86400, immutable")
     );
     assert!(!seg.is_empty());
-    // Two sessions, each a listener.
+    // Two sessions; only the one that fetched a segment is a listener (issue 28), until the
+    // other fetches one too.
+    assert_eq!(listeners(&srv), 1);
+    let other_token = other.strip_suffix("index.m3u8").unwrap();
+    let (hs, _) = http_get(srv.addr, &format!("/hls/live.mp3/{other_token}{uri}"), &[]);
+    assert_eq!(hs.status, 200);
     assert_eq!(listeners(&srv), 2);
-    // Throng counted what it answered: 4 playlists (2 multivariant, 2 media), 1 segment.
+    // Throng counted what it answered: 4 playlists (2 multivariant, 2 media), 2 segments.
     let p = "throng_hls_requests_total{mount=\"/live.mp3\"";
     assert_eq!(
         metric_sum(srv.addr, &format!("{p},kind=\"playlist\"}}")),
@@ -131,7 +141,7 @@ fn shared_playlists_carry_the_token_in_the_path_and_are_cacheable() {
     );
     assert_eq!(
         metric_sum(srv.addr, &format!("{p},kind=\"segment\"}}")),
-        1.0
+        2.0
     );
 }
 
@@ -148,9 +158,15 @@ fn per_session_playlists_stay_available_per_mount() {
         .variant
         .unwrap();
     assert!(variant.starts_with("index.m3u8?session="), "{variant}");
-    let (head, _) = http_get(srv.addr, &format!("/hls/live.mp3/{variant}"), &[]);
+    let (head, body) = http_get(srv.addr, &format!("/hls/live.mp3/{variant}"), &[]);
     assert_eq!(head.status, 200);
     assert_eq!(head.header("cache-control"), Some("private, max-age=1"));
+    assert_eq!(listeners(&srv), 0, "a listener once it fetches a segment");
+    // Its segments are named without the token: the address's pending session is the one.
+    let pl = parse(std::str::from_utf8(&body).unwrap()).unwrap();
+    let (_, uri, _) = pl.segments.last().unwrap();
+    let (head, _) = http_get(srv.addr, &format!("/hls/live.mp3/{uri}"), &[]);
+    assert_eq!(head.status, 200);
     assert_eq!(listeners(&srv), 1);
 }
 
@@ -396,18 +412,32 @@ fn nginx_with_the_shipped_config_serves_500_then_2000_players_at_a_flat_origin_r
             let v = v.expect("a multivariant playlist, not a cached media playlist");
             let (h, b) = http_get(cache.addr, &format!("/hls/live.mp3/{v}"), &[]);
             assert_eq!(h.status, 200);
-            String::from_utf8(b).unwrap()
+            let text = String::from_utf8(b).unwrap();
+            // A segment through the cache: its log line makes the session a listener.
+            let (_, uri, _) = parse(&text).unwrap().segments.last().cloned().unwrap();
+            let dir = v.strip_suffix("index.m3u8").unwrap();
+            let (h, _) = http_get(cache.addr, &format!("/hls/live.mp3/{dir}{uri}"), &[]);
+            assert_eq!(h.status, 200);
+            text
         })
         .collect();
     assert!(parse(&media[1]).unwrap().segments.len() >= 3);
-    assert_eq!(listeners(&srv), 2);
+    wait_until(Duration::from_secs(5), || listeners(&srv) == 2)
+        .expect("both players counted from the cache's logs");
     let mut rates = Vec::new();
     for players in [500u32, 2000] {
         let s = step(&srv, cache.addr, players);
         let sum = &s.report.summary;
+        let refused: Vec<(&str, f64)> = ["rate", "per-address", "full"]
+            .into_iter()
+            .map(|o| {
+                let series = format!("throng_hls_sessions_refused_total{{outcome=\"{o}\"}}");
+                (o, metric_sum(srv.addr, &series))
+            })
+            .collect();
         eprintln!(
             "{players} players: origin {:.2} HLS requests/s, counted {:?}, starved {}, \
-             failures {}",
+             failures {}, sessions refused {refused:?}",
             s.origin_rate, s.counted, sum.starved, sum.failures_total
         );
         assert!(s.report.errors.is_empty(), "{:?}", s.report.errors);

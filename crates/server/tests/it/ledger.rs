@@ -69,7 +69,8 @@ fn play_hls(addr: SocketAddr, mount: &str, secs: u64) -> (u64, Instant, Instant)
         let playlist = parse(&String::from_utf8(body).unwrap()).unwrap();
         for (seq, uri, _) in playlist.segments {
             if fetched.insert(seq) {
-                let (head, seg) = http_get(addr, &format!("{base}{uri}"), &[]);
+                let dir = media.rsplit_once('/').unwrap().0;
+                let (head, seg) = http_get(addr, &format!("{dir}/{uri}"), &[]);
                 assert_eq!(head.status, 200, "segment {uri}");
                 bytes += seg.len() as u64;
             }
@@ -155,7 +156,23 @@ fn every_path_is_recorded_once_with_its_time_and_bytes() {
     let ffmpeg_secs = t.elapsed().as_secs_f64();
     assert_eq!(errors, "");
 
-    // An HLS player for 6 s.
+    // A client that fetches playlists and no segment is no listener: it is not recorded
+    // (issue 28).
+    let (head, master) = http_get(srv.addr, "/hls/song.mp3/index.m3u8", &[]);
+    assert_eq!(head.status, 200);
+    let variant = parse(std::str::from_utf8(&master).unwrap())
+        .unwrap()
+        .variant
+        .unwrap();
+    let (head, _) = http_get(srv.addr, &format!("/hls/song.mp3/{variant}"), &[]);
+    assert_eq!(head.status, 200);
+
+    // An HLS player for 6 s: recorded from its first request, though it counts from its first
+    // segment.
+    let hls_wall_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
     let (hls_bytes, first, last) = play_hls(srv.addr, "/song.mp3", 6);
     let hls_secs = last.duration_since(first).as_secs_f64();
 
@@ -195,6 +212,11 @@ fn every_path_is_recorded_once_with_its_time_and_bytes() {
     within_a_second(hls, hls_secs);
     within_a_percent(hls, hls_bytes);
     assert_eq!(hls.end_reason.as_deref(), Some("client:vanished"));
+    assert!(
+        (hls.started_ms - hls_wall_ms).abs() < 500,
+        "the HLS session starts at its first request: {} vs {hls_wall_ms}",
+        hls.started_ms
+    );
     let whep = by("whep", None);
     within_a_second(whep, whep_secs);
     assert!(whep.bytes.unwrap_or(0) > 10_000, "WHEP bytes counted");

@@ -17,6 +17,7 @@ mod fallback;
 mod fanout;
 mod filters;
 mod hls;
+mod hls_admission;
 mod hls_browser;
 mod hls_cache;
 mod hooks;

@@ -516,6 +516,29 @@ pub fn capture_endpoint(
     (addr, bodies)
 }
 
+/// The body of a `Transfer-Encoding: chunked` message (RFC 9112 section 7.1) whose chunks are
+/// `raw`; panics on a malformed or incomplete one (a streamed answer cut short).
+pub fn dechunk(raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut rest = raw;
+    loop {
+        let eol = rest
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("a chunk size line");
+        let line = std::str::from_utf8(&rest[..eol]).unwrap();
+        let size = usize::from_str_radix(line.split(';').next().unwrap().trim(), 16)
+            .unwrap_or_else(|_| panic!("chunk size {line:?}"));
+        rest = &rest[eol + 2..];
+        if size == 0 {
+            return out;
+        }
+        assert!(rest.len() >= size + 2, "a chunk cut short");
+        out.extend_from_slice(&rest[..size]);
+        rest = &rest[size + 2..];
+    }
+}
+
 /// A TCP connection to `addr` from the loopback address 127.0.0.`last`.
 pub fn connect_from(last: u8, addr: SocketAddr) -> TcpStream {
     let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
@@ -568,12 +591,18 @@ pub fn make_cert(dir: &Path, stem: &str, names: &[&str], serial: u64) -> (PathBu
 
 /// Resident memory of process `pid` in KiB (`VmRSS` of `/proc/PID/status`).
 pub fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS")
+}
+
+/// Field `field` (`VmRSS`, `VmHWM`: the peak since start or since `5` was written to
+/// `/proc/PID/clear_refs`) of `/proc/PID/status`, in KiB.
+pub fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
+        .unwrap_or_else(|| panic!("{field}"))
 }
 
 /// Set in the environment of the child process a [`ChildServer`] runs: the extra TOML of its
