@@ -1,7 +1,7 @@
 //! The ledger's cost per session on a live server's pattern (issue 23: "at most 3 % more CPU
 //! with the ledger on"): a population of open sessions with churn, in simulated time, sent to
 //! the ledger's own writer thread as a server sends them (a start when a listener arrives, an
-//! end when it leaves) and committed every half second of simulated time, as the writer does
+//! end when it leaves) and committed every second of simulated time, as the writer does
 //! on its own clock. Prints the process CPU time (user + system, writer thread and WAL writes
 //! included) per session, the figure the ledger adds to a server per session:
 //!
@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use throng_server::config::{AddressPolicy, LedgerDatabase};
 use throng_server::ledger::db::Db;
-use throng_server::ledger::message::{Msg, SessionEnd, SessionStart};
+use throng_server::ledger::message::{Msg, SessionEnd, SessionStart, COMMIT_EVERY};
 use throng_server::ledger::{new_session_id, schema, writer::Writer};
 
 #[path = "support/rng.rs"]
@@ -72,7 +72,7 @@ fn main() {
             user: None,
             ip,
         };
-        (new_session_id(now), now + secs * 1000, start)
+        (new_session_id(now, true), now + secs * 1000, start)
     };
     // Open sessions: (end, id, start). The population starts staggered, as after a ramp.
     let mut open: Vec<(i64, i64, i64)> = Vec::new();
@@ -80,13 +80,13 @@ fn main() {
     let cpu0 = cpu_seconds();
     let wall0 = Instant::now();
     let mut now = t_start;
-    // The writer commits every half second (`COMMIT_EVERY`); STEP_MS tries another cadence.
+    // The writer commits every `COMMIT_EVERY`; STEP_MS tries another cadence.
     let step: i64 = std::env::var("STEP_MS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(500);
+        .unwrap_or(COMMIT_EVERY.as_millis() as i64);
     while now < t_start + sim_s * 1000 {
-        // Ends due in this half second.
+        // Ends due in this step.
         let mut i = 0;
         while i < open.len() {
             if open[i].0 <= now {

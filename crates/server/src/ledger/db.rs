@@ -323,6 +323,9 @@ fn open_sqlite(path: &Path) -> Result<rusqlite::Connection, rusqlite::Error> {
     // A 32 MiB page cache (SQLite's default is 2 MiB): the open sessions' rows and the
     // indexes' hot pages stay in memory instead of being read back for every end.
     c.pragma_update(None, "cache_size", -32_768)?;
+    // Statement journals (a multi-row statement's undo, e.g. the fold's `UPDATE … FROM`) in
+    // memory rather than in a temporary file written page by page.
+    c.pragma_update(None, "temp_store", "MEMORY")?;
     c.set_prepared_statement_cache_capacity(64);
     Ok(c)
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 /// Longest time a closed session waits in memory before it is committed (1 s: the most a
 /// crash can lose).
-pub const COMMIT_EVERY: Duration = Duration::from_millis(500);
+pub const COMMIT_EVERY: Duration = Duration::from_millis(1000);
 
 /// The end reason the ledger gives a session left open by a crash (`shutdown:crashed`), in the
 /// `side:why` vocabulary of `audience/end.rs`.

@@ -67,6 +67,9 @@ pub enum LedgerError {
 pub struct Ledger {
     tx: Sender<Msg>,
     server: Arc<str>,
+    /// Session ids grow with time (an SQLite ledger, one server's file) rather than being
+    /// random (PostgreSQL, shared by servers): [`new_session_id`].
+    time_ordered_ids: bool,
 }
 
 /// This server's default name in the ledger: the machine's host name (`gethostname(2)`; the
@@ -160,6 +163,14 @@ impl Ledger {
                 if let Err(e) = w.load_uniques(now_ms()) {
                     tracing::error!("ledger: cannot read today's listeners back: {e}");
                 }
+                match w.backfill_uniques() {
+                    Ok(0) => {}
+                    Ok(days) => tracing::info!(
+                        days,
+                        "ledger: unique listeners counted for days written before schema version 2"
+                    ),
+                    Err(e) => tracing::error!("ledger: counting earlier unique listeners: {e}"),
+                }
                 w.run(rx)
             })
             .map_err(LedgerError::Thread)?;
@@ -178,7 +189,12 @@ impl Ledger {
             }
         }
         tracing::info!(database = %database.display(), %server, "audience ledger on");
-        Ok(Some(Ledger { tx, server }))
+        let time_ordered_ids = matches!(database, LedgerDatabase::Sqlite(_));
+        Ok(Some(Ledger {
+            tx,
+            server,
+            time_ordered_ids,
+        }))
     }
 
     /// This server's name in the ledger.
@@ -195,7 +211,7 @@ impl Ledger {
     /// recorded when it fetches its first segment, with the time of its first playlist
     /// request); the ticket it returns records its end.
     pub fn open_at(&self, start: SessionStart, started_ms: i64) -> LedgerTicket {
-        let id = new_session_id(started_ms);
+        let id = new_session_id(started_ms, self.time_ordered_ids);
         let _ = self.tx.send(Msg::Start(id, started_ms, start));
         LedgerTicket {
             id,
@@ -299,15 +315,24 @@ pub fn open_for_reports(config: &Config) -> Result<db::Db, LedgerError> {
     Ok(db)
 }
 
-/// A new session id for a session starting at `started_ms` (Unix milliseconds): the start in
-/// the high 43 bits and a per-process sequence in the low 20 (`started_ms << 20 | seq`, good
-/// until the year 2248). Ids grow with time, so a start appends to the ledger's tables instead
-/// of landing in a random leaf; they are unique within a process (up to 2^20 sessions in one
-/// millisecond), and servers sharing a PostgreSQL ledger key sessions by (server, id).
-pub fn new_session_id(started_ms: i64) -> i64 {
+/// A new session id (positive, 63 bits) for a session starting at `started_ms` (Unix
+/// milliseconds).
+///
+/// `time_ordered` (an SQLite ledger, one server's file): the start in the high 43 bits and a
+/// per-process sequence in the low 20 (`started_ms << 20 | seq`, good until the year 2248),
+/// so a start appends to the primary-key index instead of dirtying a random leaf of it (the
+/// pages a commit writes are most of the ledger's cost). Unique within a process up to 2^20
+/// sessions in one millisecond; the sequence starts at random, so a process taking over in a
+/// binary upgrade does not repeat its predecessor's ids.
+///
+/// Otherwise (PostgreSQL, shared by the servers of a cluster): 63 random bits, so no two
+/// servers' ids collide (a time-ordered id with 20 spare bits would, a few times a day in a
+/// busy cluster).
+pub fn new_session_id(started_ms: i64, time_ordered: bool) -> i64 {
     use std::sync::atomic::{AtomicU64, Ordering};
-    // Starts at a random point so a process taking over (binary upgrade) does not repeat its
-    // predecessor's ids within the same millisecond.
+    if !time_ordered {
+        return (rand::random::<u64>() >> 1) as i64;
+    }
     static SEQ: std::sync::OnceLock<AtomicU64> = std::sync::OnceLock::new();
     let seq = SEQ
         .get_or_init(|| AtomicU64::new(rand::random::<u64>()))

@@ -477,16 +477,24 @@ pub fn plays(db: &mut Db, range: &Range, now_ms: i64) -> Result<Vec<PlayRow>, Db
     )?;
     let mut open_params = vec![Val::Int(last)];
     let open_filter = mount_filter(range, &mut open_params);
-    sessions.extend(db.query(
+    // Open sessions, less those whose end is appended (counted above): at most a minute of
+    // ends, read whole.
+    let mut pending = std::collections::HashSet::new();
+    db.scan("SELECT server, id FROM session_ends", &[], |r| {
+        pending.insert((r[0].text().unwrap_or_default(), r[1].int()));
+    })?;
+    db.scan(
         &format!(
-            "SELECT mount, started_ms, ended_ms, country FROM (
-                SELECT s.mount, s.started_ms, s.ended_ms, s.country, s.relay FROM sessions s
-                LEFT JOIN session_ends e ON e.server = s.server AND e.id = s.id
-                WHERE s.ended_ms IS NULL AND e.id IS NULL) open
-             WHERE relay = 0 AND started_ms < $1{open_filter}"
+            "SELECT mount, started_ms, ended_ms, country, server, id FROM sessions
+             WHERE relay = 0 AND ended_ms IS NULL AND started_ms < $1{open_filter}"
         ),
         &open_params,
-    )?);
+        |r| {
+            if !pending.contains(&(r[4].text().unwrap_or_default(), r[5].int())) {
+                sessions.push(r[..4].to_vec());
+            }
+        },
+    )?;
     // Plays of one mount are consecutive and disjoint: index them by mount, in time order.
     let mut by_mount: HashMap<String, Vec<usize>> = HashMap::new();
     for (i, p) in out.iter().enumerate() {

@@ -27,7 +27,8 @@ pub type UniqueKey = (i64, i64, String, String, String, String);
 pub struct Uniques {
     /// (span, period start, hash of mount and address): listeners already counted.
     seen: HashSet<(i64, i64, u64)>,
-    /// The latest day start seen (Unix seconds); older periods are forgotten.
+    /// The latest hour and day starts seen (Unix seconds); older periods are forgotten.
+    hour: i64,
     day: i64,
 }
 
@@ -98,14 +99,25 @@ impl Uniques {
     }
 
     /// The four periods a start at `started_ms` counts in (its hour and day, on its mount and
-    /// over all mounts); forgets periods that ended more than a day before it.
+    /// over all mounts); forgets hours before the previous hour and days before the previous
+    /// day.
     fn periods<'m>(&mut self, started_ms: i64, mount: &'m str) -> [(i64, i64, &'m str); 4] {
         let secs = started_ms.div_euclid(1000);
         let day = secs.div_euclid(DAY_S) * DAY_S;
         let hour = secs.div_euclid(HOUR_S) * HOUR_S;
-        if day > self.day {
-            self.day = day;
-            self.seen.retain(|(_, at, _)| *at >= day - DAY_S);
+        // Keep the previous hour and day (a start a little late), forget the rest: memory is
+        // about two hours and two days of listeners.
+        if hour > self.hour || day > self.day {
+            self.hour = self.hour.max(hour);
+            self.day = self.day.max(day);
+            let (h, d) = (self.hour, self.day);
+            self.seen.retain(|(span, at, _)| {
+                if *span == HOUR_S {
+                    *at >= h - HOUR_S
+                } else {
+                    *at >= d - DAY_S
+                }
+            });
         }
         [
             (HOUR_S, hour, mount),
@@ -172,6 +184,8 @@ mod tests {
         let mut u = Uniques::new();
         u.arrive(at(T0, "/a", "x"));
         assert_eq!(u.len(), 4);
+        u.arrive(at(T0 + 2 * 3_600_000, "/a", "y"));
+        assert_eq!(u.len(), 6, "the first hour is forgotten, its day kept");
         u.arrive(at(T0 + 2 * 86_400_000, "/a", "y"));
         assert_eq!(u.len(), 4, "only the new day's periods remain");
         // The listener of two days ago is new today.

@@ -2,8 +2,10 @@
 //! and title changes into rows, and commits them in batches (at least every
 //! [`super::COMMIT_EVERY`], or every [`MAX_BATCH`] messages), recording this server's last sign
 //! of life with each commit. A session's end is appended to `session_ends` and folded into
-//! its row once a minute ([`FOLD_EVERY`]), at shutdown and at the next start. A database error is logged and the batch dropped; listeners never
-//! notice. Once an hour it deletes rows older than `retention-days`.
+//! its row once a minute ([`FOLD_EVERY`]), on a flush (shutdown) and at the next start; once an
+//! hour, the ends of servers that stopped are folded too. A database error is logged and the
+//! batch dropped; listeners never notice. Once an hour it deletes rows older than
+//! `retention-days`.
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -19,7 +21,8 @@ use super::geo::Countries;
 use super::message::{now_ms, Msg, Play, SessionEnd, SessionStart, COMMIT_EVERY, CRASHED};
 use super::minutes::split_by_minute;
 use super::player::player_of;
-use super::uniques::{Arrival, UniqueKey, Uniques, DAY_S};
+use super::schema;
+use super::uniques::{Arrival, UniqueKey, Uniques, DAY_S, HOUR_S};
 use crate::config::AddressPolicy;
 
 /// Most messages applied in one transaction.
@@ -151,19 +154,84 @@ impl Writer {
     /// Errors: the database's.
     pub fn load_uniques(&mut self, now: i64) -> Result<usize, DbError> {
         let since = (now.div_euclid(1000).div_euclid(DAY_S) - 1) * DAY_S * 1000;
-        let rows = self.db.query(
+        let mut read = 0;
+        let uniques = &mut self.uniques;
+        self.db.scan(
             "SELECT started_ms, mount, address FROM sessions
              WHERE started_ms >= $1 AND relay = 0 AND server = $2 ORDER BY started_ms",
             &[Val::Int(since), Val::from(&*self.server)],
+            |r| {
+                read += 1;
+                uniques.remember(
+                    r[0].int(),
+                    &r[1].text().unwrap_or_default(),
+                    &r[2].text().unwrap_or_default(),
+                );
+            },
         )?;
-        for r in &rows {
-            self.uniques.remember(
-                r[0].int(),
-                &r[1].text().unwrap_or_default(),
-                &r[2].text().unwrap_or_default(),
-            );
+        Ok(read)
+    }
+
+    /// Counts the sessions of earlier schema versions into `audience_uniques`, a UTC day per
+    /// transaction ([`schema::BACKFILL_KEY`]); returns the days counted here. A day another
+    /// server claimed first is left to it.
+    ///
+    /// Errors: the database's.
+    pub fn backfill_uniques(&mut self) -> Result<u32, DbError> {
+        let mut days = 0;
+        loop {
+            self.db.batch("BEGIN")?;
+            let step = (|| {
+                let Some(value) = self
+                    .db
+                    .query(
+                        "SELECT value FROM ledger_meta WHERE key = $1",
+                        &[Val::from(schema::BACKFILL_KEY)],
+                    )?
+                    .first()
+                    .and_then(|r| r[0].text())
+                else {
+                    return Ok(false);
+                };
+                let mut parts = value.split(' ').map(|v| v.parse::<i64>().unwrap_or(0));
+                let (from, until) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+                if from >= until {
+                    self.db.exec(
+                        "DELETE FROM ledger_meta WHERE key = $1",
+                        &[Val::from(schema::BACKFILL_KEY)],
+                    )?;
+                    return Ok(false);
+                }
+                let day_end = (from.div_euclid(DAY_S * 1000) + 1) * DAY_S * 1000;
+                let to = day_end.min(until);
+                let claimed = self.db.exec(
+                    "UPDATE ledger_meta SET value = $3 WHERE key = $1 AND value = $2",
+                    &[
+                        Val::from(schema::BACKFILL_KEY),
+                        Val::from(value.as_str()),
+                        Val::from(format!("{to} {until}")),
+                    ],
+                )?;
+                if claimed == 1 {
+                    self.db
+                        .exec(schema::BACKFILL_UNIQUES, &[Val::Int(from), Val::Int(to)])?;
+                    days += 1;
+                }
+                Ok(true)
+            })();
+            match step {
+                Ok(more) => {
+                    self.db.batch("COMMIT")?;
+                    if !more {
+                        return Ok(days);
+                    }
+                }
+                Err(e) => {
+                    let _ = self.db.batch("ROLLBACK");
+                    return Err(e);
+                }
+            }
         }
-        Ok(rows.len())
     }
 
     /// Records this server's start (and first sign of life) at `now`.
@@ -199,7 +267,8 @@ impl Writer {
                 Err(RecvTimeoutError::Timeout) => (false, None),
                 Err(RecvTimeoutError::Disconnected) => (true, None),
             };
-            let fold = gone || Instant::now() >= next_fold;
+            // A flush (shutdown, tests) folds too, so a stopped server leaves no end behind.
+            let fold = gone || flush.is_some() || Instant::now() >= next_fold;
             if fold {
                 next_fold = Instant::now() + FOLD_EVERY;
             }
@@ -210,10 +279,15 @@ impl Writer {
             if let Some(reply) = flush {
                 let _ = reply.send(());
             }
-            if self.retention_days > 0 && Instant::now() >= next_retention {
+            if Instant::now() >= next_retention {
                 next_retention = Instant::now() + RETENTION_EVERY;
-                if let Err(e) = self.expire(now_ms()) {
-                    tracing::error!("ledger: retention: {e}");
+                if let Err(e) = self.fold_orphans(now_ms()) {
+                    tracing::error!("ledger: folding stopped servers' ends: {e}");
+                }
+                if self.retention_days > 0 {
+                    if let Err(e) = self.expire(now_ms()) {
+                        tracing::error!("ledger: retention: {e}");
+                    }
                 }
             }
             if gone {
@@ -303,7 +377,7 @@ impl Writer {
         let address = self.address(s.ip, at)?;
         let country = self.countries.as_ref().and_then(|c| c.country(s.ip));
         let player = player_of(s.agent.as_deref());
-        self.db.exec(
+        let inserted = self.db.exec(
             "INSERT INTO sessions (id, server, mount, path, relay, started_ms, agent, player,
              referer, username, address, country)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
@@ -323,6 +397,10 @@ impl Writer {
                 Val::from(country.clone()),
             ],
         )?;
+        if inserted == 0 {
+            tracing::warn!(id, mount = %s.mount, "ledger: a session id is taken; this start is not recorded");
+            return Ok(());
+        }
         if !s.relay {
             for key in self.uniques.arrive(Arrival {
                 started_ms: at,
@@ -473,20 +551,49 @@ impl Writer {
     /// statement rewrites each row once, however many ends the minute gathered, and the ends
     /// are then removed. Runs inside the caller's transaction.
     fn fold(&mut self) -> Result<(), DbError> {
-        self.db.exec(
-            "UPDATE sessions SET ended_ms = e.ended_ms, seconds = e.seconds, bytes = e.bytes,
-             end_reason = e.end_reason, mount = COALESCE(e.mount, sessions.mount)
-             FROM session_ends e
-             WHERE e.server = $1 AND sessions.server = e.server AND sessions.id = e.id
-             AND sessions.ended_ms IS NULL",
-            &[Val::from(&*self.server)],
-        )?;
-        self.db.exec(
-            "DELETE FROM session_ends WHERE server = $1",
-            &[Val::from(&*self.server)],
-        )?;
+        let server = Val::from(&*self.server);
+        self.fold_ends("server = $1", server)?;
         self.unfolded = None;
         Ok(())
+    }
+
+    /// Folds the appended ends matching `filter` (over `session_ends`, with `$1` bound to
+    /// `value`) into their sessions, then removes them: only those folded, or whose session
+    /// is gone, so an end another writer of the same name committed after the `UPDATE`'s
+    /// snapshot (PostgreSQL; an upgrade's two processes) waits for the next fold.
+    fn fold_ends(&mut self, filter: &str, value: Val) -> Result<(), DbError> {
+        self.db.exec(
+            &format!(
+                "UPDATE sessions SET ended_ms = e.ended_ms, seconds = e.seconds, bytes = e.bytes,
+                 end_reason = e.end_reason, mount = COALESCE(e.mount, sessions.mount)
+                 FROM session_ends e
+                 WHERE e.{filter} AND sessions.server = e.server AND sessions.id = e.id
+                 AND sessions.ended_ms IS NULL"
+            ),
+            std::slice::from_ref(&value),
+        )?;
+        self.db.exec(
+            &format!(
+                "DELETE FROM session_ends WHERE {filter} AND NOT EXISTS (
+                    SELECT 1 FROM sessions s WHERE s.server = session_ends.server
+                    AND s.id = session_ends.id AND s.ended_ms IS NULL)"
+            ),
+            &[value],
+        )?;
+        Ok(())
+    }
+
+    /// Folds every server's ends older than ten minutes: a server that stopped for good (or
+    /// was renamed) leaves no end unfolded, so its sessions reach the retention like others.
+    fn fold_orphans(&mut self, now: i64) -> Result<(), DbError> {
+        self.db.batch("BEGIN")?;
+        match self.fold_ends("ended_ms < $1", Val::Int(now - 600_000)) {
+            Ok(()) => self.db.batch("COMMIT"),
+            Err(e) => {
+                let _ = self.db.batch("ROLLBACK");
+                Err(e)
+            }
+        }
     }
 
     /// An open session's facts read back from the database (one started by an earlier
@@ -550,6 +657,13 @@ impl Writer {
                 "DELETE FROM audience_minutes WHERE minute < $1",
                 &[Val::Int(cutoff / 1000)],
             )?;
+            // Periods that ended before the cutoff.
+            for span in [HOUR_S, DAY_S] {
+                self.db.exec(
+                    "DELETE FROM audience_uniques WHERE span_s = $1 AND at_s < $2",
+                    &[Val::Int(span), Val::Int(cutoff / 1000 - span)],
+                )?;
+            }
             self.db.exec(
                 "DELETE FROM ledger_salts WHERE day < $1",
                 &[Val::Int(day_of(now) - 1)],
