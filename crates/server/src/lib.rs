@@ -42,6 +42,7 @@ mod respond;
 mod roster;
 mod server;
 mod signals;
+mod transcode;
 mod upgrade;
 mod whep;
 mod yp;

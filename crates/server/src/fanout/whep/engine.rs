@@ -55,8 +55,9 @@ use crate::audience::page::{take_page, Page};
 use crate::audience::{AudiencePath, EndReason, ListenerInfo, ListenerRow};
 use crate::config::LagPolicy;
 use crate::mount::live::Mount;
-use crate::mount::registry::{Fallback, Registry};
-use crate::observe::metrics::{Metrics, MountLabel};
+use crate::mount::registry::Fallback;
+use crate::observe::metrics::MountLabel;
+use crate::transcode::Transcoding;
 
 /// Kernel socket buffers asked for (bytes): room for a burst of handshakes and a media pass.
 pub const SOCKET_BUFFER: usize = 4 << 20;
@@ -253,12 +254,26 @@ fn bind(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
     Ok(socket.into())
 }
 
+impl Session {
+    /// The queue of Ogg/Opus pages this viewer reads: its mount's own, or for an MP3 or AAC
+    /// mount its transcoder's.
+    fn feed_queue(&self) -> &crate::mount::queue::Queue {
+        match &self.feed {
+            Some(t) => &t.queue,
+            None => &self.mount.queue,
+        }
+    }
+}
+
 /// One viewer.
 struct Session {
     id: String,
     rtc: Rtc,
     mount: Arc<Mount>,
     mid: Mid,
+    /// The transcoder of an MP3 or AAC mount whose Ogg/Opus feed it reads (`None`: an Ogg
+    /// mount, whose own queue it reads); held while the viewer plays that mount.
+    feed: Option<Arc<Transcoding>>,
     /// The Opus payload type the answer settled on (known once the session is connected).
     pt: Option<Pt>,
     /// Next absolute queue offset to read; `None` until the first read (live edge).
@@ -392,7 +407,7 @@ impl Engine {
             }
             if schedule.health_due(now) {
                 self.health(now);
-                tracing::debug!(target: "throng_whep_stats", engine = self.index, sessions = self.routes.len(), "{:?}", self.stats);
+                tracing::debug!(target: "throng_whep_stats", engine = self.index, sessions = self.routes.len(), transcoders = self.shared.transcoders.running(), "{:?}", self.stats);
                 self.stats = Stats::default();
             }
             while let Some(key) = self.timers.pop_due(timers_now) {
@@ -553,6 +568,8 @@ impl Engine {
                 .is_some_and(|media| media.kind() == MediaKind::Audio)
         });
         let mid = mid.ok_or(WhepError::NoAudio)?;
+        // An MP3 or AAC mount's first viewer starts its transcoder, the next ones share it.
+        let feed = self.shared.transcoders.feed_for(&viewer.mount)?;
         let ufrag = rtc.direct_api().local_ice_credentials().ufrag;
         let id = session_id(self.index);
         let label = MountLabel::new(&viewer.mount.name);
@@ -570,6 +587,7 @@ impl Engine {
             rtc,
             mount: viewer.mount,
             mid,
+            feed,
             pt: None,
             pos: None,
             depack: OpusDepacketizer::new(rand::random()),
@@ -783,9 +801,7 @@ impl Engine {
                 continue;
             }
             packets.clear();
-            if let Err(why) =
-                read_queue(s, &self.shared.registry, &self.shared.metrics, now, packets)
-            {
+            if let Err(why) = read_queue(s, &self.shared, now, packets) {
                 ended.push((key, why));
                 continue;
             }
@@ -858,20 +874,19 @@ fn flush_out(out: &mut SendBatch, fd: std::os::fd::RawFd, stats: &mut Stats) {
 /// ends, and why.
 fn read_queue(
     s: &mut Session,
-    registry: &Registry,
-    metrics: &Metrics,
+    shared: &EngineShared,
     now: Instant,
     out: &mut Vec<OpusPacket>,
 ) -> Result<(), EndReason> {
     if let Some(to) = s.moving.take() {
         if !to.queue.load().ended && to.id != s.mount.id {
-            switch(s, to, metrics, "WHEP viewer moved");
+            switch(s, to, shared, "WHEP viewer moved")?;
         }
     }
-    let mut q = s.mount.queue.load();
+    let mut q = s.feed_queue().load();
     let fallback = if q.ended {
         s.ended_since.get_or_insert(now);
-        Some(registry.fallback_target(&s.mount))
+        Some(shared.registry.fallback_target(&s.mount))
     } else {
         s.ended_since = None;
         None
@@ -895,8 +910,8 @@ fn read_queue(
         Step::End(why) => return Err(why),
         Step::Switch => {
             if let Some(m) = successor {
-                switch(s, m, metrics, "WHEP viewer follows fallback");
-                q = s.mount.queue.load();
+                switch(s, m, shared, "WHEP viewer follows fallback")?;
+                q = s.feed_queue().load();
             }
         }
         Step::SkipAhead => s.pos = None,
@@ -933,13 +948,26 @@ fn read_queue(
 }
 
 /// Moves viewer `s` to mount `to` (its counts follow), to join it at the live edge at this
-/// pass; `what` is logged.
-fn switch(s: &mut Session, to: Arc<Mount>, metrics: &Metrics, what: &str) {
+/// pass, reading `to`'s feed (its own queue, or its transcoder's, started if it is the first
+/// viewer there; the one it leaves stops if it was the last); `what` is logged. `Err`: `to`'s
+/// transcoder could not start, and the session ends.
+fn switch(
+    s: &mut Session,
+    to: Arc<Mount>,
+    shared: &EngineShared,
+    what: &str,
+) -> Result<(), EndReason> {
     tracing::debug!(from = %s.mount.name, to = %to.name, requested = %s.info.requested_mount, "{what}");
-    s.mount.move_listener_to(&to, metrics);
+    let feed = shared.transcoders.feed_for(&to).map_err(|e| {
+        tracing::warn!(to = %to.name, "WHEP viewer cannot follow: {e}");
+        EndReason::SourceEnded
+    })?;
+    s.mount.move_listener_to(&to, &shared.metrics);
     s.mount = to;
+    s.feed = feed;
     s.pos = None;
     s.ended_since = None;
+    Ok(())
 }
 
 /// The `a=mid` of the first audio media section of an SDP (RFC 8866 §5.14, RFC 8843 §15).

@@ -99,6 +99,7 @@ impl WhepEngine {
             access_log,
             degraded: Arc::default(),
             engines: count,
+            transcoders: Arc::default(),
         };
         let engines = (0..count)
             .map(|i| {
