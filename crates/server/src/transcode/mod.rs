@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
+use prometheus_client::metrics::gauge::Gauge;
 use throng_proto::format::Format;
 
 use crate::mount::live::Mount;
@@ -69,11 +70,14 @@ pub struct Transcoding {
     /// The Ogg/Opus feed, read as a mount's queue is.
     pub queue: Arc<Queue>,
     stop: Arc<AtomicBool>,
+    /// `throng_whep_transcoders`, counting this one while it runs.
+    gauge: Gauge,
 }
 
 impl Drop for Transcoding {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        self.gauge.dec();
         tracing::debug!(mount = %self.mount, "transcoder: its last WebRTC viewer left");
     }
 }
@@ -83,9 +87,19 @@ impl Drop for Transcoding {
 #[derive(Debug, Default)]
 pub struct Transcoders {
     running: Mutex<HashMap<u64, Weak<Transcoding>>>,
+    /// `throng_whep_transcoders`.
+    gauge: Gauge,
 }
 
 impl Transcoders {
+    /// No transcoder running yet; `gauge` (`throng_whep_transcoders`) counts those that run.
+    pub fn new(gauge: Gauge) -> Transcoders {
+        Transcoders {
+            running: Mutex::default(),
+            gauge,
+        }
+    }
+
     /// The transcoded feed of `mount` for one more viewer: `Ok(None)` for an Ogg mount (its
     /// viewers read its own queue), the running transcoder's handle, or a new transcoder
     /// started for this first viewer.
@@ -108,12 +122,14 @@ impl Transcoders {
             mount: mount.name.clone(),
             queue: writer.queue(),
             stop: stop.clone(),
+            gauge: self.gauge.clone(),
         });
         let m = mount.clone();
         std::thread::Builder::new()
             .name("transcode".into())
             .spawn(move || pipeline::run(m, writer, stop))?;
         tracing::info!(mount = %mount.name, "transcoder started for WebRTC viewers");
+        self.gauge.inc();
         running.insert(mount.id, Arc::downgrade(&t));
         Ok(Some(t))
     }
@@ -175,6 +191,7 @@ mod tests {
         let (aac, _w4) = mount(Format::Aac);
         let c = ts.feed_for(&aac).unwrap().expect("transcoded");
         assert_eq!(ts.running(), 2);
+        assert_eq!(ts.gauge.get(), 2);
         let feed = a.queue.clone();
         drop(a);
         assert_eq!(ts.running(), 2, "b still plays it");
@@ -188,6 +205,7 @@ mod tests {
         }
         drop(c);
         assert_eq!(ts.running(), 0);
+        assert_eq!(ts.gauge.get(), 0);
         // A new first viewer starts a new one.
         let d = ts.feed_for(&mp3).unwrap().expect("transcoded");
         assert!(!d.queue.load().ended);

@@ -95,11 +95,13 @@ impl WhepEngine {
         let count = count.clamp(1, 256);
         let shared = EngineShared {
             registry,
-            metrics,
             access_log,
             degraded: Arc::default(),
             engines: count,
-            transcoders: Arc::default(),
+            transcoders: Arc::new(crate::transcode::Transcoders::new(
+                metrics.whep_transcoders.clone(),
+            )),
+            metrics,
         };
         let engines = (0..count)
             .map(|i| {
