@@ -24,7 +24,7 @@ pub(crate) struct Viewer {
     pub(crate) resource: String,
     /// RTP timestamps (48 kHz) and arrival times of the packets received so far.
     pub(crate) packets: Vec<(u64, Instant)>,
-    connected: bool,
+    pub(crate) connected: bool,
     /// The UDP port of the server's ICE candidate in the answer (its engine's port).
     engine_port: Option<u16>,
 }
@@ -150,7 +150,7 @@ impl Viewer {
             .unwrap_or_default()
     }
 
-    fn check_in_order(&self, from: usize) -> (usize, bool) {
+    pub(crate) fn check_in_order(&self, from: usize) -> (usize, bool) {
         let p = &self.packets[from.min(self.packets.len())..];
         let ordered = p.windows(2).all(|w| w[1].0.wrapping_sub(w[0].0) == 960);
         (p.len(), ordered)

@@ -1,0 +1,93 @@
+//! WHEP for MP3 and AAC mounts (issue 25): a str0m WebRTC client plays an MP3 and an AAC mount
+//! over WHEP; the server transcodes each mount to Opus once, however many viewers it has, and
+//! only while it has viewers (`throng_whep_transcoders`); the packets arrive in order, 960
+//! samples (20 ms at 48 kHz) apart.
+
+use std::time::Duration;
+
+use crate::support::*;
+use crate::whep::{webrtc_config, Viewer};
+
+/// A `[[mount]]` playing a copy of the asset `asset` in `dir` as `name`, looped in real time.
+fn file_mount(dir: &std::path::Path, name: &str, asset_name: &str) -> String {
+    let file = dir.join(asset_name);
+    std::fs::copy(asset(asset_name), &file).unwrap();
+    format!("[[mount]]\nname = \"{name}\"\nfile = {file:?}\n")
+}
+
+/// Runs every viewer for `d` at once (each on a thread of its own), and gives them back.
+fn run_all(viewers: Vec<Viewer>, d: Duration) -> Vec<Viewer> {
+    let threads: Vec<_> = viewers
+        .into_iter()
+        .map(|mut v| {
+            std::thread::spawn(move || {
+                v.run_for(d);
+                v
+            })
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
+fn transcoders(srv: &TestServer) -> i64 {
+    srv.ctx.metrics.whep_transcoders.get()
+}
+
+fn delete(srv: &TestServer, v: &Viewer) {
+    let req = format!("DELETE {} HTTP/1.1\r\nHost: test\r\n\r\n", v.resource);
+    assert_eq!(status_of(srv.addr, req.as_bytes()), 200);
+}
+
+#[test]
+fn mp3_and_aac_mounts_play_over_whep_transcoded_once_per_mount_while_viewed() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&format!(
+        "{}{}{}",
+        webrtc_config(),
+        file_mount(dir.path(), "/music.mp3", "demo.mp3"),
+        file_mount(dir.path(), "/tone.aac", "test-tone.aac"),
+    ));
+    srv.wait_mount("/music.mp3");
+    srv.wait_mount("/tone.aac");
+    for m in ["/music.mp3", "/tone.aac"] {
+        let status = srv.mount_status(m).unwrap();
+        assert_eq!(
+            status["whep_url"].as_str(),
+            Some(format!("http://localhost:{}/whep{m}", srv.addr.port()).as_str()),
+            "{status}"
+        );
+    }
+    assert_eq!(transcoders(&srv), 0, "no viewer, no transcoder");
+    let viewers = vec![
+        Viewer::connect(srv.addr, "/whep/music.mp3", &[]),
+        Viewer::connect(srv.addr, "/whep/music.mp3", &[]),
+        Viewer::connect(srv.addr, "/whep/tone.aac", &[]),
+    ];
+    assert_eq!(transcoders(&srv), 2, "one per mount, not per viewer");
+    // The first seconds: connecting, the decoder's and resampler's start.
+    let viewers = run_all(viewers, Duration::from_secs(3));
+    let marks: Vec<usize> = viewers.iter().map(|v| v.packets.len()).collect();
+    let viewers = run_all(viewers, Duration::from_secs(3));
+    for (i, v) in viewers.iter().enumerate() {
+        assert!(v.connected, "viewer {i}: ICE and DTLS completed");
+        let (n, ordered) = v.check_in_order(marks[i]);
+        assert!(ordered, "viewer {i}: timestamps advance 960 (20 ms) per packet");
+        assert!((100..=200).contains(&n), "viewer {i}: ~150 packets in 3 s, got {n}");
+    }
+    // Viewers leave: a mount's transcoder stops with its last viewer.
+    delete(&srv, &viewers[0]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(transcoders(&srv), 2, "the second MP3 viewer still plays");
+    delete(&srv, &viewers[1]);
+    wait_until(Duration::from_secs(5), || transcoders(&srv) == 1)
+        .expect("the MP3 mount's transcoder stops with its last viewer");
+    delete(&srv, &viewers[2]);
+    wait_until(Duration::from_secs(5), || transcoders(&srv) == 0)
+        .expect("the AAC mount's transcoder stops too");
+    // A new viewer starts it again.
+    let mut v = Viewer::connect(srv.addr, "/whep/music.mp3", &[]);
+    assert_eq!(transcoders(&srv), 1);
+    v.run_for(Duration::from_secs(3));
+    let (n, ordered) = v.check_in_order(v.packets.len().min(50));
+    assert!(ordered && n > 50, "plays again: {n} packets");
+}
