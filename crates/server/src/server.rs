@@ -259,7 +259,10 @@ impl Server {
             port,
         )
         .map_err(ServerError::FanOut)?;
-        let whep = match config.webrtc.udp_listen {
+        let http = listen_sockets[0]
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], port)));
+        let whep = match config.webrtc.udp_address(http) {
             Some(addr) => Some(
                 crate::fanout::whep::WhepEngine::start(
                     addr,
