@@ -91,3 +91,80 @@ fn mp3_and_aac_mounts_play_over_whep_transcoded_once_per_mount_while_viewed() {
     let (n, ordered) = v.check_in_order(v.packets.len().min(50));
     assert!(ordered && n > 50, "plays again: {n} packets");
 }
+
+/// The embedded defaults of `throng serve` (WebRTC on, on the HTTP port's number) with only the
+/// address, passwords and access log of a test server.
+fn embedded_defaults() -> throng_server::Config {
+    let test = throng_server::Config::from_toml(&format!(
+        "listen = [\"127.0.0.1:0\"]\n[authentication]\nsource-password = \"{SOURCE_PW}\"\nadmin-password = \"{ADMIN_PW}\"\n[logging]\naccess-log = \"\"\n"
+    ))
+    .unwrap();
+    let mut c = throng_server::Config::embedded();
+    c.listen = test.listen;
+    c.authentication = test.authentication;
+    c.logging = test.logging;
+    c
+}
+
+/// Issue 25, Done when: with the embedded defaults, headless Chromium plays the demo MP3 mount
+/// over WHEP from the station page's "Low latency" button: at least 200 Opus packets in 6 s
+/// (`getStats`: inbound-rtp `packetsReceived`), none lost on loopback.
+#[test]
+fn chromium_plays_the_demo_mp3_mount_over_whep_with_the_embedded_defaults() {
+    let Some(path) = crate::cdp::chromium_path() else {
+        assert!(
+            !crate::cdp::browser_required(),
+            "chromium is not installed and THRONG_REQUIRE_BROWSER is set: run scripts/install-deps.sh"
+        );
+        eprintln!("SKIPPED: chromium is not installed (scripts/install-deps.sh installs it)");
+        return;
+    };
+    let srv = TestServer::start_config(embedded_defaults());
+    srv.wait_mount("/demo.mp3");
+    let whep = srv.ctx.whep.as_ref().expect("WebRTC on by default");
+    assert_eq!(
+        whep.local_addr().port(),
+        srv.addr.port(),
+        "UDP on the HTTP port's number"
+    );
+    let b = crate::cdp::Browser::launch(&path);
+    let tab = b.new_tab();
+    b.navigate(&tab, &srv.url("/"));
+    let button = "document.querySelector('[data-mount=\"/demo.mp3\"] .rtc')";
+    b.wait_js(
+        &tab,
+        &format!("{button} && !{button}.hidden"),
+        Duration::from_secs(10),
+    )
+    .expect("a low-latency button on the MP3 demo's card");
+    b.eval(&tab, &format!("{button}.click()")).unwrap();
+    let stats = r#"(async () => {
+        if (!window.throngWhep || !window.throngWhep.pc) return null;
+        let o = null;
+        (await window.throngWhep.pc.getStats()).forEach(r => {
+            if (r.type === 'inbound-rtp' && r.kind === 'audio') {
+                o = { received: r.packetsReceived, lost: r.packetsLost };
+            }
+        });
+        return o;
+    })()"#;
+    let first = b
+        .wait_js(
+            &tab,
+            &format!("{stats}.then(o => o && o.received > 0 ? o : null)"),
+            Duration::from_secs(15),
+        )
+        .expect("the station page's player receives the demo over WHEP");
+    std::thread::sleep(Duration::from_secs(6));
+    let later = b.eval(&tab, stats).unwrap();
+    let (r0, r1) = (
+        first["received"].as_u64().unwrap(),
+        later["received"].as_u64().unwrap(),
+    );
+    assert!(r1 >= r0 + 200, "at least 200 packets in 6 s: {first} then {later}");
+    assert_eq!(later["lost"].as_i64(), Some(0), "{later}");
+    assert_eq!(transcoders(&srv), 1);
+    b.eval(&tab, &format!("{button}.click()")).unwrap();
+    wait_until(Duration::from_secs(5), || transcoders(&srv) == 0)
+        .expect("stopping the player stops the demo's transcoder");
+}
