@@ -1243,7 +1243,11 @@ mod tests {
         let at = |toml: &str| Config::from_toml(toml).unwrap().webrtc.udp_address(http);
         assert_eq!(Config::embedded().webrtc.udp_address(http), Some(http));
         assert_eq!(at(""), None, "a file without [webrtc]: off, as before");
-        assert_eq!(at("[webrtc]\nenabled = true\n"), Some(http), "the HTTP port");
+        assert_eq!(
+            at("[webrtc]\nenabled = true\n"),
+            Some(http),
+            "the HTTP port"
+        );
         let moved: SocketAddr = "0.0.0.0:9443".parse().unwrap();
         assert_eq!(at("[webrtc]\nudp-listen = \"0.0.0.0:9443\"\n"), Some(moved));
         assert_eq!(

@@ -252,7 +252,12 @@ mod tests {
         // What a WHEP viewer makes of them: two packets 960 apart, headers skipped.
         let mut d = OpusDepacketizer::new(1000);
         let mut out = Vec::new();
-        for bytes in [&headers[..first.bytes.len()], &headers[first.bytes.len()..], &a, &b] {
+        for bytes in [
+            &headers[..first.bytes.len()],
+            &headers[first.bytes.len()..],
+            &a,
+            &b,
+        ] {
             assert!(d.push_page_bytes(bytes, &mut out));
         }
         assert_eq!(out.len(), 2);

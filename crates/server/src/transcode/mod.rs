@@ -181,7 +181,10 @@ mod tests {
         let (ogg, _w) = mount(Format::Ogg);
         assert!(ts.feed_for(&ogg).unwrap().is_none());
         let (other, _w2) = mount(Format::Other);
-        assert!(matches!(ts.feed_for(&other), Err(TranscodeError::NotPlayable)));
+        assert!(matches!(
+            ts.feed_for(&other),
+            Err(TranscodeError::NotPlayable)
+        ));
         assert_eq!(ts.running(), 0);
         let (mp3, _w3) = mount(Format::Mp3);
         let a = ts.feed_for(&mp3).unwrap().expect("transcoded");
@@ -200,7 +203,10 @@ mod tests {
         // The stopped thread ends its feed (it was waiting for input).
         let t0 = Instant::now();
         while !feed.load().ended {
-            assert!(t0.elapsed() < Duration::from_secs(5), "the transcoder stops");
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "the transcoder stops"
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
         drop(c);

@@ -82,7 +82,10 @@ pub fn run(mount: Arc<Mount>, mut out: QueueWriter, stop: Arc<AtomicBool>) {
 }
 
 /// The demuxer of `format` on `mss`.
-fn open(format: Format, mss: MediaSourceStream) -> symphonia::core::errors::Result<Box<dyn FormatReader>> {
+fn open(
+    format: Format,
+    mss: MediaSourceStream,
+) -> symphonia::core::errors::Result<Box<dyn FormatReader>> {
     use symphonia::default::formats::{AdtsReader, MpaReader};
     let opts = FormatOptions::default();
     Ok(match format {
@@ -139,7 +142,13 @@ impl Encode {
             self.framer.push(stereo, CHANNELS);
         } else {
             if self.resampler.as_ref().is_none_or(|(r, _)| *r != rate) {
-                match FftFixedIn::<f32>::new(rate as usize, OPUS_RATE as usize, RESAMPLE_CHUNK, 1, CHANNELS) {
+                match FftFixedIn::<f32>::new(
+                    rate as usize,
+                    OPUS_RATE as usize,
+                    RESAMPLE_CHUNK,
+                    1,
+                    CHANNELS,
+                ) {
                     Ok(r) => self.resampler = Some((rate, r)),
                     Err(e) => {
                         tracing::warn!("transcoder: no resampler from {rate} Hz: {e}");
@@ -170,7 +179,9 @@ impl Encode {
         while let Some(frame) = self.framer.next_frame() {
             match self.encoder.encode_float(&frame, &mut self.packet) {
                 Ok(len) => {
-                    let page = self.ogg.audio_page(&self.packet[..len], FRAME_SAMPLES as u32);
+                    let page = self
+                        .ogg
+                        .audio_page(&self.packet[..len], FRAME_SAMPLES as u32);
                     out.push(page, false, Some(self.headers.clone()));
                     counts.packets += 1;
                 }

@@ -17,8 +17,8 @@ use crate::audience::{AudiencePath, ListenerInfo};
 use crate::ctx::ServerCtx;
 use crate::fanout::whep::NewViewer;
 use crate::net::clients::HeadLimits;
-use crate::transcode::whep_feed;
 use crate::respond::{admit_listener, reply, Admitted, RETRY_AFTER_SECS};
+use crate::transcode::whep_feed;
 
 /// Path prefix of WHEP endpoints: `POST /whep/<mount>`.
 pub const PREFIX: &str = "/whep";

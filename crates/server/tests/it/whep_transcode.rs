@@ -71,8 +71,14 @@ fn mp3_and_aac_mounts_play_over_whep_transcoded_once_per_mount_while_viewed() {
     for (i, v) in viewers.iter().enumerate() {
         assert!(v.connected, "viewer {i}: ICE and DTLS completed");
         let (n, ordered) = v.check_in_order(marks[i]);
-        assert!(ordered, "viewer {i}: timestamps advance 960 (20 ms) per packet");
-        assert!((100..=200).contains(&n), "viewer {i}: ~150 packets in 3 s, got {n}");
+        assert!(
+            ordered,
+            "viewer {i}: timestamps advance 960 (20 ms) per packet"
+        );
+        assert!(
+            (100..=200).contains(&n),
+            "viewer {i}: ~150 packets in 3 s, got {n}"
+        );
     }
     // Viewers leave: a mount's transcoder stops with its last viewer.
     delete(&srv, &viewers[0]);
@@ -161,7 +167,10 @@ fn chromium_plays_the_demo_mp3_mount_over_whep_with_the_embedded_defaults() {
         first["received"].as_u64().unwrap(),
         later["received"].as_u64().unwrap(),
     );
-    assert!(r1 >= r0 + 200, "at least 200 packets in 6 s: {first} then {later}");
+    assert!(
+        r1 >= r0 + 200,
+        "at least 200 packets in 6 s: {first} then {later}"
+    );
     assert_eq!(later["lost"].as_i64(), Some(0), "{later}");
     assert_eq!(transcoders(&srv), 1);
     b.eval(&tab, &format!("{button}.click()")).unwrap();
