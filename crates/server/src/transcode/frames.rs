@@ -262,7 +262,7 @@ mod tests {
         }
         assert_eq!(out.len(), 2);
         assert_eq!(out[1].rtp_ts.wrapping_sub(out[0].rtp_ts), 960);
-        assert_eq!(out[0].data, packet);
+        assert_eq!(&out[0].data[..], &packet[..]);
     }
 
     #[test]

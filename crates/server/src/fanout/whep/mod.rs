@@ -20,6 +20,7 @@
 
 pub mod batch;
 pub mod engine;
+pub mod pages;
 pub mod routing;
 pub mod schedule;
 pub mod shared;
