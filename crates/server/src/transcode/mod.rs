@@ -147,7 +147,6 @@ impl Transcoders {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mount::live::{MountSettings, SourceKind};
     use std::time::{Duration, Instant};
 
     #[test]
@@ -160,19 +159,7 @@ mod tests {
     }
 
     fn mount(format: Format) -> (Arc<Mount>, QueueWriter) {
-        let w = QueueWriter::new(1 << 16);
-        let settings = MountSettings {
-            format,
-            content_type: "audio/mpeg".into(),
-            info: Default::default(),
-            force_hidden: false,
-            source_user: "source".into(),
-            source_password: "pw".into(),
-            source_ip: None,
-            kind: SourceKind::Client,
-            stream_headers: Vec::new(),
-        };
-        (Arc::new(Mount::new("/t", settings, w.queue())), w)
+        crate::mount::live::test_support::test_mount("/t", format)
     }
 
     #[test]

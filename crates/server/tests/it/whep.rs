@@ -438,6 +438,66 @@ fn chromium_plays_a_mount_over_whep() {
     .expect("DELETE frees the session");
 }
 
+/// A station page playing a mount over WHEP in headless Chromium.
+pub(crate) struct StationWhep {
+    pub(crate) b: crate::cdp::Browser,
+    pub(crate) tab: crate::cdp::Tab,
+    /// The JS expression of the mount card's "Low latency" button.
+    pub(crate) button: String,
+    /// The inbound-rtp audio stats (`received`, `lost`) when the first packets came, and
+    /// `hold` later.
+    pub(crate) first: serde_json::Value,
+    pub(crate) later: serde_json::Value,
+}
+
+/// Opens `srv`'s station page in the Chromium at `path`, presses the "Low latency" button of
+/// `mount`'s card (it must be shown) and samples the peer connection's inbound-rtp audio stats
+/// when packets arrive and `hold` later.
+pub(crate) fn play_from_station_page(
+    srv: &TestServer,
+    path: &std::path::Path,
+    mount: &str,
+    hold: Duration,
+) -> StationWhep {
+    let b = crate::cdp::Browser::launch(path);
+    let tab = b.new_tab();
+    b.navigate(&tab, &srv.url("/"));
+    let button = format!("document.querySelector('[data-mount=\"{mount}\"] .rtc')");
+    b.wait_js(
+        &tab,
+        &format!("{button} && !{button}.hidden"),
+        Duration::from_secs(10),
+    )
+    .expect("a low-latency button on the mount's card");
+    b.eval(&tab, &format!("{button}.click()")).unwrap();
+    let stats = r#"(async () => {
+        if (!window.throngWhep || !window.throngWhep.pc) return null;
+        let o = null;
+        (await window.throngWhep.pc.getStats()).forEach(r => {
+            if (r.type === 'inbound-rtp' && r.kind === 'audio') {
+                o = { received: r.packetsReceived, lost: r.packetsLost };
+            }
+        });
+        return o;
+    })()"#;
+    let first = b
+        .wait_js(
+            &tab,
+            &format!("{stats}.then(o => o && o.received > 0 ? o : null)"),
+            Duration::from_secs(15),
+        )
+        .expect("the station page's player receives audio over WHEP");
+    std::thread::sleep(hold);
+    let later = b.eval(&tab, stats).unwrap();
+    StationWhep {
+        b,
+        tab,
+        button,
+        first,
+        later,
+    }
+}
+
 /// The station page's "Low latency" button plays a mount with a `whep_url` over WebRTC in
 /// headless Chromium: its peer connection receives audio (`getStats`: inbound packets rising,
 /// none lost on loopback), and pressing it again DELETEs the session.
@@ -458,36 +518,13 @@ fn the_station_page_low_latency_button_plays_over_whep() {
         tone_mount(dir.path(), "/tone.opus")
     ));
     srv.wait_mount("/tone.opus");
-    let b = crate::cdp::Browser::launch(&path);
-    let tab = b.new_tab();
-    b.navigate(&tab, &srv.url("/"));
-    let button = "document.querySelector('[data-mount=\"/tone.opus\"] .rtc')";
-    b.wait_js(
-        &tab,
-        &format!("{button} && !{button}.hidden"),
-        Duration::from_secs(10),
-    )
-    .expect("a low-latency button on the Opus mount's card");
-    b.eval(&tab, &format!("{button}.click()")).unwrap();
-    let stats = r#"(async () => {
-        if (!window.throngWhep) return null;
-        let o = null;
-        (await window.throngWhep.pc.getStats()).forEach(r => {
-            if (r.type === 'inbound-rtp' && r.kind === 'audio') {
-                o = { received: r.packetsReceived, lost: r.packetsLost };
-            }
-        });
-        return o;
-    })()"#;
-    let first = b
-        .wait_js(
-            &tab,
-            &format!("{stats}.then(o => o && o.received > 0 ? o : null)"),
-            Duration::from_secs(15),
-        )
-        .expect("the station page's player receives audio over WHEP");
-    std::thread::sleep(Duration::from_secs(3));
-    let later = b.eval(&tab, stats).unwrap();
+    let StationWhep {
+        b,
+        tab,
+        button,
+        first,
+        later,
+    } = play_from_station_page(&srv, &path, "/tone.opus", Duration::from_secs(3));
     let (r0, r1) = (
         first["received"].as_u64().unwrap(),
         later["received"].as_u64().unwrap(),

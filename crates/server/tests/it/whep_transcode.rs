@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use crate::support::*;
-use crate::whep::{webrtc_config, Viewer};
+use crate::whep::{play_from_station_page, webrtc_config, StationWhep, Viewer};
 
 /// A `[[mount]]` playing a copy of the asset `asset` in `dir` as `name`, looped in real time.
 fn file_mount(dir: &std::path::Path, name: &str, asset_name: &str) -> String {
@@ -133,36 +133,13 @@ fn chromium_plays_the_demo_mp3_mount_over_whep_with_the_embedded_defaults() {
         srv.addr.port(),
         "UDP on the HTTP port's number"
     );
-    let b = crate::cdp::Browser::launch(&path);
-    let tab = b.new_tab();
-    b.navigate(&tab, &srv.url("/"));
-    let button = "document.querySelector('[data-mount=\"/demo.mp3\"] .rtc')";
-    b.wait_js(
-        &tab,
-        &format!("{button} && !{button}.hidden"),
-        Duration::from_secs(10),
-    )
-    .expect("a low-latency button on the MP3 demo's card");
-    b.eval(&tab, &format!("{button}.click()")).unwrap();
-    let stats = r#"(async () => {
-        if (!window.throngWhep || !window.throngWhep.pc) return null;
-        let o = null;
-        (await window.throngWhep.pc.getStats()).forEach(r => {
-            if (r.type === 'inbound-rtp' && r.kind === 'audio') {
-                o = { received: r.packetsReceived, lost: r.packetsLost };
-            }
-        });
-        return o;
-    })()"#;
-    let first = b
-        .wait_js(
-            &tab,
-            &format!("{stats}.then(o => o && o.received > 0 ? o : null)"),
-            Duration::from_secs(15),
-        )
-        .expect("the station page's player receives the demo over WHEP");
-    std::thread::sleep(Duration::from_secs(6));
-    let later = b.eval(&tab, stats).unwrap();
+    let StationWhep {
+        b,
+        tab,
+        button,
+        first,
+        later,
+    } = play_from_station_page(&srv, &path, "/demo.mp3", Duration::from_secs(6));
     let (r0, r1) = (
         first["received"].as_u64().unwrap(),
         later["received"].as_u64().unwrap(),
