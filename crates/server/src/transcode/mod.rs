@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use throng_proto::format::Format;
 
@@ -89,14 +90,18 @@ pub struct Transcoders {
     running: Mutex<HashMap<u64, Weak<Transcoding>>>,
     /// `throng_whep_transcoders`.
     gauge: Gauge,
+    /// `throng_whep_transcode_skipped_total`.
+    skipped: Counter,
 }
 
 impl Transcoders {
-    /// No transcoder running yet; `gauge` (`throng_whep_transcoders`) counts those that run.
-    pub fn new(gauge: Gauge) -> Transcoders {
+    /// No transcoder running yet; `gauge` (`throng_whep_transcoders`) counts those that run,
+    /// `skipped` (`throng_whep_transcode_skipped_total`) what their decoders refused.
+    pub fn new(gauge: Gauge, skipped: Counter) -> Transcoders {
         Transcoders {
             running: Mutex::default(),
             gauge,
+            skipped,
         }
     }
 
@@ -125,9 +130,10 @@ impl Transcoders {
             gauge: self.gauge.clone(),
         });
         let m = mount.clone();
+        let skipped = self.skipped.clone();
         std::thread::Builder::new()
             .name("transcode".into())
-            .spawn(move || pipeline::run(m, writer, stop))?;
+            .spawn(move || pipeline::run(m, writer, stop, skipped))?;
         tracing::info!(mount = %mount.name, "transcoder started for WebRTC viewers");
         self.gauge.inc();
         running.insert(mount.id, Arc::downgrade(&t));

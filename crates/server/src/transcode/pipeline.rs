@@ -4,7 +4,7 @@
 //! and written as Ogg/Opus pages ([`OggOpus`]) to the transcoded feed's queue, which the WHEP
 //! engines read like an Ogg/Opus mount's. No codec code of our own.
 //!
-//! Garbage never stops it: a packet the decoder refuses is skipped, a demuxer that loses its
+//! Garbage never stops it: a packet the decoder refuses is replaced by as much silence, a demuxer that loses its
 //! footing is opened again on the stream where it stands, a decoder that asks for a reset is
 //! made anew; each kind of trouble is logged at most once per [`super::frames::LOG_INTERVAL`]
 //! ([`LogLimit`]). It ends when the mount's feed ends (the feed's queue ends too, so viewers
@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use prometheus_client::metrics::counter::Counter;
 use rubato::{FftFixedIn, Resampler};
 use symphonia::core::audio::SampleBuffer;
 use symphonia::core::codecs::{Decoder, DecoderOptions};
@@ -37,6 +38,10 @@ pub const OPUS_BITRATE: i32 = 96_000;
 
 /// Input frames per resampler call (at the source rate): about 23 ms at 44.1 kHz.
 pub const RESAMPLE_CHUNK: usize = 1024;
+
+/// Most samples (per channel) of silence put in place of one packet the decoder refused: an
+/// MP3 frame is 1,152 samples, an AAC frame 1,024; a larger claimed duration is not believed.
+pub const MAX_SILENCE: usize = 2048;
 
 /// What the transcoder counted, logged when it ends.
 #[derive(Debug, Default, Clone, Copy)]
@@ -61,11 +66,13 @@ enum Stop {
 }
 
 /// Runs the transcoder of `mount` (MP3 or AAC) into `out` until the mount's feed ends or
-/// `stop` is set; the feed's queue is ended when it returns.
-pub fn run(mount: Arc<Mount>, mut out: QueueWriter, stop: Arc<AtomicBool>) {
+/// `stop` is set; the feed's queue is ended when it returns. `skipped`
+/// (`throng_whep_transcode_skipped_total`) counts the packets the decoder refused and the
+/// times the demuxer was opened again.
+pub fn run(mount: Arc<Mount>, mut out: QueueWriter, stop: Arc<AtomicBool>, skipped: Counter) {
     let started = Instant::now();
     let mut counts = Counts::default();
-    let result = transcode(&mount, &mut out, &stop, &mut counts);
+    let result = transcode(&mount, &mut out, &stop, &mut counts, &skipped);
     out.end();
     let why = match result {
         Err(Stop::End) | Ok(()) => "end of stream".to_owned(),
@@ -197,6 +204,7 @@ fn transcode(
     out: &mut QueueWriter,
     stop: &Arc<AtomicBool>,
     counts: &mut Counts,
+    skipped: &Counter,
 ) -> Result<(), Stop> {
     let format = mount.settings.format;
     let source = QueueReader::new(mount.queue.clone(), stop.clone());
@@ -211,6 +219,7 @@ fn transcode(
     let mut encode: Option<Encode> = None;
     let mut stereo: Vec<f32> = Vec::new();
     let mut samples: Option<SampleBuffer<f32>> = None;
+    let mut last_rate: Option<u32> = None;
     loop {
         if stop.load(Ordering::Relaxed) {
             return Err(Stop::End);
@@ -234,6 +243,7 @@ fn transcode(
                             tracing::warn!(mount = %mount.name, unlogged = n, "transcoder: the stream does not open as {}: {e}", format_name(format));
                         }
                         counts.reopens += 1;
+                        skipped.inc();
                         let source = QueueReader::new(mount.queue.clone(), stop.clone());
                         mss = Some(MediaSourceStream::new(
                             Box::new(ReadOnlySource::new(source)),
@@ -253,6 +263,7 @@ fn transcode(
                     }
                     mss = reader.take().map(FormatReader::into_inner);
                     counts.reopens += 1;
+                    skipped.inc();
                     continue;
                 }
             }
@@ -269,6 +280,7 @@ fn transcode(
                     tracing::warn!(mount = %mount.name, unlogged = n, "transcoder: demuxing: {e}");
                 }
                 counts.reopens += 1;
+                skipped.inc();
                 mss = reader.take().map(FormatReader::into_inner);
                 continue;
             }
@@ -283,13 +295,23 @@ fn transcode(
             Err(SymphoniaError::IoError(_)) => return Err(Stop::End),
             Err(e) => {
                 counts.decode_errors += 1;
+                skipped.inc();
                 if let Some(n) = decode_errors.hit(Instant::now()) {
                     tracing::warn!(mount = %mount.name, unlogged = n, "transcoder: a packet was skipped: {e}");
+                }
+                // Silence in its place, so the Opus stream keeps real time (a viewer's jitter
+                // buffer would otherwise run dry by the length of every skipped packet).
+                if let (Some(enc), Some(rate)) = (encode.as_mut(), last_rate) {
+                    let frames = usize::try_from(packet.dur).unwrap_or(0).min(MAX_SILENCE);
+                    stereo.clear();
+                    stereo.resize(frames * CHANNELS, 0.0);
+                    enc.push(&stereo, rate, out, counts);
                 }
                 continue;
             }
         };
         let spec = *decoded.spec();
+        last_rate = Some(spec.rate);
         let channels = spec.channels.count();
         if decoded.frames() == 0 || channels == 0 {
             continue;

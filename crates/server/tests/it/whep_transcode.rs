@@ -154,3 +154,82 @@ fn chromium_plays_the_demo_mp3_mount_over_whep_with_the_embedded_defaults() {
     wait_until(Duration::from_secs(5), || transcoders(&srv) == 0)
         .expect("stopping the player stops the demo's transcoder");
 }
+
+/// Garbage in an MP3 source's stream (frames whose bodies are noise, and junk between frames)
+/// never stops the transcoder, its viewer or the mount: what the decoder refuses is counted
+/// (`throng_whep_transcode_skipped_total`) and replaced by silence, the viewer keeps getting
+/// packets in order and in real time, the mount stays live.
+#[test]
+fn garbage_in_an_mp3_stream_never_stops_the_transcoder_or_its_viewers() {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let srv = TestServer::start(&webrtc_config());
+    let mut s = std::net::TcpStream::connect(srv.addr).unwrap();
+    let req = format!(
+        "PUT /noisy.mp3 HTTP/1.1\r\nAuthorization: {}\r\nContent-Type: audio/mpeg\r\n\r\n",
+        throng_proto::auth::basic_authorization("source", SOURCE_PW)
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let mut reply = [0u8; 19];
+    s.read_exact(&mut reply).unwrap();
+    assert_eq!(&reply, b"HTTP/1.0 200 OK\r\n\r\n");
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let frames = demo_frames();
+    let feeder = std::thread::spawn(move || {
+        let start = std::time::Instant::now();
+        let mut media_us = 0u64;
+        let mut noise = 0x1234_5678u32;
+        let mut next = move || {
+            noise ^= noise << 13;
+            noise ^= noise >> 17;
+            noise ^= noise << 5;
+            noise as u8
+        };
+        'outer: for round in 0.. {
+            for (i, f) in frames.iter().enumerate() {
+                if stop2.load(Ordering::Relaxed) {
+                    break 'outer;
+                }
+                let mut data = f.data.to_vec();
+                if (i + round) % 4 == 0 {
+                    // The frame header kept, its body noise.
+                    data[4..].iter_mut().for_each(|b| *b = next());
+                }
+                if i % 7 == 0 {
+                    // Junk between frames.
+                    let junk: Vec<u8> = (0..300).map(|_| next()).collect();
+                    if s.write_all(&junk).is_err() {
+                        break 'outer;
+                    }
+                }
+                if s.write_all(&data).is_err() {
+                    break 'outer;
+                }
+                media_us += f.duration_us;
+                let due = start + Duration::from_micros(media_us);
+                if let Some(wait) = due.checked_duration_since(std::time::Instant::now()) {
+                    std::thread::sleep(wait);
+                }
+            }
+        }
+    });
+    srv.wait_mount("/noisy.mp3");
+    let mut v = Viewer::connect(srv.addr, "/whep/noisy.mp3", &[]);
+    v.run_for(Duration::from_secs(3));
+    let mark = v.packets.len();
+    v.run_for(Duration::from_secs(4));
+    let (n, ordered) = v.check_in_order(mark);
+    assert!(ordered, "timestamps advance 960 per packet");
+    assert!(n >= 150, "the viewer keeps playing: {n} packets in 4 s");
+    assert!(
+        srv.mount_status("/noisy.mp3").is_some(),
+        "the mount is live"
+    );
+    assert_eq!(transcoders(&srv), 1);
+    let skipped = srv.ctx.metrics.whep_transcode_skipped.get();
+    assert!(skipped > 0, "the decoder met the garbage and went on");
+    stop.store(true, Ordering::Relaxed);
+    feeder.join().unwrap();
+}

@@ -101,6 +101,7 @@ impl WhepEngine {
             engines: count,
             transcoders: Arc::new(crate::transcode::Transcoders::new(
                 metrics.whep_transcoders.clone(),
+                metrics.whep_transcode_skipped.clone(),
             )),
             metrics,
         };
