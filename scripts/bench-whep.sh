@@ -42,6 +42,13 @@ source-password = "bench-source"
 admin-password = "bench-admin"
 [logging]
 access-log = ""
+# The viewers all come from loopback addresses: the cap on sessions not connected yet per
+# address (32 by default, issue 28) would refuse most of a 200-a-second ramp with 503.
+[limits]
+pending-per-address = 100000
+# A ledger of this run's own, not the one a newer or older build left in the state directory.
+[ledger]
+database = "sqlite://$tmp/ledger.db"
 [webrtc]
 udp-listen = "127.0.0.1:$((PORT + 1))"
 TOML

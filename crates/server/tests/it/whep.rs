@@ -400,15 +400,7 @@ fn chromium_plays_a_mount_over_whep() {
         )
         .unwrap();
     assert_eq!(status, 201);
-    let stats = r#"(async () => {
-        let o = null;
-        (await window.pc.getStats()).forEach(r => {
-            if (r.type === 'inbound-rtp' && r.kind === 'audio') {
-                o = { received: r.packetsReceived, lost: r.packetsLost };
-            }
-        });
-        return o;
-    })()"#;
+    let stats = &crate::cdp::inbound_audio_stats("window.pc");
     let first = b
         .wait_js(
             &tab,
@@ -470,16 +462,7 @@ pub(crate) fn play_from_station_page(
     )
     .expect("a low-latency button on the mount's card");
     b.eval(&tab, &format!("{button}.click()")).unwrap();
-    let stats = r#"(async () => {
-        if (!window.throngWhep || !window.throngWhep.pc) return null;
-        let o = null;
-        (await window.throngWhep.pc.getStats()).forEach(r => {
-            if (r.type === 'inbound-rtp' && r.kind === 'audio') {
-                o = { received: r.packetsReceived, lost: r.packetsLost };
-            }
-        });
-        return o;
-    })()"#;
+    let stats = &crate::cdp::inbound_audio_stats("window.throngWhep && window.throngWhep.pc");
     let first = b
         .wait_js(
             &tab,
@@ -503,12 +486,7 @@ pub(crate) fn play_from_station_page(
 /// none lost on loopback), and pressing it again DELETEs the session.
 #[test]
 fn the_station_page_low_latency_button_plays_over_whep() {
-    let Some(path) = crate::cdp::chromium_path() else {
-        assert!(
-            !crate::cdp::browser_required(),
-            "chromium is not installed and THRONG_REQUIRE_BROWSER is set: run scripts/install-deps.sh"
-        );
-        eprintln!("SKIPPED: chromium is not installed (scripts/install-deps.sh installs it)");
+    let Some(path) = crate::cdp::chromium_or_skip() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

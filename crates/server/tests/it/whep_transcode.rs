@@ -117,12 +117,7 @@ fn embedded_defaults() -> throng_server::Config {
 /// (`getStats`: inbound-rtp `packetsReceived`), none lost on loopback.
 #[test]
 fn chromium_plays_the_demo_mp3_mount_over_whep_with_the_embedded_defaults() {
-    let Some(path) = crate::cdp::chromium_path() else {
-        assert!(
-            !crate::cdp::browser_required(),
-            "chromium is not installed and THRONG_REQUIRE_BROWSER is set: run scripts/install-deps.sh"
-        );
-        eprintln!("SKIPPED: chromium is not installed (scripts/install-deps.sh installs it)");
+    let Some(path) = crate::cdp::chromium_or_skip() else {
         return;
     };
     let srv = TestServer::start_config(embedded_defaults());
