@@ -24,6 +24,8 @@ pub(crate) struct Viewer {
     pub(crate) resource: String,
     /// RTP timestamps (48 kHz) and arrival times of the packets received so far.
     pub(crate) packets: Vec<(u64, Instant)>,
+    /// The payload size of each packet in `packets`, in bytes.
+    pub(crate) sizes: Vec<usize>,
     pub(crate) connected: bool,
     /// The UDP port of the server's ICE candidate in the answer (its engine's port).
     engine_port: Option<u16>,
@@ -95,6 +97,7 @@ impl Viewer {
             socket,
             resource,
             packets: Vec::new(),
+            sizes: Vec::new(),
             connected: false,
             engine_port,
         }
@@ -114,6 +117,7 @@ impl Viewer {
                     Output::Event(Event::Connected) => self.connected = true,
                     Output::Event(Event::MediaData(m)) => {
                         self.packets.push((m.time.numer(), Instant::now()));
+                        self.sizes.push(m.data.len());
                     }
                     Output::Event(_) => {}
                 }

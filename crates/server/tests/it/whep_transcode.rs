@@ -156,19 +156,11 @@ fn chromium_plays_the_demo_mp3_mount_over_whep_with_the_embedded_defaults() {
 /// packets in order and in real time, the mount stays live.
 #[test]
 fn garbage_in_an_mp3_stream_never_stops_the_transcoder_or_its_viewers() {
-    use std::io::{Read, Write};
+    use std::io::Write;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     let srv = TestServer::start(&webrtc_config());
-    let mut s = std::net::TcpStream::connect(srv.addr).unwrap();
-    let req = format!(
-        "PUT /noisy.mp3 HTTP/1.1\r\nAuthorization: {}\r\nContent-Type: audio/mpeg\r\n\r\n",
-        throng_proto::auth::basic_authorization("source", SOURCE_PW)
-    );
-    s.write_all(req.as_bytes()).unwrap();
-    let mut reply = [0u8; 19];
-    s.read_exact(&mut reply).unwrap();
-    assert_eq!(&reply, b"HTTP/1.0 200 OK\r\n\r\n");
+    let mut s = put_source(&srv, "/noisy.mp3");
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
     let frames = demo_frames();
@@ -227,4 +219,106 @@ fn garbage_in_an_mp3_stream_never_stops_the_transcoder_or_its_viewers() {
     assert!(skipped > 0, "the decoder met the garbage and went on");
     stop.store(true, Ordering::Relaxed);
     feeder.join().unwrap();
+}
+
+/// A source connection `PUT` to `mount` (MP3), accepted.
+fn put_source(srv: &TestServer, mount: &str) -> std::net::TcpStream {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(srv.addr).unwrap();
+    let req = format!(
+        "PUT {mount} HTTP/1.1\r\nAuthorization: {}\r\nContent-Type: audio/mpeg\r\n\r\n",
+        throng_proto::auth::basic_authorization("source", SOURCE_PW)
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let mut reply = [0u8; 19];
+    s.read_exact(&mut reply).unwrap();
+    assert_eq!(&reply, b"HTTP/1.0 200 OK\r\n\r\n");
+    s
+}
+
+/// Source to ear through the transcoder, measured with tone bursts: an MP3 source (made by
+/// ffmpeg: 200 ms of 1 kHz tone at the start of every second, silence between) is pushed in
+/// real time; a WHEP viewer of the mount sees each burst as the first large Opus packet after
+/// small (silent) ones, and its arrival less the time the source wrote the MP3 frame where the
+/// burst starts is the delay (an upper bound: the MP3 encoder's own delay, about 25 ms, is
+/// counted too). The bound asserted is generous (a loaded test machine); the figures are printed
+/// (docs/BENCHMARKS.md cites them).
+#[test]
+fn tone_bursts_reach_a_whep_viewer_of_an_mp3_mount_within_a_second() {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+    use std::time::Instant;
+    let dir = tempfile::tempdir().unwrap();
+    let mp3 = dir.path().join("bursts.mp3");
+    let ok = std::process::Command::new("ffmpeg")
+        .args(["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i"])
+        .arg("aevalsrc='if(lt(mod(t,1),0.2),0.5*sin(2*PI*1000*t),0)':s=44100:c=stereo")
+        .args(["-t", "20", "-c:a", "libmp3lame", "-b:a", "64k"])
+        .arg(&mp3)
+        .status()
+        .expect("ffmpeg is installed by scripts/install-deps.sh");
+    assert!(ok.success());
+    let mut framer = throng_proto::framer::Framer::new(throng_proto::format::Format::Mp3);
+    framer.push(&std::fs::read(&mp3).unwrap());
+    framer.finish();
+    let frames: Vec<_> = std::iter::from_fn(|| framer.next_unit())
+        .map(|r| r.unwrap())
+        .collect();
+    let srv = TestServer::start(&webrtc_config());
+    let mut s = put_source(&srv, "/bursts.mp3");
+    // When each whole second of media (a burst's start) was written.
+    let written: Arc<Mutex<Vec<Instant>>> = Arc::default();
+    let w2 = written.clone();
+    let feeder = std::thread::spawn(move || {
+        let start = Instant::now();
+        let mut media_us = 0u64;
+        for f in &frames {
+            if media_us / 1_000_000 >= w2.lock().unwrap().len() as u64 {
+                w2.lock().unwrap().push(Instant::now());
+            }
+            if s.write_all(&f.data).is_err() {
+                return;
+            }
+            media_us += f.duration_us;
+            let due = start + Duration::from_micros(media_us);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+        }
+    });
+    srv.wait_mount("/bursts.mp3");
+    let mut v = Viewer::connect(srv.addr, "/whep/bursts.mp3", &[]);
+    v.run_for(Duration::from_secs(10));
+    let written = written.lock().unwrap().clone();
+    // Onsets: a large packet after a small one, the first second of playing left out.
+    let mut delays: Vec<Duration> = Vec::new();
+    for i in 1..v.sizes.len() {
+        if v.sizes[i] > 60 && v.sizes[i - 1] <= 60 {
+            let at = v.packets[i].1;
+            if let Some(w) = written.iter().rev().find(|w| **w <= at) {
+                delays.push(at - *w);
+            }
+        }
+    }
+    let delays: Vec<Duration> = delays.into_iter().skip(1).collect();
+    assert!(
+        delays.len() >= 5,
+        "bursts heard: {delays:?} (sizes {:?})",
+        &v.sizes[..v.sizes.len().min(80)]
+    );
+    let mut sorted = delays.clone();
+    sorted.sort();
+    let p50 = sorted[sorted.len() / 2];
+    let max = *sorted.last().unwrap();
+    eprintln!(
+        "MP3 source to WHEP viewer, tone onsets: {} bursts, p50 {} ms, max {} ms",
+        sorted.len(),
+        p50.as_millis(),
+        max.as_millis()
+    );
+    assert!(
+        max < Duration::from_millis(1000),
+        "each burst within a second: {sorted:?}"
+    );
+    drop(feeder);
 }
