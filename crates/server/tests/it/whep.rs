@@ -366,12 +366,7 @@ fn a_whep_session_survives_a_title_change_and_a_fallback_switch() {
 /// inbound-rtp audio packets rising and none lost on loopback; `DELETE` frees the session.
 #[test]
 fn chromium_plays_a_mount_over_whep() {
-    let Some(path) = crate::cdp::chromium_path() else {
-        assert!(
-            !crate::cdp::browser_required(),
-            "chromium is not installed and THRONG_REQUIRE_BROWSER is set: run scripts/install-deps.sh"
-        );
-        eprintln!("SKIPPED: chromium is not installed (scripts/install-deps.sh installs it)");
+    let Some(path) = crate::cdp::chromium_or_skip() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
