@@ -10,8 +10,13 @@
 # each phase) and the bench verdicts; the WHEP report (setup p50/p99, degraded viewers, latency
 # p50/p99/max, bench CPU and memory per viewer) is $OUT/whep/report-whep.json. Every load phase
 # holds /tmp/throng-bench.lock (flock, taken before the CPU is read) so engineers sharing the box do not overlap.
-# Usage: [PORT=18800] scripts/bench-whep.sh [N] [HOLD_SECS] [OUT] (the server takes TCP PORT and
-# UDP PORT+1).
+# With SOURCE=mp3 the mount is an MP3 one instead (issue 25): /demo.mp3, assets/demo.mp3 (64 kbit/s,
+# 44.1 kHz stereo) looped in real time by the server as a file mount; its WHEP viewers get it
+# transcoded to Opus once for the mount. Latency is not measured then (the stamps of the probe
+# are Opus payloads, which transcoding cannot carry); the transcoder thread's CPU (`transcode`
+# in /proc/<pid>/task) is printed for the WHEP phase.
+# Usage: [PORT=18800] [SOURCE=opus|mp3] [BIN=path/to/throng] scripts/bench-whep.sh [N] [HOLD_SECS]
+# [OUT] (the server takes TCP PORT and UDP PORT+1; BIN skips the build).
 set -euo pipefail
 N="${1:-2000}"
 HOLD="${2:-30}"
@@ -20,8 +25,13 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
 OUT="${3:-$root/bench-results/whep-$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$OUT"
-(cd "$root" && cargo build --release -q -p throng)
-bin="$root/target/release/throng"
+SOURCE="${SOURCE:-opus}"
+if [ -n "${BIN:-}" ]; then
+  bin="$BIN"
+else
+  (cd "$root" && cargo build --release -q -p throng)
+  bin="${CARGO_TARGET_DIR:-$root/target}/release/throng"
+fi
 tmp="$(mktemp -d)"
 trap 'kill "${pid:-0}" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 cat >"$tmp/throng.toml" <<TOML
@@ -32,16 +42,41 @@ source-password = "bench-source"
 admin-password = "bench-admin"
 [logging]
 access-log = ""
+# The viewers all come from loopback addresses: the cap on sessions not connected yet per
+# address (32 by default, issue 28) would refuse most of a 200-a-second ramp with 503.
+[limits]
+pending-per-address = 100000
+# A ledger of this run's own, not the one a newer or older build left in the state directory.
+[ledger]
+database = "sqlite://$tmp/ledger.db"
 [webrtc]
 udp-listen = "127.0.0.1:$((PORT + 1))"
 TOML
+if [ "$SOURCE" = mp3 ]; then
+  cp "$root/assets/demo.mp3" "$tmp/demo.mp3"
+  printf '[[mount]]\nname = "/demo.mp3"\nfile = "%s"\n' "$tmp/demo.mp3" >>"$tmp/throng.toml"
+fi
 "$bin" serve -c "$tmp/throng.toml" 2>"$OUT/server.log" &
 pid=$!
 sleep 2
 echo "throng $(git -C "$root" rev-parse --short HEAD), $N clients, hold ${HOLD}s" | tee "$OUT/summary.txt"
 ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+# CPU ticks of the server's transcoder threads (alive now).
+transcode_ticks() {
+  local t=0 f
+  for f in /proc/"$pid"/task/*; do
+    if [ "$(cat "$f/comm" 2>/dev/null)" = transcode ]; then
+      t=$((t + $(awk '{print $14 + $15}' "$f/stat")))
+    fi
+  done
+  echo "$t"
+}
 now() { date +%s.%N; }
-probe=(--latency-source "http://127.0.0.1:$PORT/probe.opus" --source-password bench-source)
+if [ "$SOURCE" = mp3 ]; then
+  probe=()
+else
+  probe=(--latency-source "http://127.0.0.1:$PORT/probe.opus" --source-password bench-source)
+fi
 phase() { # name, then the bench arguments
   local name="$1"; shift
   local c0 t0 c1 t1 rc=0
@@ -50,16 +85,35 @@ phase() { # name, then the bench arguments
   flock 9
   c0="$(ticks)"; t0="$(now)"
   "$bin" bench run "$@" "${probe[@]}" -n "$N" --ramp 200 --hold "${HOLD}s" --no-progress \
-    --out "$OUT/$name" >"$OUT/$name.txt" 2>&1 || rc=$?
+    --out "$OUT/$name" >"$OUT/$name.txt" 2>&1 &
+  local bench=$!
+  # The transcoder stops with the last viewer: read its threads while the viewers hold.
+  local x=0
+  if [ "$SOURCE" = mp3 ] && [ "$name" = whep ]; then
+    sleep $((N / 200 + 2 + HOLD / 2))
+    local x0 s0; x0="$(transcode_ticks)"; s0="$(now)"
+    sleep $((HOLD / 4 + 1))
+    x="$(awk -v a="$x0" -v b="$(transcode_ticks)" -v s0="$s0" -v s1="$(now)" \
+      'BEGIN { printf "%.1f", (b - a) * 10 / (s1 - s0) }')"
+  fi
+  wait "$bench" || rc=$?
   c1="$(ticks)"; t1="$(now)"
   flock -u 9
   # Clock ticks are 1/100 s: µs of server CPU per client-second over the whole phase.
   awk -v c="$((c1 - c0))" -v t0="$t0" -v t1="$t1" -v n="$N" -v name="$name" -v rc="$rc" \
     'BEGIN { printf "%s: %d clients, %.1f s, server CPU %.1f us per client-second, bench exit %d\n",
              name, n, t1 - t0, c * 10000 / (n * (t1 - t0)), rc }' | tee -a "$OUT/summary.txt"
+  if [ "$x" != 0 ]; then
+    echo "$name: transcoder CPU $x ms per second (1 mount)" | tee -a "$OUT/summary.txt"
+  fi
   grep -h "latency\|WHEP viewers\|setup\|bench CPU\|packets per" "$OUT/$name.txt" | tee -a "$OUT/summary.txt" || true
 }
-# The probe stream is 50 pages of 188 bytes a second: 75.2 kbit/s.
-phase icy "http://127.0.0.1:$PORT/probe.opus" --bitrate-kbps 75
-phase whep --whep "http://127.0.0.1:$PORT/whep/probe.opus" --pid "$pid"
+if [ "$SOURCE" = mp3 ]; then
+  phase icy "http://127.0.0.1:$PORT/demo.mp3" --bitrate-kbps 64
+  phase whep --whep "http://127.0.0.1:$PORT/whep/demo.mp3" --pid "$pid"
+else
+  # The probe stream is 50 pages of 188 bytes a second: 75.2 kbit/s.
+  phase icy "http://127.0.0.1:$PORT/probe.opus" --bitrate-kbps 75
+  phase whep --whep "http://127.0.0.1:$PORT/whep/probe.opus" --pid "$pid"
+fi
 cat "$OUT/whep/report-whep.json"

@@ -29,6 +29,9 @@ PKGS+=(postgresql)
 # install icecast-metadata-player (scripts/install-web-deps.sh); Debian's nodejs and npm only
 # when no node/npm is there (a NodeSource nodejs, which bundles npm, conflicts with Debian's npm).
 PKGS+=(chromium)
+# WHEP for MP3 and AAC mounts (issue 25): the server links libopus (the `opus` crate's
+# audiopus_sys finds it with pkg-config) to encode the transcoded Opus.
+PKGS+=(libopus-dev pkg-config)
 if ! command -v npm >/dev/null; then PKGS+=(nodejs npm); fi
 export DEBIAN_FRONTEND=noninteractive
 

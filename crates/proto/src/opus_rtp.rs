@@ -13,6 +13,8 @@
 //! timestamp forward by the same amount, so the receiver conceals the hole instead of playing
 //! late. Packet durations come from the TOC byte (RFC 6716 §3.1).
 
+use std::sync::Arc;
+
 use crate::ogg::{self, Page, PageParse, FLAG_BOS, FLAG_CONTINUED};
 
 /// RTP clock rate of Opus, in Hz (RFC 7587 §4.1: always 48,000).
@@ -29,8 +31,8 @@ pub const MAX_PACKET_BYTES: usize = 6 * 1275 + 8;
 /// One Opus packet with its RTP timing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpusPacket {
-    /// The Opus packet, one RTP payload (RFC 7587 §4.2).
-    pub data: Vec<u8>,
+    /// The Opus packet, one RTP payload (RFC 7587 §4.2), shared by every receiver of it.
+    pub data: Arc<[u8]>,
     /// RTP timestamp of the packet's first sample, at 48 kHz (wraps at 2^32).
     pub rtp_ts: u32,
     /// Play time of the packet in 48 kHz samples (120 to 5,760).
@@ -65,119 +67,63 @@ pub fn is_opus_header(packet: &[u8]) -> bool {
     packet.starts_with(b"OpusHead") || packet.starts_with(b"OpusTags")
 }
 
-/// Timing state of the logical stream being read.
-#[derive(Debug, Clone, Copy)]
-struct StreamClock {
-    /// Serial number of the stream.
-    serial: u32,
-    /// Added to a granule position to give the RTP timestamp, once anchored.
-    offset: Option<u64>,
-    /// Granule position at the end of the last page with audio.
-    last_granule: u64,
-    /// Next page sequence number expected.
-    next_sequence: u32,
+/// The audio packets one Ogg page completed, with what an RTP clock needs of the page: the
+/// stage of [`OpusDepacketizer`] that can run once per mount ([`OggOpusReader`]), its packets
+/// shared (`Arc`) by every viewer that stamps them ([`RtpClock`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PagePackets {
+    /// Serial number of the page's logical stream.
+    pub serial: u32,
+    /// The page's granule position (48 kHz samples at the end of its last packet; `u64::MAX`
+    /// when none ends on it).
+    pub granule: u64,
+    /// The packets completed on the page, in order, with their play time in 48 kHz samples.
+    pub packets: Vec<(Arc<[u8]>, u32)>,
 }
 
-/// Counters of what the depacketizer dropped, for logs and metrics.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DepacketizeStats {
-    /// Packets sent out.
-    pub packets: u64,
-    /// Packets or packet fragments dropped: a continuation without its start, a start whose
-    /// continuation never came, an oversized or malformed packet.
-    pub dropped: u64,
-    /// Header packets skipped.
-    pub headers: u64,
-    /// Pages of a stream that is not Opus, whose packets were dropped.
-    pub foreign_pages: u64,
-    /// Times the timestamps were re-anchored on a new stream or an implausible granule.
-    pub reanchors: u64,
-}
-
-/// Turns Ogg/Opus pages into Opus packets with continuous 48 kHz RTP timestamps.
-#[derive(Debug, Clone)]
-pub struct OpusDepacketizer {
-    /// Timestamp the next packet gets when the timing re-anchors.
-    next_ts: u64,
-    /// The current logical stream.
-    stream: Option<StreamClock>,
+/// Reassembles the Opus audio packets of Ogg pages (lacing, continued pages, header and
+/// foreign streams skipped): the half of [`OpusDepacketizer`] that does not depend on who
+/// receives the packets, so it can run once per mount.
+#[derive(Debug, Clone, Default)]
+pub struct OggOpusReader {
+    /// Serial number and next expected page sequence of the current stream.
+    stream: Option<(u32, u32)>,
     /// Start of a packet continued on the next page.
     partial: Vec<u8>,
     /// Whether `partial` holds a packet start (it may legitimately be empty bytes so far).
     in_packet: bool,
     /// Whether the current stream is not Opus (its BOS packet was not `OpusHead`).
     foreign: bool,
-    /// What was dropped and sent so far.
+    /// What was dropped and read so far (`reanchors` is the clock's).
     stats: DepacketizeStats,
 }
 
-impl OpusDepacketizer {
-    /// A depacketizer whose first packet gets RTP timestamp `initial_ts` (RFC 3550 §5.1 asks
-    /// for a random initial value).
-    pub fn new(initial_ts: u32) -> OpusDepacketizer {
-        OpusDepacketizer {
-            next_ts: u64::from(initial_ts),
-            stream: None,
-            partial: Vec::new(),
-            in_packet: false,
-            foreign: false,
-            stats: DepacketizeStats::default(),
-        }
-    }
-
+impl OggOpusReader {
     /// Counters so far.
     pub fn stats(&self) -> DepacketizeStats {
         self.stats
     }
 
-    /// RTP timestamp the next packet would get if the stream were re-anchored now.
-    pub fn next_ts(&self) -> u32 {
-        self.next_ts as u32
-    }
-
-    /// Parses `bytes` as one Ogg page (CRC checked) and pushes it; returns `false`, dropping
-    /// any packet in progress, when it is not a valid page.
-    pub fn push_page_bytes(&mut self, bytes: &[u8], out: &mut Vec<OpusPacket>) -> bool {
-        match ogg::parse_page(bytes) {
-            PageParse::Page(page) => {
-                self.push_page(&page, out);
-                true
-            }
-            _ => {
-                self.drop_partial();
-                false
-            }
-        }
-    }
-
-    /// Pushes one page; the packets completed on it are appended to `out` in order.
-    pub fn push_page(&mut self, page: &Page<'_>, out: &mut Vec<OpusPacket>) {
+    /// Pushes one page; returns the audio packets completed on it (`None`: none).
+    pub fn push_page(&mut self, page: &Page<'_>) -> Option<PagePackets> {
         let new_stream =
-            page.flags & FLAG_BOS != 0 || self.stream.is_none_or(|s| s.serial != page.serial);
+            page.flags & FLAG_BOS != 0 || self.stream.is_none_or(|(s, _)| s != page.serial);
         if new_stream {
             self.drop_partial();
             self.foreign = page.flags & FLAG_BOS != 0
                 && !page.first_packet().unwrap_or(&[]).starts_with(b"OpusHead");
-            self.stream = Some(StreamClock {
-                serial: page.serial,
-                offset: None,
-                last_granule: 0,
-                next_sequence: page.sequence,
-            });
+            self.stream = Some((page.serial, page.sequence));
         }
-        let Some(mut clock) = self.stream else {
-            return;
-        };
-        if page.sequence != clock.next_sequence {
+        let (serial, next_sequence) = self.stream?;
+        if page.sequence != next_sequence {
             // Pages were lost between the two: a packet in progress cannot be completed.
             self.drop_partial();
         }
-        clock.next_sequence = page.sequence.wrapping_add(1);
+        self.stream = Some((serial, page.sequence.wrapping_add(1)));
         if self.foreign {
             self.stats.foreign_pages += 1;
             self.drop_partial();
-            self.stream = Some(clock);
-            return;
+            return None;
         }
 
         let continued = page.flags & FLAG_CONTINUED != 0;
@@ -186,7 +132,7 @@ impl OpusDepacketizer {
         }
         // A continuation whose start we never saw is skipped up to its end.
         let mut skipping = continued && !self.in_packet;
-        let mut packets: Vec<(Vec<u8>, u32)> = Vec::new();
+        let mut packets: Vec<(Arc<[u8]>, u32)> = Vec::new();
         let mut pos = 0usize;
         for &lacing in page.segments {
             let seg = &page.body[pos..pos + lacing as usize];
@@ -208,50 +154,23 @@ impl OpusDepacketizer {
             }
             self.partial.extend_from_slice(seg);
             if lacing < 255 {
-                let packet = std::mem::take(&mut self.partial);
                 self.in_packet = false;
-                if is_opus_header(&packet) {
+                if is_opus_header(&self.partial) {
                     self.stats.headers += 1;
-                } else if let Some(samples) = opus_packet_samples(&packet) {
-                    packets.push((packet, samples));
+                } else if let Some(samples) = opus_packet_samples(&self.partial) {
+                    packets.push((Arc::from(&self.partial[..]), samples));
+                    self.stats.packets += 1;
                 } else {
                     self.stats.dropped += 1;
                 }
+                self.partial.clear();
             }
         }
-
-        if packets.is_empty() {
-            self.stream = Some(clock);
-            return;
-        }
-        let total: u64 = packets.iter().map(|(_, s)| u64::from(*s)).sum();
-        let start = page.granule.wrapping_sub(total);
-        let offset = match clock.offset {
-            Some(offset)
-                if start.wrapping_sub(clock.last_granule) <= MAX_GRANULE_GAP
-                    && page.granule != u64::MAX =>
-            {
-                offset
-            }
-            _ => {
-                self.stats.reanchors += 1;
-                self.next_ts.wrapping_sub(start)
-            }
-        };
-        let mut ts = offset.wrapping_add(start);
-        for (data, samples) in packets {
-            out.push(OpusPacket {
-                data,
-                rtp_ts: ts as u32,
-                samples,
-            });
-            self.stats.packets += 1;
-            ts = ts.wrapping_add(u64::from(samples));
-        }
-        self.next_ts = ts;
-        clock.offset = Some(offset);
-        clock.last_granule = page.granule;
-        self.stream = Some(clock);
+        (!packets.is_empty()).then_some(PagePackets {
+            serial,
+            granule: page.granule,
+            packets,
+        })
     }
 
     /// Forgets a packet in progress (counted as dropped).
@@ -261,6 +180,143 @@ impl OpusDepacketizer {
         }
         self.partial.clear();
         self.in_packet = false;
+    }
+}
+
+/// One receiver's RTP timestamps for the packets of [`OggOpusReader`]: from the page granule
+/// positions, offset so they run on without a jump across new logical streams, source switches
+/// and fallbacks; a forward jump of the granule inside one stream (pages the queue dropped)
+/// moves the timestamp forward by as much, a larger or backward one re-anchors.
+#[derive(Debug, Clone, Copy)]
+pub struct RtpClock {
+    /// Timestamp the next packet gets when the timing re-anchors.
+    next_ts: u64,
+    /// The current stream: serial, offset added to a granule to give the RTP timestamp, and
+    /// the granule at the end of its last page with audio.
+    stream: Option<(u32, u64, u64)>,
+    /// Times the timestamps were re-anchored.
+    reanchors: u64,
+}
+
+impl RtpClock {
+    /// A clock whose first packet gets RTP timestamp `initial_ts` (RFC 3550 §5.1 asks for a
+    /// random initial value).
+    pub fn new(initial_ts: u32) -> RtpClock {
+        RtpClock {
+            next_ts: u64::from(initial_ts),
+            stream: None,
+            reanchors: 0,
+        }
+    }
+
+    /// RTP timestamp the next packet would get if the stream were re-anchored now.
+    pub fn next_ts(&self) -> u32 {
+        self.next_ts as u32
+    }
+
+    /// Times the timestamps were re-anchored so far.
+    pub fn reanchors(&self) -> u64 {
+        self.reanchors
+    }
+
+    /// Stamps the packets of `page`, appended to `out` in order.
+    pub fn stamp(&mut self, page: &PagePackets, out: &mut Vec<OpusPacket>) {
+        let total: u64 = page.packets.iter().map(|(_, s)| u64::from(*s)).sum();
+        let start = page.granule.wrapping_sub(total);
+        let offset = match self.stream {
+            Some((serial, offset, last))
+                if serial == page.serial
+                    && start.wrapping_sub(last) <= MAX_GRANULE_GAP
+                    && page.granule != u64::MAX =>
+            {
+                offset
+            }
+            _ => {
+                self.reanchors += 1;
+                self.next_ts.wrapping_sub(start)
+            }
+        };
+        let mut ts = offset.wrapping_add(start);
+        for (data, samples) in &page.packets {
+            out.push(OpusPacket {
+                data: data.clone(),
+                rtp_ts: ts as u32,
+                samples: *samples,
+            });
+            ts = ts.wrapping_add(u64::from(*samples));
+        }
+        self.next_ts = ts;
+        self.stream = Some((page.serial, offset, page.granule));
+    }
+}
+
+/// Counters of what the depacketizer dropped, for logs and metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DepacketizeStats {
+    /// Packets sent out.
+    pub packets: u64,
+    /// Packets or packet fragments dropped: a continuation without its start, a start whose
+    /// continuation never came, an oversized or malformed packet.
+    pub dropped: u64,
+    /// Header packets skipped.
+    pub headers: u64,
+    /// Pages of a stream that is not Opus, whose packets were dropped.
+    pub foreign_pages: u64,
+    /// Times the timestamps were re-anchored on a new stream or an implausible granule.
+    pub reanchors: u64,
+}
+
+/// Turns Ogg/Opus pages into Opus packets with continuous 48 kHz RTP timestamps: an
+/// [`OggOpusReader`] and an [`RtpClock`] in one, for one receiver.
+#[derive(Debug, Clone)]
+pub struct OpusDepacketizer {
+    reader: OggOpusReader,
+    clock: RtpClock,
+}
+
+impl OpusDepacketizer {
+    /// A depacketizer whose first packet gets RTP timestamp `initial_ts` (RFC 3550 §5.1 asks
+    /// for a random initial value).
+    pub fn new(initial_ts: u32) -> OpusDepacketizer {
+        OpusDepacketizer {
+            reader: OggOpusReader::default(),
+            clock: RtpClock::new(initial_ts),
+        }
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> DepacketizeStats {
+        DepacketizeStats {
+            reanchors: self.clock.reanchors(),
+            ..self.reader.stats()
+        }
+    }
+
+    /// RTP timestamp the next packet would get if the stream were re-anchored now.
+    pub fn next_ts(&self) -> u32 {
+        self.clock.next_ts()
+    }
+
+    /// Parses `bytes` as one Ogg page (CRC checked) and pushes it; returns `false`, dropping
+    /// any packet in progress, when it is not a valid page.
+    pub fn push_page_bytes(&mut self, bytes: &[u8], out: &mut Vec<OpusPacket>) -> bool {
+        match ogg::parse_page(bytes) {
+            PageParse::Page(page) => {
+                self.push_page(&page, out);
+                true
+            }
+            _ => {
+                self.reader.drop_partial();
+                false
+            }
+        }
+    }
+
+    /// Pushes one page; the packets completed on it are appended to `out` in order.
+    pub fn push_page(&mut self, page: &Page<'_>, out: &mut Vec<OpusPacket>) {
+        if let Some(p) = self.reader.push_page(page) {
+            self.clock.stamp(&p, out);
+        }
     }
 }
 
@@ -345,9 +401,9 @@ mod tests {
         pages.push(data_page(7, 3, 312 + 2880, &[&c]));
         let out = push_all(&mut d, &pages);
         assert_eq!(out.len(), 3);
-        assert_eq!(out[0].data, a);
-        assert_eq!(out[1].data, b);
-        assert_eq!(out[2].data, c);
+        assert_eq!(&out[0].data[..], &a[..]);
+        assert_eq!(&out[1].data[..], &b[..]);
+        assert_eq!(&out[2].data[..], &c[..]);
         assert_eq!(
             out.iter().map(|p| p.rtp_ts).collect::<Vec<_>>(),
             [1000, 1960, 2920]
@@ -384,8 +440,8 @@ mod tests {
         ));
         let out = push_all(&mut d, &pages);
         assert_eq!(out.len(), 2);
-        assert_eq!(out[0].data, small);
-        assert_eq!(out[1].data, big);
+        assert_eq!(&out[0].data[..], &small[..]);
+        assert_eq!(&out[1].data[..], &big[..]);
         assert_eq!(out[1].rtp_ts, 960);
     }
 
@@ -404,7 +460,7 @@ mod tests {
         let mut out = Vec::new();
         assert!(d.push_page_bytes(&page, &mut out));
         assert_eq!(out.len(), 1);
-        assert_eq!(out[0].data, whole);
+        assert_eq!(&out[0].data[..], &whole[..]);
         assert_eq!(out[0].rtp_ts, 0);
         assert_eq!(d.stats().dropped, 1);
     }

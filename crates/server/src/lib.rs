@@ -9,7 +9,7 @@
 //! |---|---|---|
 //! | L0 | `config`, `observe`, `net` | configuration (TOML and `icecast.xml`), metrics, access and error logs, systemd notifications, sockets, the `clients` count, filters |
 //! | L1 | `mount`, `audience` | a stream: mount, registry and fallbacks, queue, chunker, feeder, ICY block, Ogg retagging, intros; the audience core: the record every listener, HLS session and WHEP viewer has, one end-reason vocabulary, the pure follower |
-//! | L2 | `fanout` | the fan-out engine: cursor, write path, shards and their listener records |
+//! | L2 | `fanout`, `transcode` | the fan-out engine: cursor, write path, shards and their listener records; MP3 and AAC mounts to Opus for WebRTC viewers |
 //! | L3 | `auth` | listener and source authentication (static, htpasswd, URL callbacks) |
 //! | L4 | `ctx`, `respond`, `control` | the shared handles, the HTTP reply vocabulary, operator commands |
 //! | L5 | `ingest`, `listener`, `admin`, `whep`, `hls_http`, `event_stream` | source clients, SHOUTcast, files, relays; listeners; admin, status and APIs; WHEP; HLS over HTTP; the event stream |
@@ -42,6 +42,7 @@ mod respond;
 mod roster;
 mod server;
 mod signals;
+mod transcode;
 mod upgrade;
 mod whep;
 mod yp;

@@ -259,18 +259,27 @@ impl Server {
             port,
         )
         .map_err(ServerError::FanOut)?;
-        let whep = match config.webrtc.udp_listen {
-            Some(addr) => Some(
-                crate::fanout::whep::WhepEngine::start(
-                    addr,
-                    config.webrtc.public_address,
-                    fanout.shards(),
-                    registry.clone(),
-                    metrics.clone(),
-                    access_log.clone(),
-                )
-                .map_err(ServerError::FanOut)?,
-            ),
+        let http = listen_sockets[0]
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], port)));
+        let whep = match config.webrtc.udp_address(http) {
+            Some(addr) => match crate::fanout::whep::WhepEngine::start(
+                addr,
+                config.webrtc.public_address,
+                fanout.shards(),
+                registry.clone(),
+                metrics.clone(),
+                access_log.clone(),
+            ) {
+                Ok(engine) => Some(engine),
+                // On by default (no `udp-listen`): a UDP port range that is taken leaves the
+                // server without WebRTC rather than not starting at all.
+                Err(e) if config.webrtc.udp_listen.is_none() => {
+                    tracing::warn!("WebRTC is off: its UDP ports from {addr} cannot be bound ({e}); set [webrtc] udp-listen to move them");
+                    None
+                }
+                Err(e) => return Err(ServerError::FanOut(e)),
+            },
             None => None,
         };
         let clients = Clients::new(limit_for(config.limits.clients), metrics.clients.clone());

@@ -111,7 +111,8 @@ pub struct Config {
     pub cluster: cluster::ClusterConfig,
     /// HLS output of MP3/AAC mounts (`config/hls.rs`).
     pub hls: HlsConfig,
-    /// WebRTC playback (WHEP) of Ogg/Opus mounts; off unless `udp-listen` is set.
+    /// WebRTC playback (WHEP) of Ogg/Opus, MP3 and AAC mounts: on in the embedded defaults,
+    /// with a file on when `enabled` or `udp-listen` says so ([`WebrtcConfig::udp_address`]).
     pub webrtc: WebrtcConfig,
     /// The audience ledger: every listening session and title change (`config/ledger.rs`).
     pub ledger: LedgerConfig,
@@ -126,17 +127,38 @@ pub struct Config {
     pub hook: Vec<hooks::HookConfig>,
 }
 
-/// `[webrtc]`: WHEP playback (draft-ietf-wish-whep) of Ogg/Opus mounts, ICE-lite
-/// (`POST /whep/<mount>`), over one UDP socket per fan-out shard (`fanout/whep/`).
+/// `[webrtc]`: WHEP playback (draft-ietf-wish-whep) of Ogg/Opus, MP3 and AAC mounts (these two
+/// transcoded to Opus, `transcode/`), ICE-lite (`POST /whep/<mount>`), over one UDP socket per
+/// fan-out shard (`fanout/whep/`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
 pub struct WebrtcConfig {
+    /// `true` turns WebRTC on (on `udp-listen`, else on the HTTP port's number), `false` off
+    /// whatever `udp-listen` says; unset (a file's default) it is on exactly when `udp-listen`
+    /// is set. The embedded defaults set it to `true` (issue 25).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
     /// UDP address of the first WebRTC engine (e.g. `0.0.0.0:8443`); engine i of the
-    /// one-per-shard engines binds port + i. None (the default) turns WHEP off.
+    /// one-per-shard engines binds port + i. Unset: the first `listen` address's IP with the
+    /// HTTP port's number (when `enabled`).
     pub udp_listen: Option<SocketAddr>,
     /// Address announced as the ICE candidate when it differs from `udp-listen` (behind NAT,
     /// or when listening on `0.0.0.0`); the port is `udp-listen`'s.
     pub public_address: Option<std::net::IpAddr>,
+}
+
+impl WebrtcConfig {
+    /// The UDP address of the first WebRTC engine, `None` when WebRTC is off: `udp-listen`
+    /// when set (unless `enabled = false`), else with `enabled = true` the address `http`
+    /// (the first HTTP socket as bound: its IP and port number, over UDP).
+    pub fn udp_address(&self, http: SocketAddr) -> Option<SocketAddr> {
+        match (self.enabled, self.udp_listen) {
+            (Some(false), _) => None,
+            (_, Some(addr)) => Some(addr),
+            (Some(true), None) => Some(http),
+            (None, None) => None,
+        }
+    }
 }
 
 /// `[events]`: the server-sent event stream `/api/v1/events` (times in milliseconds).
@@ -731,6 +753,11 @@ impl Config {
     pub fn embedded() -> Config {
         Config {
             demo: true,
+            // WebRTC on, on the HTTP port's number (issue 25): the demo plays over WHEP at once.
+            webrtc: WebrtcConfig {
+                enabled: Some(true),
+                ..WebrtcConfig::default()
+            },
             ..Config::default()
         }
     }
@@ -1211,6 +1238,30 @@ mod tests {
     }
 
     #[test]
+    fn webrtc_is_on_in_the_embedded_defaults_and_a_file_can_turn_it_off_or_move_it() {
+        let http: SocketAddr = "127.0.0.1:8000".parse().unwrap();
+        let at = |toml: &str| Config::from_toml(toml).unwrap().webrtc.udp_address(http);
+        assert_eq!(Config::embedded().webrtc.udp_address(http), Some(http));
+        assert_eq!(at(""), None, "a file without [webrtc]: off, as before");
+        assert_eq!(
+            at("[webrtc]\nenabled = true\n"),
+            Some(http),
+            "the HTTP port"
+        );
+        let moved: SocketAddr = "0.0.0.0:9443".parse().unwrap();
+        assert_eq!(at("[webrtc]\nudp-listen = \"0.0.0.0:9443\"\n"), Some(moved));
+        assert_eq!(
+            at("[webrtc]\nenabled = true\nudp-listen = \"0.0.0.0:9443\"\n"),
+            Some(moved)
+        );
+        assert_eq!(
+            at("[webrtc]\nenabled = false\nudp-listen = \"0.0.0.0:9443\"\n"),
+            None,
+            "turned off"
+        );
+    }
+
+    #[test]
     fn defaults_follow_icecast() {
         let c = Config::from_toml("").unwrap();
         assert_eq!(c.limits.queue_size, 512_000);
@@ -1220,6 +1271,7 @@ mod tests {
         assert_eq!(c.limits.sources, 16);
         assert!(!c.demo);
         assert!(Config::embedded().demo);
+        assert_eq!(Config::embedded().webrtc.enabled, Some(true), "WebRTC on");
     }
 
     #[test]

@@ -159,6 +159,12 @@ pub struct Metrics {
     /// `throng_whep_degraded_viewers{mount}`: WebRTC (WHEP) viewers whose RTCP receiver
     /// reports show over 1 % loss, or that sent none for 5 s.
     pub whep_degraded: Family<MountLabel, Gauge>,
+    /// `throng_whep_transcoders`: MP3 and AAC mounts transcoded to Opus for their WebRTC
+    /// viewers now (one per mount with viewers, `transcode/`).
+    pub whep_transcoders: Gauge,
+    /// `throng_whep_transcode_skipped_total`: source packets the transcoders' decoders refused
+    /// (each replaced by silence) and times a demuxer lost its footing and was opened again.
+    pub whep_transcode_skipped: Counter,
     /// `throng_session_ends_total{path,reason}`: audience sessions ended, by path and by end
     /// reason ([`EndLabel`]).
     pub session_ends: Family<EndLabel, Counter>,
@@ -207,6 +213,8 @@ impl Metrics {
             events_sent: Counter::default(),
             event_subscribers_dropped: Counter::default(),
             whep_degraded: Family::default(),
+            whep_transcoders: Gauge::default(),
+            whep_transcode_skipped: Counter::default(),
             session_ends: Family::default(),
             hls_requests: Family::default(),
             hls_cache_log_lines: Family::default(),
@@ -279,6 +287,16 @@ impl Metrics {
             "throng_whep_degraded_viewers",
             "WebRTC viewers with over 1 % loss or no receiver report for 5 s",
             m.whep_degraded.clone(),
+        );
+        registry.register(
+            "throng_whep_transcoders",
+            "MP3 and AAC mounts transcoded to Opus for WebRTC viewers now",
+            m.whep_transcoders.clone(),
+        );
+        registry.register(
+            "throng_whep_transcode_skipped",
+            "Source packets the WebRTC transcoders' decoders refused, and demuxer restarts",
+            m.whep_transcode_skipped.clone(),
         );
         registry.register(
             "throng_session_ends",

@@ -9,7 +9,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::net::conn::Conn;
-use throng_proto::format::Format;
 use throng_proto::http::simple_response;
 use throng_proto::http::RequestHead;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -19,6 +18,7 @@ use crate::ctx::ServerCtx;
 use crate::fanout::whep::NewViewer;
 use crate::net::clients::HeadLimits;
 use crate::respond::{admit_listener, reply, Admitted, RETRY_AFTER_SECS};
+use crate::transcode::whep_feed;
 
 /// Path prefix of WHEP endpoints: `POST /whep/<mount>`.
 pub const PREFIX: &str = "/whep";
@@ -43,10 +43,11 @@ pub fn is_whep_path(path: &str) -> bool {
     path.starts_with("/whep/")
 }
 
-/// The WHEP endpoint URL of an Ogg mount (`http://<hostname>:<port>/whep<mount>`), `None`
-/// when WebRTC is off or the mount is not Ogg.
+/// The WHEP endpoint URL of a mount WebRTC plays (`http://<hostname>:<port>/whep<mount>`):
+/// Ogg/Opus, MP3 and AAC ([`whep_feed`]); `None` when WebRTC is off or the mount is of
+/// another format.
 pub fn whep_url(ctx: &ServerCtx, m: &crate::mount::live::Mount) -> Option<String> {
-    (ctx.whep.is_some() && m.settings.format == Format::Ogg).then(|| {
+    (ctx.whep.is_some() && whep_feed(m.settings.format).is_some()).then(|| {
         format!(
             "http://{}:{}{PREFIX}{}",
             ctx.config().hostname,
@@ -208,7 +209,7 @@ async fn post(
         .await;
         return;
     };
-    if mount.settings.format != Format::Ogg {
+    if whep_feed(mount.settings.format).is_none() {
         let _ = reply(
             &ctx,
             &mut stream,
@@ -216,7 +217,7 @@ async fn post(
             Some(&head),
             415,
             &cors,
-            "Not an Ogg/Opus mount\n",
+            "WebRTC plays Ogg/Opus, MP3 and AAC mounts only\n",
         )
         .await;
         return;

@@ -35,6 +35,39 @@ pub fn browser_required() -> bool {
     std::env::var_os("THRONG_REQUIRE_BROWSER").is_some()
 }
 
+/// The Chromium to test with ([`chromium_path`]); `None` (the test is to be skipped, which is
+/// said on stderr) when there is none, and a panic then when [`browser_required`].
+pub fn chromium_or_skip() -> Option<PathBuf> {
+    let path = chromium_path();
+    if path.is_none() {
+        assert!(
+            !browser_required(),
+            "chromium is not installed and THRONG_REQUIRE_BROWSER is set: run scripts/install-deps.sh"
+        );
+        eprintln!("SKIPPED: chromium is not installed (scripts/install-deps.sh installs it)");
+    }
+    path
+}
+
+/// A JS promise of the inbound-rtp audio stats (`{ received, lost }`, or `null` before there
+/// are any) of the `RTCPeerConnection` that the JS expression `pc` names (`null` too while
+/// that is not set).
+pub fn inbound_audio_stats(pc: &str) -> String {
+    format!(
+        r#"(async () => {{
+        const pc = {pc};
+        if (!pc) return null;
+        let o = null;
+        (await pc.getStats()).forEach(r => {{
+            if (r.type === 'inbound-rtp' && r.kind === 'audio') {{
+                o = {{ received: r.packetsReceived, lost: r.packetsLost }};
+            }}
+        }});
+        return o;
+    }})()"#
+    )
+}
+
 #[derive(Default)]
 struct State {
     responses: HashMap<u64, Value>,

@@ -42,4 +42,5 @@ mod tls;
 mod web_page;
 mod web_ui;
 mod whep;
+mod whep_transcode;
 mod yp;

@@ -24,7 +24,9 @@ pub(crate) struct Viewer {
     pub(crate) resource: String,
     /// RTP timestamps (48 kHz) and arrival times of the packets received so far.
     pub(crate) packets: Vec<(u64, Instant)>,
-    connected: bool,
+    /// The payload size of each packet in `packets`, in bytes.
+    pub(crate) sizes: Vec<usize>,
+    pub(crate) connected: bool,
     /// The UDP port of the server's ICE candidate in the answer (its engine's port).
     engine_port: Option<u16>,
 }
@@ -95,6 +97,7 @@ impl Viewer {
             socket,
             resource,
             packets: Vec::new(),
+            sizes: Vec::new(),
             connected: false,
             engine_port,
         }
@@ -114,6 +117,7 @@ impl Viewer {
                     Output::Event(Event::Connected) => self.connected = true,
                     Output::Event(Event::MediaData(m)) => {
                         self.packets.push((m.time.numer(), Instant::now()));
+                        self.sizes.push(m.data.len());
                     }
                     Output::Event(_) => {}
                 }
@@ -150,7 +154,7 @@ impl Viewer {
             .unwrap_or_default()
     }
 
-    fn check_in_order(&self, from: usize) -> (usize, bool) {
+    pub(crate) fn check_in_order(&self, from: usize) -> (usize, bool) {
         let p = &self.packets[from.min(self.packets.len())..];
         let ordered = p.windows(2).all(|w| w[1].0.wrapping_sub(w[0].0) == 960);
         (p.len(), ordered)
@@ -362,12 +366,7 @@ fn a_whep_session_survives_a_title_change_and_a_fallback_switch() {
 /// inbound-rtp audio packets rising and none lost on loopback; `DELETE` frees the session.
 #[test]
 fn chromium_plays_a_mount_over_whep() {
-    let Some(path) = crate::cdp::chromium_path() else {
-        assert!(
-            !crate::cdp::browser_required(),
-            "chromium is not installed and THRONG_REQUIRE_BROWSER is set: run scripts/install-deps.sh"
-        );
-        eprintln!("SKIPPED: chromium is not installed (scripts/install-deps.sh installs it)");
+    let Some(path) = crate::cdp::chromium_or_skip() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -400,15 +399,7 @@ fn chromium_plays_a_mount_over_whep() {
         )
         .unwrap();
     assert_eq!(status, 201);
-    let stats = r#"(async () => {
-        let o = null;
-        (await window.pc.getStats()).forEach(r => {
-            if (r.type === 'inbound-rtp' && r.kind === 'audio') {
-                o = { received: r.packetsReceived, lost: r.packetsLost };
-            }
-        });
-        return o;
-    })()"#;
+    let stats = &crate::cdp::inbound_audio_stats("window.pc");
     let first = b
         .wait_js(
             &tab,
@@ -438,17 +429,63 @@ fn chromium_plays_a_mount_over_whep() {
     .expect("DELETE frees the session");
 }
 
+/// A station page playing a mount over WHEP in headless Chromium.
+pub(crate) struct StationWhep {
+    pub(crate) b: crate::cdp::Browser,
+    pub(crate) tab: crate::cdp::Tab,
+    /// The JS expression of the mount card's "Low latency" button.
+    pub(crate) button: String,
+    /// The inbound-rtp audio stats (`received`, `lost`) when the first packets came, and
+    /// `hold` later.
+    pub(crate) first: serde_json::Value,
+    pub(crate) later: serde_json::Value,
+}
+
+/// Opens `srv`'s station page in the Chromium at `path`, presses the "Low latency" button of
+/// `mount`'s card (it must be shown) and samples the peer connection's inbound-rtp audio stats
+/// when packets arrive and `hold` later.
+pub(crate) fn play_from_station_page(
+    srv: &TestServer,
+    path: &std::path::Path,
+    mount: &str,
+    hold: Duration,
+) -> StationWhep {
+    let b = crate::cdp::Browser::launch(path);
+    let tab = b.new_tab();
+    b.navigate(&tab, &srv.url("/"));
+    let button = format!("document.querySelector('[data-mount=\"{mount}\"] .rtc')");
+    b.wait_js(
+        &tab,
+        &format!("{button} && !{button}.hidden"),
+        Duration::from_secs(10),
+    )
+    .expect("a low-latency button on the mount's card");
+    b.eval(&tab, &format!("{button}.click()")).unwrap();
+    let stats = &crate::cdp::inbound_audio_stats("window.throngWhep && window.throngWhep.pc");
+    let first = b
+        .wait_js(
+            &tab,
+            &format!("{stats}.then(o => o && o.received > 0 ? o : null)"),
+            Duration::from_secs(15),
+        )
+        .expect("the station page's player receives audio over WHEP");
+    std::thread::sleep(hold);
+    let later = b.eval(&tab, stats).unwrap();
+    StationWhep {
+        b,
+        tab,
+        button,
+        first,
+        later,
+    }
+}
+
 /// The station page's "Low latency" button plays a mount with a `whep_url` over WebRTC in
 /// headless Chromium: its peer connection receives audio (`getStats`: inbound packets rising,
 /// none lost on loopback), and pressing it again DELETEs the session.
 #[test]
 fn the_station_page_low_latency_button_plays_over_whep() {
-    let Some(path) = crate::cdp::chromium_path() else {
-        assert!(
-            !crate::cdp::browser_required(),
-            "chromium is not installed and THRONG_REQUIRE_BROWSER is set: run scripts/install-deps.sh"
-        );
-        eprintln!("SKIPPED: chromium is not installed (scripts/install-deps.sh installs it)");
+    let Some(path) = crate::cdp::chromium_or_skip() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -458,36 +495,13 @@ fn the_station_page_low_latency_button_plays_over_whep() {
         tone_mount(dir.path(), "/tone.opus")
     ));
     srv.wait_mount("/tone.opus");
-    let b = crate::cdp::Browser::launch(&path);
-    let tab = b.new_tab();
-    b.navigate(&tab, &srv.url("/"));
-    let button = "document.querySelector('[data-mount=\"/tone.opus\"] .rtc')";
-    b.wait_js(
-        &tab,
-        &format!("{button} && !{button}.hidden"),
-        Duration::from_secs(10),
-    )
-    .expect("a low-latency button on the Opus mount's card");
-    b.eval(&tab, &format!("{button}.click()")).unwrap();
-    let stats = r#"(async () => {
-        if (!window.throngWhep) return null;
-        let o = null;
-        (await window.throngWhep.pc.getStats()).forEach(r => {
-            if (r.type === 'inbound-rtp' && r.kind === 'audio') {
-                o = { received: r.packetsReceived, lost: r.packetsLost };
-            }
-        });
-        return o;
-    })()"#;
-    let first = b
-        .wait_js(
-            &tab,
-            &format!("{stats}.then(o => o && o.received > 0 ? o : null)"),
-            Duration::from_secs(15),
-        )
-        .expect("the station page's player receives audio over WHEP");
-    std::thread::sleep(Duration::from_secs(3));
-    let later = b.eval(&tab, stats).unwrap();
+    let StationWhep {
+        b,
+        tab,
+        button,
+        first,
+        later,
+    } = play_from_station_page(&srv, &path, "/tone.opus", Duration::from_secs(3));
     let (r0, r1) = (
         first["received"].as_u64().unwrap(),
         later["received"].as_u64().unwrap(),

@@ -35,14 +35,14 @@ use mio::net::UdpSocket;
 use mio::{Events, Interest, Poll, Token, Waker};
 use str0m::change::SdpOffer;
 use str0m::format::Codec;
-use str0m::media::{Frequency, MediaKind, MediaTime, Mid, Pt};
+use str0m::media::{MediaKind, Mid, Pt};
 use str0m::net::{Protocol, Receive};
-use str0m::rtp::Extension;
+use str0m::rtp::{Extension, RtpWrite, SeqNo};
 use str0m::{Candidate, Event, IceConnectionState, Input, Output, Rtc};
-use throng_proto::ogg;
-use throng_proto::opus_rtp::{OpusDepacketizer, OpusPacket};
+use throng_proto::opus_rtp::{OpusPacket, RtpClock};
 
 use super::batch::SendBatch;
+use super::pages::FeedPages;
 use super::routing::{stun_local_ufrag, Route, Routes};
 use super::schedule::{connect_timed_out, on_timeout, past_deadline, LoopSchedule, TimeoutStep};
 use super::shared::{
@@ -55,8 +55,9 @@ use crate::audience::page::{take_page, Page};
 use crate::audience::{AudiencePath, EndReason, ListenerInfo, ListenerRow};
 use crate::config::LagPolicy;
 use crate::mount::live::Mount;
-use crate::mount::registry::{Fallback, Registry};
-use crate::observe::metrics::{Metrics, MountLabel};
+use crate::mount::registry::Fallback;
+use crate::observe::metrics::MountLabel;
+use crate::transcode::Transcoding;
 
 /// Kernel socket buffers asked for (bytes): room for a burst of handshakes and a media pass.
 pub const SOCKET_BUFFER: usize = 4 << 20;
@@ -149,6 +150,7 @@ impl EngineHandle {
             routes: Routes::default(),
             timers: Timers::default(),
             touched: Vec::new(),
+            pages: FeedPages::default(),
             out: SendBatch::default(),
             load: load.clone(),
             gauged: HashMap::new(),
@@ -253,17 +255,34 @@ fn bind(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
     Ok(socket.into())
 }
 
+impl Session {
+    /// The queue of Ogg/Opus pages this viewer reads: its mount's own, or for an MP3 or AAC
+    /// mount its transcoder's.
+    fn feed_queue(&self) -> &crate::mount::queue::Queue {
+        match &self.feed {
+            Some(t) => &t.queue,
+            None => &self.mount.queue,
+        }
+    }
+}
+
 /// One viewer.
 struct Session {
     id: String,
     rtc: Rtc,
     mount: Arc<Mount>,
     mid: Mid,
+    /// The transcoder of an MP3 or AAC mount whose Ogg/Opus feed it reads (`None`: an Ogg
+    /// mount, whose own queue it reads); held while the viewer plays that mount.
+    feed: Option<Arc<Transcoding>>,
     /// The Opus payload type the answer settled on (known once the session is connected).
     pt: Option<Pt>,
+    /// The RTP sequence number of the next packet (extended; random start, RFC 3550 §5.1).
+    seq: u64,
     /// Next absolute queue offset to read; `None` until the first read (live edge).
     pos: Option<u64>,
-    depack: OpusDepacketizer,
+    /// Its RTP timestamps for the feed's shared packets.
+    clock: RtpClock,
     /// Last RTP timestamp written, extended to 64 bits.
     ext_ts: Option<(u32, u64)>,
     connected: bool,
@@ -277,7 +296,7 @@ struct Session {
     /// Bytes of the `201` answer, counted in the access-log line.
     answer_bytes: u64,
     /// Packets read but not yet due (extended RTP timestamp, payload).
-    outbox: VecDeque<(u64, Vec<u8>)>,
+    outbox: VecDeque<(u64, Arc<[u8]>)>,
     pacer: Pacer,
     /// When the follower first saw the mount's feed ended (`None` while live).
     ended_since: Option<Instant>,
@@ -305,6 +324,8 @@ struct Engine {
     timers: Timers,
     /// Sessions that got input this turn, to drive once.
     touched: Vec<usize>,
+    /// The feeds' packets, depacketized once for all the engine's viewers.
+    pages: FeedPages,
     /// Datagrams polled from the sessions and not sent yet (flushed when full and at the
     /// end of every loop turn).
     out: SendBatch,
@@ -392,7 +413,8 @@ impl Engine {
             }
             if schedule.health_due(now) {
                 self.health(now);
-                tracing::debug!(target: "throng_whep_stats", engine = self.index, sessions = self.routes.len(), "{:?}", self.stats);
+                self.pages.sweep();
+                tracing::debug!(target: "throng_whep_stats", engine = self.index, sessions = self.routes.len(), transcoders = self.shared.transcoders.running(), feeds = self.pages.len(), "{:?}", self.stats);
                 self.stats = Stats::default();
             }
             while let Some(key) = self.timers.pop_due(timers_now) {
@@ -535,6 +557,7 @@ impl Engine {
             .enable_opus(true, false)
             .clear_extension_map()
             .set_extension(4, Extension::RtpMid)
+            .set_rtp_mode(true)
             .set_stats_interval(Some(Duration::from_secs(1)));
         if let Some(cert) = &self.cert {
             config = config.set_dtls_cert(cert.clone());
@@ -553,6 +576,8 @@ impl Engine {
                 .is_some_and(|media| media.kind() == MediaKind::Audio)
         });
         let mid = mid.ok_or(WhepError::NoAudio)?;
+        // An MP3 or AAC mount's first viewer starts its transcoder, the next ones share it.
+        let feed = self.shared.transcoders.feed_for(&viewer.mount)?;
         let ufrag = rtc.direct_api().local_ice_credentials().ufrag;
         let id = session_id(self.index);
         let label = MountLabel::new(&viewer.mount.name);
@@ -570,9 +595,11 @@ impl Engine {
             rtc,
             mount: viewer.mount,
             mid,
+            feed,
             pt: None,
+            seq: u64::from(rand::random::<u16>()),
             pos: None,
-            depack: OpusDepacketizer::new(rand::random()),
+            clock: RtpClock::new(rand::random()),
             ext_ts: None,
             connected: false,
             unconnected: Some(viewer.unconnected),
@@ -673,11 +700,7 @@ impl Engine {
                         s.connected = true;
                         s.unconnected = None;
                         s.health.connected_at = Some(now);
-                        s.pt = s.rtc.writer(s.mid).and_then(|w| {
-                            w.payload_params()
-                                .find(|p| p.spec().codec == Codec::Opus)
-                                .map(|p| p.pt())
-                        });
+                        s.pt = opus_pt(&s.rtc, s.mid);
                     }
                     Event::MediaEgressStats(st) => s.health.update(
                         st.remote.map(|r| *r.maximum_sequence_number),
@@ -783,18 +806,12 @@ impl Engine {
                 continue;
             }
             packets.clear();
-            if let Err(why) =
-                read_queue(s, &self.shared.registry, &self.shared.metrics, now, packets)
-            {
+            if let Err(why) = read_queue(s, &self.shared, &mut self.pages, now, packets) {
                 ended.push((key, why));
                 continue;
             }
             if s.pt.is_none() {
-                s.pt = s.rtc.writer(s.mid).and_then(|w| {
-                    w.payload_params()
-                        .find(|p| p.spec().codec == Codec::Opus)
-                        .map(|p| p.pt())
-                });
+                s.pt = opus_pt(&s.rtc, s.mid);
             }
             let Some(pt) = s.pt else { continue };
             for p in packets.drain(..) {
@@ -817,16 +834,17 @@ impl Engine {
                 let Some((ext, data)) = s.outbox.pop_front() else {
                     break;
                 };
-                let Some(writer) = s.rtc.writer(s.mid) else {
+                // RTP mode: the Opus packet is the RTP payload as it is (RFC 7587 §4.2), so
+                // str0m's payloader and its per-packet frame bookkeeping are skipped.
+                let mut api = s.rtc.direct_api();
+                let Some(tx) = api.stream_tx_by_mid(s.mid, None) else {
                     break;
                 };
                 s.sent += data.len() as u64;
                 self.stats.packets += 1;
                 wrote += 1;
-                let time = MediaTime::new(ext, Frequency::FORTY_EIGHT_KHZ);
-                if let Err(e) = writer.write(pt, now, time, data) {
-                    tracing::debug!(id = %s.id, "WebRTC write: {e}");
-                }
+                tx.write_rtp(RtpWrite::new(pt, SeqNo::from(s.seq), ext as u32, now, data));
+                s.seq = s.seq.wrapping_add(1);
             }
             if wrote > 0 {
                 written.push((key, wrote));
@@ -858,20 +876,20 @@ fn flush_out(out: &mut SendBatch, fd: std::os::fd::RawFd, stats: &mut Stats) {
 /// ends, and why.
 fn read_queue(
     s: &mut Session,
-    registry: &Registry,
-    metrics: &Metrics,
+    shared: &EngineShared,
+    pages: &mut FeedPages,
     now: Instant,
     out: &mut Vec<OpusPacket>,
 ) -> Result<(), EndReason> {
     if let Some(to) = s.moving.take() {
         if !to.queue.load().ended && to.id != s.mount.id {
-            switch(s, to, metrics, "WHEP viewer moved");
+            switch(s, to, shared, "WHEP viewer moved")?;
         }
     }
-    let mut q = s.mount.queue.load();
+    let mut q = s.feed_queue().load();
     let fallback = if q.ended {
         s.ended_since.get_or_insert(now);
-        Some(registry.fallback_target(&s.mount))
+        Some(shared.registry.fallback_target(&s.mount))
     } else {
         s.ended_since = None;
         None
@@ -895,8 +913,8 @@ fn read_queue(
         Step::End(why) => return Err(why),
         Step::Switch => {
             if let Some(m) = successor {
-                switch(s, m, metrics, "WHEP viewer follows fallback");
-                q = s.mount.queue.load();
+                switch(s, m, shared, "WHEP viewer follows fallback")?;
+                q = s.feed_queue().load();
             }
         }
         Step::SkipAhead => s.pos = None,
@@ -910,36 +928,56 @@ fn read_queue(
             None => Ok(()),
         };
     }
-    let pos = match s.pos {
-        Some(p) => p,
-        None => {
-            let j = follow::join(&q, JoinAt::LiveEdge);
-            if let Some(h) = j.headers {
-                push_pages(&mut s.depack, &h, out);
-            }
-            j.pos
-        }
-    };
-    let mut at = pos;
-    if let Some(i) = q.chunk_index(pos) {
-        for c in &q.chunks[i..] {
-            let skip = at.saturating_sub(c.start) as usize;
-            push_pages(&mut s.depack, &c.data[skip.min(c.data.len())..], out);
-            at = c.end();
-        }
-    }
-    s.pos = Some(at.max(pos));
+    // At the live edge: the header pages the join replays carry no audio, and the viewer's
+    // clock re-anchors on a new stream by itself, so they are not read.
+    let pos = s
+        .pos
+        .unwrap_or_else(|| follow::join(&q, JoinAt::LiveEdge).pos);
+    // The feed's pages are depacketized once per engine (`pages.rs`); the viewer stamps the
+    // shared packets with its own clock.
+    let clock = &mut s.clock;
+    let at = pages.read(
+        s.feed.as_ref().map_or(&s.mount.queue, |t| &t.queue),
+        &q,
+        pos,
+        |p| clock.stamp(p, out),
+    );
+    s.pos = Some(at);
     Ok(())
 }
 
 /// Moves viewer `s` to mount `to` (its counts follow), to join it at the live edge at this
-/// pass; `what` is logged.
-fn switch(s: &mut Session, to: Arc<Mount>, metrics: &Metrics, what: &str) {
+/// pass, reading `to`'s feed (its own queue, or its transcoder's, started if it is the first
+/// viewer there; the one it leaves stops if it was the last); `what` is logged. `Err`: `to`'s
+/// transcoder could not start, and the session ends.
+fn switch(
+    s: &mut Session,
+    to: Arc<Mount>,
+    shared: &EngineShared,
+    what: &str,
+) -> Result<(), EndReason> {
     tracing::debug!(from = %s.mount.name, to = %to.name, requested = %s.info.requested_mount, "{what}");
-    s.mount.move_listener_to(&to, metrics);
+    let feed = shared.transcoders.feed_for(&to).map_err(|e| {
+        tracing::warn!(to = %to.name, "WHEP viewer cannot follow: {e}");
+        EndReason::SourceEnded
+    })?;
+    s.mount.move_listener_to(&to, &shared.metrics);
     s.mount = to;
+    s.feed = feed;
     s.pos = None;
     s.ended_since = None;
+    Ok(())
+}
+
+/// The Opus payload type the peer accepted on media `mid` (its first, as it prefers them).
+fn opus_pt(rtc: &Rtc, mid: Mid) -> Option<Pt> {
+    let media = rtc.media(mid)?;
+    media.remote_pts().iter().copied().find(|pt| {
+        rtc.codec_config()
+            .params()
+            .iter()
+            .any(|p| p.pt() == *pt && p.spec().codec == Codec::Opus)
+    })
 }
 
 /// The `a=mid` of the first audio media section of an SDP (RFC 8866 §5.14, RFC 8843 §15).
@@ -956,19 +994,4 @@ fn audio_mid(sdp: &str) -> Option<Mid> {
         }
     }
     None
-}
-
-/// Pushes every Ogg page in `data` (whole pages, back to back, from a mount queue: each
-/// passed its CRC check at ingest, so it is not checked again per viewer) to `depack`.
-fn push_pages(depack: &mut OpusDepacketizer, mut data: &[u8], out: &mut Vec<OpusPacket>) {
-    while !data.is_empty() {
-        match ogg::parse_trusted_page(data) {
-            ogg::PageParse::Page(page) => {
-                let len = page.bytes.len();
-                depack.push_page(&page, out);
-                data = &data[len..];
-            }
-            _ => break,
-        }
-    }
 }

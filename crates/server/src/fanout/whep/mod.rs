@@ -20,6 +20,7 @@
 
 pub mod batch;
 pub mod engine;
+pub mod pages;
 pub mod routing;
 pub mod schedule;
 pub mod shared;
@@ -95,10 +96,14 @@ impl WhepEngine {
         let count = count.clamp(1, 256);
         let shared = EngineShared {
             registry,
-            metrics,
             access_log,
             degraded: Arc::default(),
             engines: count,
+            transcoders: Arc::new(crate::transcode::Transcoders::new(
+                metrics.whep_transcoders.clone(),
+                metrics.whep_transcode_skipped.clone(),
+            )),
+            metrics,
         };
         let engines = (0..count)
             .map(|i| {

@@ -146,6 +146,10 @@ pub enum WhepError {
     /// The engine thread is gone (server shutting down).
     #[error("WebRTC engine stopped")]
     Stopped,
+    /// The mount's audio cannot reach WebRTC: a format it does not play, or its transcoder
+    /// (MP3 and AAC mounts, `transcode/`) could not start.
+    #[error("{0}")]
+    NoFeed(#[from] crate::transcode::TranscodeError),
 }
 
 impl WhepError {
@@ -245,6 +249,8 @@ pub struct EngineShared {
     pub degraded: Arc<DegradedTally>,
     /// How many engines there are.
     pub engines: usize,
+    /// The transcoders of the MP3 and AAC mounts with viewers (one per mount, over engines).
+    pub transcoders: Arc<crate::transcode::Transcoders>,
 }
 
 /// The engine index a session id names ([`session_id`]); `None` for a malformed id.
