@@ -245,6 +245,8 @@ pub struct EngineShared {
     pub degraded: Arc<DegradedTally>,
     /// How many engines there are.
     pub engines: usize,
+    /// Sessions that are not viewers (WHIP publishers) on the engines' ports.
+    pub divert: Arc<super::divert::Divert>,
 }
 
 /// The engine index a session id names ([`session_id`]); `None` for a malformed id.
