@@ -41,4 +41,5 @@ mod tls;
 mod web_page;
 mod web_ui;
 mod whep;
+mod whip;
 mod yp;

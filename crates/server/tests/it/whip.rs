@@ -1,0 +1,353 @@
+//! WHIP ingest (issue 25): a str0m WebRTC publisher POSTs an Opus offer to `/whip/<mount>`
+//! with the source password, completes ICE-lite and DTLS over the server's WebRTC UDP port and
+//! sends the test tone's Opus packets in real time; the mount is a live Ogg/Opus mount that
+//! ffmpeg decodes from ICY with no error and that a WHEP viewer plays; `DELETE` ends it and its
+//! listeners go to the fallback; a reconnect with a new POST keeps the mount and its listeners;
+//! wrong credentials get 401.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use str0m::change::SdpAnswer;
+use str0m::format::Codec;
+use str0m::media::{Direction, Frequency, MediaKind, MediaTime, Mid};
+use str0m::net::{Protocol, Receive};
+use str0m::{Candidate, Event, Input, Output, Rtc};
+use throng_proto::auth::basic_authorization;
+use throng_proto::ogg::{parse_page, PageParse};
+use throng_proto::opus_rtp::{OpusDepacketizer, OpusPacket};
+
+use crate::support::*;
+use crate::whep::{post, tone_mount, webrtc_config, Viewer};
+
+/// The test tone's Opus packets (20 ms each), in order.
+pub(crate) fn tone_packets() -> Vec<OpusPacket> {
+    let file = std::fs::read(asset("test-tone.opus")).unwrap();
+    let mut depack = OpusDepacketizer::new(0);
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let PageParse::Page(p) = parse_page(&file[at..]) {
+        at += p.bytes.len();
+        depack.push_page(&p, &mut out);
+    }
+    assert!(out.len() > 400, "10 s of packets");
+    out
+}
+
+/// A WHIP publisher: a str0m `Rtc` sending one Opus track, on its own UDP socket.
+pub(crate) struct Publisher {
+    rtc: Rtc,
+    socket: UdpSocket,
+    mid: Mid,
+    /// The resource (`Location`) of the 201.
+    pub(crate) resource: String,
+    pub(crate) connected: bool,
+    /// Packets written so far.
+    pub(crate) sent: usize,
+}
+
+impl Publisher {
+    /// POSTs an Opus offer to `/whip<mount>` with `auth` (a whole `Authorization` header
+    /// line); the publisher on 201, else the status and body.
+    pub(crate) fn connect(
+        addr: SocketAddr,
+        mount: &str,
+        auth: &str,
+    ) -> Result<Publisher, (u16, String)> {
+        let mut rtc = Rtc::builder()
+            .clear_codecs()
+            .enable_opus(true, false)
+            .build(Instant::now());
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let c = Candidate::host(socket.local_addr().unwrap(), "udp").unwrap();
+        rtc.add_local_candidate(c);
+        let mut api = rtc.sdp_api();
+        let mid = api.add_media(MediaKind::Audio, Direction::SendOnly, None, None, None);
+        let (offer, pending) = api.apply().unwrap();
+        let (status, head, answer) = post(
+            addr,
+            &format!("/whip{mount}"),
+            &["Content-Type: application/sdp", auth],
+            &offer.to_sdp_string(),
+        );
+        if status != 201 {
+            return Err((status, answer));
+        }
+        let resource = head
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("location"))
+            .map(|(_, v)| v.clone())
+            .expect("Location");
+        let answer = SdpAnswer::from_sdp_string(&answer).expect("SDP answer");
+        rtc.sdp_api().accept_answer(pending, answer).unwrap();
+        Ok(Publisher {
+            rtc,
+            socket,
+            mid,
+            resource,
+            connected: false,
+            sent: 0,
+        })
+    }
+
+    /// Runs the publisher until `stop`, sending `packets` (looped) in real time once connected,
+    /// with RTP timestamps from `ts0`.
+    pub(crate) fn run(&mut self, packets: &[OpusPacket], ts0: u64, stop: &AtomicBool) {
+        let mut buf = vec![0u8; 2000];
+        let mut started: Option<Instant> = None;
+        while !stop.load(Ordering::Relaxed) {
+            if let Some(t0) = started {
+                // Every packet whose time has come (20 ms each).
+                while (self.sent as u128) * 20 <= t0.elapsed().as_millis() {
+                    let p = &packets[self.sent % packets.len()];
+                    let mut w = self.rtc.writer(self.mid).expect("writer");
+                    let pt = w
+                        .payload_params()
+                        .find(|p| p.spec().codec == Codec::Opus)
+                        .map(|p| p.pt())
+                        .expect("Opus negotiated");
+                    let ts = ts0 + self.sent as u64 * 960;
+                    let time = MediaTime::new(ts, Frequency::FORTY_EIGHT_KHZ);
+                    w.write(pt, Instant::now(), time, p.data.clone()).unwrap();
+                    self.sent += 1;
+                }
+            }
+            let timeout = loop {
+                match self.rtc.poll_output().expect("publisher rtc") {
+                    Output::Timeout(t) => break t,
+                    Output::Transmit(t) => {
+                        let _ = self.socket.send_to(&t.contents, t.destination);
+                    }
+                    Output::Event(Event::Connected) => {
+                        self.connected = true;
+                        started.get_or_insert_with(Instant::now);
+                    }
+                    Output::Event(_) => {}
+                }
+            };
+            let wait = timeout
+                .saturating_duration_since(Instant::now())
+                .clamp(Duration::from_millis(1), Duration::from_millis(5));
+            self.socket.set_read_timeout(Some(wait)).unwrap();
+            let input = match self.socket.recv_from(&mut buf) {
+                Ok((n, source)) => Input::Receive(
+                    Instant::now(),
+                    Receive {
+                        proto: Protocol::Udp,
+                        source,
+                        destination: self.socket.local_addr().unwrap(),
+                        contents: buf[..n].try_into().unwrap(),
+                    },
+                ),
+                Err(_) => Input::Timeout(Instant::now()),
+            };
+            self.rtc.handle_input(input).unwrap();
+        }
+    }
+}
+
+/// A publisher running on its own thread until dropped.
+pub(crate) struct Running {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Publisher>>,
+    /// The resource of its session.
+    pub(crate) resource: String,
+}
+
+impl Running {
+    /// Starts `p` sending the test tone from RTP timestamp `ts0`.
+    pub(crate) fn start(mut p: Publisher, ts0: u64) -> Running {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let resource = p.resource.clone();
+        let packets = tone_packets();
+        let thread = std::thread::spawn(move || {
+            p.run(&packets, ts0, &flag);
+            p
+        });
+        Running {
+            stop,
+            thread: Some(thread),
+            resource,
+        }
+    }
+
+    /// Stops sending (the session is left to time out); the publisher.
+    pub(crate) fn stop(mut self) -> Publisher {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The bearer header of the test source password.
+pub(crate) fn bearer() -> String {
+    format!("Authorization: Bearer {SOURCE_PW}")
+}
+
+fn listeners_on(srv: &TestServer, mount: &str) -> u64 {
+    srv.mount_status(mount)
+        .map_or(0, |m| m["listeners"].as_u64().unwrap())
+}
+
+/// A server with WebRTC on, `/fallback.opus` (the looped tone) and `/live.opus` falling back to
+/// it; `limits` goes first (a `[limits]` table or nothing).
+fn server(dir: &std::path::Path, limits: &str) -> TestServer {
+    let srv = TestServer::start(&format!(
+        "{limits}\n{}{}[[mount]]\nname = \"/live.opus\"\nfallback-mount = \"/fallback.opus\"\n",
+        webrtc_config(),
+        tone_mount(dir, "/fallback.opus"),
+    ));
+    srv.wait_mount("/fallback.opus");
+    srv
+}
+
+#[test]
+fn a_whip_publish_is_a_live_ogg_mount_for_icy_and_whep_and_delete_sends_listeners_to_the_fallback(
+) {
+    require("ffmpeg");
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(dir.path(), "");
+    let p = Publisher::connect(srv.addr, "/live.opus", &bearer()).expect("201");
+    assert!(p.resource.starts_with("/whip/live.opus/"), "{}", p.resource);
+    let running = Running::start(p, 1_000_000);
+    srv.wait_mount("/live.opus");
+    let status = srv.mount_status("/live.opus").unwrap();
+    assert_eq!(status["content_type"].as_str(), Some("audio/ogg"), "{status}");
+    // ICY: ffmpeg decodes the Ogg/Opus stream with no error.
+    let errors = ffmpeg_decode(&srv.url("/live.opus"), 3);
+    assert!(errors.is_empty(), "ffmpeg: {errors}");
+    // WHEP: a viewer of the published mount receives its packets.
+    let mut v = Viewer::connect(srv.addr, "/whep/live.opus", &[]);
+    v.run_for(Duration::from_secs(4));
+    assert!(
+        v.packets.len() >= 100,
+        "a WHEP viewer plays the publish: {} packets in 4 s",
+        v.packets.len()
+    );
+    // An ICY listener on the mount, then DELETE: it goes on with the fallback's stream.
+    let mut l = Listener::open(srv.addr, "/live.opus", false);
+    let before = l.read_for(Duration::from_secs(1));
+    assert!(before.windows(8).any(|w| w == b"OpusHead"), "headers first");
+    let old = running.resource.clone();
+    let req = format!("DELETE {old} HTTP/1.1\r\nHost: test\r\n\r\n");
+    assert_eq!(status_of(srv.addr, req.as_bytes()), 200);
+    wait_until(Duration::from_secs(5), || {
+        srv.mount_status("/live.opus").is_none()
+    })
+    .expect("DELETE ends the mount");
+    let after = l.read_for(Duration::from_secs(2));
+    assert!(
+        after.windows(8).any(|w| w == b"OpusHead"),
+        "the fallback's stream follows"
+    );
+    wait_until(Duration::from_secs(5), || {
+        listeners_on(&srv, "/fallback.opus") >= 2
+    })
+    .expect("the ICY listener and the WHEP viewer are on the fallback");
+    assert_eq!(status_of(srv.addr, req.as_bytes()), 404, "gone");
+    drop(running);
+}
+
+#[test]
+fn a_reconnect_within_source_timeout_keeps_the_mount_and_its_listeners() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(dir.path(), "[limits]\nsource-timeout = 3\n");
+    let basic = format!(
+        "Authorization: {}",
+        basic_authorization("source", SOURCE_PW)
+    );
+    let first = Running::start(
+        Publisher::connect(srv.addr, "/live.opus", &basic).expect("201"),
+        5_000,
+    );
+    srv.wait_mount("/live.opus");
+    let mut l = Listener::open(srv.addr, "/live.opus", false);
+    let start = l.read_for(Duration::from_secs(2));
+    assert!(start.len() > 2_000, "audio flows: {} bytes", start.len());
+    // The network drops: the first publisher goes quiet for a second, then a new POST.
+    let old = first.resource.clone();
+    let first = first.stop();
+    assert!(first.connected && first.sent > 50, "{} sent", first.sent);
+    let quiet = l.read_for(Duration::from_secs(1));
+    let second = Running::start(
+        Publisher::connect(srv.addr, "/live.opus", &bearer()).expect("a reconnect is 201"),
+        987_654_321,
+    );
+    assert_ne!(second.resource, old);
+    let later = l.read_for(Duration::from_secs(3));
+    assert!(later.len() > 2_000, "audio flows again: {} bytes", later.len());
+    let all: Vec<u8> = [quiet, later].concat();
+    assert!(
+        !all.windows(8).any(|w| w == b"OpusHead"),
+        "one Ogg stream: no new header pages, no fallback"
+    );
+    assert_eq!(listeners_on(&srv, "/fallback.opus"), 0, "no fallback flap");
+    assert_eq!(listeners_on(&srv, "/live.opus"), 1);
+    // The old resource no longer ends anything.
+    let req = format!("DELETE {old} HTTP/1.1\r\nHost: test\r\n\r\n");
+    assert_eq!(status_of(srv.addr, req.as_bytes()), 404);
+    assert!(srv.mount_status("/live.opus").is_some());
+    // The publisher vanishes for good: after source-timeout the listener is on the fallback.
+    drop(second.stop());
+    wait_until(Duration::from_secs(8), || {
+        listeners_on(&srv, "/fallback.opus") == 1
+    })
+    .expect("source-timeout ends the publish");
+    assert!(srv.mount_status("/live.opus").is_none());
+}
+
+#[test]
+fn wrong_credentials_no_opus_and_a_taken_mount_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(dir.path(), "");
+    let wrong = Publisher::connect(srv.addr, "/live.opus", "Authorization: Bearer nope");
+    assert_eq!(wrong.err().map(|e| e.0), Some(401));
+    let basic = format!("Authorization: {}", basic_authorization("source", "nope"));
+    assert_eq!(
+        Publisher::connect(srv.addr, "/live.opus", &basic)
+            .err()
+            .map(|e| e.0),
+        Some(401)
+    );
+    assert_eq!(
+        Publisher::connect(srv.addr, "/live.opus", "X-None: 1")
+            .err()
+            .map(|e| e.0),
+        Some(401)
+    );
+    assert!(srv.mount_status("/live.opus").is_none());
+    // An offer without Opus: 400 with a reason.
+    let pcmu = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 0\r\n\
+                c=IN IP4 0.0.0.0\r\na=rtpmap:0 PCMU/8000\r\na=sendonly\r\na=mid:0\r\n";
+    let (status, _, body) = post(
+        srv.addr,
+        "/whip/live.opus",
+        &["Content-Type: application/sdp", &bearer()],
+        pcmu,
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("Opus"), "{body}");
+    // A mount fed by another source: 403.
+    assert_eq!(
+        Publisher::connect(srv.addr, "/fallback.opus", &bearer())
+            .err()
+            .map(|e| e.0),
+        Some(403)
+    );
+    // Preflight.
+    let req = "OPTIONS /whip/live.opus HTTP/1.1\r\nHost: test\r\nOrigin: http://x\r\n\r\n";
+    let out = String::from_utf8_lossy(&exchange(srv.addr, req.as_bytes())).into_owned();
+    assert!(out.starts_with("HTTP/1.0 204"), "{out}");
+    assert!(out.contains("Accept-Post: application/sdp"), "{out}");
+}
