@@ -101,7 +101,7 @@ pub fn page(ctx: &ServerCtx, title: &str, query: Option<&str>, content: &str) ->
 <link rel=\"stylesheet\" href=\"/static/admin.css\"><script src=\"/static/admin.js\" defer></script></head><body>\
 <header class=\"top\"><div class=\"wrap\"><a class=\"brand\" href=\"/admin/\">{server} · admin</a>\
 <nav aria-label=\"Admin\"><a href=\"/admin/\">Mounts</a><a href=\"/admin/stats.xsl\">Icecast pages</a>\
-<a href=\"/admin/ui/reports\">Reports</a><a href=\"/\">Station page</a></nav></div></header>\
+<a href=\"/admin/ui/reports\">Reports</a><a href=\"/admin/ui/golive\">Go live</a><a href=\"/\">Station page</a></nav></div></header>\
 <main class=\"wrap\"><h1>{title}</h1>{flash}{content}</main></body></html>\n",
         title = escape(title),
     );

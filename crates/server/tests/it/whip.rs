@@ -351,3 +351,116 @@ fn wrong_credentials_no_opus_and_a_taken_mount_are_refused() {
     assert!(out.starts_with("HTTP/1.0 204"), "{out}");
     assert!(out.contains("Accept-Post: application/sdp"), "{out}");
 }
+
+/// Headless Chromium with a generated input goes live from the Go-live page: its device list
+/// and level meter work, its WHIP publish makes a live Ogg/Opus mount that ffmpeg decodes
+/// from ICY with no error and a WHEP viewer receives, the page shows the mount's listeners,
+/// Stop sends them to the fallback, and a wrong password is refused with 401.
+#[test]
+fn chromium_goes_live_from_the_go_live_page() {
+    let Some(path) = crate::cdp::chromium_path() else {
+        assert!(
+            !crate::cdp::browser_required(),
+            "chromium is not installed and THRONG_REQUIRE_BROWSER is set: run scripts/install-deps.sh"
+        );
+        eprintln!("SKIPPED: chromium is not installed (scripts/install-deps.sh installs it)");
+        return;
+    };
+    require("ffmpeg");
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(dir.path(), "");
+    let b = crate::cdp::Browser::launch(&path);
+    let tab = b.new_tab();
+    b.navigate(&tab, &srv.url("/admin/ui/golive?mount=/live.opus"));
+    // The generated input is listed and the meter moves.
+    b.wait_js(
+        &tab,
+        "[...document.querySelectorAll('#gl-device option')].some(o => o.value !== '')",
+        Duration::from_secs(10),
+    )
+    .expect("the input devices are listed");
+    b.wait_js(
+        &tab,
+        "document.getElementById('gl-level').value > 0.01",
+        Duration::from_secs(10),
+    )
+    .expect("the level meter shows the input");
+    // A wrong password: 401, shown, nothing live.
+    b.eval(
+        &tab,
+        "document.getElementById('gl-password').value = 'wrong'; \
+         document.getElementById('gl-start').click()",
+    )
+    .unwrap();
+    let refused = b
+        .wait_js(
+            &tab,
+            "window.throngGoLive.state === 'error' ? window.throngGoLive.lastStatus : null",
+            Duration::from_secs(10),
+        )
+        .expect("the refusal is shown");
+    assert_eq!(refused, 401);
+    let shown = b
+        .eval(&tab, "document.getElementById('gl-state').textContent")
+        .unwrap();
+    assert!(shown.as_str().unwrap().contains("401"), "{shown}");
+    assert!(srv.mount_status("/live.opus").is_none());
+    // The right one: live.
+    b.eval(
+        &tab,
+        &format!(
+            "document.getElementById('gl-password').value = '{SOURCE_PW}'; \
+             document.getElementById('gl-start').click()"
+        ),
+    )
+    .unwrap();
+    b.wait_js(
+        &tab,
+        "window.throngGoLive.state === 'live'",
+        Duration::from_secs(15),
+    )
+    .expect("the page goes live");
+    srv.wait_mount("/live.opus");
+    let errors = ffmpeg_decode(&srv.url("/live.opus"), 3);
+    assert!(errors.is_empty(), "ffmpeg: {errors}");
+    let mut v = Viewer::connect(srv.addr, "/whep/live.opus", &[]);
+    v.run_for(Duration::from_secs(4));
+    assert!(
+        v.packets.len() >= 100,
+        "a WHEP viewer receives the browser's publish: {} packets in 4 s",
+        v.packets.len()
+    );
+    let mut l = Listener::open(srv.addr, "/live.opus", false);
+    let before = l.read_for(Duration::from_secs(1));
+    assert!(before.windows(8).any(|w| w == b"OpusHead"));
+    b.wait_js(
+        &tab,
+        "Number(document.getElementById('gl-listeners').textContent) >= 1",
+        Duration::from_secs(6),
+    )
+    .expect("the page shows the mount's listeners");
+    // Stop: DELETE, and the listeners are on the fallback.
+    b.eval(&tab, "document.getElementById('gl-stop').click()")
+        .unwrap();
+    wait_until(Duration::from_secs(5), || {
+        srv.mount_status("/live.opus").is_none()
+    })
+    .expect("Stop ends the mount");
+    let after = l.read_for(Duration::from_secs(2));
+    assert!(after.windows(8).any(|w| w == b"OpusHead"), "the fallback follows");
+    wait_until(Duration::from_secs(5), || {
+        listeners_on(&srv, "/fallback.opus") >= 1
+    })
+    .expect("the listener is on the fallback");
+    assert_eq!(
+        b.eval(&tab, "window.throngGoLive.state").unwrap(),
+        "off"
+    );
+    // The one expected: Chromium logs the refused POST's 401.
+    let errors: Vec<String> = b
+        .console_errors(&tab)
+        .into_iter()
+        .filter(|e| !(e.contains("status of 401") && e.contains("/whip/live.opus")))
+        .collect();
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+}
