@@ -9,7 +9,8 @@
 // 3. A connection that fails or stays disconnected for 3 s is replaced by a new POST with the
 //    same credentials: the server keeps the mount and its listeners through it.
 // 4. Listeners: the mount's count from /api/v1/status every 2 s.
-// State for tests and scripts: window.throngGoLive = { state, lastStatus, resource, pc }.
+// State for tests and scripts: window.throngGoLive = { state, lastStatus, resource, pc, stream,
+// audio (the meter's AudioContext) }.
 // Replace it with <webroot>/static/golive.js.
 "use strict";
 (function () {
@@ -91,6 +92,7 @@
       audioCtx = new AC();
       analyser = audioCtx.createAnalyser();
       analyser.fftSize = 1024;
+      g.audio = audioCtx;
       draw();
     }
     if (audioCtx.state === "suspended") audioCtx.resume().catch(function () {});
@@ -113,6 +115,12 @@
       setTimeout(frame, 50);
     })();
   }
+
+  // Browsers start an AudioContext suspended until the user acts on the page (Firefox's
+  // autoplay policy): any press resumes the meter.
+  document.addEventListener("pointerdown", function () {
+    if (audioCtx && audioCtx.state === "suspended") audioCtx.resume().catch(function () {});
+  });
 
   deviceSelect.addEventListener("change", function () {
     openInput().then(function (stream) {

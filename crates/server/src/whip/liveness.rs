@@ -2,11 +2,12 @@
 //! decision takes `now`.
 //!
 //! A publish lives while its audio arrives: it ends when no Opus packet has come for
-//! `source-timeout` since the later of the last packet and the start of its current WebRTC
-//! session ([`Liveness::expired`]), as a silent source client is dropped after
-//! `source-timeout`. A blip shorter than that (the browser's ICE restart, or a reconnect with a
-//! new `POST` carrying the same credentials, [`on_offer`]) keeps the mount, its queue and its
-//! listeners: nothing ends, so no listener goes to a fallback.
+//! `source-timeout` since the last one (or since the publish started, before any)
+//! ([`Liveness::expired`]), as a silent source client is dropped after `source-timeout`. A blip
+//! shorter than that (a reconnect with a new `POST` carrying the same credentials,
+//! [`on_offer`]) keeps the mount, its queue and its listeners: nothing ends, so no listener goes
+//! to a fallback. Reconnects do not reset the clock: a publisher whose new sessions never bring
+//! audio (ICE failing again and again) does not hold its listeners on a silent mount.
 
 use std::time::{Duration, Instant};
 
@@ -14,35 +15,27 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Copy)]
 pub struct Liveness {
     timeout: Duration,
-    last_media: Option<Instant>,
-    session_started: Instant,
+    /// The last Opus packet's arrival, or the publish's start before any.
+    last_media: Instant,
 }
 
 impl Liveness {
-    /// A publish whose first session started at `now`, ended by `timeout` of silence.
+    /// A publish that started at `now`, ended by `timeout` of silence.
     pub fn new(now: Instant, timeout: Duration) -> Liveness {
         Liveness {
             timeout,
-            last_media: None,
-            session_started: now,
+            last_media: now,
         }
     }
 
     /// An Opus packet arrived at `now`.
     pub fn media(&mut self, now: Instant) {
-        self.last_media = Some(now);
-    }
-
-    /// A new WebRTC session replaced the current one at `now` (a reconnect).
-    pub fn new_session(&mut self, now: Instant) {
-        self.session_started = now;
+        self.last_media = self.last_media.max(now);
     }
 
     /// When the publish ends unless audio arrives first.
     pub fn deadline(&self) -> Instant {
-        self.last_media
-            .map_or(self.session_started, |m| m.max(self.session_started))
-            + self.timeout
+        self.last_media + self.timeout
     }
 
     /// Whether the publish has been silent for the timeout at `now`.
@@ -109,17 +102,19 @@ mod tests {
     }
 
     #[test]
-    fn a_reconnect_gets_the_whole_timeout_to_bring_audio() {
+    fn a_blip_shorter_than_the_timeout_is_bridged_a_longer_one_is_not() {
         let t0 = Instant::now();
         let mut l = Liveness::new(t0, T);
         l.media(t0 + Duration::from_secs(1));
-        // The network drops at 1 s; the browser posts a new offer at 9 s.
-        l.new_session(t0 + Duration::from_secs(9));
-        assert!(!l.expired(t0 + Duration::from_secs(18)));
-        assert!(l.expired(t0 + Duration::from_secs(19)));
+        // The network drops at 1 s; a reconnect brings audio again at 9 s: still live.
+        assert!(!l.expired(t0 + Duration::from_secs(9)));
+        l.media(t0 + Duration::from_secs(9));
         assert_eq!(l.deadline(), t0 + Duration::from_secs(19));
-        l.media(t0 + Duration::from_secs(10));
-        assert_eq!(l.deadline(), t0 + Duration::from_secs(20));
+        // A packet stamped earlier (read late) does not move the clock back.
+        l.media(t0 + Duration::from_secs(8));
+        assert_eq!(l.deadline(), t0 + Duration::from_secs(19));
+        // Reconnects that never bring audio do not keep it alive past the timeout.
+        assert!(l.expired(t0 + Duration::from_secs(19)));
     }
 
     #[test]

@@ -8,8 +8,8 @@
 //! A new offer for the mount with the same credentials replaces the session
 //! ([`Command::Replace`]): the feeder, the mount and its listeners stay, the Ogg stream goes on.
 //! The publish ends on `DELETE` of its current resource, `killsource`, the server's shutdown, a
-//! feeder error, or `source-timeout` without audio (`liveness.rs`); then the mount ends as any
-//! source's does and its listeners follow its fallback.
+//! feeder error, or `source-timeout` without audio, reconnects or not (`liveness.rs`); then the
+//! mount ends as any source's does and its listeners follow its fallback.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::Ordering;
@@ -407,7 +407,6 @@ impl Run {
                     }
                     self.session = Some(Session::from(new));
                     self.mux.restart();
-                    self.liveness.new_session(Instant::now());
                 }
                 Wake::Command(Some(Command::Stop(id, reply))) => {
                     let current = self.session.as_ref().is_some_and(|s| s.id == id);

@@ -262,7 +262,7 @@ fn a_whip_publish_is_a_live_ogg_mount_for_icy_and_whep_and_delete_sends_listener
 #[test]
 fn a_reconnect_within_source_timeout_keeps_the_mount_and_its_listeners() {
     let dir = tempfile::tempdir().unwrap();
-    let srv = server(dir.path(), "[limits]\nsource-timeout = 3\n");
+    let srv = server(dir.path(), "[limits]\nsource-timeout = 4\n");
     let basic = format!(
         "Authorization: {}",
         basic_authorization("source", SOURCE_PW)
@@ -300,7 +300,7 @@ fn a_reconnect_within_source_timeout_keeps_the_mount_and_its_listeners() {
     assert!(srv.mount_status("/live.opus").is_some());
     // The publisher vanishes for good: after source-timeout the listener is on the fallback.
     drop(second.stop());
-    wait_until(Duration::from_secs(8), || {
+    wait_until(Duration::from_secs(10), || {
         listeners_on(&srv, "/fallback.opus") == 1
     })
     .expect("source-timeout ends the publish");
@@ -463,4 +463,112 @@ fn chromium_goes_live_from_the_go_live_page() {
         .filter(|e| !(e.contains("status of 401") && e.contains("/whip/live.opus")))
         .collect();
     assert!(errors.is_empty(), "console errors: {errors:?}");
+}
+
+/// Debian's Firefox ESR, if installed (`scripts/install-deps.sh` installs it).
+fn firefox_path() -> Option<std::path::PathBuf> {
+    ["/usr/bin/firefox-esr", "/usr/bin/firefox"]
+        .iter()
+        .map(std::path::PathBuf::from)
+        .find(|p| p.exists())
+}
+
+/// Firefox smoke test of the Go-live page. Firefox has no DevTools pipe to drive it, so the
+/// page drives itself: the webroot's `static/golive.js` (which replaces the embedded one) is
+/// the embedded script plus a few lines that wait for the input to open and be listed, press
+/// *Go live* with a wrong password and wait for the page to show the `401`, press it again with
+/// the right one and, 3 s after the `201`, press *Stop*. Headless Firefox ESR runs
+/// it with a fake input (`media.navigator.streams.fake`): the mount goes live at the `201` (its
+/// ICY listener gets the stream's header pages) and ends at the `DELETE`, long before
+/// `source-timeout`, and the listener goes to the fallback. The media itself cannot flow here:
+/// Firefox gathers no loopback ICE candidate (whatever `media.peerconnection.ice.loopback`
+/// says) and will not pair its LAN address with the server's loopback one, and the tests
+/// serve on loopback only; nor can the level meter move: with no audio output device here
+/// Firefox never starts an `AudioContext` (it stays `suspended`, whatever the autoplay
+/// prefs). Chromium's test covers both.
+#[test]
+fn firefox_runs_the_go_live_page() {
+    let Some(firefox) = firefox_path() else {
+        assert!(
+            !crate::cdp::browser_required(),
+            "firefox-esr is not installed and THRONG_REQUIRE_BROWSER is set: run scripts/install-deps.sh"
+        );
+        eprintln!("SKIPPED: firefox-esr is not installed (scripts/install-deps.sh installs it)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let webroot = dir.path().join("web");
+    std::fs::create_dir_all(webroot.join("static")).unwrap();
+    let driver = format!(
+        "\n(function () {{\n\
+           var $ = function (id) {{ return document.getElementById(id); }};\n\
+           var step = 0, t0 = 0;\n\
+           var t = setInterval(function () {{\n\
+             var g = window.throngGoLive;\n\
+             if (step === 0 && g.stream && $('gl-device').value !== '') {{\n\
+               $('gl-password').value = 'wrong'; $('gl-start').click(); step = 1;\n\
+             }} else if (step === 1 && g.state === 'error' && g.lastStatus === 401) {{\n\
+               $('gl-password').value = '{SOURCE_PW}'; $('gl-start').click(); step = 2;\n\
+             }} else if (step === 2 && g.resource) {{\n\
+               step = 3; t0 = Date.now();\n\
+             }} else if (step === 3 && Date.now() - t0 > 3000) {{\n\
+               clearInterval(t); $('gl-stop').click();\n\
+             }}\n\
+           }}, 100);\n\
+         }})();\n"
+    );
+    std::fs::write(
+        webroot.join("static/golive.js"),
+        format!("{}{driver}", include_str!("../../assets/web/golive.js")),
+    )
+    .unwrap();
+    // A long source-timeout: only the page's DELETE can end the publish within the test.
+    let srv = server(
+        dir.path(),
+        &format!(
+            "[limits]\nsource-timeout = 60\n[paths]\nwebroot = {:?}\n",
+            webroot.display().to_string()
+        ),
+    );
+    let profile = tempfile::tempdir().unwrap();
+    std::fs::write(
+        profile.path().join("user.js"),
+        "user_pref(\"media.navigator.streams.fake\", true);\n\
+         user_pref(\"media.navigator.permission.disabled\", true);\n\
+         user_pref(\"browser.shell.checkDefaultBrowser\", false);\n\
+         user_pref(\"browser.startup.homepage_override.mstone\", \"ignore\");\n\
+         user_pref(\"datareporting.policy.dataSubmissionEnabled\", false);\n\
+         user_pref(\"toolkit.telemetry.reportingpolicy.firstRun\", false);\n\
+         user_pref(\"app.update.enabled\", false);\n",
+    )
+    .unwrap();
+    let _browser = Proc(
+        std::process::Command::new(firefox)
+            .args(["--headless", "--no-remote", "--profile"])
+            .arg(profile.path())
+            .arg(srv.url("/admin/ui/golive?mount=/live.opus"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start firefox"),
+    );
+    wait_until(Duration::from_secs(60), || {
+        srv.mount_status("/live.opus").is_some()
+    })
+    .expect("Firefox's page lists the input, gets the 401, then publishes");
+    let went_live = Instant::now();
+    let mut l = Listener::open(srv.addr, "/live.opus", false);
+    wait_until(Duration::from_secs(15), || {
+        srv.mount_status("/live.opus").is_none()
+    })
+    .expect("the page's Stop DELETEs the publish");
+    assert!(
+        went_live.elapsed() < Duration::from_secs(30),
+        "ended by the DELETE, not by source-timeout"
+    );
+    // The publish never sent audio (see above), so what the listener hears is the fallback.
+    let heard = l.read_for(Duration::from_secs(3));
+    assert!(heard.windows(8).any(|w| w == b"OpusHead"), "the fallback's stream");
+    assert!(heard.len() > 4_000, "{} bytes", heard.len());
+    assert_eq!(listeners_on(&srv, "/fallback.opus"), 1);
 }
