@@ -27,8 +27,9 @@ pub const PREFIX: &str = "/whep";
 /// `admin/api.rs`); a browser's offer is a few KiB.
 pub const MAX_OFFER_BYTES: usize = crate::respond::MAX_BODY_BYTES;
 
-/// CORS headers of every WHEP answer (browsers POST from the station page or elsewhere).
-const CORS: &[(&str, &str)] = &[
+/// CORS headers of every WHEP and WHIP answer (browsers POST from the station page, the
+/// Go-live page or elsewhere).
+pub const CORS: &[(&str, &str)] = &[
     ("Access-Control-Allow-Origin", "*"),
     ("Access-Control-Allow-Methods", "POST, DELETE, OPTIONS"),
     (

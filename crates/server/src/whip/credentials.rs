@@ -37,7 +37,10 @@ pub fn presented(header: Option<&str>) -> Option<Presented> {
 /// Whether `p` matches the source `user` and `password` of the mount.
 pub fn matches(p: &Presented, user: &str, password: &str) -> bool {
     match p {
-        Presented::Basic { user: u, password: pw } => u == user && secrets_equal(pw, password),
+        Presented::Basic {
+            user: u,
+            password: pw,
+        } => u == user && secrets_equal(pw, password),
         Presented::Bearer(token) => secrets_equal(token, password),
     }
 }

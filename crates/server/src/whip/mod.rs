@@ -42,23 +42,11 @@ use crate::mount::feeder::Feeder;
 use crate::mount::live::{Announcement, Mount, SourceKind};
 use crate::net::conn::Conn;
 use crate::respond::reply;
-use crate::whep::{content_length, offer_check, read_offer, OfferCheck};
+use crate::whep::{content_length, offer_check, read_offer, OfferCheck, CORS};
 use liveness::{on_offer, Holder, OfferAction};
 
 /// Path prefix of WHIP endpoints: `POST /whip/<mount>`.
 pub const PREFIX: &str = "/whip";
-
-/// CORS headers of every WHIP answer (the Go-live page posts from the server's origin; other
-/// WHIP clients may post from anywhere, with the source password).
-const CORS: &[(&str, &str)] = &[
-    ("Access-Control-Allow-Origin", "*"),
-    ("Access-Control-Allow-Methods", "POST, DELETE, OPTIONS"),
-    (
-        "Access-Control-Allow-Headers",
-        "Authorization, Content-Type",
-    ),
-    ("Access-Control-Expose-Headers", "Location"),
-];
 
 /// The challenge of a `401`: Bearer (RFC 6750 §3), which browsers never turn into a login
 /// dialog over the Go-live page; Basic credentials are accepted all the same.
@@ -204,15 +192,16 @@ async fn post(
     };
     let engine = ctx.whep.clone().expect("checked by handle");
     let (candidate, _) = engine.divert_socket();
-    let (session, answer) = match publish::answer(&offer, candidate, engine.divert(), Instant::now()) {
-        Ok(ok) => ok,
-        Err(e) => {
-            tracing::info!(%peer, mount = %requested, "WHIP offer refused: {e}");
-            let msg = format!("{e}\n");
-            let _ = reply(&ctx, &mut stream, peer, Some(&head), 400, &cors, &msg).await;
-            return;
-        }
-    };
+    let (session, answer) =
+        match publish::answer(&offer, candidate, engine.divert(), Instant::now()) {
+            Ok(ok) => ok,
+            Err(e) => {
+                tracing::info!(%peer, mount = %requested, "WHIP offer refused: {e}");
+                let msg = format!("{e}\n");
+                let _ = reply(&ctx, &mut stream, peer, Some(&head), 400, &cors, &msg).await;
+                return;
+            }
+        };
     let id = session.id.clone();
     let current = publish::find(&ctx, &requested);
     let holder = match &current {

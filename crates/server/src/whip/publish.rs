@@ -72,7 +72,10 @@ impl Publisher {
     /// Hands a reconnect's session to the publish; `false` when the publish has ended.
     pub fn replace(&self, session: NewSession) -> bool {
         let id = session.id.clone();
-        let sent = self.commands.send(Command::Replace(session)).is_ok();
+        let sent = self
+            .commands
+            .send(Command::Replace(Box::new(session)))
+            .is_ok();
         if sent {
             *self.session_id.lock() = id;
         }
@@ -96,8 +99,8 @@ impl Publisher {
 /// Commands to a publish task.
 #[derive(Debug)]
 enum Command {
-    /// A reconnect: this session replaces the current one.
-    Replace(NewSession),
+    /// A reconnect: this session replaces the current one (boxed: an `Rtc` is ~10 KB).
+    Replace(Box<NewSession>),
     /// `DELETE` of resource id: end the publish if it is the current session.
     Stop(String, oneshot::Sender<bool>),
 }
@@ -291,7 +294,10 @@ impl Run {
         {
             let mut map = ctx.whip_publishers.lock();
             let ours = Arc::as_ptr(&handle).cast::<()>();
-            if map.get(&name).is_some_and(|p| Arc::as_ptr(p).cast::<()>() == ours) {
+            if map
+                .get(&name)
+                .is_some_and(|p| Arc::as_ptr(p).cast::<()>() == ours)
+            {
                 map.remove(&name);
             }
         }
@@ -341,7 +347,13 @@ impl Run {
             let now = Instant::now();
             let mut next = now + STOP_POLL;
             if let Some(s) = &mut self.session {
-                match drive(s, socket, &mut self.mux, &mut self.feeder, &mut self.liveness) {
+                match drive(
+                    s,
+                    socket,
+                    &mut self.mux,
+                    &mut self.feeder,
+                    &mut self.liveness,
+                ) {
                     Ok(t) => next = next.min(t),
                     Err(DriveEnd::Feed(end)) => return end,
                     Err(DriveEnd::SessionGone(why)) => {
@@ -405,7 +417,7 @@ impl Run {
                     if let Some(mut old) = self.session.take() {
                         old.rtc.disconnect();
                     }
-                    self.session = Some(Session::from(new));
+                    self.session = Some(Session::from(*new));
                     self.mux.restart();
                 }
                 Wake::Command(Some(Command::Stop(id, reply))) => {
@@ -456,7 +468,9 @@ fn drive(
             Ok(Output::Event(Event::Connected)) => {
                 tracing::info!(id = %s.id, "WHIP publisher connected");
             }
-            Ok(Output::Event(Event::IceConnectionStateChange(IceConnectionState::Disconnected))) => {
+            Ok(Output::Event(Event::IceConnectionStateChange(
+                IceConnectionState::Disconnected,
+            ))) => {
                 return Err(DriveEnd::SessionGone("ICE disconnected".into()));
             }
             Ok(Output::Event(_)) => {}

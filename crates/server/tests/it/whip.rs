@@ -13,14 +13,13 @@ use std::time::{Duration, Instant};
 use str0m::change::SdpAnswer;
 use str0m::format::Codec;
 use str0m::media::{Direction, Frequency, MediaKind, MediaTime, Mid};
-use str0m::net::{Protocol, Receive};
-use str0m::{Candidate, Event, Input, Output, Rtc};
+use str0m::{Candidate, Event, Rtc};
 use throng_proto::auth::basic_authorization;
 use throng_proto::ogg::{parse_page, PageParse};
 use throng_proto::opus_rtp::{OpusDepacketizer, OpusPacket};
 
 use crate::support::*;
-use crate::whep::{post, tone_mount, webrtc_config, Viewer};
+use crate::whep::{client_turn, post, tone_mount, webrtc_config, Viewer};
 
 /// The test tone's Opus packets (20 ms each), in order.
 pub(crate) fn tone_packets() -> Vec<OpusPacket> {
@@ -102,7 +101,7 @@ impl Publisher {
                 // Every packet whose time has come (20 ms each).
                 while (self.sent as u128) * 20 <= t0.elapsed().as_millis() {
                     let p = &packets[self.sent % packets.len()];
-                    let mut w = self.rtc.writer(self.mid).expect("writer");
+                    let w = self.rtc.writer(self.mid).expect("writer");
                     let pt = w
                         .payload_params()
                         .find(|p| p.spec().codec == Codec::Opus)
@@ -114,36 +113,15 @@ impl Publisher {
                     self.sent += 1;
                 }
             }
-            let timeout = loop {
-                match self.rtc.poll_output().expect("publisher rtc") {
-                    Output::Timeout(t) => break t,
-                    Output::Transmit(t) => {
-                        let _ = self.socket.send_to(&t.contents, t.destination);
-                    }
-                    Output::Event(Event::Connected) => {
-                        self.connected = true;
-                        started.get_or_insert_with(Instant::now);
-                    }
-                    Output::Event(_) => {}
+            // Every 5 ms at least, to write the packets due.
+            let end = Instant::now() + Duration::from_millis(5);
+            let connected = &mut self.connected;
+            client_turn(&mut self.rtc, &self.socket, &mut buf, end, |e| {
+                if matches!(e, Event::Connected) {
+                    *connected = true;
+                    started.get_or_insert_with(Instant::now);
                 }
-            };
-            let wait = timeout
-                .saturating_duration_since(Instant::now())
-                .clamp(Duration::from_millis(1), Duration::from_millis(5));
-            self.socket.set_read_timeout(Some(wait)).unwrap();
-            let input = match self.socket.recv_from(&mut buf) {
-                Ok((n, source)) => Input::Receive(
-                    Instant::now(),
-                    Receive {
-                        proto: Protocol::Udp,
-                        source,
-                        destination: self.socket.local_addr().unwrap(),
-                        contents: buf[..n].try_into().unwrap(),
-                    },
-                ),
-                Err(_) => Input::Timeout(Instant::now()),
-            };
-            self.rtc.handle_input(input).unwrap();
+            });
         }
     }
 }
@@ -212,9 +190,31 @@ fn server(dir: &std::path::Path, limits: &str) -> TestServer {
     srv
 }
 
+/// The published `/live.opus` plays on every path: ffmpeg decodes 3 s of it from ICY with no
+/// error, a WHEP viewer receives at least 100 packets in 4 s (`who` publishes, for the
+/// message); returns an ICY listener on it that has read its first second (headers first).
+fn plays_on_icy_and_whep(srv: &TestServer, who: &str) -> Listener {
+    let errors = ffmpeg_decode(&srv.url("/live.opus"), 3);
+    assert!(errors.is_empty(), "ffmpeg: {errors}");
+    let mut v = Viewer::connect(srv.addr, "/whep/live.opus", &[]);
+    v.run_for(Duration::from_secs(4));
+    assert!(
+        v.packets.len() >= 100,
+        "a WHEP viewer receives {who}'s publish: {} packets in 4 s",
+        v.packets.len()
+    );
+    let mut l = Listener::open(srv.addr, "/live.opus", false);
+    l.first = l.read_for(Duration::from_secs(1));
+    assert!(
+        l.first.windows(8).any(|w| w == b"OpusHead"),
+        "headers first"
+    );
+    l
+}
+
 #[test]
-fn a_whip_publish_is_a_live_ogg_mount_for_icy_and_whep_and_delete_sends_listeners_to_the_fallback(
-) {
+fn a_whip_publish_is_a_live_ogg_mount_for_icy_and_whep_and_delete_sends_listeners_to_the_fallback()
+{
     require("ffmpeg");
     let dir = tempfile::tempdir().unwrap();
     let srv = server(dir.path(), "");
@@ -223,22 +223,14 @@ fn a_whip_publish_is_a_live_ogg_mount_for_icy_and_whep_and_delete_sends_listener
     let running = Running::start(p, 1_000_000);
     srv.wait_mount("/live.opus");
     let status = srv.mount_status("/live.opus").unwrap();
-    assert_eq!(status["content_type"].as_str(), Some("audio/ogg"), "{status}");
-    // ICY: ffmpeg decodes the Ogg/Opus stream with no error.
-    let errors = ffmpeg_decode(&srv.url("/live.opus"), 3);
-    assert!(errors.is_empty(), "ffmpeg: {errors}");
-    // WHEP: a viewer of the published mount receives its packets.
-    let mut v = Viewer::connect(srv.addr, "/whep/live.opus", &[]);
-    v.run_for(Duration::from_secs(4));
-    assert!(
-        v.packets.len() >= 100,
-        "a WHEP viewer plays the publish: {} packets in 4 s",
-        v.packets.len()
+    assert_eq!(
+        status["content_type"].as_str(),
+        Some("audio/ogg"),
+        "{status}"
     );
-    // An ICY listener on the mount, then DELETE: it goes on with the fallback's stream.
-    let mut l = Listener::open(srv.addr, "/live.opus", false);
-    let before = l.read_for(Duration::from_secs(1));
-    assert!(before.windows(8).any(|w| w == b"OpusHead"), "headers first");
+    // ICY (ffmpeg) and WHEP; then DELETE: the ICY listener goes on with the fallback's stream.
+    let mut l = plays_on_icy_and_whep(&srv, "the str0m publisher");
+    l.first.clear();
     let old = running.resource.clone();
     let req = format!("DELETE {old} HTTP/1.1\r\nHost: test\r\n\r\n");
     assert_eq!(status_of(srv.addr, req.as_bytes()), 200);
@@ -286,7 +278,11 @@ fn a_reconnect_within_source_timeout_keeps_the_mount_and_its_listeners() {
     );
     assert_ne!(second.resource, old);
     let later = l.read_for(Duration::from_secs(3));
-    assert!(later.len() > 2_000, "audio flows again: {} bytes", later.len());
+    assert!(
+        later.len() > 2_000,
+        "audio flows again: {} bytes",
+        later.len()
+    );
     let all: Vec<u8> = [quiet, later].concat();
     assert!(
         !all.windows(8).any(|w| w == b"OpusHead"),
@@ -328,7 +324,8 @@ fn wrong_credentials_no_opus_and_a_taken_mount_are_refused() {
     );
     assert!(srv.mount_status("/live.opus").is_none());
     // An offer without Opus: 400 with a reason.
-    let pcmu = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 0\r\n\
+    let pcmu =
+        "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 0\r\n\
                 c=IN IP4 0.0.0.0\r\na=rtpmap:0 PCMU/8000\r\na=sendonly\r\na=mid:0\r\n";
     let (status, _, body) = post(
         srv.addr,
@@ -421,18 +418,8 @@ fn chromium_goes_live_from_the_go_live_page() {
     )
     .expect("the page goes live");
     srv.wait_mount("/live.opus");
-    let errors = ffmpeg_decode(&srv.url("/live.opus"), 3);
-    assert!(errors.is_empty(), "ffmpeg: {errors}");
-    let mut v = Viewer::connect(srv.addr, "/whep/live.opus", &[]);
-    v.run_for(Duration::from_secs(4));
-    assert!(
-        v.packets.len() >= 100,
-        "a WHEP viewer receives the browser's publish: {} packets in 4 s",
-        v.packets.len()
-    );
-    let mut l = Listener::open(srv.addr, "/live.opus", false);
-    let before = l.read_for(Duration::from_secs(1));
-    assert!(before.windows(8).any(|w| w == b"OpusHead"));
+    let mut l = plays_on_icy_and_whep(&srv, "Chromium");
+    l.first.clear();
     b.wait_js(
         &tab,
         "Number(document.getElementById('gl-listeners').textContent) >= 1",
@@ -447,15 +434,15 @@ fn chromium_goes_live_from_the_go_live_page() {
     })
     .expect("Stop ends the mount");
     let after = l.read_for(Duration::from_secs(2));
-    assert!(after.windows(8).any(|w| w == b"OpusHead"), "the fallback follows");
+    assert!(
+        after.windows(8).any(|w| w == b"OpusHead"),
+        "the fallback follows"
+    );
     wait_until(Duration::from_secs(5), || {
         listeners_on(&srv, "/fallback.opus") >= 1
     })
     .expect("the listener is on the fallback");
-    assert_eq!(
-        b.eval(&tab, "window.throngGoLive.state").unwrap(),
-        "off"
-    );
+    assert_eq!(b.eval(&tab, "window.throngGoLive.state").unwrap(), "off");
     // The one expected: Chromium logs the refused POST's 401.
     let errors: Vec<String> = b
         .console_errors(&tab)
@@ -568,7 +555,10 @@ fn firefox_runs_the_go_live_page() {
     );
     // The publish never sent audio (see above), so what the listener hears is the fallback.
     let heard = l.read_for(Duration::from_secs(3));
-    assert!(heard.windows(8).any(|w| w == b"OpusHead"), "the fallback's stream");
+    assert!(
+        heard.windows(8).any(|w| w == b"OpusHead"),
+        "the fallback's stream"
+    );
     assert!(heard.len() > 4_000, "{} bytes", heard.len());
     assert_eq!(listeners_on(&srv, "/fallback.opus"), 1);
 }

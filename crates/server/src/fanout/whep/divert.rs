@@ -136,7 +136,10 @@ mod tests {
         let (tx, mut rx) = tokio::sync::mpsc::channel(1);
         d.register("a".into(), tx);
         assert!(d.offer(datagram(1), Some("a")));
-        assert!(d.offer(datagram(1), None), "taken, though the channel is full");
+        assert!(
+            d.offer(datagram(1), None),
+            "taken, though the channel is full"
+        );
         assert_eq!(rx.try_recv().unwrap().source.port(), 1);
         assert!(rx.try_recv().is_err(), "the second was dropped");
         d.unregister("a");
@@ -158,6 +161,9 @@ mod tests {
         assert!(old_rx.try_recv().is_ok());
         assert!(old_rx.try_recv().is_err());
         assert!(new_rx.try_recv().is_ok());
-        assert!(new_rx.try_recv().is_ok(), "the address is the new session's now");
+        assert!(
+            new_rx.try_recv().is_ok(),
+            "the address is the new session's now"
+        );
     }
 }
