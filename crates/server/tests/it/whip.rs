@@ -355,18 +355,12 @@ fn wrong_credentials_no_opus_and_a_taken_mount_are_refused() {
 /// Stop sends them to the fallback, and a wrong password is refused with 401.
 #[test]
 fn chromium_goes_live_from_the_go_live_page() {
-    let Some(path) = crate::cdp::chromium_path() else {
-        assert!(
-            !crate::cdp::browser_required(),
-            "chromium is not installed and THRONG_REQUIRE_BROWSER is set: run scripts/install-deps.sh"
-        );
-        eprintln!("SKIPPED: chromium is not installed (scripts/install-deps.sh installs it)");
+    let Some(b) = crate::cdp::browser_or_skip() else {
         return;
     };
     require("ffmpeg");
     let dir = tempfile::tempdir().unwrap();
     let srv = server(dir.path(), "");
-    let b = crate::cdp::Browser::launch(&path);
     let tab = b.new_tab();
     b.navigate(&tab, &srv.url("/admin/ui/golive?mount=/live.opus"));
     // The generated input is listed and the meter moves.
