@@ -2,7 +2,8 @@
 //! fallback) and `/admin/ui/mount?mount=/x` (one mount: update its metadata, list and kick its
 //! listeners, move them to another mount, set its fallback, manage its htpasswd users, kill its
 //! source), with the forms posting to `/admin/ui/<action>`; `/admin/ui/` is the overview too. `/admin/` with a query string is
-//! still Icecast's `stats.xsl` (`icecast.rs`), and every `/admin/<command>` is unchanged.
+//! still Icecast's `stats.xsl` (`icecast.rs`), and every `/admin/<command>` is unchanged. The
+//! Go-live page (`/admin/ui/golive`) is `golive.rs`'s.
 //!
 //! Login: HTTP Basic with the admin credentials (`401` with `WWW-Authenticate` otherwise, as
 //! every admin route). Each action calls the function the JSON API and the Icecast commands call
