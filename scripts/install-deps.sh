@@ -9,7 +9,8 @@
 # config); for the deploy files' tests (crates/throng/tests/it/deploy.rs): systemd
 # (`systemd-analyze verify` of deploy/throng.service), man-db and groff-base (`man -l`
 # and `groff` render the man pages) and logrotate (runs deploy/logrotate/throng); for the
-# browser tests: chromium (headless, driven over its DevTools pipe) and, through
+# browser tests: chromium (headless, driven over its DevTools pipe), firefox-esr (headless, the
+# Go-live page's smoke test) and, through
 # scripts/install-web-deps.sh, the npm package icecast-metadata-player; haproxy
 # (a load balancer sending the PROXY protocol to two edges, crates/server/tests/it/cluster.rs); openssl (the HTTPS tests
 # read the served certificate with `openssl s_client`, scripts/bench-tls.sh makes one);
@@ -32,6 +33,8 @@ PKGS+=(chromium)
 # WHEP for MP3 and AAC mounts (issue 25): the server links libopus (the `opus` crate's
 # audiopus_sys finds it with pkg-config) to encode the transcoded Opus.
 PKGS+=(libopus-dev pkg-config)
+# The Go-live page's Firefox smoke test (crates/server/tests/it/whip.rs): headless Firefox ESR.
+PKGS+=(firefox-esr)
 if ! command -v npm >/dev/null; then PKGS+=(nodejs npm); fi
 export DEBIAN_FRONTEND=noninteractive
 

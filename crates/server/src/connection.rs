@@ -339,6 +339,11 @@ async fn dispatch(
             drop(buf);
             Box::pin(crate::whep::handle(ctx, stream, head, body, peer)).await;
         }
+        "POST" | "DELETE" | "OPTIONS" | "PATCH" if crate::whip::is_whip_path(&head.path) => {
+            let body = buf[head_len..].to_vec();
+            drop(buf);
+            Box::pin(crate::whip::handle(ctx, stream, head, body, peer)).await;
+        }
         "SOURCE" | "PUT" => {
             let body = buf[head_len..].to_vec();
             drop(buf);
@@ -433,6 +438,8 @@ fn share_of(ctx: &ServerCtx, head: &RequestHead) -> Option<Share> {
         "PUT" | "DELETE" if head.path.starts_with("/api/") => Some(reserved),
         "SOURCE" | "PUT" => Some(reserved),
         "POST" if crate::whep::is_whep_path(&head.path) => Some(Share::Listener),
+        // A WHIP publisher is a source: the reserve, as `SOURCE` and `PUT`.
+        "POST" if crate::whip::is_whip_path(&head.path) => Some(reserved),
         // Event-stream subscribers are many and public: listeners' share.
         "GET" | "HEAD" if head.path == crate::event_stream::PATH => Some(Share::Listener),
         "GET" | "HEAD" | "POST" if is_admin_path(&head.path) => Some(reserved),

@@ -8,6 +8,8 @@
 //! [`ServerCtx::auth`], [`ServerCtx::filters`]) that returns the version in force: a task that
 //! holds one keeps a consistent view while a reload installs the next.
 
+use std::any::Any;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -73,6 +75,9 @@ pub struct ServerCtx {
     /// Bumped by each reload and SIGUSR1: every `dump-file` recording starts a new file
     /// (`dump_file.rs`).
     pub new_dump_files: AtomicU64,
+    /// WHIP publishes by mount name: their handles, type-erased because `whip/` sits above
+    /// this layer (`whip::publish::find` reads them back).
+    pub whip_publishers: parking_lot::Mutex<HashMap<String, Arc<dyn Any + Send + Sync>>>,
 }
 
 impl ServerCtx {

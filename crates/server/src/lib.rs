@@ -12,7 +12,7 @@
 //! | L2 | `fanout`, `transcode` | the fan-out engine: cursor, write path, shards and their listener records; MP3 and AAC mounts to Opus for WebRTC viewers |
 //! | L3 | `auth` | listener and source authentication (static, htpasswd, URL callbacks) |
 //! | L4 | `ctx`, `respond`, `control` | the shared handles, the HTTP reply vocabulary, operator commands |
-//! | L5 | `ingest`, `listener`, `admin`, `whep`, `hls_http`, `event_stream` | source clients, SHOUTcast, files, relays; listeners; admin, status and APIs; WHEP; HLS over HTTP; the event stream |
+//! | L5 | `ingest`, `listener`, `admin`, `whep`, `whip`, `hls_http`, `event_stream` | source clients, SHOUTcast, files, relays; listeners; admin, status and APIs; WHEP; WHIP ingest; HLS over HTTP; the event stream |
 //! | L6 | `connection`, `server`, `signals`, `reload`, `logs`, `upgrade` | one connection's dispatch; the server's sockets and lifecycle; signals; config reload, log reopening, binary upgrade |
 
 mod admin;
@@ -45,6 +45,7 @@ mod signals;
 mod transcode;
 mod upgrade;
 mod whep;
+mod whip;
 mod yp;
 
 pub use config::Config;

@@ -304,6 +304,7 @@ impl Server {
             cluster: Default::default(),
             hls: Default::default(),
             new_dump_files: AtomicU64::new(0),
+            whip_publishers: Default::default(),
             next_id: AtomicU64::new(1),
             tls,
             ledger,

@@ -30,6 +30,7 @@ pub mod cgi;
 pub mod cluster;
 pub mod data;
 pub mod fileserve;
+pub mod golive;
 pub mod html;
 pub mod icecast;
 pub mod listing;
@@ -89,6 +90,7 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
         )
         .route("/admin/ui/", get(crate::admin::ui::overview))
         .route("/admin/ui/mount", get(crate::admin::ui::mount))
+        .route(crate::admin::golive::PATH, get(crate::admin::golive::page))
         .route(
             crate::admin::reports_page::PATH,
             get(crate::admin::reports_page::page),

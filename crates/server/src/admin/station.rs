@@ -37,6 +37,7 @@ const EMBEDDED: &[(&str, &[u8])] = &[
     ),
     ("admin.css", include_bytes!("../../assets/web/admin.css")),
     ("admin.js", include_bytes!("../../assets/web/admin.js")),
+    ("golive.js", include_bytes!("../../assets/web/golive.js")),
     // hls.js 1.6.19 (npm `hls.js`, `dist/hls.min.js` as published, Apache-2.0; its license is
     // `vendor/hls.js-LICENSE.txt`): the station page's HLS player where the browser has no
     // native HLS.

@@ -2,7 +2,8 @@
 //! fallback) and `/admin/ui/mount?mount=/x` (one mount: update its metadata, list and kick its
 //! listeners, move them to another mount, set its fallback, manage its htpasswd users, kill its
 //! source), with the forms posting to `/admin/ui/<action>`; `/admin/ui/` is the overview too. `/admin/` with a query string is
-//! still Icecast's `stats.xsl` (`icecast.rs`), and every `/admin/<command>` is unchanged.
+//! still Icecast's `stats.xsl` (`icecast.rs`), and every `/admin/<command>` is unchanged. The
+//! Go-live page (`/admin/ui/golive`) is `golive.rs`'s.
 //!
 //! Login: HTTP Basic with the admin credentials (`401` with `WWW-Authenticate` otherwise, as
 //! every admin route). Each action calls the function the JSON API and the Icecast commands call
@@ -108,7 +109,7 @@ fn page_html(ctx: &ServerCtx, title: &str, query: Option<&str>, content: &str) -
 <link rel=\"stylesheet\" href=\"/static/admin.css\"><script src=\"/static/admin.js\" defer></script></head><body>\
 <header class=\"top\"><div class=\"wrap\"><a class=\"brand\" href=\"/admin/\">{server} · admin</a>\
 <nav aria-label=\"Admin\"><a href=\"/admin/\">Mounts</a><a href=\"/admin/stats.xsl\">Icecast pages</a>\
-<a href=\"/admin/ui/reports\">Reports</a><a href=\"/\">Station page</a></nav></div></header>\
+<a href=\"/admin/ui/reports\">Reports</a><a href=\"/admin/ui/golive\">Go live</a><a href=\"/\">Station page</a></nav></div></header>\
 <main class=\"wrap\"><h1>{title}</h1>{flash}{content}</main></body></html>\n",
         title = escape(title),
     );

@@ -27,8 +27,9 @@ pub const PREFIX: &str = "/whep";
 /// `admin/api.rs`); a browser's offer is a few KiB.
 pub const MAX_OFFER_BYTES: usize = crate::respond::MAX_BODY_BYTES;
 
-/// CORS headers of every WHEP answer (browsers POST from the station page or elsewhere).
-const CORS: &[(&str, &str)] = &[
+/// CORS headers of every WHEP and WHIP answer (browsers POST from the station page, the
+/// Go-live page or elsewhere).
+pub const CORS: &[(&str, &str)] = &[
     ("Access-Control-Allow-Origin", "*"),
     ("Access-Control-Allow-Methods", "POST, DELETE, OPTIONS"),
     (
@@ -106,7 +107,7 @@ async fn post(
     ctx: Arc<ServerCtx>,
     mut stream: Conn,
     head: RequestHead,
-    mut body: Vec<u8>,
+    body: Vec<u8>,
     peer: SocketAddr,
     requested: String,
 ) {
@@ -155,46 +156,8 @@ async fn post(
     else {
         return;
     };
-    // Only now the body: at most `len` bytes, within `body-timeout` (as an `/api/v1/` body).
-    let read = tokio::time::timeout(ctx.config().body_timeout(), async {
-        while body.len() < len {
-            if stream.read_buf(&mut body).await? == 0 {
-                return Err(std::io::ErrorKind::UnexpectedEof.into());
-            }
-        }
-        Ok::<_, std::io::Error>(())
-    })
-    .await;
-    match read {
-        Ok(Ok(())) => {}
-        Ok(Err(_)) => return,
-        Err(_) => {
-            tracing::info!(%peer, "WHEP offer body not complete within body-timeout");
-            let _ = reply(
-                &ctx,
-                &mut stream,
-                peer,
-                Some(&head),
-                408,
-                &cors,
-                "Body timed out\n",
-            )
-            .await;
-            return;
-        }
-    }
-    body.truncate(len);
-    let offer = match String::from_utf8(body) {
-        Ok(o) if offers_opus(&o) => o,
-        bad => {
-            let message = if bad.is_ok() {
-                "the offer has no audio section offering Opus (opus/48000/2)\n"
-            } else {
-                "SDP offer expected\n"
-            };
-            let _ = reply(&ctx, &mut stream, peer, Some(&head), 400, &cors, message).await;
-            return;
-        }
+    let Some(offer) = read_offer(&ctx, &mut stream, &head, peer, body, len, &cors).await else {
+        return;
     };
     let Some(mount) = ctx.registry.resolve(&requested) else {
         let _ = reply(
@@ -286,6 +249,52 @@ async fn post(
                 &format!("{e}\n"),
             )
             .await;
+        }
+    }
+}
+
+/// Reads the rest of an SDP offer (`body` holds its first bytes; `len` bytes in all) within
+/// `body-timeout` (as an `/api/v1/` body) and checks it offers Opus ([`offers_opus`]). Answers
+/// the refusal itself (`408` late, `400` not UTF-8 or without Opus, with `cors`) and returns
+/// `None` then, or when the peer went away. WHEP and WHIP offers are read by this one rule.
+pub async fn read_offer(
+    ctx: &ServerCtx,
+    stream: &mut Conn,
+    head: &RequestHead,
+    peer: SocketAddr,
+    mut body: Vec<u8>,
+    len: usize,
+    cors: &[(&str, &str)],
+) -> Option<String> {
+    let read = tokio::time::timeout(ctx.config().body_timeout(), async {
+        while body.len() < len {
+            if stream.read_buf(&mut body).await? == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+        Ok::<_, std::io::Error>(())
+    })
+    .await;
+    match read {
+        Ok(Ok(())) => {}
+        Ok(Err(_)) => return None,
+        Err(_) => {
+            tracing::info!(%peer, path = %head.path, "offer body not complete within body-timeout");
+            let _ = reply(ctx, stream, peer, Some(head), 408, cors, "Body timed out\n").await;
+            return None;
+        }
+    }
+    body.truncate(len);
+    match String::from_utf8(body) {
+        Ok(o) if offers_opus(&o) => Some(o),
+        bad => {
+            let message = if bad.is_ok() {
+                "the offer has no audio section offering Opus (opus/48000/2)\n"
+            } else {
+                "SDP offer expected\n"
+            };
+            let _ = reply(ctx, stream, peer, Some(head), 400, cors, message).await;
+            None
         }
     }
 }

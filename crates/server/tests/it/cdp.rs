@@ -126,6 +126,8 @@ impl Browser {
             "--disable-sync",
             "--autoplay-policy=no-user-gesture-required",
             "--use-fake-ui-for-media-stream",
+            // A generated input for getUserMedia (the Go-live page, `whip.rs`).
+            "--use-fake-device-for-media-stream",
         ])
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg("about:blank")

@@ -43,4 +43,5 @@ mod web_page;
 mod web_ui;
 mod whep;
 mod whep_transcode;
+mod whip;
 mod yp;

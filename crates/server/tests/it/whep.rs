@@ -108,38 +108,15 @@ impl Viewer {
         let end = Instant::now() + d;
         let mut buf = vec![0u8; 2000];
         while Instant::now() < end {
-            let timeout = loop {
-                match self.rtc.poll_output().expect("client rtc") {
-                    Output::Timeout(t) => break t,
-                    Output::Transmit(t) => {
-                        let _ = self.socket.send_to(&t.contents, t.destination);
-                    }
-                    Output::Event(Event::Connected) => self.connected = true,
-                    Output::Event(Event::MediaData(m)) => {
-                        self.packets.push((m.time.numer(), Instant::now()));
-                        self.sizes.push(m.data.len());
-                    }
-                    Output::Event(_) => {}
+            let (connected, packets, sizes) = (&mut self.connected, &mut self.packets, &mut self.sizes);
+            client_turn(&mut self.rtc, &self.socket, &mut buf, end, |e| match e {
+                Event::Connected => *connected = true,
+                Event::MediaData(m) => {
+                    packets.push((m.time.numer(), Instant::now()));
+                    sizes.push(m.data.len());
                 }
-            };
-            let wait = timeout
-                .min(end)
-                .saturating_duration_since(Instant::now())
-                .max(Duration::from_millis(1));
-            self.socket.set_read_timeout(Some(wait)).unwrap();
-            let input = match self.socket.recv_from(&mut buf) {
-                Ok((n, source)) => Input::Receive(
-                    Instant::now(),
-                    Receive {
-                        proto: Protocol::Udp,
-                        source,
-                        destination: self.socket.local_addr().unwrap(),
-                        contents: buf[..n].try_into().unwrap(),
-                    },
-                ),
-                Err(_) => Input::Timeout(Instant::now()),
-            };
-            self.rtc.handle_input(input).unwrap();
+                _ => {}
+            });
         }
     }
 
@@ -159,6 +136,46 @@ impl Viewer {
         let ordered = p.windows(2).all(|w| w[1].0.wrapping_sub(w[0].0) == 960);
         (p.len(), ordered)
     }
+}
+
+/// One turn of a str0m client on `socket`: sends what `rtc` has to send, hands its events to
+/// `on_event`, then waits (until its next timeout, at most until `end`) for one datagram and
+/// feeds it in. `buf` is the read buffer. Shared by the WHEP viewer and the WHIP publisher
+/// (`whip.rs`).
+pub(crate) fn client_turn(
+    rtc: &mut Rtc,
+    socket: &UdpSocket,
+    buf: &mut [u8],
+    end: Instant,
+    mut on_event: impl FnMut(Event),
+) {
+    let timeout = loop {
+        match rtc.poll_output().expect("client rtc") {
+            Output::Timeout(t) => break t,
+            Output::Transmit(t) => {
+                let _ = socket.send_to(&t.contents, t.destination);
+            }
+            Output::Event(e) => on_event(e),
+        }
+    };
+    let wait = timeout
+        .min(end)
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(1));
+    socket.set_read_timeout(Some(wait)).unwrap();
+    let input = match socket.recv_from(buf) {
+        Ok((n, source)) => Input::Receive(
+            Instant::now(),
+            Receive {
+                proto: Protocol::Udp,
+                source,
+                destination: socket.local_addr().unwrap(),
+                contents: buf[..n].try_into().unwrap(),
+            },
+        ),
+        Err(_) => Input::Timeout(Instant::now()),
+    };
+    rtc.handle_input(input).unwrap();
 }
 
 /// A `[webrtc]` table on a free loopback UDP port whose next port is free too (the test

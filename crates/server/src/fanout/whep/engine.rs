@@ -110,6 +110,8 @@ pub struct EngineHandle {
     pub load: Arc<AtomicUsize>,
     /// The UDP address announced to its peers.
     pub local: SocketAddr,
+    /// A clone of the engine's socket, for diverted sessions to send from (`divert.rs`).
+    pub sender: Arc<std::net::UdpSocket>,
 }
 
 impl EngineHandle {
@@ -123,6 +125,7 @@ impl EngineHandle {
     ) -> std::io::Result<EngineHandle> {
         let socket = bind(addr)?;
         let local = socket.local_addr()?;
+        let sender = Arc::new(socket.try_clone()?);
         let candidate = SocketAddr::new(public.unwrap_or(local.ip()), local.port());
         let poll = Poll::new()?;
         let mut socket = UdpSocket::from_std(socket);
@@ -164,6 +167,7 @@ impl EngineHandle {
             waker,
             load,
             local: candidate,
+            sender,
         })
     }
 
@@ -746,7 +750,17 @@ impl Engine {
                     .as_ref()
                     .is_some_and(|s| s.rtc.accepts(&input))
                     .then_some(k),
-                Route::Drop => return,
+                Route::Drop => {
+                    // No viewer's: perhaps a WHIP publisher's (`divert.rs`).
+                    let d = super::divert::Diverted {
+                        data: data.to_vec(),
+                        source,
+                        destination: self.candidate,
+                        at: now,
+                    };
+                    self.shared.divert.offer(d, ufrag);
+                    return;
+                }
             };
             if let Some(k) = found {
                 break k;
@@ -981,7 +995,7 @@ fn opus_pt(rtc: &Rtc, mid: Mid) -> Option<Pt> {
 }
 
 /// The `a=mid` of the first audio media section of an SDP (RFC 8866 §5.14, RFC 8843 §15).
-fn audio_mid(sdp: &str) -> Option<Mid> {
+pub fn audio_mid(sdp: &str) -> Option<Mid> {
     let mut in_audio = false;
     for line in sdp.lines() {
         let line = line.trim_end();

@@ -19,6 +19,7 @@
 //! drive does with str0m's timeout and when a session is over ([`schedule`]).
 
 pub mod batch;
+pub mod divert;
 pub mod engine;
 pub mod pages;
 pub mod routing;
@@ -69,6 +70,8 @@ pub struct WhepEngine {
     engines: Vec<engine::EngineHandle>,
     /// Sessions whose peer has not connected yet, over all engines.
     unconnected: Arc<unconnected::Unconnected>,
+    /// Sessions other than viewers sharing the engines' ports (`divert.rs`).
+    divert: Arc<divert::Divert>,
 }
 
 impl std::fmt::Debug for EngineShared {
@@ -104,6 +107,7 @@ impl WhepEngine {
                 metrics.whep_transcode_skipped.clone(),
             )),
             metrics,
+            divert: Arc::default(),
         };
         let engines = (0..count)
             .map(|i| {
@@ -117,6 +121,7 @@ impl WhepEngine {
             })
             .collect::<std::io::Result<Vec<_>>>()?;
         Ok(WhepEngine {
+            divert: shared.divert.clone(),
             engines,
             unconnected: Arc::default(),
         })
@@ -125,6 +130,17 @@ impl WhepEngine {
     /// The UDP address announced to peers by the first engine.
     pub fn local_addr(&self) -> SocketAddr {
         self.engines[0].local
+    }
+
+    /// The diverted sessions' table (WHIP publishers, `divert.rs`).
+    pub fn divert(&self) -> &Arc<divert::Divert> {
+        &self.divert
+    }
+
+    /// The first engine's announced UDP address and a clone of its socket: a diverted
+    /// session's ICE candidate and where it sends from.
+    pub fn divert_socket(&self) -> (SocketAddr, Arc<std::net::UdpSocket>) {
+        (self.engines[0].local, self.engines[0].sender.clone())
     }
 
     /// The UDP address announced by each engine, in order.

@@ -251,6 +251,8 @@ pub struct EngineShared {
     pub engines: usize,
     /// The transcoders of the MP3 and AAC mounts with viewers (one per mount, over engines).
     pub transcoders: Arc<crate::transcode::Transcoders>,
+    /// Sessions that are not viewers (WHIP publishers) on the engines' ports.
+    pub divert: Arc<super::divert::Divert>,
 }
 
 /// The engine index a session id names ([`session_id`]); `None` for a malformed id.
