@@ -828,6 +828,7 @@ fn hls_playlist(data: &[u8]) {
                 duration_secs: *d,
                 discontinuity: false,
                 program_date_time_ms: None,
+                map_uri: None,
             })
             .collect(),
         ended: p.ended,
@@ -855,6 +856,7 @@ fn seeds_hls_playlist() -> Vec<Vec<u8>> {
         duration_secs: 4.023,
         discontinuity: disc,
         program_date_time_ms: Some(1_795_380_604_005),
+        map_uri: None,
     };
     let media = MediaPlaylist {
         target_duration: 4,

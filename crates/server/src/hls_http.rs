@@ -64,14 +64,13 @@ pub use throng_proto::hls::path::playlist_path as hls_path;
 
 /// The absolute playlist URL of mount `m` (`http://host:port/hls/<mount>/index.m3u8`, on the
 /// host and port of its `listenurl`) when it is served as HLS; `hls_url` in the status documents.
-/// A configured mount name has a packager whatever its format, but only a format HLS can cut
-/// (MP3, AAC) is announced: an Ogg mount's playlist would never get a segment.
+/// A configured mount name has a packager whatever its format, but only a stream HLS carries
+/// is announced ([`hls_unavailable`]): another's playlist would never get a segment.
 pub fn hls_url(ctx: &ServerCtx, m: &crate::mount::live::Mount) -> Option<String> {
     if hls_unavailable(ctx, m).is_some() {
         return None;
     }
     ctx.hls.output(&m.name)?;
-    throng_proto::hls::cutter::segment_extension(m.settings.format)?;
     let base = m.listen_url(&ctx.config().hostname, ctx.port);
     let origin = base.strip_suffix(m.name.as_str()).unwrap_or(&base);
     // Percent-encoded as any link to a mount (`href_path`): the station page and players use it
@@ -83,17 +82,31 @@ pub fn hls_url(ctx: &ServerCtx, m: &crate::mount::live::Mount) -> Option<String>
 }
 
 /// Why mount `m` has no HLS link although HLS is on for its name (`hls_unavailable` in
-/// `/api/v1/status`): its format cannot be carried as packed audio (RFC 8216 section 3.4: MP3
-/// and AAC only; fMP4 segments for Ogg/Opus and Ogg/FLAC are not built). `None` when it is
-/// served, or HLS is off for it.
+/// `/api/v1/status`): HLS carries MP3 and AAC (packed audio, RFC 8216 section 3.4, or fMP4) and
+/// Ogg/Opus and Ogg/FLAC (fMP4, `crate::hls::container`); an Ogg stream of another codec
+/// (Vorbis, Speex: the codec the framer saw) and WebM or unframed streams are not carried.
+/// `None` when it is served (or its Ogg codec is not known yet), or HLS is off for it.
 pub fn hls_unavailable(ctx: &ServerCtx, m: &crate::mount::live::Mount) -> Option<&'static str> {
-    ctx.config().hls_for(&m.name)?;
-    match throng_proto::hls::cutter::segment_extension(m.settings.format) {
-        Some(_) => None,
+    let settings = ctx.config().hls_for(&m.name)?;
+    match crate::hls::container(m.settings.format, settings.aac_segments) {
         None => Some(
-            "not served as HLS: packed audio carries MP3 and AAC only, and this mount is \
-             another format (Ogg, WebM or other)",
+            "not served as HLS: HLS carries MP3, AAC, Ogg/Opus and Ogg/FLAC, and this mount is \
+             another format (WebM or unframed)",
         ),
+        Some(_) if m.settings.format == throng_proto::format::Format::Ogg => {
+            match m.params().codec {
+                "" | "Opus" | "FLAC" => None,
+                "Vorbis" => Some(
+                    "not served as HLS: Ogg Vorbis has no HLS container Throng builds (fMP4 \
+                     carries Ogg/Opus and Ogg/FLAC, packed audio MP3 and AAC)",
+                ),
+                _ => Some(
+                    "not served as HLS: this Ogg codec has no HLS container Throng builds \
+                     (fMP4 carries Ogg/Opus and Ogg/FLAC, packed audio MP3 and AAC)",
+                ),
+            }
+        }
+        Some(_) => None,
     }
 }
 
@@ -376,23 +389,33 @@ async fn serve_one(
         Target::Segment {
             mount, seq, ext, ..
         } => {
-            let Some(seg) = ctx.hls.segment(mount, seq).filter(|s| s.ext == ext) else {
+            // An fMP4 initialization section (`<id>.mp4`) or a segment.
+            let found = if ext == "mp4" {
+                ctx.hls.init(mount, seq).map(|i| (i.data.clone(), "mp4"))
+            } else {
+                ctx.hls
+                    .segment(mount, seq)
+                    .filter(|s| s.ext == ext)
+                    .map(|s| {
+                        s.fetches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        (s.data.clone(), s.ext)
+                    })
+            };
+            let Some((data, seg_ext)) = found else {
                 return not_found(ctx, stream, head, peer).await;
             };
             count_request(ctx, &target);
-            seg.fetches
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             if let Some(t) = token {
                 // A segment fetched by a session (relative URL of a shared playlist): alive.
                 ctx.hls.sessions.seen(t, Instant::now());
             }
-            let ctype = throng_proto::hls::cutter::segment_content_type(seg.ext);
+            let ctype = throng_proto::hls::cutter::segment_content_type(seg_ext);
             send_body(
                 stream,
                 head,
                 ctype,
                 "public, max-age=86400, immutable",
-                &seg.data,
+                &data,
                 true,
             )
             .await

@@ -7,7 +7,8 @@
 //!   path so a cache keys the playlist without it (its key is the path with `/s/<token>`
 //!   removed, `deploy/nginx/hls-cache.conf`) but logs it;
 //! - `/hls/<mount>/<seq>.<ext>` and `/hls/<mount>/s/<token>/<seq>.<ext>`: a segment (`mp3`,
-//!   `aac`), the second as the relative URL of a shared playlist resolves.
+//!   `aac`, fMP4 `m4s`) or an fMP4 initialization section (`<seq>.mp4`, numbered after the
+//!   first segment that uses it), the second as the relative URL of a shared playlist resolves.
 //!
 //! A token is 1 to 64 ASCII alphanumerics, `-` or `_` (a signed token is
 //! `<id>-<expires>-<md5>`, `secure_link.rs`); a mount name whose last two components are `s`
@@ -35,7 +36,7 @@ pub enum Target<'a> {
         mount: &'a str,
         /// The segment's media sequence number.
         seq: u64,
-        /// `mp3` or `aac`.
+        /// `mp3`, `aac`, `m4s` (fMP4 segment) or `mp4` (fMP4 initialization section).
         ext: &'a str,
         /// The session token of `/s/<token>/`, if the path has one.
         token: Option<&'a str>,
@@ -94,7 +95,10 @@ pub fn parse(path: &str) -> Option<Target<'_>> {
         return Some(Target::Playlist { mount, token });
     }
     let (seq, ext) = file.split_once('.')?;
-    if !matches!(ext, "mp3" | "aac") || seq.is_empty() || !seq.bytes().all(|b| b.is_ascii_digit()) {
+    if !matches!(ext, "mp3" | "aac" | "m4s" | "mp4")
+        || seq.is_empty()
+        || !seq.bytes().all(|b| b.is_ascii_digit())
+    {
         return None;
     }
     Some(Target::Segment {
@@ -149,6 +153,17 @@ mod tests {
                 token: None
             })
         );
+        for ext in ["m4s", "mp4"] {
+            assert_eq!(
+                parse(&format!("/hls/live.opus/s/tok/12.{ext}")),
+                Some(Target::Segment {
+                    mount: "/live.opus",
+                    seq: 12,
+                    ext,
+                    token: Some("tok")
+                })
+            );
+        }
         assert_eq!(parse("/hls/live.mp3/x.mp3"), None);
         assert_eq!(parse("/hls/live.mp3/1.ogg"), None);
         assert_eq!(parse("/hls/../a/index.m3u8"), None);

@@ -3,7 +3,8 @@
 //!
 //! Version 3 is declared: decimal EXTINF durations need it (section 4.3.1.1 and 7). Every
 //! segment carries `EXT-X-PROGRAM-DATE-TIME` (section 4.3.2.6, millisecond precision, UTC), so
-//! a player can tell the latency from the wall clock; `EXT-X-DISCONTINUITY` (section 4.3.2.3)
+//! a player can tell the latency from the wall clock; fMP4 segments name their initialization
+//! section with `EXT-X-MAP` (section 4.3.2.5, version 6); `EXT-X-DISCONTINUITY` (section 4.3.2.3)
 //! marks a change of source, fallback or format, and `EXT-X-DISCONTINUITY-SEQUENCE` counts those
 //! that slid out of the window (section 4.3.3.3).
 //!
@@ -27,6 +28,9 @@ pub struct PlaylistSegment {
     pub discontinuity: bool,
     /// Wall-clock time of the segment's first sample, in milliseconds since the Unix epoch.
     pub program_date_time_ms: Option<i64>,
+    /// The URI of the fMP4 initialization section this segment needs (`EXT-X-MAP`, RFC 8216
+    /// section 4.3.2.5), relative to the playlist; `None` for packed audio.
+    pub map_uri: Option<String>,
 }
 
 /// A live media playlist window.
@@ -114,7 +118,13 @@ impl MediaPlaylist {
     /// The playlist text.
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(160 + self.segments.len() * 80);
-        out.push_str("#EXTM3U\n#EXT-X-VERSION:3\n");
+        // EXT-X-MAP outside an I-frame playlist needs version 6 (RFC 8216 section 7).
+        let fmp4 = self.segments.iter().any(|s| s.map_uri.is_some());
+        out.push_str(if fmp4 {
+            "#EXTM3U\n#EXT-X-VERSION:6\n"
+        } else {
+            "#EXTM3U\n#EXT-X-VERSION:3\n"
+        });
         let _ = writeln!(out, "#EXT-X-TARGETDURATION:{}", self.target_duration);
         if self.can_block_reload {
             out.push_str("#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES\n");
@@ -125,9 +135,16 @@ impl MediaPlaylist {
             "#EXT-X-DISCONTINUITY-SEQUENCE:{}",
             self.discontinuity_sequence
         );
+        let mut map: Option<&str> = None;
         for s in &self.segments {
             if s.discontinuity {
                 out.push_str("#EXT-X-DISCONTINUITY\n");
+            }
+            // A map applies to the segments after it until the next one (section 4.3.2.5):
+            // written before the first segment and wherever the section changes.
+            if let Some(uri) = s.map_uri.as_deref().filter(|&u| map != Some(u)) {
+                let _ = writeln!(out, "#EXT-X-MAP:URI=\"{uri}\"");
+                map = Some(uri);
             }
             if let Some(ms) = s.program_date_time_ms {
                 let _ = writeln!(out, "#EXT-X-PROGRAM-DATE-TIME:{}", iso8601_ms(ms));
@@ -224,6 +241,7 @@ mod tests {
             duration_secs: d,
             discontinuity: disc,
             program_date_time_ms: Some(ms),
+            map_uri: None,
         }
     }
 
@@ -255,6 +273,35 @@ mod tests {
             vec![(7, "7.mp3".into(), 4.023), (8, "8.aac".into(), 2.5)]
         );
         assert!(!parsed.ended);
+    }
+
+    #[test]
+    fn fmp4_segments_name_their_map_once_per_change() {
+        let fmp4 = |uri: &str, map: &str, disc| PlaylistSegment {
+            map_uri: Some(map.into()),
+            ..seg(uri, 2.0, disc, 0)
+        };
+        let p = MediaPlaylist {
+            target_duration: 2,
+            media_sequence: 10,
+            segments: vec![
+                fmp4("10.m4s", "9.mp4", false),
+                fmp4("11.m4s", "9.mp4", false),
+                fmp4("12.m4s", "12.mp4", true),
+            ],
+            ..MediaPlaylist::default()
+        };
+        let text = p.render();
+        assert!(text.starts_with("#EXTM3U\n#EXT-X-VERSION:6\n"), "{text}");
+        assert_eq!(text.matches("#EXT-X-MAP:").count(), 2, "{text}");
+        assert!(text.contains(
+            "#EXT-X-MAP:URI=\"9.mp4\"\n#EXT-X-PROGRAM-DATE-TIME:1970-01-01T00:00:00.000Z\n\
+             #EXTINF:2.000,\n10.m4s\n#EXT-X-PROGRAM"
+        ));
+        assert!(text.contains("#EXT-X-DISCONTINUITY\n#EXT-X-MAP:URI=\"12.mp4\"\n"));
+        let parsed = parse(&text).unwrap();
+        assert_eq!(parsed.segments.len(), 3);
+        assert_eq!(parsed.segments[2].1, "12.m4s");
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! `[hls]` and the `hls-*` keys of `[[mount]]`: which MP3/AAC mounts are also served as
-//! packed-audio HLS (RFC 8216 section 3.4), their segment target duration and window, whether
+//! `[hls]` and the `hls-*` keys of `[[mount]]`: which mounts are also served as HLS (packed
+//! audio, RFC 8216 section 3.4, or fMP4: `aac-segments`), their segment target duration and
+//! window, whether
 //! playlists offer blocking playlist reload (RFC 8216bis section 6.2.5.2), whether media
 //! playlists are shared and cacheable or per session (`playlists`), and where the cache tier's
 //! request logs arrive (`cache-log-listen`). A mount's own keys win over `[hls]`.
@@ -34,6 +35,22 @@ impl PlaylistMode {
     }
 }
 
+/// The container of an AAC mount's segments (`[hls] aac-segments`, a mount's
+/// `hls-aac-segments`). MP3 mounts are always packed audio and Ogg/Opus and Ogg/FLAC mounts
+/// always fMP4 (packed audio carries neither, RFC 8216 section 3.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AacSegments {
+    /// ADTS frames after an ID3 tag (`.aac`, RFC 8216 section 3.4): every HLS player, Safari's
+    /// oldest included, plays it (the default).
+    #[default]
+    Packed,
+    /// Fragmented MP4 (CMAF, `.m4s` after an `EXT-X-MAP` initialization section): the
+    /// container of low-latency HLS parts and of most CDN packagers; titles travel as ID3 in
+    /// `emsg`.
+    Fmp4,
+}
+
 /// `[hls]`: the defaults for every MP3/AAC mount.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
@@ -52,6 +69,8 @@ pub struct HlsConfig {
     pub blocking_reload: bool,
     /// Media playlists shared and cacheable, or per session (default `shared`).
     pub playlists: PlaylistMode,
+    /// AAC mounts' segments: packed audio or fMP4 (default `packed`).
+    pub aac_segments: AacSegments,
     /// Where the cache tier's request logs arrive as UDP syslog (nginx
     /// `access_log syslog:server=ADDR:PORT`, the `throng_hls` format of
     /// `deploy/nginx/hls-cache.conf`); none by default.
@@ -72,6 +91,7 @@ impl Default for HlsConfig {
             window: 6,
             blocking_reload: false,
             playlists: PlaylistMode::Shared,
+            aac_segments: AacSegments::Packed,
             cache_log_listen: None,
             secure_link_secret: None,
             secure_link_seconds: 86_400,
@@ -90,6 +110,8 @@ pub struct HlsSettings {
     pub blocking_reload: bool,
     /// Shared or per-session media playlists (`[hls] playlists`, `hls-playlists`).
     pub playlists: PlaylistMode,
+    /// The container of AAC segments (`[hls] aac-segments`, `hls-aac-segments`).
+    pub aac_segments: AacSegments,
 }
 
 /// A mount's own HLS keys (`hls`, `hls-segment-seconds`, `hls-window`, `hls-playlists`);
@@ -104,6 +126,8 @@ pub struct MountHls {
     pub window: Option<usize>,
     /// `hls-playlists`.
     pub playlists: Option<PlaylistMode>,
+    /// `hls-aac-segments`.
+    pub aac_segments: Option<AacSegments>,
 }
 
 /// The HLS settings of a mount from `[hls]` and its own keys (the mount's win); `None` when
@@ -114,6 +138,7 @@ pub fn settings(global: &HlsConfig, own: MountHls) -> Option<HlsSettings> {
         segment_seconds,
         window,
         playlists,
+        aac_segments,
     } = own;
     if !on.unwrap_or(global.enabled) {
         return None;
@@ -124,6 +149,7 @@ pub fn settings(global: &HlsConfig, own: MountHls) -> Option<HlsSettings> {
         window: window.unwrap_or(global.window).clamp(3, 100),
         blocking_reload: global.blocking_reload,
         playlists: playlists.unwrap_or(global.playlists),
+        aac_segments: aac_segments.unwrap_or(global.aac_segments),
     })
 }
 
@@ -179,6 +205,7 @@ mod tests {
             segment_seconds: secs,
             window,
             playlists,
+            aac_segments: None,
         };
         assert_eq!(settings(&g, own(Some(false), None, None, None)), None);
         assert_eq!(
@@ -191,6 +218,7 @@ mod tests {
                 window: 10,
                 blocking_reload: false,
                 playlists: PlaylistMode::PerSession,
+                aac_segments: AacSegments::Packed,
             })
         );
         assert_eq!(
@@ -200,6 +228,7 @@ mod tests {
                 window: 6,
                 blocking_reload: false,
                 playlists: PlaylistMode::Shared,
+                aac_segments: AacSegments::Packed,
             })
         );
         let off = HlsConfig {

@@ -28,7 +28,7 @@ use rand::distributions::{Alphanumeric, DistString};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-pub use hls::{HlsConfig, HlsSettings, PlaylistMode};
+pub use hls::{AacSegments, HlsConfig, HlsSettings, PlaylistMode};
 pub use ledger::{AddressPolicy, LedgerConfig, LedgerDatabase};
 
 /// Errors reading the configuration.
@@ -620,6 +620,9 @@ pub struct MountConfig {
     /// Shared (cacheable) or per-session media playlists for this mount (default
     /// `[hls] playlists`).
     pub hls_playlists: Option<hls::PlaylistMode>,
+    /// The container of this mount's HLS segments when it is AAC: `packed` or `fmp4` (default
+    /// `[hls] aac-segments`).
+    pub hls_aac_segments: Option<hls::AacSegments>,
     /// Sign this mount's HLS session tokens with this secret (default `[hls]
     /// secure-link-secret`).
     pub hls_secure_link_secret: Option<String>,
@@ -1011,6 +1014,7 @@ impl Config {
                 segment_seconds: m.and_then(|m| m.hls_segment_seconds),
                 window: m.and_then(|m| m.hls_window),
                 playlists: m.and_then(|m| m.hls_playlists),
+                aac_segments: m.and_then(|m| m.hls_aac_segments),
             },
         )
     }
