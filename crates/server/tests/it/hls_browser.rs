@@ -95,27 +95,12 @@ fn page_server(hls_url: String) -> (u16, Arc<Mutex<String>>) {
     (port, result)
 }
 
-#[test]
-fn hls_js_in_chromium_plays_and_fires_id3_metadata() {
+/// Opens `hls_url` with hls.js in headless Chromium (the page of [`page_server`]) until it has
+/// played more than 3 s and fired ID3 metadata with title `title` (at most 60 s); whether it
+/// did, and the page's last report.
+fn play_in_chromium(hls_url: &str, title: &str) -> (bool, serde_json::Value) {
     require("chromium");
-    let srv = TestServer::start("[hls]\nsegment-seconds = 2\n");
-    let _source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
-    srv.wait_mount("/live.mp3");
-    let admin = format!("Authorization: {}", basic_authorization("admin", ADMIN_PW));
-    let (head, _) = http_get(
-        srv.addr,
-        "/admin/metadata?mount=/live.mp3&mode=updinfo&song=Artist%20-%20Browser%20Song",
-        &[&admin],
-    );
-    assert_eq!(head.status, 200);
-    wait_until(Duration::from_secs(20), || {
-        srv.ctx
-            .hls
-            .output("/live.mp3")
-            .is_some_and(|o| o.window.load().segments.len() >= 3)
-    })
-    .expect("three segments");
-    let (port, result) = page_server(srv.url("/hls/live.mp3/index.m3u8"));
+    let (port, result) = page_server(hls_url.to_owned());
     let profile = tempfile::tempdir().unwrap();
     let _chromium = Proc(
         Command::new("chromium")
@@ -144,13 +129,99 @@ fn hls_js_in_chromium_plays_and_fires_id3_metadata() {
             && last["t"].as_f64().unwrap_or(0.0) > 3.0
             && last["titles"]
                 .as_array()
-                .is_some_and(|t| t.iter().any(|x| x == "Browser Song"))
+                .is_some_and(|t| t.iter().any(|x| x == title))
     });
-    assert!(ok.is_ok(), "hls.js did not play with ID3 metadata: {last}");
+    (ok.is_ok(), last)
+}
+
+#[test]
+fn hls_js_in_chromium_plays_and_fires_id3_metadata() {
+    require("chromium");
+    let srv = TestServer::start("[hls]\nsegment-seconds = 2\n");
+    let _source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
+    srv.wait_mount("/live.mp3");
+    let admin = format!("Authorization: {}", basic_authorization("admin", ADMIN_PW));
+    let (head, _) = http_get(
+        srv.addr,
+        "/admin/metadata?mount=/live.mp3&mode=updinfo&song=Artist%20-%20Browser%20Song",
+        &[&admin],
+    );
+    assert_eq!(head.status, 200);
+    wait_until(Duration::from_secs(20), || {
+        srv.ctx
+            .hls
+            .output("/live.mp3")
+            .is_some_and(|o| o.window.load().segments.len() >= 3)
+    })
+    .expect("three segments");
+    let (ok, last) = play_in_chromium(&srv.url("/hls/live.mp3/index.m3u8"), "Browser Song");
+    assert!(ok, "hls.js did not play with ID3 metadata: {last}");
     assert!(last["fatal"].is_null(), "{last}");
     // The player is a listener.
     let n = srv.mount_status("/live.mp3").unwrap()["listeners"]
         .as_u64()
         .unwrap();
     assert!(n >= 1, "{n} listeners");
+}
+
+/// Issue 24, "Done when" item 2: through nginx with the shipped `deploy/nginx/hls-cache.conf`,
+/// hls.js in headless Chromium plays an MP3 mount (packed audio) and an Ogg/Opus mount (fMP4)
+/// and fires each title's metadata event (ID3 in the segment, ID3 in `emsg`), while ffmpeg
+/// reads 60 s of each through the same cache with nothing at `-v error`.
+#[test]
+fn hls_js_plays_mp3_and_opus_through_nginx_with_titles_and_ffmpeg_reads_both_cleanly() {
+    require("chromium");
+    let dir = tempfile::tempdir().unwrap();
+    let mp3 = dir.path().join("live.mp3");
+    std::fs::copy(asset("demo.mp3"), &mp3).unwrap();
+    let opus = dir.path().join("tone.opus");
+    std::fs::copy(asset("test-tone.opus"), &opus).unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let syslog = udp.local_addr().unwrap();
+    drop(udp);
+    let srv = TestServer::start(&format!(
+        "[hls]\nsegment-seconds = 2\ncache-log-listen = \"{syslog}\"\n\
+         [paths]\nx-forwarded-for = [\"127.0.0.1\"]\n\
+         [[mount]]\nname = \"/live.mp3\"\nfile = {mp3:?}\n\
+         [[mount]]\nname = \"/tone.opus\"\nfile = {opus:?}\n"
+    ));
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = crate::hls_cache::start_cache(cache_dir.path(), srv.addr, syslog, None);
+    let admin = format!("Authorization: {}", basic_authorization("admin", ADMIN_PW));
+    for (mount, song) in [("/live.mp3", "Mp3%20Song"), ("/tone.opus", "Opus%20Song")] {
+        srv.wait_mount(mount);
+        let (head, _) = http_get(
+            srv.addr,
+            &format!("/admin/metadata?mount={mount}&mode=updinfo&song=Artist%20-%20{song}"),
+            &[&admin],
+        );
+        assert_eq!(head.status, 200, "{mount}");
+        wait_until(Duration::from_secs(30), || {
+            srv.ctx
+                .hls
+                .output(mount)
+                .is_some_and(|o| o.window.load().segments.len() >= 3)
+        })
+        .unwrap_or_else(|_| panic!("three segments of {mount}"));
+    }
+    let url = |m: &str| format!("http://{}/hls{m}/index.m3u8", cache.addr);
+    let readers: Vec<_> = ["/live.mp3", "/tone.opus"]
+        .into_iter()
+        .map(|m| {
+            let u = url(m);
+            std::thread::spawn(move || ffmpeg_decode(&u, 60))
+        })
+        .collect();
+    for (mount, title) in [("/live.mp3", "Mp3 Song"), ("/tone.opus", "Opus Song")] {
+        let (ok, last) = play_in_chromium(&url(mount), title);
+        assert!(ok, "hls.js through nginx, {mount}: {last}");
+        assert!(last["fatal"].is_null(), "{mount}: {last}");
+    }
+    for (r, m) in readers.into_iter().zip(["/live.mp3", "/tone.opus"]) {
+        let errors = r.join().expect("ffmpeg thread");
+        assert_eq!(
+            errors, "",
+            "ffmpeg -v error through nginx printed something for {m}"
+        );
+    }
 }
