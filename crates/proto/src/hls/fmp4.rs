@@ -341,14 +341,29 @@ pub fn media_segment(
     samples: &[Sample<'_>],
     id3: Option<TimedId3<'_>>,
 ) -> Result<Vec<u8>, Fmp4Error> {
-    let payload: usize = samples.iter().map(|s| s.data.len()).sum();
-    let mut out = Vec::with_capacity(payload + 200 + samples.len() * 8);
+    let mut out = Vec::new();
     Styp {
         major_brand: b"msdh".into(),
         minor_version: 0,
         compatible_brands: vec![b"msdh".into(), b"msix".into(), b"cmfs".into()],
     }
     .encode(&mut out)?;
+    out.extend(fragment(sequence, timescale, decode_time, samples, id3)?);
+    Ok(out)
+}
+
+/// One fragment (a CMAF chunk): [`media_segment`] without its `styp`. A low-latency partial
+/// segment is one fragment; its segment is the concatenation of its parts, the first with the
+/// `styp`.
+pub fn fragment(
+    sequence: u32,
+    timescale: u32,
+    decode_time: u64,
+    samples: &[Sample<'_>],
+    id3: Option<TimedId3<'_>>,
+) -> Result<Vec<u8>, Fmp4Error> {
+    let payload: usize = samples.iter().map(|s| s.data.len()).sum();
+    let mut out = Vec::with_capacity(payload + 200 + samples.len() * 8);
     if let Some(id3) = id3 {
         let duration: u64 = samples.iter().map(|s| u64::from(s.duration)).sum();
         Emsg {

@@ -167,10 +167,12 @@ impl MovedPlaylist {
                     discontinuity: e.discontinuity,
                     program_date_time_ms: Some(e.pdt_ms),
                     map_uri: e.map_uri.clone(),
+                    parts: Vec::new(),
                 })
                 .collect(),
             ended: false,
             can_block_reload: false,
+            low_latency: None,
         };
         (playlist.render(), offered)
     }
