@@ -53,7 +53,7 @@ use crate::hls::{Output, Window};
 use crate::observe::metrics::HlsRequestLabel;
 use crate::respond::{admit_listener, reply, Admitted};
 use throng_proto::hls::path::{self as hls_path, Target};
-use throng_proto::hls::playlist::{hls_msn, reload_decision, Reload};
+use throng_proto::hls::playlist::{hls_msn, hls_part, Reload};
 use throng_proto::hls::secure_link::{self, LinkError};
 
 /// Content-Type of playlists (RFC 8216 section 4).
@@ -387,10 +387,18 @@ async fn serve_one(
     }
     match target {
         Target::Segment {
-            mount, seq, ext, ..
+            mount,
+            seq,
+            ext,
+            part,
+            ..
         } => {
-            // An fMP4 initialization section (`<id>.mp4`) or a segment.
-            let found = if ext == "mp4" {
+            // An fMP4 initialization section (`<id>.mp4`), a low-latency part, or a segment.
+            let found = if let Some(index) = part {
+                held_part(ctx, mount, seq, index)
+                    .await
+                    .map(|p| (p.data.clone(), "m4s"))
+            } else if ext == "mp4" {
                 ctx.hls.init(mount, seq).map(|i| (i.data.clone(), "mp4"))
             } else {
                 ctx.hls
@@ -431,6 +439,12 @@ async fn serve_one(
                 .as_deref()
                 .and_then(hls_msn)
                 .filter(|_| ctx.hls.blocking_reload(mount));
+            // `_HLS_part` with it (low-latency mounts; `Window::reload`).
+            let part = head
+                .query
+                .as_deref()
+                .and_then(hls_part)
+                .filter(|_| msn.is_some());
             if let Some(body) = token.and_then(|t| ctx.hls.moved_playlist(t, Instant::now())) {
                 // A session moved to another mount (`moveclients`): a playlist of its own.
                 return send_body(
@@ -499,7 +513,7 @@ async fn serve_one(
                 }
             }
             let token = token.unwrap_or_default();
-            let window = match held_window(ctx, &out, msn, token).await {
+            let window = match held_window(ctx, &out, msn, part, token).await {
                 Ok(w) => w,
                 Err(status) => {
                     let msg = if status == 400 {
@@ -600,6 +614,7 @@ async fn held_window(
     ctx: &ServerCtx,
     out: &Output,
     msn: Option<u64>,
+    part: Option<u64>,
     token: &str,
 ) -> Result<Arc<Window>, u16> {
     let mut updates = out.updates.clone();
@@ -608,7 +623,7 @@ async fn held_window(
         // Marked seen before the window is read: a publication after the read wakes the wait.
         updates.borrow_and_update();
         let window = out.window.load_full();
-        match reload_decision(msn, window.segments.last().map(|s| s.seq)) {
+        match window.reload(msn, part) {
             Reload::Now => return Ok(window),
             Reload::BadRequest => return Err(400),
             Reload::Wait => {}
@@ -624,6 +639,37 @@ async fn held_window(
             // The packager is gone (HLS turned off): answer what there is.
             Ok(Err(_)) => return Ok(out.window.load_full()),
             Err(_) => return Err(503),
+        }
+    }
+}
+
+/// Part `index` of segment `seq` of mount `mount` (low-latency HLS): at once when published;
+/// held, when it is the next part to be published (the playlist's `EXT-X-PRELOAD-HINT`, RFC
+/// 8216bis section 6.2.6: "the server MUST hold the request until the resource is available"),
+/// at most three part targets; `None` when it does not come, or is not the next part.
+async fn held_part(
+    ctx: &ServerCtx,
+    mount: &str,
+    seq: u64,
+    index: u64,
+) -> Option<Arc<crate::hls::packager::Part>> {
+    let out = ctx.hls.output(mount)?;
+    let mut updates = out.updates.clone();
+    let until =
+        tokio::time::Instant::now() + Duration::from_millis(3 * crate::config::PART_TARGET_MS);
+    loop {
+        updates.borrow_and_update();
+        let window = out.window.load();
+        if let Some(p) = window.part(seq, index) {
+            return Some(p.clone());
+        }
+        if !window.is_next_part(seq, index) {
+            return None;
+        }
+        drop(window);
+        match tokio::time::timeout_at(until, updates.changed()).await {
+            Ok(Ok(())) => {}
+            _ => return None,
         }
     }
 }

@@ -71,6 +71,11 @@ pub struct HlsConfig {
     pub playlists: PlaylistMode,
     /// AAC mounts' segments: packed audio or fMP4 (default `packed`).
     pub aac_segments: AacSegments,
+    /// Low-latency HLS (RFC 8216bis): partial segments of about [`PART_TARGET_MS`] listed as
+    /// `EXT-X-PART` with an `EXT-X-PRELOAD-HINT`, and blocking playlist reload with `_HLS_msn`
+    /// and `_HLS_part` (so `blocking-reload` is on for such a mount). fMP4 segments only (Ogg/Opus,
+    /// Ogg/FLAC, AAC with `aac-segments = "fmp4"`); default false.
+    pub low_latency: bool,
     /// Where the cache tier's request logs arrive as UDP syslog (nginx
     /// `access_log syslog:server=ADDR:PORT`, the `throng_hls` format of
     /// `deploy/nginx/hls-cache.conf`); none by default.
@@ -92,12 +97,17 @@ impl Default for HlsConfig {
             blocking_reload: false,
             playlists: PlaylistMode::Shared,
             aac_segments: AacSegments::Packed,
+            low_latency: false,
             cache_log_listen: None,
             secure_link_secret: None,
             secure_link_seconds: 86_400,
         }
     }
 }
+
+/// The part target of low-latency HLS, in milliseconds: parts of about a second, as issue 24
+/// asks (Apple's HLS Authoring Specification suggests 1 s or less for audio).
+pub const PART_TARGET_MS: u64 = 1000;
 
 /// The HLS settings in force for one mount.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +122,8 @@ pub struct HlsSettings {
     pub playlists: PlaylistMode,
     /// The container of AAC segments (`[hls] aac-segments`, `hls-aac-segments`).
     pub aac_segments: AacSegments,
+    /// Low-latency HLS parts (`[hls] low-latency`, `hls-low-latency`; fMP4 only).
+    pub low_latency: bool,
 }
 
 /// A mount's own HLS keys (`hls`, `hls-segment-seconds`, `hls-window`, `hls-playlists`);
@@ -128,6 +140,8 @@ pub struct MountHls {
     pub playlists: Option<PlaylistMode>,
     /// `hls-aac-segments`.
     pub aac_segments: Option<AacSegments>,
+    /// `hls-low-latency`.
+    pub low_latency: Option<bool>,
 }
 
 /// The HLS settings of a mount from `[hls]` and its own keys (the mount's win); `None` when
@@ -139,17 +153,20 @@ pub fn settings(global: &HlsConfig, own: MountHls) -> Option<HlsSettings> {
         window,
         playlists,
         aac_segments,
+        low_latency,
     } = own;
     if !on.unwrap_or(global.enabled) {
         return None;
     }
     let secs = segment_seconds.unwrap_or(global.segment_seconds);
+    let low_latency = low_latency.unwrap_or(global.low_latency);
     Some(HlsSettings {
         target_ms: secs.clamp(1, 30) * 1000,
         window: window.unwrap_or(global.window).clamp(3, 100),
-        blocking_reload: global.blocking_reload,
+        blocking_reload: global.blocking_reload || low_latency,
         playlists: playlists.unwrap_or(global.playlists),
         aac_segments: aac_segments.unwrap_or(global.aac_segments),
+        low_latency,
     })
 }
 
@@ -206,6 +223,7 @@ mod tests {
             window,
             playlists,
             aac_segments: None,
+            low_latency: None,
         };
         assert_eq!(settings(&g, own(Some(false), None, None, None)), None);
         assert_eq!(
@@ -219,6 +237,7 @@ mod tests {
                 blocking_reload: false,
                 playlists: PlaylistMode::PerSession,
                 aac_segments: AacSegments::Packed,
+                low_latency: false,
             })
         );
         assert_eq!(
@@ -229,6 +248,7 @@ mod tests {
                 blocking_reload: false,
                 playlists: PlaylistMode::Shared,
                 aac_segments: AacSegments::Packed,
+                low_latency: false,
             })
         );
         let off = HlsConfig {
@@ -237,6 +257,15 @@ mod tests {
         };
         assert_eq!(settings(&off, MountHls::default()), None);
         assert!(settings(&off, own(Some(true), None, None, None)).is_some());
+        let ll = MountHls {
+            low_latency: Some(true),
+            ..MountHls::default()
+        };
+        let s = settings(&g, ll).unwrap();
+        assert!(
+            s.low_latency && s.blocking_reload,
+            "low latency blocks reloads"
+        );
         assert!(check_seconds("k", Some(0)).is_err());
         assert!(check_seconds("k", Some(30)).is_ok());
         assert!(check_window("k", Some(2)).is_err());

@@ -30,12 +30,15 @@ use throng_proto::hls::cutter::{self, Cutter};
 use throng_proto::hls::fmp4::{self, Track};
 use throng_proto::hls::id3;
 use throng_proto::hls::ogg_audio::{OggAudio, OggEvent};
-use throng_proto::hls::playlist::{MediaPlaylist, PlaylistSegment};
+use throng_proto::hls::playlist::{
+    reload_decision, reload_decision_parts, LowLatency, MediaPlaylist, PlaylistPart,
+    PlaylistSegment, Reload,
+};
 use throng_proto::ogg::{self, PageParse};
 
 use super::Container;
 use crate::audience::follow::{self, JoinAt};
-use crate::config::HlsSettings;
+use crate::config::{HlsSettings, PART_TARGET_MS};
 use crate::mount::live::Mount;
 
 /// Segments kept beyond the playlist window, for players that fetched the playlist just before
@@ -53,6 +56,8 @@ pub struct Segment {
     pub data: Bytes,
     /// fMP4: the initialization section the segment needs (`EXT-X-MAP`).
     pub map: Option<Arc<InitSection>>,
+    /// Low-latency HLS: its partial segments (`data` is their concatenation); empty otherwise.
+    pub parts: Vec<Arc<Part>>,
     /// Play time in nanoseconds.
     pub duration_ns: u64,
     /// Preceded by a discontinuity.
@@ -61,6 +66,19 @@ pub struct Segment {
     pub pdt_ms: i64,
     /// Times it was requested (one fetch per player, or per cache miss behind a proxy).
     pub fetches: AtomicU64,
+}
+
+/// A low-latency partial segment (one CMAF chunk), served as `<seq>.<index>.m4s`.
+#[derive(Debug)]
+pub struct Part {
+    /// The sequence number of its segment.
+    pub seq: u64,
+    /// Its place in the segment, from 0.
+    pub index: u64,
+    /// The fragment (the first part of a segment starts with `styp` and the title's `emsg`).
+    pub data: Bytes,
+    /// Play time in nanoseconds.
+    pub duration_ns: u64,
 }
 
 /// An fMP4 initialization section (`ftyp` + `moov`), served as `<id>.mp4`.
@@ -90,6 +108,12 @@ pub struct Window {
     /// The playlist's `EXT-X-DISCONTINUITY-SEQUENCE` (a moved session's own playlist starts
     /// from it).
     pub discontinuity_sequence: u64,
+    /// The sequence number of the segment being cut.
+    pub open_seq: u64,
+    /// Low-latency HLS: the parts of the segment being cut published so far.
+    pub open_parts: Vec<Arc<Part>>,
+    /// Low-latency HLS is on: parts are cut and listed.
+    pub low_latency: bool,
 }
 
 impl Window {
@@ -102,6 +126,43 @@ impl Window {
             target_secs: self.target_secs,
             bandwidth: self.bandwidth,
             discontinuity_sequence: self.discontinuity_sequence,
+            open_seq: self.open_seq,
+            open_parts: Vec::new(),
+            low_latency: self.low_latency,
+        }
+    }
+
+    /// Part `index` of segment `seq` (low-latency HLS), if published and still in memory.
+    pub fn part(&self, seq: u64, index: u64) -> Option<&Arc<Part>> {
+        let parts = if seq == self.open_seq {
+            &self.open_parts
+        } else {
+            &self.segment(seq)?.parts
+        };
+        parts.get(usize::try_from(index).ok()?)
+    }
+
+    /// Whether part `index` of segment `seq` is the next one to be published (the preload
+    /// hint, or the first part of the segment after it): a request for it is held.
+    pub fn is_next_part(&self, seq: u64, index: u64) -> bool {
+        self.low_latency
+            && ((seq == self.open_seq && index == self.open_parts.len() as u64)
+                || (seq == self.open_seq + 1 && index == 0))
+    }
+
+    /// What a playlist request carrying `_HLS_msn=msn` and `_HLS_part=part` gets from this
+    /// window (RFC 8216bis section 6.2.5.2; parts count only with low-latency HLS).
+    pub fn reload(&self, msn: Option<u64>, part: Option<u64>) -> Reload {
+        let newest = self.segments.last().map(|s| s.seq);
+        match part.filter(|_| self.low_latency) {
+            Some(p) => reload_decision_parts(
+                msn,
+                Some(p),
+                newest,
+                self.open_seq,
+                self.open_parts.len() as u64,
+            ),
+            None => reload_decision(msn, newest),
         }
     }
 
@@ -253,6 +314,12 @@ struct Open {
     map: Option<Arc<InitSection>>,
     /// fMP4: decode time of its first sample, in timescale ticks (`tfdt`).
     decode_time: u64,
+    /// Low-latency HLS: the parts published so far, where the next part's samples start in
+    /// `samples`, the ticks before it, and the play time of the samples since (ns).
+    parts: Vec<Arc<Part>>,
+    part_start: usize,
+    part_ticks: u64,
+    part_ns: u64,
     /// Bytes of the ID3 tag opening `data`.
     tag_len: usize,
     pts_90k: u64,
@@ -290,6 +357,8 @@ pub struct Packager {
     init: Option<Arc<InitSection>>,
     /// fMP4: the `emsg` id of the last title sent, and that title (a new title, a new id).
     title_event: (u32, String),
+    /// fMP4: the `mfhd` sequence number of the last fragment (segment or part).
+    fragment_seq: u32,
     /// When a mount was last followed (ms since the epoch), to retire idle packagers.
     pub last_live_ms: i64,
 }
@@ -327,6 +396,7 @@ impl Packager {
             bandwidth: 0,
             init: None,
             title_event: (0, String::new()),
+            fragment_seq: 0,
             last_live_ms: now_ms,
         };
         p.publish_window();
@@ -535,7 +605,77 @@ impl Packager {
         self.run_samples += u64::from(samples);
         if self.cutter.push(samples, rate) {
             self.close_segment(end_ms);
+        } else if self.parts_on(container) {
+            // A part ends where one more frame of the same length would pass the part target,
+            // so every part lasts at most PART-TARGET (RFC 8216bis section 4.4.3.7).
+            let ns = u64::from(samples) * 1_000_000_000 / u64::from(rate.max(1));
+            self.open.part_ns += ns;
+            if self.open.part_ns + ns > PART_TARGET_MS * 1_000_000 {
+                self.close_part();
+                self.publish_window();
+            }
         }
+    }
+
+    /// Whether low-latency parts are cut for segments of `container`.
+    fn parts_on(&self, container: Container) -> bool {
+        self.settings.low_latency && container == Container::Fmp4
+    }
+
+    /// The next `mfhd` sequence number (from 1, wrapping past 0).
+    fn next_fragment(&mut self) -> u32 {
+        self.fragment_seq = self.fragment_seq.wrapping_add(1).max(1);
+        self.fragment_seq
+    }
+
+    /// Publishes the samples of the open segment since the last part as a part (low-latency
+    /// HLS): the first part of a segment carries `styp` and the title's `emsg`.
+    fn close_part(&mut self) {
+        let Some(map) = self.open.map.clone() else {
+            return;
+        };
+        let start = self.open.part_start;
+        if start >= self.open.samples.len() {
+            return;
+        }
+        let first = self.open.parts.is_empty();
+        let title = self.open.title.clone();
+        let id = self.title_event_id(&title);
+        let tag = (first && !title.is_empty()).then(|| id3::title_tag(&title));
+        let id3 = tag.as_deref().map(|tag| fmp4::TimedId3 { tag, id });
+        let sequence = self.next_fragment();
+        let samples: Vec<fmp4::Sample<'_>> = self.open.samples[start..]
+            .iter()
+            .map(|(d, n)| fmp4::Sample {
+                data: d,
+                duration: *n,
+            })
+            .collect();
+        let ticks: u64 = samples.iter().map(|s| u64::from(s.duration)).sum();
+        let decode = self.open.decode_time + self.open.part_ticks;
+        let built = if first {
+            fmp4::media_segment(sequence, map.timescale, decode, &samples, id3)
+        } else {
+            fmp4::fragment(sequence, map.timescale, decode, &samples, id3)
+        };
+        drop(samples);
+        let data = match built {
+            Ok(d) => Bytes::from(d),
+            Err(e) => {
+                tracing::warn!(mount = %self.name, "HLS: part not built: {e}");
+                return;
+            }
+        };
+        let duration_ns = ticks * 1_000_000_000 / u64::from(map.timescale.max(1));
+        self.open.parts.push(Arc::new(Part {
+            seq: self.next_seq,
+            index: self.open.parts.len() as u64,
+            data,
+            duration_ns,
+        }));
+        self.open.part_start = self.open.samples.len();
+        self.open.part_ticks += ticks;
+        self.open.part_ns = 0;
     }
 
     /// The `emsg` id of `title`: the same as the last segment's while the title stays.
@@ -548,6 +688,10 @@ impl Packager {
 
     /// Publishes the open segment, if it holds any frame; its last frame ended at `now_ms`.
     fn close_segment(&mut self, now_ms: i64) {
+        if self.open.map.is_some() && self.settings.low_latency {
+            // The segment is its parts: the last one ends here.
+            self.close_part();
+        }
         let len = self.cutter.take();
         let open = std::mem::take(&mut self.open);
         if len.frames == 0 {
@@ -565,7 +709,14 @@ impl Packager {
         self.last_pdt_end_ms = Some(pdt_ms + dur_ms);
         let ext = open.ext;
         let mut data = open.data;
-        if let Some(map) = &open.map {
+        if !open.parts.is_empty() {
+            let mut whole = BytesMut::with_capacity(open.parts.iter().map(|p| p.data.len()).sum());
+            for p in &open.parts {
+                whole.extend_from_slice(&p.data);
+            }
+            data = whole;
+        } else if let Some(map) = &open.map {
+            let sequence = self.next_fragment();
             let samples: Vec<fmp4::Sample<'_>> = open
                 .samples
                 .iter()
@@ -577,8 +728,7 @@ impl Packager {
             let tag = (!open.title.is_empty()).then(|| id3::title_tag(&open.title));
             let id = self.title_event_id(&open.title);
             let built = fmp4::media_segment(
-                // `mfhd` counts from 1 and wraps in 32 bits; players only need it to grow.
-                (self.next_seq as u32).max(1),
+                sequence,
                 map.timescale,
                 open.decode_time,
                 &samples,
@@ -611,6 +761,7 @@ impl Packager {
             ext,
             data: data.freeze(),
             map: open.map,
+            parts: open.parts,
             duration_ns: len.duration_ns,
             discontinuity: open.discontinuity,
             pdt_ms,
@@ -641,22 +792,58 @@ impl Packager {
             listed_segs.iter().map(|s| s.duration_ns),
         );
         let discontinuity_sequence = self.discontinuity_seq + hidden_disc;
+        let part_list = |parts: &[Arc<Part>]| -> Vec<PlaylistPart> {
+            parts
+                .iter()
+                .map(|p| PlaylistPart {
+                    uri: format!("{}.{}.m4s", p.seq, p.index),
+                    duration_secs: p.duration_ns as f64 / 1e9,
+                    independent: true,
+                })
+                .collect()
+        };
+        let ll_container = self.settings.low_latency && self.init.is_some();
+        let low_latency = ll_container.then(|| {
+            let open_map = self.open.map.as_ref().or(self.init.as_ref());
+            LowLatency {
+                part_target_secs: PART_TARGET_MS as f64 / 1000.0,
+                open_discontinuity: if self.open.frames > 0 {
+                    self.open.discontinuity
+                } else {
+                    self.discontinuity_pending
+                },
+                open_map_uri: open_map.map(|m| format!("{}.mp4", m.id)),
+                open_parts: part_list(&self.open.parts),
+                preload_hint: open_map
+                    .map(|_| format!("{}.{}.m4s", self.next_seq, self.open.parts.len())),
+            }
+        });
+        // Parts are listed for the segments of the last three target durations or so
+        // (RFC 8216bis section 4.4.4.9 lets them go after that).
+        let with_parts = listed_segs.len().saturating_sub(3);
         let playlist = MediaPlaylist {
             target_duration: target,
             media_sequence: listed_segs.first().map_or(self.next_seq, |s| s.seq),
             discontinuity_sequence,
             segments: listed_segs
                 .iter()
-                .map(|s| PlaylistSegment {
+                .enumerate()
+                .map(|(i, s)| PlaylistSegment {
                     uri: format!("{}.{}", s.seq, s.ext),
                     duration_secs: s.duration_ns as f64 / 1e9,
                     discontinuity: s.discontinuity,
                     program_date_time_ms: Some(s.pdt_ms),
                     map_uri: s.map.as_ref().map(|m| format!("{}.mp4", m.id)),
+                    parts: if i >= with_parts && low_latency.is_some() {
+                        part_list(&s.parts)
+                    } else {
+                        Vec::new()
+                    },
                 })
                 .collect(),
             ended: false,
             can_block_reload: self.settings.blocking_reload,
+            low_latency,
         };
         self.window.store(Arc::new(Window {
             segments: self.segments.iter().cloned().collect(),
@@ -664,6 +851,9 @@ impl Packager {
             target_secs: target,
             bandwidth: self.bandwidth,
             discontinuity_sequence,
+            open_seq: self.next_seq,
+            open_parts: self.open.parts.clone(),
+            low_latency: ll_container,
         }));
         self.updates.send_modify(|n| *n = n.wrapping_add(1));
     }
@@ -700,6 +890,7 @@ mod tests {
             blocking_reload: false,
             playlists: crate::config::PlaylistMode::Shared,
             aac_segments: crate::config::AacSegments::Packed,
+            low_latency: false,
         }
     }
 
@@ -1427,5 +1618,83 @@ mod tests {
         }
         p.tick(Some(m.clone()), T0 + 5000);
         assert!(win(&p).segments.is_empty());
+    }
+
+    #[test]
+    fn low_latency_cuts_parts_of_a_second_that_make_up_the_segment() {
+        let (m, mut feed) = opus_mount("/live.opus");
+        m.set_title("Song", None, crate::ledger::message::TitleSetter::Source);
+        let mut p = Packager::new(
+            "/live.opus",
+            HlsSettings {
+                low_latency: true,
+                blocking_reload: true,
+                ..settings(2000, 3)
+            },
+            100,
+            T0,
+        );
+        p.tick(Some(m.clone()), T0);
+        feed(49);
+        p.tick(Some(m.clone()), T0 + 980);
+        let w = win(&p);
+        assert!(w.open_parts.is_empty(), "49 packets: no part yet");
+        assert_eq!(w.reload(Some(100), Some(0)), Reload::Wait);
+        feed(1);
+        p.tick(Some(m.clone()), T0 + 1000);
+        let w = win(&p);
+        assert_eq!(w.open_parts.len(), 1);
+        assert_eq!(w.open_parts[0].duration_ns, 1_000_000_000);
+        assert_eq!(w.reload(Some(100), Some(0)), Reload::Now);
+        assert_eq!(w.reload(Some(100), Some(1)), Reload::Wait);
+        assert!(w.is_next_part(100, 1) && !w.is_next_part(100, 2));
+        let text = playlist(&p);
+        assert!(
+            text.contains("#EXT-X-PART-INF:PART-TARGET=1.000\n"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(
+                "#EXT-X-MAP:URI=\"100.mp4\"\n\
+                 #EXT-X-PART:DURATION=1.000,URI=\"100.0.m4s\",INDEPENDENT=YES\n\
+                 #EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"100.1.m4s\"\n"
+            ),
+            "{text}"
+        );
+        feed(50);
+        p.tick(Some(m.clone()), T0 + 2000);
+        let w = win(&p);
+        assert_eq!(w.segments.len(), 1);
+        let seg = &w.segments[0];
+        assert_eq!(seg.parts.len(), 2);
+        assert!(w.open_parts.is_empty());
+        assert_eq!(w.open_seq, 101);
+        // The segment is its parts, back to back: styp, emsg, then two fragments.
+        let joined: Vec<u8> = seg.parts.iter().flat_map(|p| p.data.to_vec()).collect();
+        assert_eq!(&seg.data[..], &joined[..]);
+        let b = boxes(&seg.data);
+        let kinds: Vec<String> = b.iter().map(|a| format!("{:?}", a.kind())).collect();
+        assert_eq!(b.len(), 6, "{kinds:?}");
+        let tfdts: Vec<u64> = b
+            .iter()
+            .filter_map(|a| match a {
+                mp4_atom::Any::Moof(m) => {
+                    Some(m.traf[0].tfdt.as_ref().unwrap().base_media_decode_time)
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(tfdts, [0, 48_000]);
+        assert!(matches!(b[1], mp4_atom::Any::Emsg(_)));
+        assert_eq!(w.part(100, 1).map(|p| p.index), Some(1));
+        assert_eq!(w.reload(Some(100), Some(7)), Reload::Now, "a whole segment");
+        let text = playlist(&p);
+        assert!(
+            text.contains(
+                "#EXT-X-PART:DURATION=1.000,URI=\"100.1.m4s\",INDEPENDENT=YES\n#EXTINF:2.000,\n100.m4s\n"
+            ),
+            "{text}"
+        );
+        assert!(text.ends_with("#EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"101.0.m4s\"\n"));
     }
 }

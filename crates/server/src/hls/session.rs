@@ -550,6 +550,7 @@ mod tests {
             discontinuity: false,
             pdt_ms: 0,
             map: None,
+            parts: Vec::new(),
             fetches: AtomicU64::new(0),
         })
     }
@@ -562,6 +563,7 @@ mod tests {
             target_secs,
             bandwidth: 64_000,
             discontinuity_sequence: 0,
+            ..Window::default()
         }
     }
 

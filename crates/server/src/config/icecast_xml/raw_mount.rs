@@ -249,6 +249,7 @@ impl RawMount {
             cluster_password: self.cluster_password.clone(),
             hls_playlists: None,
             hls_aac_segments: None,
+            hls_low_latency: None,
             hls_secure_link_secret: None,
         }
     }
