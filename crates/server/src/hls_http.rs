@@ -468,6 +468,7 @@ async fn serve_one(
                 return not_found(ctx, stream, head, peer).await;
             };
             count_request(ctx, &target);
+            count_bytes(ctx, &target, data.len());
             if let Some(t) = token {
                 // A segment fetched by a session (relative URL of a shared playlist): alive.
                 ctx.hls.sessions.seen(t, Instant::now());
@@ -520,6 +521,7 @@ async fn serve_one(
                 };
                 let sent = window.playlist.len() as u64;
                 if ctx.hls.sessions.touch(t, &window, sent, Instant::now()) {
+                    count_bytes(ctx, &target, window.playlist.len());
                     return send_playlist(stream, head, &window, mode).await;
                 }
             }
@@ -583,6 +585,7 @@ async fn serve_one(
             ctx.hls
                 .sessions
                 .touch(token, &window, window.playlist.len() as u64, Instant::now());
+            count_bytes(ctx, &target, window.playlist.len());
             send_playlist(stream, head, &window, mode).await
         }
     }
@@ -629,6 +632,15 @@ fn count_request(ctx: &ServerCtx, target: &Target<'_>) {
         .hls_requests
         .get_or_create(&HlsRequestLabel::new(target.mount(), target.kind()))
         .inc();
+}
+
+/// Counts `bytes` of body sent for `target` in `throng_hls_bytes_total` (the bench's origin
+/// bytes per second behind a cache).
+fn count_bytes(ctx: &ServerCtx, target: &Target<'_>, bytes: usize) {
+    ctx.metrics
+        .hls_bytes
+        .get_or_create(&HlsRequestLabel::new(target.mount(), target.kind()))
+        .inc_by(bytes as u64);
 }
 
 /// The `Cache-Control` of a media playlist of `target_secs` target duration: shared, a cache
