@@ -374,7 +374,10 @@ mod tests {
         let (a, b) = (at(5, 1000), at(9, 5000));
         assert_eq!((b.hls_requests, b.hls_bytes), (Some(19.0), Some(5000.0)));
         let s = diff(1, &a, &b, 2.0);
-        assert_eq!((s.hls_requests_per_s, s.hls_bytes_per_s), (Some(2.0), Some(2000.0)));
+        assert_eq!(
+            (s.hls_requests_per_s, s.hls_bytes_per_s),
+            (Some(2.0), Some(2000.0))
+        );
         // A restarted server (counters back to 0): no negative rate.
         assert_eq!(diff(2, &b, &a, 1.0).hls_requests_per_s, Some(0.0));
     }

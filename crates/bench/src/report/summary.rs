@@ -345,7 +345,8 @@ impl Aggregator {
                 let y = srv.iter().map(|x| x.cpu_sys_pct).sum::<f64>() / m;
                 s.server_cpu_user_pct = Some(u);
                 s.server_cpu_sys_pct = Some(y);
-                let mean = |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+                let mean =
+                    |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
                 s.origin_requests_per_s =
                     mean(srv.iter().filter_map(|x| x.hls_requests_per_s).collect());
                 s.origin_bytes_per_s = mean(srv.iter().filter_map(|x| x.hls_bytes_per_s).collect());

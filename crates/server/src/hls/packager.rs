@@ -11,7 +11,10 @@
 //!   `moof`/`mdat` segments of [`throng_proto::hls::fmp4`] whose decode time is the sample
 //!   count, after an `emsg` carrying the title as ID3; each codec configuration gets an
 //!   [`InitSection`] (`EXT-X-MAP`), a new one (another codec or setting) after a
-//!   discontinuity. An Ogg stream of another codec (Vorbis) produces no segment.
+//!   discontinuity. An Ogg stream of another codec (Vorbis) produces no segment;
+//! - with low-latency HLS (fMP4 only), each segment is cut into parts of at most a second
+//!   ([`Part`]), published as they are cut.
+//!
 //! A change of mount (source reconnect, fallback, a return from fallback) or of format closes
 //! the open segment and marks the next one `EXT-X-DISCONTINUITY`. The packager owns its state
 //! and is driven by one task; readers see only the published [`Window`], and wait for the next

@@ -101,14 +101,11 @@ fn page_server(hls_url: String) -> (u16, Arc<Mutex<String>>) {
     (port, result)
 }
 
-/// Opens `hls_url` with hls.js in headless Chromium (the page of [`page_server`]) until it has
-/// played more than 3 s and fired ID3 metadata with title `title` (at most 60 s); whether it
-/// did, and the page's last report.
-fn play_in_chromium(hls_url: &str, title: &str) -> (bool, serde_json::Value) {
-    require("chromium");
-    let (port, result) = page_server(hls_url.to_owned());
+/// Headless Chromium (its own profile directory) showing the page of [`page_server`] on
+/// `port`; it stops when the returned value is dropped.
+fn open_page(port: u16) -> (Proc, tempfile::TempDir) {
     let profile = tempfile::tempdir().unwrap();
-    let _chromium = Proc(
+    let proc = Proc(
         Command::new("chromium")
             .args([
                 "--headless=new",
@@ -125,6 +122,16 @@ fn play_in_chromium(hls_url: &str, title: &str) -> (bool, serde_json::Value) {
             .spawn()
             .expect("spawn chromium"),
     );
+    (proc, profile)
+}
+
+/// Opens `hls_url` with hls.js in headless Chromium (the page of [`page_server`]) until it has
+/// played more than 3 s and fired ID3 metadata with title `title` (at most 60 s); whether it
+/// did, and the page's last report.
+fn play_in_chromium(hls_url: &str, title: &str) -> (bool, serde_json::Value) {
+    require("chromium");
+    let (port, result) = page_server(hls_url.to_owned());
+    let _chromium = open_page(port);
     let mut last = serde_json::Value::Null;
     let ok = wait_until(Duration::from_secs(60), || {
         let text = result.lock().unwrap().clone();
@@ -270,24 +277,7 @@ fn low_latency_hls_through_nginx_plays_parts_within_seconds_of_the_source() {
     .expect("two segments");
     let url = format!("http://{}/hls/tone.opus/index.m3u8", cache.addr);
     let (port, result) = page_server(url);
-    let profile = tempfile::tempdir().unwrap();
-    let _chromium = Proc(
-        Command::new("chromium")
-            .args([
-                "--headless=new",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--no-first-run",
-                "--mute-audio",
-                "--autoplay-policy=no-user-gesture-required",
-            ])
-            .arg(format!("--user-data-dir={}", profile.path().display()))
-            .arg(format!("http://127.0.0.1:{port}/"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn chromium"),
-    );
+    let _chromium = open_page(port);
     // Play 20 s, then read the latency over the next 10 s.
     let mut last = serde_json::Value::Null;
     let played = wait_until(Duration::from_secs(60), || {
