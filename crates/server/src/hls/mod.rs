@@ -7,6 +7,7 @@
 //! keep sessions behind a cache alive ([`cache_log`]).
 
 pub mod cache_log;
+pub mod container;
 pub mod packager;
 pub mod session;
 
@@ -21,29 +22,7 @@ use crate::mount::registry::Registry;
 
 pub use packager::{InitSection, Packager, Window};
 
-use crate::config::AacSegments;
-use throng_proto::format::Format;
-
-/// The container of a mount's HLS segments.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Container {
-    /// Packed audio (RFC 8216 section 3.4) with this segment extension (`mp3`, `aac`).
-    Packed(&'static str),
-    /// Fragmented MP4 (RFC 8216bis section 3.1.2), `.m4s` segments after an `EXT-X-MAP`.
-    Fmp4,
-}
-
-/// The container HLS packages a mount of `format` in: MP3 packed, AAC as `aac` says, Ogg fMP4
-/// (Opus and FLAC; an Ogg stream of another codec yields no segment, see
-/// `hls_http::hls_unavailable`); `None` for formats HLS does not carry (WebM, other).
-pub fn container(format: Format, aac: AacSegments) -> Option<Container> {
-    match (format, aac) {
-        (Format::Mp3, _) => Some(Container::Packed("mp3")),
-        (Format::Aac, AacSegments::Packed) => Some(Container::Packed("aac")),
-        (Format::Aac, AacSegments::Fmp4) | (Format::Ogg, _) => Some(Container::Fmp4),
-        (Format::Ebml | Format::Other, _) => None,
-    }
-}
+pub use container::container;
 pub use session::Sessions;
 
 /// A packager with nothing to follow is dropped after this long (ms), unless it is a
@@ -160,7 +139,7 @@ impl Hls {
             .filter(|n| !n.contains(['*', '?', '[']));
         let names: Vec<String> = live
             .iter()
-            .filter(|m| container(m.settings.format, AacSegments::Packed).is_some())
+            .filter(|m| container(m.settings.format, Default::default()).is_some())
             .map(|m| m.name.clone())
             .chain(configured.map(str::to_owned))
             .collect();

@@ -2,7 +2,7 @@
 //! else its fallback, as [`crate::mount::registry::Registry::resolve`] says) through the mount's
 //! queue, the way a fan-out cursor does (absolute offsets, shared chunks), re-frames the chunks
 //! with [`throng_proto::framer`] and cuts segments with [`throng_proto::hls::cutter`], in the
-//! container [`super::container`] chooses for the mount's format:
+//! container [`crate::hls::container`] chooses for the mount's format:
 //! - packed audio (MP3, and AAC by default): each segment starts with the ID3 tag of
 //!   [`throng_proto::hls::id3`] (PRIV timestamp from the sample count, and the title when
 //!   known);
@@ -39,9 +39,9 @@ use throng_proto::hls::playlist::{
 };
 use throng_proto::ogg::{self, PageParse};
 
-use super::Container;
 use crate::audience::follow::{self, JoinAt};
 use crate::config::{HlsSettings, PART_TARGET_MS};
+use crate::hls::container::Container;
 use crate::mount::live::Mount;
 
 /// Segments kept beyond the playlist window, for players that fetched the playlist just before
