@@ -21,8 +21,10 @@ proxy_port=18422
 syslog_port=18423
 out="${OUT:-$(mktemp -d)}"
 mkdir -p "$out/nginx"
-printf 'listen = ["127.0.0.1:%s"]\ndemo = true\n[hls]\nsegment-seconds = %s\ncache-log-listen = "127.0.0.1:%s"\n' \
-  "$port" "$seg" "$syslog_port" >"$out/throng.toml"
+# The audience ledger in the run's directory: not the user's, which another build may have
+# migrated to a newer schema.
+printf 'listen = ["127.0.0.1:%s"]\ndemo = true\n[hls]\nsegment-seconds = %s\ncache-log-listen = "127.0.0.1:%s"\n[ledger]\ndatabase = "sqlite://%s/ledger.db"\n' \
+  "$port" "$seg" "$syslog_port" "$out" >"$out/throng.toml"
 "$bin" serve --config "$out/throng.toml" >"$out/serve.log" 2>&1 &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true' EXIT

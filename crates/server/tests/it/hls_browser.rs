@@ -147,26 +147,32 @@ fn play_in_chromium(hls_url: &str, title: &str) -> (bool, serde_json::Value) {
     (ok.is_ok(), last)
 }
 
+/// Sets mount `mount`'s title to `Artist - <song>` (`song` URL-encoded) with the admin API, then
+/// waits until `segments` segments are packaged.
+fn title_and_segments(srv: &TestServer, mount: &str, song: &str, segments: usize) {
+    let admin = format!("Authorization: {}", basic_authorization("admin", ADMIN_PW));
+    let (head, _) = http_get(
+        srv.addr,
+        &format!("/admin/metadata?mount={mount}&mode=updinfo&song=Artist%20-%20{song}"),
+        &[&admin],
+    );
+    assert_eq!(head.status, 200, "{mount}");
+    wait_until(Duration::from_secs(30), || {
+        srv.ctx
+            .hls
+            .output(mount)
+            .is_some_and(|o| o.window.load().segments.len() >= segments)
+    })
+    .unwrap_or_else(|_| panic!("{segments} segments of {mount}"));
+}
+
 #[test]
 fn hls_js_in_chromium_plays_and_fires_id3_metadata() {
     require("chromium");
     let srv = TestServer::start("[hls]\nsegment-seconds = 2\n");
     let _source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
     srv.wait_mount("/live.mp3");
-    let admin = format!("Authorization: {}", basic_authorization("admin", ADMIN_PW));
-    let (head, _) = http_get(
-        srv.addr,
-        "/admin/metadata?mount=/live.mp3&mode=updinfo&song=Artist%20-%20Browser%20Song",
-        &[&admin],
-    );
-    assert_eq!(head.status, 200);
-    wait_until(Duration::from_secs(20), || {
-        srv.ctx
-            .hls
-            .output("/live.mp3")
-            .is_some_and(|o| o.window.load().segments.len() >= 3)
-    })
-    .expect("three segments");
+    title_and_segments(&srv, "/live.mp3", "Browser%20Song", 3);
     let (ok, last) = play_in_chromium(&srv.url("/hls/live.mp3/index.m3u8"), "Browser Song");
     assert!(ok, "hls.js did not play with ID3 metadata: {last}");
     assert!(last["fatal"].is_null(), "{last}");
@@ -200,22 +206,9 @@ fn hls_js_plays_mp3_and_opus_through_nginx_with_titles_and_ffmpeg_reads_both_cle
     ));
     let cache_dir = tempfile::tempdir().unwrap();
     let cache = crate::hls_cache::start_cache(cache_dir.path(), srv.addr, syslog, None);
-    let admin = format!("Authorization: {}", basic_authorization("admin", ADMIN_PW));
     for (mount, song) in [("/live.mp3", "Mp3%20Song"), ("/tone.opus", "Opus%20Song")] {
         srv.wait_mount(mount);
-        let (head, _) = http_get(
-            srv.addr,
-            &format!("/admin/metadata?mount={mount}&mode=updinfo&song=Artist%20-%20{song}"),
-            &[&admin],
-        );
-        assert_eq!(head.status, 200, "{mount}");
-        wait_until(Duration::from_secs(30), || {
-            srv.ctx
-                .hls
-                .output(mount)
-                .is_some_and(|o| o.window.load().segments.len() >= 3)
-        })
-        .unwrap_or_else(|_| panic!("three segments of {mount}"));
+        title_and_segments(&srv, mount, song, 3);
     }
     let url = |m: &str| format!("http://{}/hls{m}/index.m3u8", cache.addr);
     let readers: Vec<_> = ["/live.mp3", "/tone.opus"]
@@ -261,20 +254,7 @@ fn low_latency_hls_through_nginx_plays_parts_within_seconds_of_the_source() {
     let cache_dir = tempfile::tempdir().unwrap();
     let cache = crate::hls_cache::start_cache(cache_dir.path(), srv.addr, syslog, None);
     srv.wait_mount("/tone.opus");
-    let admin = format!("Authorization: {}", basic_authorization("admin", ADMIN_PW));
-    let (head, _) = http_get(
-        srv.addr,
-        "/admin/metadata?mount=/tone.opus&mode=updinfo&song=Artist%20-%20Low%20Latency",
-        &[&admin],
-    );
-    assert_eq!(head.status, 200);
-    wait_until(Duration::from_secs(30), || {
-        srv.ctx
-            .hls
-            .output("/tone.opus")
-            .is_some_and(|o| o.window.load().segments.len() >= 2)
-    })
-    .expect("two segments");
+    title_and_segments(&srv, "/tone.opus", "Low%20Latency", 2);
     let url = format!("http://{}/hls/tone.opus/index.m3u8", cache.addr);
     let (port, result) = page_server(url);
     let _chromium = open_page(port);
