@@ -5,7 +5,8 @@
 # nginx, one step per count given (default 500 then 2000), each a 60 s hold. Per step, from
 # Throng's own /metrics and /proc: the origin's HLS requests/s (throng_hls_requests_total),
 # the origin's CPU (% of one core, total and per 1,000 players), the HLS listeners Throng
-# counted from nginx's logs, and the players' verdict. Loopback only; about 1.5 min per step.
+# counted from nginx's logs, and the players' verdict; the bench reads Throng's /metrics
+# (`--metrics-url`) and reports the origin's HLS requests/s and bytes/s itself (issue 24, item 7). Loopback only; about 1.5 min per step.
 #
 #   scripts/bench-hls-cache.sh [N...]    # default: 500 2000; SEG=6 (segment seconds)
 set -euo pipefail
@@ -21,9 +22,10 @@ syslog_port=18423
 out="${OUT:-$(mktemp -d)}"
 mkdir -p "$out/nginx"
 # The cache is trusted for X-Forwarded-For (as deploy/nginx/hls-cache.conf asks): its players'
-# loopback addresses, not its own, are capped per address.
-printf 'listen = ["127.0.0.1:%s"]\ndemo = true\n[hls]\nsegment-seconds = %s\ncache-log-listen = "127.0.0.1:%s"\n[paths]\nx-forwarded-for = ["127.0.0.1"]\n' \
-  "$port" "$seg" "$syslog_port" >"$out/throng.toml"
+# loopback addresses, not its own, are capped per address. The audience ledger in the run's
+# directory: not the user's, which another build may have migrated to a newer schema.
+printf 'listen = ["127.0.0.1:%s"]\ndemo = true\n[hls]\nsegment-seconds = %s\ncache-log-listen = "127.0.0.1:%s"\n[paths]\nx-forwarded-for = ["127.0.0.1"]\n[ledger]\ndatabase = "sqlite://%s/ledger.db"\n' \
+  "$port" "$seg" "$syslog_port" "$out" >"$out/throng.toml"
 "$bin" serve --config "$out/throng.toml" >"$out/serve.log" 2>&1 &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true' EXIT
@@ -61,10 +63,11 @@ metric() { # prefix: sum of the /metrics series starting with it
 }
 ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 listeners() { curl -s "http://127.0.0.1:$port/api/v1/status" | python3 -c "import json,sys; print(sum(m['listeners'] for m in json.load(sys.stdin)['mounts']))"; }
-echo "| players | origin HLS requests/s | origin CPU % of a core | per 1,000 players | counted listeners | starved | verdict |"
-echo "|---:|---:|---:|---:|---:|---:|---|"
+echo "| players | origin HLS requests/s | per 1,000 players | origin HLS bytes/s (bench) | origin CPU % of a core | per 1,000 players | counted listeners | starved | verdict |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---|"
 for n in "${steps[@]}"; do
   "$bin" bench run "http://127.0.0.1:$proxy_port/hls/demo.mp3/index.m3u8" -n "$n" --ramp 500 --hold 60s \
+    --metrics-url "http://127.0.0.1:$port/metrics" \
     --no-progress --name "cache-$n" --out "$out/cache-$n" >"$out/cache-$n.txt" 2>&1 &
   b=$!
   sleep $((n / 500 + 2 + 2 * seg)) # ramp, then every player in steady state
@@ -80,7 +83,9 @@ dt = float(t1) - float(t0)
 rate = (float(r1) - float(r0)) / dt
 cpu = (float(c1) - float(c0)) / dt  # clock ticks (1/100 s) per second = % of a core
 s = json.load(open(rep))["summary"]
-print(f"| {n} | {rate:.2f} | {cpu:.2f} | {cpu * 1000 / int(n):.3f} | {counted} | {s['starved']} | {'PASS' if s['pass'] else 'FAIL'} |")
+obytes = s.get("origin_bytes_per_s")
+ob = f"{obytes:.0f}" if obytes is not None else "-"
+print(f"| {n} | {rate:.2f} | {rate * 1000 / int(n):.3f} | {ob} | {cpu:.2f} | {cpu * 1000 / int(n):.3f} | {counted} | {s['starved']} | {'PASS' if s['pass'] else 'FAIL'} |")
 PY
   sleep $((2 * seg + 4)) # the sessions of this step expire
 done

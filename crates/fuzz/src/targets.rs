@@ -828,6 +828,8 @@ fn hls_playlist(data: &[u8]) {
                 duration_secs: *d,
                 discontinuity: false,
                 program_date_time_ms: None,
+                map_uri: None,
+                parts: Vec::new(),
             })
             .collect(),
         ended: p.ended,
@@ -855,6 +857,8 @@ fn seeds_hls_playlist() -> Vec<Vec<u8>> {
         duration_secs: 4.023,
         discontinuity: disc,
         program_date_time_ms: Some(1_795_380_604_005),
+        map_uri: None,
+        parts: Vec::new(),
     };
     let media = MediaPlaylist {
         target_duration: 4,
@@ -863,6 +867,7 @@ fn seeds_hls_playlist() -> Vec<Vec<u8>> {
         segments: vec![seg("1795380600.mp3", false), seg("1795380601.aac", true)],
         ended: false,
         can_block_reload: true,
+        low_latency: None,
     };
     vec![
         media.render().into_bytes(),

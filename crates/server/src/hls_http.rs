@@ -54,7 +54,7 @@ use crate::hls::{Output, Window};
 use crate::observe::metrics::{HlsRequestLabel, OutcomeLabel};
 use crate::respond::{admit_listener, reply, Admitted};
 use throng_proto::hls::path::{self as hls_path, Target};
-use throng_proto::hls::playlist::{hls_msn, reload_decision, Reload};
+use throng_proto::hls::playlist::{hls_msn, hls_part, Reload};
 use throng_proto::hls::secure_link::{self, LinkError};
 
 /// Content-Type of playlists (RFC 8216 section 4).
@@ -65,14 +65,13 @@ pub use throng_proto::hls::path::playlist_path as hls_path;
 
 /// The absolute playlist URL of mount `m` (`http://host:port/hls/<mount>/index.m3u8`, on the
 /// host and port of its `listenurl`) when it is served as HLS; `hls_url` in the status documents.
-/// A configured mount name has a packager whatever its format, but only a format HLS can cut
-/// (MP3, AAC) is announced: an Ogg mount's playlist would never get a segment.
+/// A configured mount name has a packager whatever its format, but only a stream HLS carries
+/// is announced ([`hls_unavailable`]): another's playlist would never get a segment.
 pub fn hls_url(ctx: &ServerCtx, m: &crate::mount::live::Mount) -> Option<String> {
     if hls_unavailable(ctx, m).is_some() {
         return None;
     }
     ctx.hls.output(&m.name)?;
-    throng_proto::hls::cutter::segment_extension(m.settings.format)?;
     let base = m.listen_url(&ctx.config().hostname, ctx.port);
     let origin = base.strip_suffix(m.name.as_str()).unwrap_or(&base);
     // Percent-encoded as any link to a mount (`href_path`): the station page and players use it
@@ -84,17 +83,31 @@ pub fn hls_url(ctx: &ServerCtx, m: &crate::mount::live::Mount) -> Option<String>
 }
 
 /// Why mount `m` has no HLS link although HLS is on for its name (`hls_unavailable` in
-/// `/api/v1/status`): its format cannot be carried as packed audio (RFC 8216 section 3.4: MP3
-/// and AAC only; fMP4 segments for Ogg/Opus and Ogg/FLAC are not built). `None` when it is
-/// served, or HLS is off for it.
+/// `/api/v1/status`): HLS carries MP3 and AAC (packed audio, RFC 8216 section 3.4, or fMP4) and
+/// Ogg/Opus and Ogg/FLAC (fMP4, `crate::hls::container`); an Ogg stream of another codec
+/// (Vorbis, Speex: the codec the framer saw) and WebM or unframed streams are not carried.
+/// `None` when it is served (or its Ogg codec is not known yet), or HLS is off for it.
 pub fn hls_unavailable(ctx: &ServerCtx, m: &crate::mount::live::Mount) -> Option<&'static str> {
-    ctx.config().hls_for(&m.name)?;
-    match throng_proto::hls::cutter::segment_extension(m.settings.format) {
-        Some(_) => None,
+    let settings = ctx.config().hls_for(&m.name)?;
+    match crate::hls::container(m.settings.format, settings.aac_segments) {
         None => Some(
-            "not served as HLS: packed audio carries MP3 and AAC only, and this mount is \
-             another format (Ogg, WebM or other)",
+            "not served as HLS: HLS carries MP3, AAC, Ogg/Opus and Ogg/FLAC, and this mount is \
+             another format (WebM or unframed)",
         ),
+        Some(_) if m.settings.format == throng_proto::format::Format::Ogg => {
+            match m.params().codec {
+                "" | "Opus" | "FLAC" => None,
+                "Vorbis" => Some(
+                    "not served as HLS: Ogg Vorbis has no HLS container Throng builds (fMP4 \
+                     carries Ogg/Opus and Ogg/FLAC, packed audio MP3 and AAC)",
+                ),
+                _ => Some(
+                    "not served as HLS: this Ogg codec has no HLS container Throng builds \
+                     (fMP4 carries Ogg/Opus and Ogg/FLAC, packed audio MP3 and AAC)",
+                ),
+            }
+        }
+        Some(_) => None,
     }
 }
 
@@ -168,30 +181,80 @@ pub fn start_cache_log_listener(ctx: Arc<ServerCtx>, addr: SocketAddr) -> std::i
     let _ = sock.set_recv_buffer_size(CACHE_LOG_RCVBUF);
     sock.set_nonblocking(true)?;
     sock.bind(&addr.into())?;
-    let udp = tokio::net::UdpSocket::from_std(sock.into())?;
+    let udp: std::net::UdpSocket = sock.into();
     tracing::info!(addr = %udp.local_addr()?, "receiving HLS cache logs (UDP syslog)");
-    tokio::spawn(async move {
-        let mut shutdown = ctx.shutdown.clone();
-        // One syslog datagram: nginx sends at most 2 KB per line, RFC 5426 allows more.
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            let n = tokio::select! {
-                r = udp.recv_from(&mut buf) => match r {
-                    Ok((n, _)) => n,
-                    Err(e) => {
-                        tracing::debug!("cache log socket: {e}");
-                        continue;
+    // A thread of its own that sleeps between batches: a task of the runtime would have the
+    // socket in the runtime's epoll set, and every datagram would wake a worker thread (that
+    // wake-up, not the line, was most of a line's cost, issue 24); while this thread sleeps
+    // the datagrams only queue in the socket.
+    let runtime = tokio::runtime::Handle::current();
+    std::thread::Builder::new()
+        .name("hls-cache-log".into())
+        .spawn(move || {
+            let _runtime = runtime.enter();
+            let shutdown = ctx.shutdown.clone();
+            // One syslog datagram: nginx sends at most 2 KB per line, RFC 5426 allows more.
+            let mut buf = vec![0u8; 64 * 1024];
+            let mut batch = String::new();
+            let mut last = Instant::now();
+            while !*shutdown.borrow() {
+                // Everything queued, applied as one batch: one wake-up, one look at the
+                // configuration, for many lines.
+                batch.clear();
+                let mut received = 0;
+                while received < CACHE_LOG_BATCH {
+                    match udp.recv_from(&mut buf) {
+                        Ok((n, _)) => {
+                            batch.push_str(&String::from_utf8_lossy(&buf[..n]));
+                            batch.push('\n');
+                            received += 1;
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                        Err(e) => {
+                            tracing::debug!("cache log socket: {e}");
+                            break;
+                        }
                     }
-                },
-                _ = shutdown.changed() => 0,
-            };
-            if *shutdown.borrow() {
-                break;
+                }
+                if received > 0 {
+                    apply_cache_logs(&ctx, &batch);
+                }
+                let now = Instant::now();
+                let pause = cache_log_pause(received, now - last);
+                last = now;
+                std::thread::sleep(pause);
             }
-            apply_cache_logs(&ctx, &String::from_utf8_lossy(&buf[..n]));
-        }
-    });
+        })?;
     Ok(())
+}
+
+/// Most datagrams read from the cache log socket in one batch.
+const CACHE_LOG_BATCH: usize = 4096;
+
+/// Datagrams a pause of the cache log receiver lets gather, at the rate they came at: well
+/// within the socket's receive buffer (even at the default `net.core.rmem_max` of 208 KiB,
+/// about 200 datagrams of nginx's lines).
+const CACHE_LOG_GATHER: f64 = 64.0;
+
+/// Longest pause of the cache log receiver between two batches.
+const CACHE_LOG_MAX_PAUSE: Duration = Duration::from_millis(100);
+
+/// How long the cache log receiver waits after a batch of `received` datagrams gathered over
+/// `elapsed` before reading again: long enough for about [`CACHE_LOG_GATHER`] datagrams at
+/// that rate, at most [`CACHE_LOG_MAX_PAUSE`]. Lines then arrive in batches instead of waking
+/// the receiver once each (issue 24: the wake-up per datagram was most of the origin's cost
+/// behind a cache); a session's liveness is judged over seconds, so 100 ms of delay is
+/// nothing to it. A full batch ([`CACHE_LOG_BATCH`]) reads on at once. An idle receiver looks
+/// ten times a second.
+pub fn cache_log_pause(received: usize, elapsed: Duration) -> Duration {
+    if received >= CACHE_LOG_BATCH {
+        return Duration::ZERO;
+    }
+    let rate = received as f64 / elapsed.as_secs_f64().max(1e-3);
+    if rate <= 0.0 {
+        return CACHE_LOG_MAX_PAUSE;
+    }
+    Duration::from_secs_f64(CACHE_LOG_GATHER / rate).min(CACHE_LOG_MAX_PAUSE)
 }
 
 /// Applies the cache log lines in `text` (one per line, blank lines skipped) at once, for the
@@ -394,14 +457,33 @@ async fn serve_one(
     }
     match target {
         Target::Segment {
-            mount, seq, ext, ..
+            mount,
+            seq,
+            ext,
+            part,
+            ..
         } => {
-            let Some(seg) = ctx.hls.segment(mount, seq).filter(|s| s.ext == ext) else {
+            // An fMP4 initialization section (`<id>.mp4`), a low-latency part, or a segment.
+            let found = if let Some(index) = part {
+                held_part(ctx, mount, seq, index)
+                    .await
+                    .map(|p| (p.data.clone(), "m4s"))
+            } else if ext == "mp4" {
+                ctx.hls.init(mount, seq).map(|i| (i.data.clone(), "mp4"))
+            } else {
+                ctx.hls
+                    .segment(mount, seq)
+                    .filter(|s| s.ext == ext)
+                    .map(|s| {
+                        s.fetches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        (s.data.clone(), s.ext)
+                    })
+            };
+            let Some((data, seg_ext)) = found else {
                 return not_found(ctx, stream, head, peer).await;
             };
             count_request(ctx, &target);
-            seg.fetches
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            count_bytes(ctx, &target, data.len());
             // A segment fetched by a session (relative URL of a shared playlist; without a
             // token, of a per-session playlist: the address's oldest pending session of the
             // mount): alive, and at its first segment a listener.
@@ -425,13 +507,13 @@ async fn serve_one(
             if let Fetch::Full(_) = fetch {
                 return max_listeners_reached(ctx, stream, head, peer).await;
             }
-            let ctype = throng_proto::hls::cutter::segment_content_type(seg.ext);
+            let ctype = throng_proto::hls::cutter::segment_content_type(seg_ext);
             send_body(
                 stream,
                 head,
                 ctype,
                 "public, max-age=86400, immutable",
-                &seg.data,
+                &data,
                 true,
             )
             .await
@@ -447,6 +529,12 @@ async fn serve_one(
                 .as_deref()
                 .and_then(hls_msn)
                 .filter(|_| ctx.hls.blocking_reload(mount));
+            // `_HLS_part` with it (low-latency mounts; `Window::reload`).
+            let part = head
+                .query
+                .as_deref()
+                .and_then(hls_part)
+                .filter(|_| msn.is_some());
             if let Some(body) = token.and_then(|t| ctx.hls.moved_playlist(t, Instant::now())) {
                 // A session moved to another mount (`moveclients`): a playlist of its own.
                 return send_body(
@@ -467,6 +555,7 @@ async fn serve_one(
                 };
                 let sent = window.playlist.len() as u64;
                 if ctx.hls.sessions.touch(t, &window, sent, Instant::now()) {
+                    count_bytes(ctx, &target, window.playlist.len());
                     return send_playlist(stream, head, &window, mode).await;
                 }
             }
@@ -515,7 +604,7 @@ async fn serve_one(
                 }
             }
             let token = token.unwrap_or_default();
-            let window = match held_window(ctx, &out, msn, token).await {
+            let window = match held_window(ctx, &out, msn, part, token).await {
                 Ok(w) => w,
                 Err(status) => {
                     let msg = if status == 400 {
@@ -530,6 +619,7 @@ async fn serve_one(
             ctx.hls
                 .sessions
                 .touch(token, &window, window.playlist.len() as u64, Instant::now());
+            count_bytes(ctx, &target, window.playlist.len());
             send_playlist(stream, head, &window, mode).await
         }
     }
@@ -578,6 +668,15 @@ fn count_request(ctx: &ServerCtx, target: &Target<'_>) {
         .inc();
 }
 
+/// Counts `bytes` of body sent for `target` in `throng_hls_bytes_total` (the bench's origin
+/// bytes per second behind a cache).
+fn count_bytes(ctx: &ServerCtx, target: &Target<'_>, bytes: usize) {
+    ctx.metrics
+        .hls_bytes
+        .get_or_create(&HlsRequestLabel::new(target.mount(), target.kind()))
+        .inc_by(bytes as u64);
+}
+
 /// The `Cache-Control` of a media playlist of `target_secs` target duration: shared, a cache
 /// keeps it at most half a target duration (whole seconds, at least 1: a 1-second target gets
 /// 1); per session, no cache keeps it.
@@ -616,6 +715,7 @@ async fn held_window(
     ctx: &ServerCtx,
     out: &Output,
     msn: Option<u64>,
+    part: Option<u64>,
     token: &str,
 ) -> Result<Arc<Window>, u16> {
     let mut updates = out.updates.clone();
@@ -624,7 +724,7 @@ async fn held_window(
         // Marked seen before the window is read: a publication after the read wakes the wait.
         updates.borrow_and_update();
         let window = out.window.load_full();
-        match reload_decision(msn, window.segments.last().map(|s| s.seq)) {
+        match window.reload(msn, part) {
             Reload::Now => return Ok(window),
             Reload::BadRequest => return Err(400),
             Reload::Wait => {}
@@ -640,6 +740,37 @@ async fn held_window(
             // The packager is gone (HLS turned off): answer what there is.
             Ok(Err(_)) => return Ok(out.window.load_full()),
             Err(_) => return Err(503),
+        }
+    }
+}
+
+/// Part `index` of segment `seq` of mount `mount` (low-latency HLS): at once when published;
+/// held, when it is the next part to be published (the playlist's `EXT-X-PRELOAD-HINT`, RFC
+/// 8216bis section 6.2.6: "the server MUST hold the request until the resource is available"),
+/// at most three part targets; `None` when it does not come, or is not the next part.
+async fn held_part(
+    ctx: &ServerCtx,
+    mount: &str,
+    seq: u64,
+    index: u64,
+) -> Option<Arc<crate::hls::packager::Part>> {
+    let out = ctx.hls.output(mount)?;
+    let mut updates = out.updates.clone();
+    let until =
+        tokio::time::Instant::now() + Duration::from_millis(3 * crate::config::PART_TARGET_MS);
+    loop {
+        updates.borrow_and_update();
+        let window = out.window.load();
+        if let Some(p) = window.part(seq, index) {
+            return Some(p.clone());
+        }
+        if !window.is_next_part(seq, index) {
+            return None;
+        }
+        drop(window);
+        match tokio::time::timeout_at(until, updates.changed()).await {
+            Ok(Ok(())) => {}
+            _ => return None,
         }
     }
 }
@@ -961,6 +1092,21 @@ mod tests {
         assert!(keep_alive(&h));
         let h = head("GET / HTTP/1.1\r\nConnection: close\r\n\r\n");
         assert!(!keep_alive(&h));
+    }
+
+    #[test]
+    fn cache_log_batches_gather_about_64_datagrams_at_most_100_ms() {
+        let ms = Duration::from_millis;
+        // A quiet cache: the longest pause.
+        assert_eq!(cache_log_pause(0, ms(100)), ms(100));
+        assert_eq!(cache_log_pause(33, ms(100)), ms(100), "330 lines/s");
+        // 3,200 lines/s: 20 ms gathers 64.
+        assert_eq!(cache_log_pause(320, ms(100)), ms(20));
+        // 40,000 lines/s: 1.6 ms.
+        assert_eq!(cache_log_pause(4000, ms(100)), Duration::from_micros(1600));
+        // A full batch reads on at once.
+        assert_eq!(cache_log_pause(CACHE_LOG_BATCH, ms(1000)), Duration::ZERO);
+        assert!(cache_log_pause(10, Duration::ZERO) <= ms(100));
     }
 
     #[test]

@@ -43,6 +43,14 @@ pub struct ServerSample {
     /// memory is measured against.
     #[serde(default)]
     pub rss_baseline_bytes: u64,
+    /// HLS requests the server answered itself per second (`throng_hls_requests_total`, from a
+    /// metrics URL): behind a cache, the origin's request rate (requests/s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hls_requests_per_s: Option<f64>,
+    /// HLS body bytes the server sent itself per second (`throng_hls_bytes_total`): behind a
+    /// cache, the origin's bytes per second (bytes/s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hls_bytes_per_s: Option<f64>,
 }
 
 /// Sampling errors.
@@ -76,6 +84,10 @@ pub struct RawSample {
     pub fds: u64,
     /// Processes.
     pub processes: u64,
+    /// Sum of `throng_hls_requests_total` (a metrics URL of Throng's only).
+    pub hls_requests: Option<f64>,
+    /// Sum of `throng_hls_bytes_total`.
+    pub hls_bytes: Option<f64>,
 }
 
 fn clk_tck() -> f64 {
@@ -191,6 +203,8 @@ pub fn parse_metrics(text: &str) -> RawSample {
             "process_resident_memory_bytes" => r.rss = v as u64,
             "process_open_fds" => r.fds = v as u64,
             "process_threads" => r.threads = v as u64,
+            "throng_hls_requests_total" => *r.hls_requests.get_or_insert(0.0) += v,
+            "throng_hls_bytes_total" => *r.hls_bytes.get_or_insert(0.0) += v,
             _ => {}
         }
     }
@@ -251,7 +265,15 @@ pub fn diff(second: u32, a: &RawSample, b: &RawSample, dt_s: f64) -> ServerSampl
         fds: b.fds,
         processes: b.processes,
         rss_baseline_bytes: 0,
+        hls_requests_per_s: rate(a.hls_requests, b.hls_requests, dt),
+        hls_bytes_per_s: rate(a.hls_bytes, b.hls_bytes, dt),
     }
+}
+
+/// The rate of a counter read as `a` then `b`, `dt` seconds apart (`None` unless both reads
+/// have it; a counter that went back, a restarted server, gives 0).
+fn rate(a: Option<f64>, b: Option<f64>, dt: f64) -> Option<f64> {
+    Some(((b? - a?) / dt).max(0.0))
 }
 
 /// A sampling thread; samples at every whole second after the run's common start.
@@ -337,5 +359,26 @@ mod tests {
         assert_eq!((r.user_s, r.rss, r.fds), (12.5, 1_000_000, 42));
         let s = diff(3, &RawSample::default(), &r, 10.0);
         assert_eq!(s.cpu_user_pct, 125.0);
+        assert_eq!(s.hls_requests_per_s, None, "not a Throng with HLS");
+    }
+
+    #[test]
+    fn origin_hls_rates_from_throngs_metrics() {
+        let at = |req: u64, bytes: u64| {
+            parse_metrics(&format!(
+                "throng_hls_requests_total{{mount=\"/a\",kind=\"playlist\"}} {req}\n\
+                 throng_hls_requests_total{{mount=\"/a\",kind=\"segment\"}} 10\n\
+                 throng_hls_bytes_total{{mount=\"/a\",kind=\"segment\"}} {bytes}\n"
+            ))
+        };
+        let (a, b) = (at(5, 1000), at(9, 5000));
+        assert_eq!((b.hls_requests, b.hls_bytes), (Some(19.0), Some(5000.0)));
+        let s = diff(1, &a, &b, 2.0);
+        assert_eq!(
+            (s.hls_requests_per_s, s.hls_bytes_per_s),
+            (Some(2.0), Some(2000.0))
+        );
+        // A restarted server (counters back to 0): no negative rate.
+        assert_eq!(diff(2, &b, &a, 1.0).hls_requests_per_s, Some(0.0));
     }
 }

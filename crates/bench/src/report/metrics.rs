@@ -64,6 +64,16 @@ pub fn metrics() -> Vec<Metric> {
             decimals: 0,
         },
         Metric {
+            label: "origin HLS requests per second",
+            get: |s| s.origin_requests_per_s,
+            decimals: 2,
+        },
+        Metric {
+            label: "origin HLS bytes per second",
+            get: |s| s.origin_bytes_per_s,
+            decimals: 0,
+        },
+        Metric {
             label: "TTFB p50 (ms)",
             get: |s| s.ttfb_p50_ms,
             decimals: 2,

@@ -112,6 +112,13 @@ pub struct Summary {
     /// HLS players: requests (playlists and segments) per second over the run (requests/s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests_per_s: Option<f64>,
+    /// HLS requests the server answered itself per second over the hold, from its metrics URL
+    /// (`--metrics-url`): behind a cache, the origin's request rate (requests/s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin_requests_per_s: Option<f64>,
+    /// HLS body bytes the server sent itself per second over the hold (bytes/s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin_bytes_per_s: Option<f64>,
     /// Hold seconds the hold averages are taken over (s).
     pub hold_seconds: u32,
     /// No listener starved, none failed, all non-stalled listeners streaming at the end.
@@ -338,6 +345,11 @@ impl Aggregator {
                 let y = srv.iter().map(|x| x.cpu_sys_pct).sum::<f64>() / m;
                 s.server_cpu_user_pct = Some(u);
                 s.server_cpu_sys_pct = Some(y);
+                let mean =
+                    |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+                s.origin_requests_per_s =
+                    mean(srv.iter().filter_map(|x| x.hls_requests_per_s).collect());
+                s.origin_bytes_per_s = mean(srv.iter().filter_map(|x| x.hls_bytes_per_s).collect());
                 if conn > 0.0 {
                     s.server_cpu_pct_per_1000 = Some((u + y) / (conn / 1000.0));
                 }

@@ -14,6 +14,7 @@
 //! a CDN's richer records can be sent as they are once renamed. [`session_request`] says
 //! which mount and session a line is a request of (`path.rs` reads the URI).
 
+use std::borrow::Cow;
 use std::net::IpAddr;
 
 use serde::Deserialize;
@@ -23,14 +24,16 @@ use crate::hls::path::{self, Target};
 /// Longest line read (bytes); longer ones are refused.
 pub const MAX_LINE: usize = 8 * 1024;
 
-/// One request the cache answered.
+/// One request the cache answered. Its text borrows from the line where the JSON has no
+/// escape (the usual case: no allocation per line, issue 24's origin cost).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct CacheLogLine {
+pub struct CacheLogLine<'a> {
     /// The client's address (`$remote_addr`), if it was an address.
     #[serde(default, deserialize_with = "lenient_ip")]
     pub addr: Option<IpAddr>,
     /// The request URI as the client sent it, query included (`$request_uri`).
-    pub uri: String,
+    #[serde(borrow)]
+    pub uri: Cow<'a, str>,
     /// The status the cache answered (`$status`), 200 when absent.
     #[serde(default = "ok")]
     pub status: u16,
@@ -38,20 +41,40 @@ pub struct CacheLogLine {
     #[serde(default)]
     pub bytes: u64,
     /// The client's User-Agent (`$http_user_agent`); empty or `-` when none.
-    #[serde(default)]
-    pub agent: Option<String>,
+    #[serde(default, borrow)]
+    pub agent: Option<Cow<'a, str>>,
     /// The client's Referer (`$http_referer`); empty or `-` when none.
-    #[serde(default)]
-    pub referer: Option<String>,
+    #[serde(default, borrow)]
+    pub referer: Option<Cow<'a, str>>,
 }
 
 fn ok() -> u16 {
     200
 }
 
+/// An address, or `None` for anything else (`-`, a host name, `null`), read without
+/// allocating.
 fn lenient_ip<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<IpAddr>, D::Error> {
-    let s: Option<String> = Option::deserialize(d)?;
-    Ok(s.and_then(|s| s.parse().ok()))
+    struct Lenient;
+    impl<'de> serde::de::Visitor<'de> for Lenient {
+        type Value = Option<IpAddr>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an address or null")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(v.parse().ok())
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_str(Lenient)
+        }
+    }
+    d.deserialize_option(Lenient)
 }
 
 /// Why a line could not be read.
@@ -69,7 +92,7 @@ pub enum CacheLogError {
 }
 
 /// Reads one log line: a bare JSON object or a syslog message carrying one.
-pub fn parse_line(line: &str) -> Result<CacheLogLine, CacheLogError> {
+pub fn parse_line(line: &str) -> Result<CacheLogLine<'_>, CacheLogError> {
     if line.len() > MAX_LINE {
         return Err(CacheLogError::TooLong);
     }
@@ -112,10 +135,10 @@ pub struct SessionRequest<'a> {
 }
 
 /// The session request `line` records, if it is one: an HLS path with a session token.
-pub fn session_request(line: &CacheLogLine) -> Option<SessionRequest<'_>> {
+pub fn session_request<'a>(line: &'a CacheLogLine<'_>) -> Option<SessionRequest<'a>> {
     let (p, query) = match line.uri.split_once('?') {
         Some((p, q)) => (p, Some(q)),
-        None => (line.uri.as_str(), None),
+        None => (&*line.uri, None),
     };
     let target = path::parse(p)?;
     let token = target
@@ -151,11 +174,19 @@ mod tests {
         assert_eq!(r.target.kind(), "segment");
         assert!(r.served);
 
+        assert!(matches!(l.uri, Cow::Borrowed(_)), "no escape: borrowed");
         let l = parse_line("{\"uri\":\"/hls/a/index.m3u8?session=Q1&_HLS_msn=4\",\"addr\":\"-\"}")
             .unwrap();
         assert_eq!((l.addr, l.status, l.bytes), (None, 200, 0));
         let r = session_request(&l).unwrap();
         assert_eq!((r.token, r.target.kind()), ("Q1", "playlist"));
+        // Escapes (nginx `escape=json`) are read, into an owned string.
+        let l = parse_line(
+            "{\"uri\":\"/hls/a/s/T/5.mp3\",\"agent\":\"A \\\"quoted\\\" UA\",\"addr\":null}",
+        )
+        .unwrap();
+        assert_eq!(l.agent.as_deref(), Some("A \"quoted\" UA"));
+        assert_eq!(l.addr, None);
     }
 
     #[test]

@@ -28,13 +28,14 @@ pub fn segment_extension(format: Format) -> Option<&'static str> {
     }
 }
 
-/// The Content-Type of a packed-audio segment with extension `ext` (RFC 8216 section 3.4:
-/// `audio/aac` for ADTS, `audio/mpeg` for MP3).
+/// The Content-Type of a segment with extension `ext` (RFC 8216 section 3.4: `audio/aac` for
+/// ADTS, `audio/mpeg` for MP3; `audio/mp4` for fMP4 segments and initialization sections, RFC
+/// 4337).
 pub fn segment_content_type(ext: &str) -> &'static str {
-    if ext == "aac" {
-        "audio/aac"
-    } else {
-        "audio/mpeg"
+    match ext {
+        "aac" => "audio/aac",
+        "m4s" | "mp4" => "audio/mp4",
+        _ => "audio/mpeg",
     }
 }
 

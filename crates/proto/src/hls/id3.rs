@@ -71,6 +71,20 @@ pub fn segment_tag(pts_90k: u64, title: Option<&str>) -> Vec<u8> {
     priv_body.push(0);
     priv_body.extend_from_slice(&(pts_90k % PTS_WRAP).to_be_bytes());
     frame(&mut frames, b"PRIV", &priv_body);
+    title_frames(&mut frames, title);
+    wrap_tag(frames)
+}
+
+/// The ID3v2.4 tag of a title alone (`TIT2`, and `TPE1` for `Artist - Title`), the timed
+/// metadata of an fMP4 segment's `emsg` (`fmp4.rs`), where the timestamp is the box's.
+pub fn title_tag(title: &str) -> Vec<u8> {
+    let mut frames = Vec::with_capacity(64);
+    title_frames(&mut frames, Some(title));
+    wrap_tag(frames)
+}
+
+/// Appends the title frames of `title` (none when absent or empty), cut at 64 KiB.
+fn title_frames(frames: &mut Vec<u8>, title: Option<&str>) {
     if let Some(title) = title.filter(|t| !t.is_empty()) {
         let mut end = title.len().min(65_536);
         while !title.is_char_boundary(end) {
@@ -79,12 +93,16 @@ pub fn segment_tag(pts_90k: u64, title: Option<&str>) -> Vec<u8> {
         let title = &title[..end];
         match split_artist(title) {
             Some((artist, song)) => {
-                text_frame(&mut frames, b"TIT2", song);
-                text_frame(&mut frames, b"TPE1", artist);
+                text_frame(frames, b"TIT2", song);
+                text_frame(frames, b"TPE1", artist);
             }
-            None => text_frame(&mut frames, b"TIT2", title),
+            None => text_frame(frames, b"TIT2", title),
         }
     }
+}
+
+/// The tag header (version 2.4, no flags) followed by `frames`.
+fn wrap_tag(frames: Vec<u8>) -> Vec<u8> {
     let mut tag = Vec::with_capacity(10 + frames.len());
     tag.extend_from_slice(b"ID3\x04\x00\x00");
     tag.extend_from_slice(&synchsafe(frames.len() as u32));

@@ -1,4 +1,5 @@
-//! Packed-audio HTTP Live Streaming (RFC 8216 section 3.4) without transcoding, sans-IO: the
+//! HTTP Live Streaming without transcoding, sans-IO: packed audio (RFC 8216 section 3.4) and
+//! fragmented MP4 ([`fmp4`]: the boxes; [`ogg_audio`]: Opus and FLAC packets out of Ogg pages). The
 //! ID3v2 tag that opens each segment ([`id3`]: the Apple `transportStreamTimestamp` PRIV frame
 //! and the timed title), the decision where a segment ends ([`cutter`]: the first frame
 //! boundary at or after the target duration, from frame durations in samples), and the media
@@ -8,7 +9,9 @@
 
 pub mod cache_log;
 pub mod cutter;
+pub mod fmp4;
 pub mod id3;
+pub mod ogg_audio;
 pub mod path;
 pub mod playlist;
 pub mod secure_link;

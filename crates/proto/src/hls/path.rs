@@ -7,7 +7,9 @@
 //!   path so a cache keys the playlist without it (its key is the path with `/s/<token>`
 //!   removed, `deploy/nginx/hls-cache.conf`) but logs it;
 //! - `/hls/<mount>/<seq>.<ext>` and `/hls/<mount>/s/<token>/<seq>.<ext>`: a segment (`mp3`,
-//!   `aac`), the second as the relative URL of a shared playlist resolves.
+//!   `aac`, fMP4 `m4s`) or an fMP4 initialization section (`<seq>.mp4`, numbered after the
+//!   first segment that uses it) or a low-latency partial segment (`<seq>.<part>.m4s`), the
+//!   second as the relative URL of a shared playlist resolves.
 //!
 //! A token is 1 to 64 ASCII alphanumerics, `-` or `_` (a signed token is
 //! `<id>-<expires>-<md5>`, `secure_link.rs`); a mount name whose last two components are `s`
@@ -35,8 +37,10 @@ pub enum Target<'a> {
         mount: &'a str,
         /// The segment's media sequence number.
         seq: u64,
-        /// `mp3` or `aac`.
+        /// `mp3`, `aac`, `m4s` (fMP4 segment) or `mp4` (fMP4 initialization section).
         ext: &'a str,
+        /// Low-latency HLS: partial segment `part` of segment `seq` (`<seq>.<part>.m4s`).
+        part: Option<u64>,
         /// The session token of `/s/<token>/`, if the path has one.
         token: Option<&'a str>,
     },
@@ -93,14 +97,21 @@ pub fn parse(path: &str) -> Option<Target<'_>> {
     if file == "index.m3u8" {
         return Some(Target::Playlist { mount, token });
     }
+    let digits = |n: &str| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
     let (seq, ext) = file.split_once('.')?;
-    if !matches!(ext, "mp3" | "aac") || seq.is_empty() || !seq.bytes().all(|b| b.is_ascii_digit()) {
+    let (part, ext) = match ext.split_once('.') {
+        Some((part, "m4s")) if digits(part) => (Some(part.parse().ok()?), "m4s"),
+        Some(_) => return None,
+        None => (None, ext),
+    };
+    if !matches!(ext, "mp3" | "aac" | "m4s" | "mp4") || !digits(seq) {
         return None;
     }
     Some(Target::Segment {
         mount,
         seq: seq.parse().ok()?,
         ext,
+        part,
         token,
     })
 }
@@ -146,9 +157,39 @@ mod tests {
                 mount: "/radio/a.aac",
                 seq: 1_700_000_000,
                 ext: "aac",
+                part: None,
                 token: None
             })
         );
+        for ext in ["m4s", "mp4"] {
+            assert_eq!(
+                parse(&format!("/hls/live.opus/s/tok/12.{ext}")),
+                Some(Target::Segment {
+                    mount: "/live.opus",
+                    seq: 12,
+                    ext,
+                    part: None,
+                    token: Some("tok")
+                })
+            );
+        }
+        assert_eq!(
+            parse("/hls/live.opus/s/tok/12.3.m4s"),
+            Some(Target::Segment {
+                mount: "/live.opus",
+                seq: 12,
+                ext: "m4s",
+                part: Some(3),
+                token: Some("tok")
+            })
+        );
+        assert_eq!(
+            parse("/hls/live.opus/12.3.mp3"),
+            None,
+            "parts are fMP4 only"
+        );
+        assert_eq!(parse("/hls/live.opus/12.x.m4s"), None);
+        assert_eq!(parse("/hls/live.opus/12..m4s"), None);
         assert_eq!(parse("/hls/live.mp3/x.mp3"), None);
         assert_eq!(parse("/hls/live.mp3/1.ogg"), None);
         assert_eq!(parse("/hls/../a/index.m3u8"), None);
@@ -178,6 +219,7 @@ mod tests {
                 mount: "/a/b",
                 seq: 17,
                 ext: "mp3",
+                part: None,
                 token: Some("tok9")
             }
         );

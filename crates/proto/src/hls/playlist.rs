@@ -3,7 +3,8 @@
 //!
 //! Version 3 is declared: decimal EXTINF durations need it (section 4.3.1.1 and 7). Every
 //! segment carries `EXT-X-PROGRAM-DATE-TIME` (section 4.3.2.6, millisecond precision, UTC), so
-//! a player can tell the latency from the wall clock; `EXT-X-DISCONTINUITY` (section 4.3.2.3)
+//! a player can tell the latency from the wall clock; fMP4 segments name their initialization
+//! section with `EXT-X-MAP` (section 4.3.2.5, version 6); `EXT-X-DISCONTINUITY` (section 4.3.2.3)
 //! marks a change of source, fallback or format, and `EXT-X-DISCONTINUITY-SEQUENCE` counts those
 //! that slid out of the window (section 4.3.3.3).
 //!
@@ -27,6 +28,39 @@ pub struct PlaylistSegment {
     pub discontinuity: bool,
     /// Wall-clock time of the segment's first sample, in milliseconds since the Unix epoch.
     pub program_date_time_ms: Option<i64>,
+    /// The URI of the fMP4 initialization section this segment needs (`EXT-X-MAP`, RFC 8216
+    /// section 4.3.2.5), relative to the playlist; `None` for packed audio.
+    pub map_uri: Option<String>,
+    /// Its partial segments (`EXT-X-PART` before its `EXTINF`, low-latency HLS); empty when
+    /// they are not listed.
+    pub parts: Vec<PlaylistPart>,
+}
+
+/// One partial segment (`EXT-X-PART`, RFC 8216bis section 4.4.4.9).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlaylistPart {
+    /// Its URI, relative to the playlist (e.g. `12.0.m4s`).
+    pub uri: String,
+    /// Play time in seconds (written with 3 decimals).
+    pub duration_secs: f64,
+    /// It starts with an independent frame (`INDEPENDENT=YES`: every audio part does).
+    pub independent: bool,
+}
+
+/// The low-latency part of a media playlist (RFC 8216bis sections 4.4.3.7, 4.4.3.8, 4.4.5.3).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LowLatency {
+    /// `EXT-X-PART-INF:PART-TARGET`, seconds.
+    pub part_target_secs: f64,
+    /// The segment being cut: whether a discontinuity precedes it, its `EXT-X-MAP` URI, and the
+    /// parts published so far.
+    pub open_discontinuity: bool,
+    /// The `EXT-X-MAP` URI of the segment being cut.
+    pub open_map_uri: Option<String>,
+    /// The parts of the segment being cut published so far.
+    pub open_parts: Vec<PlaylistPart>,
+    /// `EXT-X-PRELOAD-HINT:TYPE=PART` URI: the next part, not yet published.
+    pub preload_hint: Option<String>,
 }
 
 /// A live media playlist window.
@@ -45,6 +79,8 @@ pub struct MediaPlaylist {
     /// The server holds requests carrying `_HLS_msn` (`EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES`,
     /// RFC 8216bis section 4.4.3.8).
     pub can_block_reload: bool,
+    /// Low-latency HLS: partial segments and the preload hint (implies `can_block_reload`).
+    pub low_latency: Option<LowLatency>,
 }
 
 /// What a blocking playlist reload asking for a media sequence number gets (RFC 8216bis
@@ -114,9 +150,31 @@ impl MediaPlaylist {
     /// The playlist text.
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(160 + self.segments.len() * 80);
-        out.push_str("#EXTM3U\n#EXT-X-VERSION:3\n");
+        // EXT-X-MAP outside an I-frame playlist needs version 6 (RFC 8216 section 7).
+        let fmp4 = self.segments.iter().any(|s| s.map_uri.is_some())
+            || self
+                .low_latency
+                .as_ref()
+                .is_some_and(|l| l.open_map_uri.is_some());
+        out.push_str(if fmp4 {
+            "#EXTM3U\n#EXT-X-VERSION:6\n"
+        } else {
+            "#EXTM3U\n#EXT-X-VERSION:3\n"
+        });
         let _ = writeln!(out, "#EXT-X-TARGETDURATION:{}", self.target_duration);
-        if self.can_block_reload {
+        if let Some(ll) = &self.low_latency {
+            // PART-HOLD-BACK at least three part targets (RFC 8216bis section 4.4.3.8).
+            let _ = writeln!(
+                out,
+                "#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES,PART-HOLD-BACK={:.3}",
+                3.0 * ll.part_target_secs
+            );
+            let _ = writeln!(
+                out,
+                "#EXT-X-PART-INF:PART-TARGET={:.3}",
+                ll.part_target_secs
+            );
+        } else if self.can_block_reload {
             out.push_str("#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES\n");
         }
         let _ = writeln!(out, "#EXT-X-MEDIA-SEQUENCE:{}", self.media_sequence);
@@ -125,20 +183,92 @@ impl MediaPlaylist {
             "#EXT-X-DISCONTINUITY-SEQUENCE:{}",
             self.discontinuity_sequence
         );
+        let mut map: Option<&str> = None;
         for s in &self.segments {
             if s.discontinuity {
                 out.push_str("#EXT-X-DISCONTINUITY\n");
             }
+            // A map applies to the segments after it until the next one (section 4.3.2.5):
+            // written before the first segment and wherever the section changes.
+            if let Some(uri) = s.map_uri.as_deref().filter(|&u| map != Some(u)) {
+                let _ = writeln!(out, "#EXT-X-MAP:URI=\"{uri}\"");
+                map = Some(uri);
+            }
             if let Some(ms) = s.program_date_time_ms {
                 let _ = writeln!(out, "#EXT-X-PROGRAM-DATE-TIME:{}", iso8601_ms(ms));
             }
+            write_parts(&mut out, &s.parts);
             let _ = writeln!(out, "#EXTINF:{:.3},\n{}", s.duration_secs, s.uri);
+        }
+        if let Some(ll) = &self.low_latency {
+            if !ll.open_parts.is_empty() || ll.preload_hint.is_some() {
+                if ll.open_discontinuity && !self.segments.is_empty() {
+                    out.push_str("#EXT-X-DISCONTINUITY\n");
+                }
+                if let Some(uri) = ll.open_map_uri.as_deref().filter(|&u| map != Some(u)) {
+                    let _ = writeln!(out, "#EXT-X-MAP:URI=\"{uri}\"");
+                }
+            }
+            write_parts(&mut out, &ll.open_parts);
+            if let Some(uri) = &ll.preload_hint {
+                let _ = writeln!(out, "#EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"{uri}\"");
+            }
         }
         if self.ended {
             out.push_str("#EXT-X-ENDLIST\n");
         }
         out
     }
+}
+
+/// Writes one `EXT-X-PART` line per part.
+fn write_parts(out: &mut String, parts: &[PlaylistPart]) {
+    for p in parts {
+        let _ = writeln!(
+            out,
+            "#EXT-X-PART:DURATION={:.3},URI=\"{}\"{}",
+            p.duration_secs,
+            p.uri,
+            if p.independent {
+                ",INDEPENDENT=YES"
+            } else {
+                ""
+            }
+        );
+    }
+}
+
+/// The decision for a low-latency playlist request carrying `_HLS_msn=msn` and
+/// `_HLS_part=part` (RFC 8216bis section 6.2.5.2: hold "until the Playlist contains Partial
+/// Segment P of Media Segment M or later"), when the newest whole segment is `newest` and
+/// segment `open` (the next one) has `open_parts` parts published. Without `_HLS_part` it is
+/// [`reload_decision`]; `400` when `msn` is more than two beyond the newest segment.
+pub fn reload_decision_parts(
+    msn: Option<u64>,
+    part: Option<u64>,
+    newest: Option<u64>,
+    open: u64,
+    open_parts: u64,
+) -> Reload {
+    let (Some(m), Some(p)) = (msn, part) else {
+        return reload_decision(msn, newest);
+    };
+    if newest.is_some_and(|n| m <= n) || m < open || (m == open && p < open_parts) {
+        return Reload::Now;
+    }
+    match newest {
+        Some(n) if m > n.saturating_add(2) => Reload::BadRequest,
+        _ => Reload::Wait,
+    }
+}
+
+/// The `_HLS_part` delivery directive of a playlist request's query (RFC 8216bis section
+/// 6.2.5.1): `None` when absent or not a decimal integer.
+pub fn hls_part(query: &str) -> Option<u64> {
+    query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("_HLS_part="))
+        .and_then(|v| v.parse().ok())
 }
 
 /// A master playlist with one variant: the media playlist `uri` at `bandwidth` bits/s (RFC 8216
@@ -224,7 +354,76 @@ mod tests {
             duration_secs: d,
             discontinuity: disc,
             program_date_time_ms: Some(ms),
+            map_uri: None,
+            parts: Vec::new(),
         }
+    }
+
+    #[test]
+    fn low_latency_lists_parts_and_the_preload_hint() {
+        let part = |uri: &str| PlaylistPart {
+            uri: uri.into(),
+            duration_secs: 1.0,
+            independent: true,
+        };
+        let p = MediaPlaylist {
+            target_duration: 2,
+            media_sequence: 10,
+            segments: vec![PlaylistSegment {
+                map_uri: Some("10.mp4".into()),
+                parts: vec![part("10.0.m4s"), part("10.1.m4s")],
+                ..seg("10.m4s", 2.0, false, 0)
+            }],
+            low_latency: Some(LowLatency {
+                part_target_secs: 1.0,
+                open_discontinuity: false,
+                open_map_uri: Some("10.mp4".into()),
+                open_parts: vec![part("11.0.m4s")],
+                preload_hint: Some("11.1.m4s".into()),
+            }),
+            ..MediaPlaylist::default()
+        };
+        let text = p.render();
+        assert!(
+            text.contains(
+                "#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES,PART-HOLD-BACK=3.000\n\
+             #EXT-X-PART-INF:PART-TARGET=1.000\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(
+                "#EXT-X-PART:DURATION=1.000,URI=\"10.0.m4s\",INDEPENDENT=YES\n\
+             #EXT-X-PART:DURATION=1.000,URI=\"10.1.m4s\",INDEPENDENT=YES\n\
+             #EXTINF:2.000,\n10.m4s\n\
+             #EXT-X-PART:DURATION=1.000,URI=\"11.0.m4s\",INDEPENDENT=YES\n\
+             #EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"11.1.m4s\"\n"
+            ),
+            "{text}"
+        );
+        assert_eq!(text.matches("#EXT-X-MAP").count(), 1, "{text}");
+        let parsed = parse(&text).unwrap();
+        assert!(parsed.can_block_reload);
+        assert_eq!(parsed.segments.len(), 1, "parts are not segments");
+    }
+
+    #[test]
+    fn blocking_reload_with_parts() {
+        use Reload::*;
+        // Newest whole segment 10, segment 11 open with 2 parts.
+        let d = |m, p| reload_decision_parts(Some(m), p, Some(10), 11, 2);
+        assert_eq!(d(10, Some(5)), Now, "a whole segment has all its parts");
+        assert_eq!(d(11, Some(1)), Now);
+        assert_eq!(d(11, Some(2)), Wait);
+        assert_eq!(d(12, Some(0)), Wait);
+        assert_eq!(d(13, None), BadRequest);
+        assert_eq!(d(13, Some(0)), BadRequest);
+        assert_eq!(d(11, None), Wait);
+        assert_eq!(reload_decision_parts(None, Some(3), Some(10), 11, 0), Now);
+        assert_eq!(reload_decision_parts(Some(0), Some(0), None, 0, 0), Wait);
+        assert_eq!(reload_decision_parts(Some(0), Some(0), None, 0, 1), Now);
+        assert_eq!(hls_part("_HLS_msn=3&_HLS_part=2"), Some(2));
+        assert_eq!(hls_part("_HLS_msn=3"), None);
     }
 
     #[test]
@@ -239,6 +438,7 @@ mod tests {
             ],
             ended: false,
             can_block_reload: false,
+            low_latency: None,
         };
         assert_eq!(
             p.render(),
@@ -255,6 +455,35 @@ mod tests {
             vec![(7, "7.mp3".into(), 4.023), (8, "8.aac".into(), 2.5)]
         );
         assert!(!parsed.ended);
+    }
+
+    #[test]
+    fn fmp4_segments_name_their_map_once_per_change() {
+        let fmp4 = |uri: &str, map: &str, disc| PlaylistSegment {
+            map_uri: Some(map.into()),
+            ..seg(uri, 2.0, disc, 0)
+        };
+        let p = MediaPlaylist {
+            target_duration: 2,
+            media_sequence: 10,
+            segments: vec![
+                fmp4("10.m4s", "9.mp4", false),
+                fmp4("11.m4s", "9.mp4", false),
+                fmp4("12.m4s", "12.mp4", true),
+            ],
+            ..MediaPlaylist::default()
+        };
+        let text = p.render();
+        assert!(text.starts_with("#EXTM3U\n#EXT-X-VERSION:6\n"), "{text}");
+        assert_eq!(text.matches("#EXT-X-MAP:").count(), 2, "{text}");
+        assert!(text.contains(
+            "#EXT-X-MAP:URI=\"9.mp4\"\n#EXT-X-PROGRAM-DATE-TIME:1970-01-01T00:00:00.000Z\n\
+             #EXTINF:2.000,\n10.m4s\n#EXT-X-PROGRAM"
+        ));
+        assert!(text.contains("#EXT-X-DISCONTINUITY\n#EXT-X-MAP:URI=\"12.mp4\"\n"));
+        let parsed = parse(&text).unwrap();
+        assert_eq!(parsed.segments.len(), 3);
+        assert_eq!(parsed.segments[2].1, "12.m4s");
     }
 
     #[test]

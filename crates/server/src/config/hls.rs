@@ -1,5 +1,6 @@
-//! `[hls]` and the `hls-*` keys of `[[mount]]`: which MP3/AAC mounts are also served as
-//! packed-audio HLS (RFC 8216 section 3.4), their segment target duration and window, whether
+//! `[hls]` and the `hls-*` keys of `[[mount]]`: which mounts are also served as HLS (packed
+//! audio, RFC 8216 section 3.4, or fMP4: `aac-segments`), their segment target duration and
+//! window, whether
 //! playlists offer blocking playlist reload (RFC 8216bis section 6.2.5.2), whether media
 //! playlists are shared and cacheable or per session (`playlists`), and where the cache tier's
 //! request logs arrive (`cache-log-listen`). A mount's own keys win over `[hls]`.
@@ -34,6 +35,22 @@ impl PlaylistMode {
     }
 }
 
+/// The container of an AAC mount's segments (`[hls] aac-segments`, a mount's
+/// `hls-aac-segments`). MP3 mounts are always packed audio and Ogg/Opus and Ogg/FLAC mounts
+/// always fMP4 (packed audio carries neither, RFC 8216 section 3.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AacSegments {
+    /// ADTS frames after an ID3 tag (`.aac`, RFC 8216 section 3.4): every HLS player, Safari's
+    /// oldest included, plays it (the default).
+    #[default]
+    Packed,
+    /// Fragmented MP4 (CMAF, `.m4s` after an `EXT-X-MAP` initialization section): the
+    /// container of low-latency HLS parts and of most CDN packagers; titles travel as ID3 in
+    /// `emsg`.
+    Fmp4,
+}
+
 /// `[hls]`: the defaults for every MP3/AAC mount.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
@@ -52,6 +69,13 @@ pub struct HlsConfig {
     pub blocking_reload: bool,
     /// Media playlists shared and cacheable, or per session (default `shared`).
     pub playlists: PlaylistMode,
+    /// AAC mounts' segments: packed audio or fMP4 (default `packed`).
+    pub aac_segments: AacSegments,
+    /// Low-latency HLS (RFC 8216bis): partial segments of about [`PART_TARGET_MS`] listed as
+    /// `EXT-X-PART` with an `EXT-X-PRELOAD-HINT`, and blocking playlist reload with `_HLS_msn`
+    /// and `_HLS_part` (so `blocking-reload` is on for such a mount). fMP4 segments only (Ogg/Opus,
+    /// Ogg/FLAC, AAC with `aac-segments = "fmp4"`); default false.
+    pub low_latency: bool,
     /// Where the cache tier's request logs arrive as UDP syslog (nginx
     /// `access_log syslog:server=ADDR:PORT`, the `throng_hls` format of
     /// `deploy/nginx/hls-cache.conf`); none by default.
@@ -83,6 +107,8 @@ impl Default for HlsConfig {
             window: 6,
             blocking_reload: false,
             playlists: PlaylistMode::Shared,
+            aac_segments: AacSegments::Packed,
+            low_latency: false,
             cache_log_listen: None,
             secure_link_secret: None,
             secure_link_seconds: 86_400,
@@ -92,6 +118,10 @@ impl Default for HlsConfig {
         }
     }
 }
+
+/// The part target of low-latency HLS, in milliseconds: parts of about a second, as issue 24
+/// asks (Apple's HLS Authoring Specification suggests 1 s or less for audio).
+pub const PART_TARGET_MS: u64 = 1000;
 
 /// The HLS settings in force for one mount.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,6 +134,10 @@ pub struct HlsSettings {
     pub blocking_reload: bool,
     /// Shared or per-session media playlists (`[hls] playlists`, `hls-playlists`).
     pub playlists: PlaylistMode,
+    /// The container of AAC segments (`[hls] aac-segments`, `hls-aac-segments`).
+    pub aac_segments: AacSegments,
+    /// Low-latency HLS parts (`[hls] low-latency`, `hls-low-latency`; fMP4 only).
+    pub low_latency: bool,
 }
 
 /// A mount's own HLS keys (`hls`, `hls-segment-seconds`, `hls-window`, `hls-playlists`);
@@ -118,6 +152,10 @@ pub struct MountHls {
     pub window: Option<usize>,
     /// `hls-playlists`.
     pub playlists: Option<PlaylistMode>,
+    /// `hls-aac-segments`.
+    pub aac_segments: Option<AacSegments>,
+    /// `hls-low-latency`.
+    pub low_latency: Option<bool>,
 }
 
 /// The HLS settings of a mount from `[hls]` and its own keys (the mount's win); `None` when
@@ -128,16 +166,21 @@ pub fn settings(global: &HlsConfig, own: MountHls) -> Option<HlsSettings> {
         segment_seconds,
         window,
         playlists,
+        aac_segments,
+        low_latency,
     } = own;
     if !on.unwrap_or(global.enabled) {
         return None;
     }
     let secs = segment_seconds.unwrap_or(global.segment_seconds);
+    let low_latency = low_latency.unwrap_or(global.low_latency);
     Some(HlsSettings {
         target_ms: secs.clamp(1, 30) * 1000,
         window: window.unwrap_or(global.window).clamp(3, 100),
-        blocking_reload: global.blocking_reload,
+        blocking_reload: global.blocking_reload || low_latency,
         playlists: playlists.unwrap_or(global.playlists),
+        aac_segments: aac_segments.unwrap_or(global.aac_segments),
+        low_latency,
     })
 }
 
@@ -193,6 +236,8 @@ mod tests {
             segment_seconds: secs,
             window,
             playlists,
+            aac_segments: None,
+            low_latency: None,
         };
         assert_eq!(settings(&g, own(Some(false), None, None, None)), None);
         assert_eq!(
@@ -205,6 +250,8 @@ mod tests {
                 window: 10,
                 blocking_reload: false,
                 playlists: PlaylistMode::PerSession,
+                aac_segments: AacSegments::Packed,
+                low_latency: false,
             })
         );
         assert_eq!(
@@ -214,6 +261,8 @@ mod tests {
                 window: 6,
                 blocking_reload: false,
                 playlists: PlaylistMode::Shared,
+                aac_segments: AacSegments::Packed,
+                low_latency: false,
             })
         );
         let off = HlsConfig {
@@ -222,6 +271,15 @@ mod tests {
         };
         assert_eq!(settings(&off, MountHls::default()), None);
         assert!(settings(&off, own(Some(true), None, None, None)).is_some());
+        let ll = MountHls {
+            low_latency: Some(true),
+            ..MountHls::default()
+        };
+        let s = settings(&g, ll).unwrap();
+        assert!(
+            s.low_latency && s.blocking_reload,
+            "low latency blocks reloads"
+        );
         assert!(check_seconds("k", Some(0)).is_err());
         assert!(check_seconds("k", Some(30)).is_ok());
         assert!(check_window("k", Some(2)).is_err());

@@ -28,7 +28,7 @@ use rand::distributions::{Alphanumeric, DistString};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-pub use hls::{HlsConfig, HlsSettings, PlaylistMode};
+pub use hls::{AacSegments, HlsConfig, HlsSettings, PlaylistMode, PART_TARGET_MS};
 pub use ledger::{AddressPolicy, LedgerConfig, LedgerDatabase};
 
 /// Errors reading the configuration.
@@ -642,6 +642,11 @@ pub struct MountConfig {
     /// Shared (cacheable) or per-session media playlists for this mount (default
     /// `[hls] playlists`).
     pub hls_playlists: Option<hls::PlaylistMode>,
+    /// The container of this mount's HLS segments when it is AAC: `packed` or `fmp4` (default
+    /// `[hls] aac-segments`).
+    pub hls_aac_segments: Option<hls::AacSegments>,
+    /// Low-latency HLS for this mount (default `[hls] low-latency`).
+    pub hls_low_latency: Option<bool>,
     /// Sign this mount's HLS session tokens with this secret (default `[hls]
     /// secure-link-secret`).
     pub hls_secure_link_secret: Option<String>,
@@ -1038,6 +1043,8 @@ impl Config {
                 segment_seconds: m.and_then(|m| m.hls_segment_seconds),
                 window: m.and_then(|m| m.hls_window),
                 playlists: m.and_then(|m| m.hls_playlists),
+                aac_segments: m.and_then(|m| m.hls_aac_segments),
+                low_latency: m.and_then(|m| m.hls_low_latency),
             },
         )
     }

@@ -1,5 +1,6 @@
-//! HLS output (issue 14): per mount name a [`Packager`] turning what a listener of that name
-//! hears into packed-audio segments and a sliding playlist ([`packager`]), and the HLS
+//! HLS output (issues 14 and 24): per mount name a [`Packager`] turning what a listener of that
+//! name hears into packed-audio or fMP4 segments ([`container`]) and a sliding playlist
+//! ([`packager`]), and the HLS
 //! sessions, which count as listeners while they keep fetching ([`session`]). [`Hls::tick`] is
 //! driven by one task (`hls_http.rs` starts it); the HTTP side (`hls_http.rs`) reads the
 //! published windows and opens, touches and ends sessions here; the cache tier's request logs
@@ -7,6 +8,7 @@
 
 pub mod admission;
 pub mod cache_log;
+pub mod container;
 pub mod packager;
 pub mod session;
 
@@ -19,7 +21,9 @@ use parking_lot::{Mutex, RwLock};
 use crate::config::{Config, HlsSettings};
 use crate::mount::registry::Registry;
 
-pub use packager::{Packager, Window};
+pub use packager::{InitSection, Packager, Window};
+
+pub use container::container;
 pub use session::Sessions;
 
 /// A packager with nothing to follow is dropped after this long (ms), unless it is a
@@ -104,6 +108,14 @@ impl Hls {
             .moved_playlist(token, |name| self.window(name), now)
     }
 
+    /// Initialization section `id` of mount name `name` (fMP4), if a segment in memory uses it.
+    pub fn init(&self, name: &str, id: u64) -> Option<Arc<InitSection>> {
+        self.outputs
+            .read()
+            .get(name)
+            .and_then(|o| o.window.load().init(id).cloned())
+    }
+
     /// Segment `seq` of mount name `name`, if packaged and still in memory.
     pub fn segment(&self, name: &str, seq: u64) -> Option<Arc<packager::Segment>> {
         self.outputs
@@ -113,7 +125,7 @@ impl Hls {
     }
 
     /// Packages what each mount produced since the last call: starts a packager for every live
-    /// MP3/AAC mount and every configured (non-glob) mount name with HLS on, feeds each with the
+    /// mount HLS carries ([`container`]) and every configured (non-glob) mount name with HLS on, feeds each with the
     /// mount a listener of its name hears now (`Registry::resolve`), and drops packagers whose
     /// HLS was turned off, or which had nothing to follow for [`IDLE_PACKAGER_MS`]. `now_ms`:
     /// wall clock, ms since the Unix epoch.
@@ -128,7 +140,7 @@ impl Hls {
             .filter(|n| !n.contains(['*', '?', '[']));
         let names: Vec<String> = live
             .iter()
-            .filter(|m| throng_proto::hls::cutter::segment_extension(m.settings.format).is_some())
+            .filter(|m| container(m.settings.format, Default::default()).is_some())
             .map(|m| m.name.clone())
             .chain(configured.map(str::to_owned))
             .collect();

@@ -64,12 +64,15 @@ struct MovedEntry {
     /// Absolute path of the segment (`/hls/<mount>/<seq>.<ext>`): segments stay shared and
     /// cacheable, only the playlist is the session's.
     uri: String,
+    /// Absolute path of its fMP4 initialization section (`EXT-X-MAP`), if any.
+    map_uri: Option<String>,
     duration_secs: f64,
     discontinuity: bool,
     pdt_ms: i64,
 }
 
-/// The absolute path of segment `seq` (`ext`: `mp3`, `aac`) of mount name `name`.
+/// The absolute path of segment `seq` (`ext`: `mp3`, `aac`, `m4s`; `mp4`: initialization
+/// section `seq`) of mount name `name`.
 fn segment_uri(name: &str, seq: u64, ext: &str) -> String {
     format!("/hls/{}/{seq}.{ext}", name.trim_start_matches('/'))
 }
@@ -113,6 +116,7 @@ impl MovedPlaylist {
             .map(|s| MovedEntry {
                 seq: s.seq,
                 uri: segment_uri(from_name, s.seq, s.ext),
+                map_uri: s.map.as_ref().map(|m| segment_uri(from_name, m.id, "mp4")),
                 duration_secs: s.duration_ns as f64 / 1e9,
                 discontinuity: s.discontinuity,
                 pdt_ms: s.pdt_ms,
@@ -144,6 +148,10 @@ impl MovedPlaylist {
             self.entries.push_back(MovedEntry {
                 seq: self.next_seq,
                 uri: segment_uri(&self.serving, s.seq, s.ext),
+                map_uri: s
+                    .map
+                    .as_ref()
+                    .map(|m| segment_uri(&self.serving, m.id, "mp4")),
                 duration_secs: s.duration_ns as f64 / 1e9,
                 discontinuity: std::mem::take(&mut self.discontinuity_pending) || s.discontinuity,
                 pdt_ms: s.pdt_ms,
@@ -171,10 +179,13 @@ impl MovedPlaylist {
                     duration_secs: e.duration_secs,
                     discontinuity: e.discontinuity,
                     program_date_time_ms: Some(e.pdt_ms),
+                    map_uri: e.map_uri.clone(),
+                    parts: Vec::new(),
                 })
                 .collect(),
             ended: false,
             can_block_reload: false,
+            low_latency: None,
         };
         (playlist.render(), offered)
     }
@@ -956,6 +967,8 @@ mod tests {
             duration_ns: 2_000_000_000,
             discontinuity: false,
             pdt_ms: 0,
+            map: None,
+            parts: Vec::new(),
             fetches: AtomicU64::new(0),
         })
     }
@@ -968,6 +981,7 @@ mod tests {
             target_secs,
             bandwidth: 64_000,
             discontinuity_sequence: 0,
+            ..Window::default()
         }
     }
 

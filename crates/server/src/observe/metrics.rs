@@ -171,6 +171,10 @@ pub struct Metrics {
     /// `throng_hls_requests_total{mount,kind}`: HLS requests Throng answered itself (what a
     /// cache in front did not), `kind` `playlist` or `segment` ([`HlsRequestLabel`]).
     pub hls_requests: Family<HlsRequestLabel, Counter>,
+    /// `throng_hls_bytes_total{mount,kind}`: body bytes of the HLS responses Throng sent
+    /// itself (media playlists and segments; what a cache in front fetched), as
+    /// `throng_hls_requests_total` counts them.
+    pub hls_bytes: Family<HlsRequestLabel, Counter>,
     /// `throng_hls_cache_log_lines_total{outcome}`: lines of the cache tier's request logs
     /// received (`counted`: a session's request; `ignored`: not an HLS session request;
     /// `invalid`: unreadable).
@@ -217,6 +221,7 @@ impl Metrics {
             whep_transcode_skipped: Counter::default(),
             session_ends: Family::default(),
             hls_requests: Family::default(),
+            hls_bytes: Family::default(),
             hls_cache_log_lines: Family::default(),
             hls_sessions_refused: Family::default(),
             registry: Registry::default(),
@@ -307,6 +312,11 @@ impl Metrics {
             "throng_hls_requests",
             "HLS requests answered by Throng (not by a cache in front), by mount and kind",
             m.hls_requests.clone(),
+        );
+        registry.register(
+            "throng_hls_bytes",
+            "Body bytes of the HLS responses Throng sent itself, by mount and kind",
+            m.hls_bytes.clone(),
         );
         registry.register(
             "throng_hls_cache_log_lines",

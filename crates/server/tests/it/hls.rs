@@ -699,29 +699,140 @@ fn ffmpeg_reads_60_s_of_live_mp3_hls_without_a_word() {
     assert_eq!(errors, "", "ffmpeg -v error printed something");
 }
 
-/// Issue 24: an Ogg/Opus mount with a `[[mount]]` entry is not advertised with an HLS link
+/// A 12 s Ogg file of `codec` (`flac`, `libvorbis`) made by ffmpeg in `dir`: a 440 Hz tone.
+fn ogg_tone(dir: &std::path::Path, codec: &str) -> std::path::PathBuf {
+    require("ffmpeg");
+    let path = dir.join(format!("tone-{codec}.ogg"));
+    let out = Command::new("ffmpeg")
+        .args(["-nostdin", "-v", "error", "-f", "lavfi", "-i"])
+        .arg("sine=frequency=440:sample_rate=44100:duration=12")
+        .args(["-ac", "2", "-c:a", codec, "-f", "ogg"])
+        .arg(&path)
+        .output()
+        .expect("run ffmpeg");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path
+}
+
+/// The codec name ffprobe reports for the first audio stream at `url`.
+fn ffprobe_codec(url: &str) -> String {
+    require("ffprobe");
+    let out = Command::new("ffprobe")
+        .args(["-v", "error", "-select_streams", "a:0", "-show_entries"])
+        .args(["stream=codec_name", "-of", "default=nw=1:nk=1"])
+        .arg(url)
+        .output()
+        .expect("run ffprobe");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The HLS demuxer lists the stream once per program as well: the first line.
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines().next().unwrap_or("").trim().to_owned()
+}
+
+/// Checks mount `name`'s HLS as fMP4: the media playlist names an initialization section
+/// (`EXT-X-MAP`, version 6) served as `audio/mp4`, segments are `.m4s`, and ffprobe reads
+/// `codec` from the HLS URL; then ffmpeg decodes `secs` seconds with nothing at `-v error`.
+fn check_fmp4_hls(srv: &TestServer, name: &str, codec: &str, secs: u32) {
+    wait_hls(srv, name);
+    let status = srv.mount_status(name).unwrap();
+    assert!(status["hls_unavailable"].is_null(), "{status}");
+    let url = status["hls_url"].as_str().expect("an HLS link").to_owned();
+    let media = open_session(srv.addr, name);
+    wait_segments(srv.addr, &media, 3);
+    let text = get_text(srv.addr, &media);
+    assert!(text.contains("#EXT-X-VERSION:6\n"), "{text}");
+    let map = text
+        .lines()
+        .find_map(|l| l.strip_prefix("#EXT-X-MAP:URI=\""))
+        .and_then(|l| l.strip_suffix('"'))
+        .expect("EXT-X-MAP")
+        .to_owned();
+    let segs = segments(srv.addr, &media);
+    assert!(segs.iter().all(|(_, u)| u.ends_with(".m4s")), "{segs:?}");
+    let base = media.rsplit_once('/').unwrap().0;
+    let (head, body) = http_get(srv.addr, &format!("{base}/{map}"), &[]);
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-type"), Some("audio/mp4"));
+    assert_eq!(&body[4..8], b"ftyp");
+    assert_eq!(ffprobe_codec(&url), codec);
+    let errors = ffmpeg_decode(&url, secs);
+    assert_eq!(errors, "", "ffmpeg -v error printed something");
+}
+
+/// Issue 24, item 3: an Ogg/Opus mount is served as fMP4 HLS (`Opus` sample entry with
+/// `dOps`) that ffmpeg reads for 60 s without a word, across segment boundaries and the
+/// file's loops (a new Ogg chain each time).
+#[test]
+fn ffmpeg_reads_60_s_of_ogg_opus_as_fmp4_hls_without_a_word() {
+    let dir = tempfile::tempdir().unwrap();
+    let opus = dir.path().join("tone.opus");
+    std::fs::copy(asset("test-tone.opus"), &opus).unwrap();
+    let srv = TestServer::start(&format!(
+        "[hls]\nsegment-seconds = 2\n[[mount]]\nname = \"/tone.opus\"\nfile = {opus:?}\n"
+    ));
+    check_fmp4_hls(&srv, "/tone.opus", "opus", 60);
+}
+
+/// Issue 24, item 3: Ogg/FLAC as fMP4 (`fLaC` with `dfLa`), and AAC as fMP4 where the mount
+/// asks for it (`hls-aac-segments = "fmp4"`), beside an AAC mount that stays packed audio.
+#[test]
+fn ogg_flac_and_aac_are_served_as_fmp4_hls() {
+    let dir = tempfile::tempdir().unwrap();
+    let flac = ogg_tone(dir.path(), "flac");
+    let aac = dir.path().join("tone.aac");
+    std::fs::copy(asset("test-tone.aac"), &aac).unwrap();
+    let srv = TestServer::start(&format!(
+        "[hls]\nsegment-seconds = 2\n\
+         [[mount]]\nname = \"/tone.ogg\"\nfile = {flac:?}\n\
+         [[mount]]\nname = \"/tone.aac\"\nfile = {aac:?}\nhls-aac-segments = \"fmp4\"\n\
+         [[mount]]\nname = \"/packed.aac\"\nfile = {aac:?}\n"
+    ));
+    check_fmp4_hls(&srv, "/tone.ogg", "flac", 20);
+    check_fmp4_hls(&srv, "/tone.aac", "aac", 20);
+    wait_hls(&srv, "/packed.aac");
+    let media = open_session(srv.addr, "/packed.aac");
+    wait_segments(srv.addr, &media, 1);
+    let text = get_text(srv.addr, &media);
+    assert!(!text.contains("#EXT-X-MAP"), "{text}");
+    assert!(segments(srv.addr, &media)[0].1.ends_with(".aac"));
+}
+
+/// Issue 24: an Ogg Vorbis mount with a `[[mount]]` entry is not advertised with an HLS link
 /// (its playlist would never get a segment) and the status says why; an MP3 mount beside it
 /// keeps its link.
 #[test]
 fn a_mount_hls_cannot_carry_gets_no_link_and_says_why() {
     let dir = tempfile::tempdir().unwrap();
-    let opus = dir.path().join("tone.opus");
-    std::fs::copy(asset("test-tone.opus"), &opus).unwrap();
+    let vorbis = ogg_tone(dir.path(), "libvorbis");
     let mp3 = dir.path().join("live.mp3");
     std::fs::copy(asset("demo.mp3"), &mp3).unwrap();
     let srv = TestServer::start(&format!(
-        "[[mount]]\nname = \"/tone.opus\"\nfile = {opus:?}\n\
+        "[[mount]]\nname = \"/tone.ogg\"\nfile = {vorbis:?}\n\
          [[mount]]\nname = \"/live.mp3\"\nfile = {mp3:?}\n"
     ));
     wait_hls(&srv, "/live.mp3");
-    srv.wait_mount("/tone.opus");
-    let opus = srv.mount_status("/tone.opus").unwrap();
-    assert!(opus["hls_url"].is_null(), "{opus}");
+    srv.wait_mount("/tone.ogg");
+    // The codec is known once the framer read the stream's first page.
+    wait_until(Duration::from_secs(10), || {
+        srv.mount_status("/tone.ogg")
+            .is_some_and(|m| m["hls_unavailable"].is_string())
+    })
+    .expect("a reason for the Vorbis mount");
+    let vorbis = srv.mount_status("/tone.ogg").unwrap();
+    assert!(vorbis["hls_url"].is_null(), "{vorbis}");
     assert!(
-        opus["hls_unavailable"]
+        vorbis["hls_unavailable"]
             .as_str()
-            .is_some_and(|w| w.contains("MP3 and AAC only")),
-        "{opus}"
+            .is_some_and(|w| w.contains("Ogg Vorbis")),
+        "{vorbis}"
     );
     let live = srv.mount_status("/live.mp3").unwrap();
     assert!(live["hls_url"].is_string(), "{live}");

@@ -529,3 +529,37 @@ fn signed_links_are_checked_by_nginx_and_by_throng() {
     assert!(reply.contains("\"ignored\":1"), "{reply}");
     assert_eq!(listeners(&srv), before);
 }
+
+/// Through the shipped nginx configuration, a multivariant playlist that was `404` once (the
+/// mount not live yet) is never served from the cache afterwards: players arriving together
+/// once the mount is live all get their own token (before, nginx kept the 404 for a second and
+/// served it stale to concurrent players for as long as it had no 200 to store instead, and the
+/// 200 is `no-store`).
+#[test]
+fn a_multivariant_playlist_404_is_not_served_stale_by_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let (srv, syslog) = server_with_cache_logs(2, "", dir.path());
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = start_cache(cache_dir.path(), srv.addr, syslog, None);
+    let path = "/hls/later.mp3/index.m3u8";
+    let (head, _) = http_get(cache.addr, path, &[]);
+    assert_eq!(head.status, 404, "not live yet");
+    let _source = Source::start(srv.addr, "/later.mp3", "SOURCE", 1.0);
+    wait_until(Duration::from_secs(20), || {
+        srv.ctx
+            .hls
+            .output("/later.mp3")
+            .is_some_and(|o| !o.window.load().segments.is_empty())
+    })
+    .expect("/later.mp3 packaged");
+    // Past the second the 404 was kept: stale now, were it kept at all.
+    std::thread::sleep(Duration::from_millis(1200));
+    let players: Vec<_> = (0..40)
+        .map(|_| {
+            let addr = cache.addr;
+            std::thread::spawn(move || http_get(addr, path, &[]).0.status)
+        })
+        .collect();
+    let statuses: Vec<u16> = players.into_iter().map(|p| p.join().unwrap()).collect();
+    assert!(statuses.iter().all(|&s| s == 200), "{statuses:?}");
+}

@@ -248,6 +248,8 @@ impl RawMount {
             mp3_metadata_interval: self.metaint,
             cluster_password: self.cluster_password.clone(),
             hls_playlists: None,
+            hls_aac_segments: None,
+            hls_low_latency: None,
             hls_secure_link_secret: None,
         }
     }
