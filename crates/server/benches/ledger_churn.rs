@@ -119,7 +119,7 @@ fn main() {
             open.push((end, id, at));
         }
         let (ftx, frx) = channel();
-        tx.send(Msg::Flush(ftx)).unwrap();
+        tx.send(Msg::Commit(ftx)).unwrap();
         frx.recv().unwrap();
         now += step;
     }

@@ -130,7 +130,7 @@ fn main() {
             );
             // Keep the queue (memory) bounded: wait for the writer to catch up.
             let (ftx, frx) = channel();
-            tx.send(Msg::Flush(ftx)).unwrap();
+            tx.send(Msg::Commit(ftx)).unwrap();
             frx.recv().unwrap();
         }
     }

@@ -99,8 +99,12 @@ pub enum Msg {
     /// A session that never got under way (refused after its start was recorded): its row
     /// is removed.
     Discard(i64),
-    /// Commit what is pending, then answer.
+    /// Commit what is pending and fold the appended ends into their sessions, then answer
+    /// (shutdown, tests).
     Flush(Sender<()>),
+    /// Commit what is pending, then answer, as the writer's own clock would (the benches
+    /// pace the writer with it in simulated time).
+    Commit(Sender<()>),
 }
 
 /// The now in Unix milliseconds.

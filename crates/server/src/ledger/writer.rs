@@ -255,20 +255,21 @@ impl Writer {
         let mut next_fold = Instant::now() + FOLD_EVERY;
         loop {
             let wait = due.saturating_duration_since(Instant::now());
-            let (gone, flush) = match rx.recv_timeout(wait) {
-                Ok(Msg::Flush(reply)) => (false, Some(reply)),
+            let (gone, flush, fold) = match rx.recv_timeout(wait) {
+                Ok(Msg::Flush(reply)) => (false, Some(reply), true),
+                Ok(Msg::Commit(reply)) => (false, Some(reply), false),
                 Ok(m) => {
                     pending.push(m);
                     if pending.len() < MAX_BATCH {
                         continue;
                     }
-                    (false, None)
+                    (false, None, false)
                 }
-                Err(RecvTimeoutError::Timeout) => (false, None),
-                Err(RecvTimeoutError::Disconnected) => (true, None),
+                Err(RecvTimeoutError::Timeout) => (false, None, false),
+                Err(RecvTimeoutError::Disconnected) => (true, None, true),
             };
             // A flush (shutdown, tests) folds too, so a stopped server leaves no end behind.
-            let fold = gone || flush.is_some() || Instant::now() >= next_fold;
+            let fold = fold || Instant::now() >= next_fold;
             if fold {
                 next_fold = Instant::now() + FOLD_EVERY;
             }
@@ -315,7 +316,7 @@ impl Writer {
                             &[Val::Int(id), Val::from(&*self.server)],
                         )?;
                     }
-                    Msg::Flush(_) => {}
+                    Msg::Flush(_) | Msg::Commit(_) => {}
                 }
             }
             self.flush_rollup()?;

@@ -108,7 +108,8 @@ impl Viewer {
         let end = Instant::now() + d;
         let mut buf = vec![0u8; 2000];
         while Instant::now() < end {
-            let (connected, packets, sizes) = (&mut self.connected, &mut self.packets, &mut self.sizes);
+            let (connected, packets, sizes) =
+                (&mut self.connected, &mut self.packets, &mut self.sizes);
             client_turn(&mut self.rtc, &self.socket, &mut buf, end, |e| match e {
                 Event::Connected => *connected = true,
                 Event::MediaData(m) => {
