@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::io::Write as _;
 use std::net::IpAddr;
 use std::path::PathBuf;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,6 +31,9 @@ pub const MAX_BATCH: usize = 5_000;
 /// How often appended ends are folded into their sessions' rows ([`Writer::fold`]): every
 /// minute of the clock, and whenever the unfolded ends span a minute.
 pub const FOLD_EVERY: Duration = Duration::from_secs(60);
+
+/// How often the writer looks at its channel between commits (the most a flush waits).
+const WAKE_EVERY: Duration = Duration::from_millis(100);
 
 /// How often rows past the retention are deleted.
 const RETENTION_EVERY: Duration = Duration::from_secs(3600);
@@ -254,20 +257,33 @@ impl Writer {
         let mut next_retention = Instant::now();
         let mut next_fold = Instant::now() + FOLD_EVERY;
         loop {
-            let wait = due.saturating_duration_since(Instant::now());
-            let (gone, flush, fold) = match rx.recv_timeout(wait) {
-                Ok(Msg::Flush(reply)) => (false, Some(reply), true),
-                Ok(Msg::Commit(reply)) => (false, Some(reply), false),
-                Ok(m) => {
-                    pending.push(m);
-                    if pending.len() < MAX_BATCH {
-                        continue;
+            // Take what has come; a flush (or commit request) ends the take.
+            let (mut gone, mut flush, mut fold) = (false, None, false);
+            while pending.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(Msg::Flush(reply)) => {
+                        (flush, fold) = (Some(reply), true);
+                        break;
                     }
-                    (false, None, false)
+                    Ok(Msg::Commit(reply)) => {
+                        flush = Some(reply);
+                        break;
+                    }
+                    Ok(m) => pending.push(m),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => {
+                        (gone, fold) = (true, true);
+                        break;
+                    }
                 }
-                Err(RecvTimeoutError::Timeout) => (false, None, false),
-                Err(RecvTimeoutError::Disconnected) => (true, None, true),
-            };
+            }
+            let now = Instant::now();
+            if flush.is_none() && !gone && pending.len() < MAX_BATCH && now < due {
+                // Nothing to do before the commit is due: sleep a slice. The thread wakes
+                // about ten times a second, not once per message (two per session).
+                std::thread::sleep((due - now).min(WAKE_EVERY));
+                continue;
+            }
             // A flush (shutdown, tests) folds too, so a stopped server leaves no end behind.
             let fold = fold || Instant::now() >= next_fold;
             if fold {
