@@ -9,7 +9,9 @@
 #  2. Ledger on against off in the same run: two servers of the same binary, one with the
 #     ledger and one with `[ledger] database = "off"`, N2 listeners (default 12,000) split
 #     between them, the same churn, HOLD2 (default 240 s): each server's CPU per
-#     listener-second, from /proc, and their ratio.
+#     listener-second, from /proc, and their ratio; ROUNDS rounds (default 2), the ledger on
+#     the first port in odd rounds and on the second in even ones, and the ratios' geometric
+#     mean.
 # Loopback only (source addresses 127.0.0.2-127.0.0.40). The ledger's report timing over
 # millions of sessions is a separate run:
 #   cargo bench -p throng-server --bench ledger_report -- 10000000 /tmp/ledger-10m.db
@@ -22,6 +24,7 @@ n1="${1:-18000}"
 n2="${2:-12000}"
 hold="${HOLD:-600}"
 hold2="${HOLD2:-240}"
+rounds="${ROUNDS:-2}"
 bin="${BIN:-$PWD/target/release/throng}"
 [ -x "$bin" ] || cargo build --release -p throng
 work="$(mktemp -d)"
@@ -95,36 +98,56 @@ PY
 kill "$pid"; wait "$pid" 2>/dev/null || true
 fi
 
-echo "== 2. ledger on against off, $n2 listeners over two servers, ${hold2} s"
-serve on 18531 "database = \"sqlite://$work/on.db\""
-on=$pid
-serve off 18532 'database = "off"'
-off=$pid
-sleep 2
-# The writer thread's own CPU (the ledger's cost, less the few statements a listener runs to
-# hand its start and end over).
-ledger_tid() { grep -l '^throng-ledger$' /proc/"$1"/task/*/comm | head -1 | cut -d/ -f5; }
-ltid=$(ledger_tid "$on")
-lcpu_s() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$on/task/$ltid/stat"; }
-l0=$(lcpu_s)
-on0=$(cpu_s "$on"); off0=$(cpu_s "$off")
-"$bin" bench run "http://127.0.0.1:18531/on.mp3" "http://127.0.0.1:18532/off.mp3" -n "$n2" \
-  --ramp 600 --hold "${hold2}s" --session-min 5s --session-max 120s --bitrate-kbps 64 \
-  --no-progress --name "ledger-ab-$n2" --out "$out/ab" | tee "$out/ab.txt" || true
-on1=$(cpu_s "$on"); off1=$(cpu_s "$off")
-l1=$(lcpu_s)
-python3 - "$out/ab/report.json" "$on0" "$on1" "$off0" "$off1" "$l0" "$l1" <<'PY' | tee -a "$out/ab.txt"
+echo "== 2. ledger on against off, $n2 listeners over two servers, ${hold2} s, ${rounds} rounds"
+# Each round starts two fresh servers; the ledger alternates between the first port (listed
+# first to the bench) and the second, so what differs between the two places (the order the
+# bench opens them in, the port) weighs on both sides alike over an even number of rounds.
+ratios=()
+for round in $(seq "$rounds"); do
+  if [ $((round % 2)) = 1 ]; then on_port=18531; off_port=18532; else on_port=18532; off_port=18531; fi
+  serve on "$on_port" "database = \"sqlite://$work/on-$round.db\""
+  on=$pid
+  serve off "$off_port" 'database = "off"'
+  off=$pid
+  sleep 2
+  # The writer thread's own CPU (the ledger's cost, less the few statements a listener runs to
+  # hand its start and end over).
+  ledger_tid() { grep -l '^throng-ledger$' /proc/"$1"/task/*/comm | head -1 | cut -d/ -f5; }
+  ltid=$(ledger_tid "$on")
+  lcpu_s() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$on/task/$ltid/stat"; }
+  l0=$(lcpu_s)
+  on0=$(cpu_s "$on"); off0=$(cpu_s "$off")
+  "$bin" bench run "http://127.0.0.1:18531/$( [ "$on_port" = 18531 ] && echo on || echo off ).mp3" \
+    "http://127.0.0.1:18532/$( [ "$on_port" = 18532 ] && echo on || echo off ).mp3" -n "$n2" \
+    --ramp 600 --hold "${hold2}s" --session-min 5s --session-max 120s --bitrate-kbps 64 \
+    --no-progress --name "ledger-ab-$n2-$round" --out "$out/ab-$round" | tee "$out/ab-$round.txt" || true
+  on1=$(cpu_s "$on"); off1=$(cpu_s "$off")
+  l1=$(lcpu_s)
+  ratio=$(python3 - "$out/ab-$round/report.json" "$on0" "$on1" "$off0" "$off1" "$l0" "$l1" "$round" "$on_port" <<'PY' | tee -a "$out/ab-$round.txt" | tee /dev/stderr | tail -1
 import json, sys
 gt = json.load(open(sys.argv[1]))["ground_truth"]
 on_cpu = float(sys.argv[3]) - float(sys.argv[2])
 off_cpu = float(sys.argv[5]) - float(sys.argv[4])
 on_us = 1e6 * on_cpu / gt["/on.mp3"]["listening_seconds"]
 off_us = 1e6 * off_cpu / gt["/off.mp3"]["listening_seconds"]
+print(f"round {sys.argv[8]}, ledger on port {sys.argv[9]}:")
 print(f"ledger on:  {gt['/on.mp3']['sessions']} sessions, CPU {on_cpu:.1f} s, {on_us:.2f} us per listener-second")
 print(f"ledger off: {gt['/off.mp3']['sessions']} sessions, CPU {off_cpu:.1f} s, {off_us:.2f} us per listener-second")
-print(f"on / off: {on_us / off_us:.3f}")
 ledger_cpu = float(sys.argv[7]) - float(sys.argv[6])
 sessions = gt["/on.mp3"]["sessions"]
 print(f"ledger writer thread: CPU {ledger_cpu:.2f} s, {1e6 * ledger_cpu / max(sessions, 1):.1f} us per session, "
       f"{100 * ledger_cpu / on_cpu:.2f} % of its server's CPU")
+print(f"on / off: {on_us / off_us:.3f}")
+print(f"{on_us / off_us:.5f}")
+PY
+  )
+  ratios+=("$ratio")
+  kill "$on" "$off"; wait "$on" "$off" 2>/dev/null || true
+done
+python3 - "${ratios[@]}" <<'PY' | tee "$out/ab-summary.txt"
+import math, sys
+r = [float(x) for x in sys.argv[1:]]
+g = math.exp(sum(math.log(x) for x in r) / len(r))
+print("on / off by round: " + ", ".join(f"{x:.3f}" for x in r))
+print(f"on / off over {len(r)} rounds (geometric mean): {g:.3f}")
 PY

@@ -270,6 +270,7 @@ impl Server {
                 registry.clone(),
                 metrics.clone(),
                 access_log.clone(),
+                config.webrtc.transcode_frame_ms,
             ) {
                 Ok(engine) => Some(engine),
                 // On by default (no `udp-listen`): a UDP port range that is taken leaves the

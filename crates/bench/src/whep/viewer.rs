@@ -4,8 +4,9 @@
 //! [`crate::run::whep`]). Each viewer POSTs an SDP offer to a WHEP endpoint
 //! (`http://host:port/whep/<mount>`, on a connector thread so blocking requests never hold up
 //! the viewers playing), completes ICE and DTLS, and must then receive the Opus packets of the
-//! mount in order at 50 per second (20 ms frames: the RTP timestamp advances 960 at 48 kHz per
-//! packet). A viewer is degraded when, in a 5 s window, more than 1 % of the packets its
+//! mount in order, each packet's RTP timestamp (48 kHz) following the last by its duration
+//! (20 ms, 960, from most sources; 60 ms from the server's transcoder; read from the Opus TOC
+//! byte). A viewer is degraded when, in a 5 s window, more than 1 % of the packets its
 //! timestamps say were sent are missing, or a gap between two packets exceeds 200 ms. Payloads
 //! that carry a latency stamp ([`crate::whep::latency`]) give the viewer's mouth-to-ear latency.
 //! A viewer is only woken when its socket is readable or its own str0m timer is due (its
@@ -35,8 +36,10 @@ use str0m::{Candidate, Event, Input, Output, Rtc, RtcConfig};
 use crate::events::subscriber::unix_us;
 use crate::net::udp_batch::{bind_shared, send_from, RecvBatch};
 use crate::whep::latency::{read_stamp, LatencyHist};
+use throng_proto::opus_rtp::opus_packet_samples;
 
-/// RTP timestamp step of one 20 ms Opus packet at 48 kHz.
+/// RTP timestamp step of one 20 ms Opus packet at 48 kHz (the usual packet; the loss check
+/// reads each packet's own duration from its TOC byte).
 pub const TS_STEP: u64 = 960;
 
 /// Window over which loss and gaps are judged.
@@ -125,13 +128,17 @@ pub struct PacketTrack {
     pub windows: u64,
     last: Option<(u64, Instant)>,
     window_start: Option<(Instant, u64)>,
-    window_packets: u64,
+    /// Media time (48 kHz samples) the window's packets carried.
+    window_samples: u64,
     window_max_gap: Duration,
 }
 
 impl PacketTrack {
-    /// Takes a packet with 48 kHz RTP timestamp `ts` (extended) arriving at `at`.
-    pub fn packet(&mut self, ts: u64, at: Instant) {
+    /// Takes a packet with 48 kHz RTP timestamp `ts` (extended), `samples` (48 kHz) long,
+    /// arriving at `at`. A window's loss is the share of the media time its timestamps span
+    /// that no packet carried, so packets of any duration (20 ms from a source, 60 ms from the
+    /// server's transcoder) are judged alike.
+    pub fn packet(&mut self, ts: u64, samples: u32, at: Instant) {
         self.packets += 1;
         if let Some((last_ts, last_at)) = self.last {
             if ts <= last_ts {
@@ -143,11 +150,12 @@ impl PacketTrack {
         }
         self.last = Some((ts.max(self.last.map_or(0, |l| l.0)), at));
         let (start, first_ts) = *self.window_start.get_or_insert((at, ts));
-        self.window_packets += 1;
+        self.window_samples += u64::from(samples);
         if at.saturating_duration_since(start) >= WINDOW {
-            let expected = ts.saturating_sub(first_ts) / TS_STEP + 1;
-            let lost = expected.saturating_sub(self.window_packets);
-            let loss = lost as f64 / expected.max(1) as f64;
+            let end_ts = ts + u64::from(samples);
+            let expected = end_ts.saturating_sub(first_ts).max(1);
+            let lost = expected.saturating_sub(self.window_samples);
+            let loss = lost as f64 / expected as f64;
             self.windows += 1;
             self.loss_windows += u64::from(loss > MAX_LOSS);
             self.gap_windows += u64::from(self.window_max_gap > MAX_GAP);
@@ -155,8 +163,9 @@ impl PacketTrack {
             if loss > MAX_LOSS || self.window_max_gap > MAX_GAP {
                 self.degraded_windows += 1;
             }
-            self.window_start = Some((at, ts));
-            self.window_packets = 0;
+            // The next window starts where this packet's media ends.
+            self.window_start = Some((at, end_ts));
+            self.window_samples = 0;
             self.window_max_gap = Duration::ZERO;
         }
     }
@@ -547,7 +556,9 @@ impl Viewer {
         if first {
             self.first_packet = Some(now.saturating_duration_since(self.started));
         }
-        self.track.packet(ts, now);
+        // A payload without a readable TOC byte counts as a 20 ms packet.
+        let samples = opus_packet_samples(payload).unwrap_or(TS_STEP as u32);
+        self.track.packet(ts, samples, now);
         if let Some(stamp) = read_stamp(payload) {
             // Only audio sent after the viewer asked for it: older audio is buffering.
             if stamp >= self.started_unix {
@@ -993,12 +1004,29 @@ mod tests {
         let t0 = Instant::now();
         let mut t = PacketTrack::default();
         for i in 0..600u64 {
-            t.packet(1000 + i * TS_STEP, t0 + Duration::from_millis(i * 20));
+            t.packet(1000 + i * TS_STEP, 960, t0 + Duration::from_millis(i * 20));
         }
         t.finish(t0 + Duration::from_millis(599 * 20 + 10));
         assert_eq!(t.packets, 600);
         assert!(t.windows >= 2);
         assert!(!t.degraded(), "{t:?}");
+    }
+
+    #[test]
+    fn steady_60_ms_packets_are_healthy_and_one_lost_in_a_window_degrades() {
+        let t0 = Instant::now();
+        let mut t = PacketTrack::default();
+        for i in 0..300u64 {
+            t.packet(500 + i * 2880, 2880, t0 + Duration::from_millis(i * 60));
+        }
+        assert!(t.windows >= 3);
+        assert!(!t.degraded(), "{t:?}");
+        // One of about 83 packets in a window (1.2 % of its media) missing.
+        let mut l = PacketTrack::default();
+        for i in (0..300u64).filter(|i| *i != 150) {
+            l.packet(i * 2880, 2880, t0 + Duration::from_millis(i * 60));
+        }
+        assert_eq!(l.loss_windows, 1, "{l:?}");
     }
 
     #[test]
@@ -1010,7 +1038,7 @@ mod tests {
             if i % 100 < 3 {
                 continue;
             }
-            t.packet(i * TS_STEP, t0 + Duration::from_millis(i * 20));
+            t.packet(i * TS_STEP, 960, t0 + Duration::from_millis(i * 20));
         }
         assert!(t.degraded_windows > 0, "{t:?}");
     }
@@ -1021,12 +1049,12 @@ mod tests {
         let mut t = PacketTrack::default();
         for i in 0..300u64 {
             let late = if i >= 100 { 250 } else { 0 };
-            t.packet(i * TS_STEP, t0 + Duration::from_millis(i * 20 + late));
+            t.packet(i * TS_STEP, 960, t0 + Duration::from_millis(i * 20 + late));
         }
         assert!(t.degraded_windows > 0, "{t:?}");
         let mut r = PacketTrack::default();
-        r.packet(2 * TS_STEP, t0);
-        r.packet(TS_STEP, t0);
+        r.packet(2 * TS_STEP, 960, t0);
+        r.packet(TS_STEP, 960, t0);
         assert_eq!(r.out_of_order, 1);
         assert!(r.degraded());
     }
@@ -1035,7 +1063,7 @@ mod tests {
     fn a_viewer_that_went_silent_is_degraded() {
         let t0 = Instant::now();
         let mut t = PacketTrack::default();
-        t.packet(0, t0);
+        t.packet(0, 960, t0);
         t.finish(t0 + Duration::from_secs(1));
         assert!(t.degraded());
     }

@@ -145,6 +145,12 @@ pub struct WebrtcConfig {
     /// Address announced as the ICE candidate when it differs from `udp-listen` (behind NAT,
     /// or when listening on `0.0.0.0`); the port is `udp-listen`'s.
     pub public_address: Option<std::net::IpAddr>,
+    /// Duration of each Opus packet the transcoder writes for WebRTC viewers of MP3 and AAC
+    /// mounts, in ms: 20, 40, 60, 80, 100 or 120 (default `transcode::frames::DEFAULT_FRAME_MS`).
+    /// A viewer costs the server mostly per packet, so longer packets cost less, for their
+    /// length in latency. Ogg/Opus mounts keep their source's packets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transcode_frame_ms: Option<u32>,
 }
 
 impl WebrtcConfig {
@@ -844,6 +850,13 @@ impl Config {
         hls::check_seconds("hls.segment-seconds", Some(self.hls.segment_seconds))
             .and_then(|()| hls::check_window("hls.window", Some(self.hls.window)))
             .map_err(ConfigError::Invalid)?;
+        if let Some(ms) = self.webrtc.transcode_frame_ms {
+            if crate::transcode::frames::frame_samples(ms).is_none() {
+                return Err(ConfigError::Invalid(format!(
+                    "webrtc.transcode-frame-ms = {ms}: Opus packets of 20, 40, 60, 80, 100 or 120 ms only"
+                )));
+            }
+        }
         if let Some(db) = &self.ledger.database {
             LedgerDatabase::parse(db).map_err(ConfigError::Invalid)?;
         }

@@ -1,5 +1,5 @@
-//! The transcoder's pure parts (no I/O, no codec): decoded samples gathered into 20 ms Opus
-//! frames of 48 kHz stereo ([`Framer`]), the Ogg/Opus pages those frames are carried in
+//! The transcoder's pure parts (no I/O, no codec): decoded samples gathered into Opus frames
+//! of 48 kHz stereo, 20, 40 or 60 ms long ([`FrameMs`], [`Framer`]), the Ogg/Opus pages those frames are carried in
 //! ([`OggOpus`]: `OpusHead` and `OpusTags` as RFC 7845 §5 lays them out, one page per audio
 //! packet so a viewer gets each packet as soon as it is encoded), the encoder's packet buffer
 //! size ([`MAX_OPUS_PACKET`]) and the rate limit of the decoder's error log ([`LogLimit`]).
@@ -16,12 +16,41 @@ pub const OPUS_RATE: u32 = 48_000;
 /// Channels of the Opus stream: stereo (a mono source is duplicated on both).
 pub const CHANNELS: usize = 2;
 
-/// Samples per channel of one Opus frame: 20 ms at 48 kHz, WebRTC's usual packet time.
+/// Samples per channel of 20 ms at 48 kHz, WebRTC's usual Opus packet time.
 pub const FRAME_SAMPLES: usize = 960;
 
-/// Largest Opus packet of one frame, in bytes (RFC 6716 §3.2.1: a frame is at most 1,275
-/// bytes; the TOC byte and code 0 framing add one): the encoder's output buffer.
-pub const MAX_OPUS_PACKET: usize = 1276;
+/// The Opus packet durations the transcoder can write, in ms (`[webrtc] transcode-frame-ms`):
+/// the packet times libopus encodes from 20 ms up (`opus_encode`: 20, 40, 60, 80, 100 or
+/// 120 ms; a packet over 20 ms is several frames in one code 3 packet, RFC 6716 §3.2.5).
+/// Every WebRTC Opus decoder plays them (RFC 7587 §4.2: a packet may hold up to 120 ms).
+/// Longer packets mean fewer packets per viewer (the cost of a WHEP viewer is per packet: its
+/// SRTP, its str0m round, its datagram) at the price of their length in latency and in audio
+/// lost with a lost packet.
+pub const FRAME_MS_ALLOWED: [u32; 6] = [20, 40, 60, 80, 100, 120];
+
+/// The default Opus packet duration of a transcoded feed (ms), see [`FRAME_MS_ALLOWED`].
+pub const DEFAULT_FRAME_MS: u32 = 60;
+
+/// The encoder's output buffer, in bytes: libopus's recommended 4,000 (`opus.h`,
+/// `opus_encode`), room for three 1,275-byte frames and their code 3 framing (RFC 6716
+/// §3.2.1, §3.2.5).
+pub const MAX_OPUS_PACKET: usize = 4000;
+
+/// The most bytes one Opus packet of the transcoder may take, whatever its duration: passed to
+/// libopus as the packet's size limit (`max_data_bytes`, which caps the instantaneous
+/// bitrate), so that with the RTP header (12 bytes and its extensions) and the SRTP tag (16)
+/// a datagram stays under the 1,200 bytes WebRTC stacks assume a path carries unfragmented.
+/// At 96 kbit/s a 60 ms packet is about 720 bytes and an 80 ms one about 960: the cap binds
+/// only on peaks, or on average from 100 ms up.
+pub const MAX_RTP_OPUS_PAYLOAD: usize = 1100;
+
+/// Samples per channel at 48 kHz of an Opus frame of `frame_ms` ms, `None` when the duration
+/// is not one of [`FRAME_MS_ALLOWED`].
+pub fn frame_samples(frame_ms: u32) -> Option<usize> {
+    FRAME_MS_ALLOWED
+        .contains(&frame_ms)
+        .then_some(frame_ms as usize * OPUS_RATE as usize / 1000)
+}
 
 /// Appends `samples`, interleaved with `channels` channels, to `out` as interleaved stereo:
 /// mono is duplicated, channels past the second are dropped; zero channels append nothing.
@@ -42,13 +71,35 @@ pub fn to_stereo(samples: &[f32], channels: usize, out: &mut Vec<f32>) {
     }
 }
 
-/// Gathers decoded audio, any channel count, into 20 ms frames of interleaved 48 kHz stereo.
-#[derive(Debug, Default)]
+/// Gathers decoded audio, any channel count, into frames of interleaved 48 kHz stereo.
+#[derive(Debug)]
 pub struct Framer {
     pending: Vec<f32>,
+    /// Samples per channel of one frame.
+    frame: usize,
+}
+
+impl Default for Framer {
+    /// A framer of 20 ms frames ([`FRAME_SAMPLES`]).
+    fn default() -> Framer {
+        Framer::new(FRAME_SAMPLES)
+    }
 }
 
 impl Framer {
+    /// A framer of `frame` samples per channel per frame (at least 1).
+    pub fn new(frame: usize) -> Framer {
+        Framer {
+            pending: Vec::new(),
+            frame: frame.max(1),
+        }
+    }
+
+    /// Samples per channel of one frame.
+    pub fn frame_samples(&self) -> usize {
+        self.frame
+    }
+
     /// Appends `samples`, interleaved with `channels` channels (at 48 kHz), as stereo
     /// ([`to_stereo`]).
     pub fn push(&mut self, samples: &[f32], channels: usize) {
@@ -63,10 +114,10 @@ impl Framer {
         }
     }
 
-    /// The next whole frame ([`FRAME_SAMPLES`] × [`CHANNELS`] interleaved samples), removed
-    /// from the pending samples; `None` until one is complete.
+    /// The next whole frame ([`Self::frame_samples`] × [`CHANNELS`] interleaved samples),
+    /// removed from the pending samples; `None` until one is complete.
     pub fn next_frame(&mut self) -> Option<Vec<f32>> {
-        let n = FRAME_SAMPLES * CHANNELS;
+        let n = self.frame * CHANNELS;
         if self.pending.len() < n {
             return None;
         }
@@ -214,9 +265,29 @@ mod tests {
     }
 
     #[test]
-    fn an_encoder_packet_buffer_holds_the_largest_frame() {
-        // RFC 6716 §3.2.1: 1,275 bytes of frame plus the TOC byte.
-        assert_eq!(MAX_OPUS_PACKET, 1275 + 1);
+    fn frames_of_40_and_60_ms_and_nothing_else() {
+        assert_eq!(frame_samples(20), Some(960));
+        assert_eq!(frame_samples(40), Some(1920));
+        assert_eq!(frame_samples(60), Some(2880));
+        assert_eq!(frame_samples(120), Some(5760), "RFC 6716's longest packet");
+        for ms in [0, 10, 30, 50, 140, 240] {
+            assert_eq!(frame_samples(ms), None, "{ms} ms");
+        }
+        assert!(frame_samples(DEFAULT_FRAME_MS).is_some());
+        let mut f = Framer::new(2880);
+        f.push(&vec![0.5; 2 * 2000], 2);
+        assert!(f.next_frame().is_none());
+        f.push(&vec![0.5; 2 * 1000], 2);
+        assert_eq!(f.next_frame().expect("3000 pending").len(), 2880 * CHANNELS);
+        assert_eq!(f.pending(), 120);
+    }
+
+    #[test]
+    fn an_encoder_packet_buffer_holds_the_largest_packet() {
+        // RFC 6716 §3.2.1: 1,275 bytes per frame; §3.2.5: three of them in a code 3 packet.
+        assert!(MAX_OPUS_PACKET >= 3 * 1275 + 7);
+        assert!(MAX_RTP_OPUS_PAYLOAD + 12 + 16 + 32 <= 1200);
+        assert!(MAX_RTP_OPUS_PAYLOAD <= MAX_OPUS_PACKET);
         assert_eq!(FRAME_SAMPLES as u32 * 1000 / OPUS_RATE, 20);
     }
 

@@ -85,23 +85,39 @@ impl Drop for Transcoding {
 
 /// The running transcoders, by mount incarnation (`Mount::id`): each entry lives as long as a
 /// viewer holds its handle.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Transcoders {
     running: Mutex<HashMap<u64, Weak<Transcoding>>>,
     /// `throng_whep_transcoders`.
     gauge: Gauge,
     /// `throng_whep_transcode_skipped_total`.
     skipped: Counter,
+    /// Samples per channel (48 kHz) of each Opus packet written.
+    frame_samples: usize,
+}
+
+impl Default for Transcoders {
+    /// Unregistered metrics, packets of [`frames::DEFAULT_FRAME_MS`].
+    fn default() -> Transcoders {
+        Transcoders::new(Gauge::default(), Counter::default(), None)
+    }
 }
 
 impl Transcoders {
     /// No transcoder running yet; `gauge` (`throng_whep_transcoders`) counts those that run,
-    /// `skipped` (`throng_whep_transcode_skipped_total`) what their decoders refused.
-    pub fn new(gauge: Gauge, skipped: Counter) -> Transcoders {
+    /// `skipped` (`throng_whep_transcode_skipped_total`) what their decoders refused; each
+    /// writes Opus packets of `frame_ms` ms (`[webrtc] transcode-frame-ms`, one of
+    /// [`frames::FRAME_MS_ALLOWED`]; `None` or another value: [`frames::DEFAULT_FRAME_MS`]).
+    pub fn new(gauge: Gauge, skipped: Counter, frame_ms: Option<u32>) -> Transcoders {
+        let frame_samples = frame_ms
+            .and_then(frames::frame_samples)
+            .or_else(|| frames::frame_samples(frames::DEFAULT_FRAME_MS))
+            .unwrap_or(frames::FRAME_SAMPLES);
         Transcoders {
             running: Mutex::default(),
             gauge,
             skipped,
+            frame_samples,
         }
     }
 
@@ -131,9 +147,10 @@ impl Transcoders {
         });
         let m = mount.clone();
         let skipped = self.skipped.clone();
+        let frame_samples = self.frame_samples;
         std::thread::Builder::new()
             .name("transcode".into())
-            .spawn(move || pipeline::run(m, writer, stop, skipped))?;
+            .spawn(move || pipeline::run(m, writer, stop, skipped, frame_samples))?;
         tracing::info!(mount = %mount.name, "transcoder started for WebRTC viewers");
         self.gauge.inc();
         running.insert(mount.id, Arc::downgrade(&t));

@@ -26,7 +26,8 @@ use symphonia::core::io::{MediaSourceStream, MediaSourceStreamOptions, ReadOnlyS
 use throng_proto::format::Format;
 
 use super::frames::{
-    to_stereo, Framer, LogLimit, OggOpus, CHANNELS, FRAME_SAMPLES, MAX_OPUS_PACKET, OPUS_RATE,
+    to_stereo, Framer, LogLimit, OggOpus, CHANNELS, MAX_OPUS_PACKET, MAX_RTP_OPUS_PAYLOAD,
+    OPUS_RATE,
 };
 use super::source::QueueReader;
 use crate::mount::live::Mount;
@@ -68,11 +69,25 @@ enum Stop {
 /// Runs the transcoder of `mount` (MP3 or AAC) into `out` until the mount's feed ends or
 /// `stop` is set; the feed's queue is ended when it returns. `skipped`
 /// (`throng_whep_transcode_skipped_total`) counts the packets the decoder refused and the
-/// times the demuxer was opened again.
-pub fn run(mount: Arc<Mount>, mut out: QueueWriter, stop: Arc<AtomicBool>, skipped: Counter) {
+/// times the demuxer was opened again. Each Opus packet is `frame_samples` samples per channel
+/// at 48 kHz long (one of [`super::frames::frame_samples`]'s).
+pub fn run(
+    mount: Arc<Mount>,
+    mut out: QueueWriter,
+    stop: Arc<AtomicBool>,
+    skipped: Counter,
+    frame_samples: usize,
+) {
     let started = Instant::now();
     let mut counts = Counts::default();
-    let result = transcode(&mount, &mut out, &stop, &mut counts, &skipped);
+    let result = transcode(
+        &mount,
+        &mut out,
+        &stop,
+        &mut counts,
+        &skipped,
+        frame_samples,
+    );
     out.end();
     let why = match result {
         Err(Stop::End) | Ok(()) => "end of stream".to_owned(),
@@ -123,7 +138,11 @@ struct Encode {
 }
 
 impl Encode {
-    fn new(input_rate: u32, out: &mut QueueWriter) -> Result<Encode, opus::Error> {
+    fn new(
+        input_rate: u32,
+        frame_samples: usize,
+        out: &mut QueueWriter,
+    ) -> Result<Encode, opus::Error> {
         let mut encoder =
             opus::Encoder::new(OPUS_RATE, opus::Channels::Stereo, opus::Application::Audio)?;
         encoder.set_bitrate(opus::Bitrate::Bits(OPUS_BITRATE))?;
@@ -132,7 +151,7 @@ impl Encode {
         let headers = Arc::new(ogg.header_pages());
         out.push((*headers).clone(), true, Some(headers.clone()));
         Ok(Encode {
-            framer: Framer::default(),
+            framer: Framer::new(frame_samples),
             resampler: None,
             planar: [Vec::new(), Vec::new()],
             encoder,
@@ -184,11 +203,14 @@ impl Encode {
             }
         }
         while let Some(frame) = self.framer.next_frame() {
-            match self.encoder.encode_float(&frame, &mut self.packet) {
+            match self
+                .encoder
+                .encode_float(&frame, &mut self.packet[..MAX_RTP_OPUS_PAYLOAD])
+            {
                 Ok(len) => {
                     let page = self
                         .ogg
-                        .audio_page(&self.packet[..len], FRAME_SAMPLES as u32);
+                        .audio_page(&self.packet[..len], self.framer.frame_samples() as u32);
                     out.push(page, false, Some(self.headers.clone()));
                     counts.packets += 1;
                 }
@@ -205,6 +227,7 @@ fn transcode(
     stop: &Arc<AtomicBool>,
     counts: &mut Counts,
     skipped: &Counter,
+    frame_samples: usize,
 ) -> Result<(), Stop> {
     let format = mount.settings.format;
     let source = QueueReader::new(mount.queue.clone(), stop.clone());
@@ -325,7 +348,7 @@ fn transcode(
         to_stereo(sb.samples(), channels, &mut stereo);
         let enc = match encode.as_mut() {
             Some(e) => e,
-            None => encode.insert(Encode::new(spec.rate, out)?),
+            None => encode.insert(Encode::new(spec.rate, frame_samples, out)?),
         };
         enc.push(&stereo, spec.rate, out, counts);
     }

@@ -49,8 +49,9 @@ pub fn chromium_or_skip() -> Option<PathBuf> {
     path
 }
 
-/// A JS promise of the inbound-rtp audio stats (`{ received, lost }`, or `null` before there
-/// are any) of the `RTCPeerConnection` that the JS expression `pc` names (`null` too while
+/// A JS promise of the inbound-rtp audio stats (`{ received, lost, samples, concealed }`:
+/// packets received and lost, samples decoded for output and those of them concealment made
+/// up, at the track's rate; or `null` before there are any) of the `RTCPeerConnection` that the JS expression `pc` names (`null` too while
 /// that is not set).
 pub fn inbound_audio_stats(pc: &str) -> String {
     format!(
@@ -60,7 +61,8 @@ pub fn inbound_audio_stats(pc: &str) -> String {
         let o = null;
         (await pc.getStats()).forEach(r => {{
             if (r.type === 'inbound-rtp' && r.kind === 'audio') {{
-                o = {{ received: r.packetsReceived, lost: r.packetsLost }};
+                o = {{ received: r.packetsReceived, lost: r.packetsLost,
+                      samples: r.totalSamplesReceived, concealed: r.concealedSamples }};
             }}
         }});
         return o;

@@ -26,6 +26,9 @@ pub(crate) struct Viewer {
     pub(crate) packets: Vec<(u64, Instant)>,
     /// The payload size of each packet in `packets`, in bytes.
     pub(crate) sizes: Vec<usize>,
+    /// The play time of each packet in `packets`, 48 kHz samples (from its TOC byte, RFC 6716
+    /// §3.1; 0 when unreadable).
+    pub(crate) samples: Vec<u32>,
     pub(crate) connected: bool,
     /// The UDP port of the server's ICE candidate in the answer (its engine's port).
     engine_port: Option<u16>,
@@ -98,6 +101,7 @@ impl Viewer {
             resource,
             packets: Vec::new(),
             sizes: Vec::new(),
+            samples: Vec::new(),
             connected: false,
             engine_port,
         }
@@ -108,21 +112,24 @@ impl Viewer {
         let end = Instant::now() + d;
         let mut buf = vec![0u8; 2000];
         while Instant::now() < end {
-            let (connected, packets, sizes) =
-                (&mut self.connected, &mut self.packets, &mut self.sizes);
+            let (connected, packets, sizes, samples) = (
+                &mut self.connected,
+                &mut self.packets,
+                &mut self.sizes,
+                &mut self.samples,
+            );
             client_turn(&mut self.rtc, &self.socket, &mut buf, end, |e| match e {
                 Event::Connected => *connected = true,
                 Event::MediaData(m) => {
                     packets.push((m.time.numer(), Instant::now()));
                     sizes.push(m.data.len());
+                    samples.push(throng_proto::opus_rtp::opus_packet_samples(&m.data).unwrap_or(0));
                 }
                 _ => {}
             });
         }
     }
 
-    /// Packets received since index `from`: count, and whether each timestamp follows the
-    /// previous by one 20 ms frame (960 at 48 kHz).
     /// The longest time between two packets' arrivals from packet `from` on.
     fn longest_gap_since(&self, from: usize) -> Duration {
         self.packets[from.min(self.packets.len())..]
@@ -132,10 +139,25 @@ impl Viewer {
             .unwrap_or_default()
     }
 
+    /// Packets received since index `from`: count, and whether each timestamp follows the
+    /// previous by that packet's play time (960 at 48 kHz for a 20 ms packet).
     pub(crate) fn check_in_order(&self, from: usize) -> (usize, bool) {
-        let p = &self.packets[from.min(self.packets.len())..];
-        let ordered = p.windows(2).all(|w| w[1].0.wrapping_sub(w[0].0) == 960);
+        let from = from.min(self.packets.len());
+        let p = &self.packets[from..];
+        let ordered = p
+            .windows(2)
+            .zip(&self.samples[from..])
+            .all(|(w, n)| *n > 0 && w[1].0.wrapping_sub(w[0].0) == u64::from(*n));
         (p.len(), ordered)
+    }
+
+    /// The play time of the packets received since index `from`, in ms.
+    pub(crate) fn played_ms_since(&self, from: usize) -> u64 {
+        let n: u64 = self.samples[from.min(self.samples.len())..]
+            .iter()
+            .map(|n| u64::from(*n))
+            .sum();
+        n / 48
     }
 }
 

@@ -39,15 +39,15 @@ use str0m::media::{MediaKind, Mid, Pt};
 use str0m::net::{Protocol, Receive};
 use str0m::rtp::{Extension, RtpWrite, SeqNo};
 use str0m::{Candidate, Event, IceConnectionState, Input, Output, Rtc};
-use throng_proto::opus_rtp::{OpusPacket, RtpClock};
+use throng_proto::opus_rtp::{opus_packet_samples, OpusPacket, RtpClock};
 
 use super::batch::SendBatch;
 use super::pages::FeedPages;
 use super::routing::{stun_local_ufrag, Route, Routes};
 use super::schedule::{connect_timed_out, on_timeout, past_deadline, LoopSchedule, TimeoutStep};
 use super::shared::{
-    session_id, set_degraded, timeout_rounds, Created, EngineShared, NewViewer, Pacer,
-    ViewerHealth, WhepError,
+    deferred_timeout, session_id, set_degraded, timeout_rounds, Created, EngineShared, NewViewer,
+    Pacer, ViewerHealth, WhepError,
 };
 use super::timers::Timers;
 use crate::audience::follow::{self, FollowerView, JoinAt, MountView, MoveFilter, Step};
@@ -302,6 +302,9 @@ struct Session {
     /// Packets read but not yet due (extended RTP timestamp, payload).
     outbox: VecDeque<(u64, Arc<[u8]>)>,
     pacer: Pacer,
+    /// How long the last packet written plays (its deferred timeout round waits two of them,
+    /// [`deferred_timeout`]).
+    packet_time: Duration,
     /// When the follower first saw the mount's feed ended (`None` while live).
     ended_since: Option<Instant>,
     /// A move waiting for the next media pass (`moveclients`, `fallback-override`).
@@ -613,6 +616,7 @@ impl Engine {
             answer_bytes: answer.len() as u64,
             outbox: VecDeque::new(),
             pacer: Pacer::default(),
+            packet_time: Duration::from_millis(20),
             ended_since: None,
             moving: None,
             peer: viewer.peer,
@@ -671,9 +675,10 @@ impl Engine {
         }
         let mut now = now;
         let mut rounds = timeout_rounds(s.connected, written);
+        let defer = deferred_timeout(s.packet_time);
         loop {
             match s.rtc.poll_output() {
-                Ok(Output::Timeout(t)) => match on_timeout(t, now, rounds) {
+                Ok(Output::Timeout(t)) => match on_timeout(t, now, rounds, defer) {
                     TimeoutStep::Wait(at) => return Some(at),
                     TimeoutStep::Defer(at) => {
                         self.stats.timeouts_deferred += 1;
@@ -855,6 +860,9 @@ impl Engine {
                     break;
                 };
                 s.sent += data.len() as u64;
+                if let Some(n) = opus_packet_samples(&data) {
+                    s.packet_time = Duration::from_micros(u64::from(n) * 1000 / 48);
+                }
                 self.stats.packets += 1;
                 wrote += 1;
                 tx.write_rtp(RtpWrite::new(pt, SeqNo::from(s.seq), ext as u32, now, data));

@@ -82,7 +82,8 @@ impl std::fmt::Debug for EngineShared {
 
 impl WhepEngine {
     /// Starts `count` engines (at least one), engine `i` bound to [`engine_addr`]`(listen,
-    /// i)`; `public` replaces the address in the ICE candidates.
+    /// i)`; `public` replaces the address in the ICE candidates; `transcode_frame_ms` is the
+    /// Opus packet duration of transcoded feeds (`[webrtc] transcode-frame-ms`).
     ///
     /// Errors: a socket cannot be bound (the port range is taken or past 65535) or a thread
     /// cannot start.
@@ -93,6 +94,7 @@ impl WhepEngine {
         registry: Arc<Registry>,
         metrics: Arc<Metrics>,
         access_log: AccessLog,
+        transcode_frame_ms: Option<u32>,
     ) -> std::io::Result<WhepEngine> {
         // The pure-Rust crypto backend (a no-op when one is installed already).
         str0m::crypto::from_feature_flags().install_process_default();
@@ -105,6 +107,7 @@ impl WhepEngine {
             transcoders: Arc::new(crate::transcode::Transcoders::new(
                 metrics.whep_transcoders.clone(),
                 metrics.whep_transcode_skipped.clone(),
+                transcode_frame_ms,
             )),
             metrics,
             divert: Arc::default(),

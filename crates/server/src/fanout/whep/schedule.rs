@@ -2,8 +2,9 @@
 //! ([`LoopSchedule`]: the [`MEDIA_TICK`] media pass keeping its phase, restarted after a pass
 //! later than a whole tick, the [`HEALTH_INTERVAL`] health pass, the next wake-up given the
 //! sessions' earliest str0m timeout), what one drive does with the timeout str0m asks for
-//! ([`on_timeout`]: wait for it, run a round, or defer it by [`DEFERRED_TIMEOUT`] once the
-//! drive's rounds, [`super::shared::timeout_rounds`], are spent), and whether a session is
+//! ([`on_timeout`]: wait for it, run a round, or defer it, by two packets' time
+//! ([`super::shared::deferred_timeout`]), once the drive's rounds,
+//! [`super::shared::timeout_rounds`], are spent), and whether a session is
 //! over ([`connect_timed_out`], [`past_deadline`]).
 //!
 //! Nothing here reads the clock, touches a socket or allocates: `engine.rs` reads the clock in
@@ -11,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::shared::{CONNECT_TIMEOUT, DEFERRED_TIMEOUT, HEALTH_INTERVAL, MEDIA_TICK};
+use super::shared::{CONNECT_TIMEOUT, HEALTH_INTERVAL, MEDIA_TICK};
 
 /// The engine loop's timers: the next media pass and the next health pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,12 +83,13 @@ pub enum TimeoutStep {
 }
 
 /// The step for str0m's timeout `at` at `now`, with `rounds_left` `handle_timeout` rounds left
-/// in this drive ([`super::shared::timeout_rounds`]).
-pub fn on_timeout(at: Instant, now: Instant, rounds_left: usize) -> TimeoutStep {
+/// in this drive ([`super::shared::timeout_rounds`]); a round left over waits `defer`
+/// ([`super::shared::deferred_timeout`]).
+pub fn on_timeout(at: Instant, now: Instant, rounds_left: usize, defer: Duration) -> TimeoutStep {
     if at > now {
         TimeoutStep::Wait(at)
     } else if rounds_left == 0 {
-        TimeoutStep::Defer(now + DEFERRED_TIMEOUT)
+        TimeoutStep::Defer(now + defer)
     } else {
         TimeoutStep::Round
     }
@@ -187,23 +189,25 @@ mod tests {
         );
     }
 
+    const D: Duration = Duration::from_millis(120);
+
     #[test]
     fn a_drive_runs_due_rounds_until_they_are_spent() {
         let t0 = Instant::now();
         assert_eq!(
-            on_timeout(ms(t0, 5), t0, 0),
+            on_timeout(ms(t0, 5), t0, 0, D),
             TimeoutStep::Wait(ms(t0, 5)),
             "not due: wait, spent or not"
         );
         assert_eq!(
-            on_timeout(ms(t0, 5), t0, usize::MAX),
+            on_timeout(ms(t0, 5), t0, usize::MAX, D),
             TimeoutStep::Wait(ms(t0, 5))
         );
-        assert_eq!(on_timeout(t0, t0, 1), TimeoutStep::Round, "due at now");
-        assert_eq!(on_timeout(t0, ms(t0, 3), usize::MAX), TimeoutStep::Round);
+        assert_eq!(on_timeout(t0, t0, 1, D), TimeoutStep::Round, "due at now");
+        assert_eq!(on_timeout(t0, ms(t0, 3), usize::MAX, D), TimeoutStep::Round);
         assert_eq!(
-            on_timeout(t0, ms(t0, 3), 0),
-            TimeoutStep::Defer(ms(t0, 3) + DEFERRED_TIMEOUT)
+            on_timeout(t0, ms(t0, 3), 0, D),
+            TimeoutStep::Defer(ms(t0, 3) + D)
         );
     }
 

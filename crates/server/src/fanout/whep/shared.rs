@@ -80,10 +80,22 @@ impl ViewerHealth {
 }
 
 /// How long a connected session's `handle_timeout` may wait when a media drive left it due
-/// ([`timeout_rounds`]): two 20 ms Opus packets, so the next media write drives the
+/// ([`timeout_rounds`]), at least: two 20 ms Opus packets, so the next media write drives the
 /// session (and runs that round) before this deadline does; nothing else str0m schedules for
-/// an audio sender (RTCP reports, ICE keep-alives, stats) minds 40 ms.
+/// an audio sender (RTCP reports, ICE keep-alives, stats) minds 40 ms. Longer packets wait
+/// longer ([`deferred_timeout`]).
 pub const DEFERRED_TIMEOUT: Duration = Duration::from_millis(40);
+
+/// The most a deferred `handle_timeout` round waits (two 120 ms packets, Opus's longest).
+pub const DEFERRED_TIMEOUT_MAX: Duration = Duration::from_millis(240);
+
+/// How long the deferred round of a session whose last packet played `packet` waits: two
+/// packets' time, so the next media write runs it (a timer drive of its own would double the
+/// drives of a session of 60 ms packets), within [`DEFERRED_TIMEOUT`] and
+/// [`DEFERRED_TIMEOUT_MAX`].
+pub fn deferred_timeout(packet: Duration) -> Duration {
+    (2 * packet).clamp(DEFERRED_TIMEOUT, DEFERRED_TIMEOUT_MAX)
+}
 
 /// How many `handle_timeout` rounds one drive of a session may run before it stops and leaves
 /// the next for [`DEFERRED_TIMEOUT`] later: unbounded (`usize::MAX`) while the session is still
@@ -332,6 +344,16 @@ mod tests {
         assert_eq!(timeout_rounds(true, 1), 1);
         assert_eq!(timeout_rounds(true, 5), 5, "a burst: one round per packet");
         assert!(DEFERRED_TIMEOUT >= 2 * Duration::from_millis(20));
+    }
+
+    #[test]
+    fn a_deferred_round_waits_two_packets_so_the_next_write_runs_it() {
+        let ms = Duration::from_millis;
+        assert_eq!(deferred_timeout(ms(20)), ms(40));
+        assert_eq!(deferred_timeout(ms(60)), ms(120));
+        assert_eq!(deferred_timeout(ms(120)), ms(240));
+        assert_eq!(deferred_timeout(ms(5)), DEFERRED_TIMEOUT, "at least");
+        assert_eq!(deferred_timeout(ms(500)), DEFERRED_TIMEOUT_MAX, "at most");
     }
 
     #[test]
