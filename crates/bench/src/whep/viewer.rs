@@ -7,7 +7,9 @@
 //! mount in order at 50 per second (20 ms frames: the RTP timestamp advances 960 at 48 kHz per
 //! packet). A viewer is degraded when, in a 5 s window, more than 1 % of the packets its
 //! timestamps say were sent are missing, or a gap between two packets exceeds 200 ms. Payloads
-//! that carry a latency stamp ([`crate::whep::latency`]) give the viewer's mouth-to-ear latency.
+//! that carry a latency stamp ([`crate::whep::latency`]) give the viewer's mouth-to-ear latency;
+//! with a burst schedule in its spec (`--latency-bursts`), the onsets of the tone bursts in the
+//! payload sizes do instead ([`crate::whep::bursts`]).
 //! A viewer is only woken when its socket is readable or its own str0m timer is due (its
 //! socket then read with one `recvmmsg`, [`crate::net::udp_batch`]), and its client negotiates no
 //! TWCC feedback, shares its thread's DTLS certificate and runs in str0m's RTP mode: each SRTP
@@ -20,6 +22,7 @@ use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
@@ -34,6 +37,7 @@ use str0m::{Candidate, Event, Input, Output, Rtc, RtcConfig};
 
 use crate::events::subscriber::unix_us;
 use crate::net::udp_batch::{bind_shared, send_from, RecvBatch};
+use crate::whep::bursts::{BurstMeter, BurstSchedule};
 use crate::whep::latency::{read_stamp, LatencyHist};
 
 /// RTP timestamp step of one 20 ms Opus packet at 48 kHz.
@@ -86,10 +90,20 @@ pub struct WhepArgs {
     #[arg(long, value_name = "URL")]
     #[serde(skip)]
     pub latency_source: Option<String>,
-    /// With `--latency-source`: ICY listeners of the probe mount measuring the same latency.
+    /// With `--latency-source`: ICY listeners of the probe mount measuring the same latency
+    /// (not with `--latency-bursts`).
     #[arg(long, default_value_t = 4)]
     #[serde(skip)]
     pub latency_icy: u32,
+    /// With `--latency-source` naming an MP3 mount: push this MP3 file of tone bursts (a burst
+    /// at the start of every whole second of its media, silence between; looped) in real time
+    /// instead of stamped Opus. The server transcodes the mount to Opus for its WHEP viewers,
+    /// who hear each burst begin as a large Opus packet after small ones; the delay from the
+    /// source writing the burst's MP3 frame to that packet's arrival is the latency (an upper
+    /// bound: it includes the MP3 encoder's delay). ICY latency is not measured then.
+    #[arg(long, value_name = "FILE.mp3", requires = "latency_source")]
+    #[serde(skip)]
+    pub latency_bursts: Option<std::path::PathBuf>,
 }
 
 impl Default for WhepArgs {
@@ -100,6 +114,7 @@ impl Default for WhepArgs {
             whep_threads: 1,
             latency_source: None,
             latency_icy: 4,
+            latency_bursts: None,
         }
     }
 }
@@ -202,6 +217,10 @@ pub struct WhepSpec {
     pub start_unix_ms: u64,
     /// Driving threads in this worker.
     pub threads: u32,
+    /// With `--latency-bursts`: when the parent's burst source writes each burst, for the
+    /// viewers' onsets to be matched against.
+    #[serde(default)]
+    pub bursts: Option<BurstSchedule>,
 }
 
 impl WhepSpec {
@@ -351,6 +370,8 @@ struct Viewer {
     /// When the datagram being handled reached the host (monotonic, and µs since the Unix
     /// epoch), if the kernel said.
     arrival: Option<(Instant, u64)>,
+    /// With `--latency-bursts`: the run's burst schedule and this viewer's onset meter.
+    bursts: Option<(Arc<BurstSchedule>, BurstMeter)>,
 }
 
 /// POSTs an SDP offer to `path` on `addr`; returns the SDP answer. Errors: the connection,
@@ -405,11 +426,13 @@ impl Viewer {
 
     /// Sets up a viewer of `t` from address `bind`: on its own socket, or on the thread's
     /// `shared` socket (its descriptor and port) as `bind`:port.
+    /// With `bursts`, the viewer measures latency from tone-burst onsets.
     fn connect(
         config: &RtcConfig,
         t: &Target,
         bind: Ipv4Addr,
         shared: Option<(RawFd, u16)>,
+        bursts: Option<Arc<BurstSchedule>>,
     ) -> anyhow::Result<Viewer> {
         let started = Instant::now();
         let started_unix = unix_us();
@@ -442,6 +465,7 @@ impl Viewer {
             hold_base: None,
             failed: false,
             arrival: None,
+            bursts: bursts.map(|b| (b, BurstMeter::new(started_unix))),
         })
     }
 
@@ -548,7 +572,11 @@ impl Viewer {
             self.first_packet = Some(now.saturating_duration_since(self.started));
         }
         self.track.packet(ts, now);
-        if let Some(stamp) = read_stamp(payload) {
+        if let Some((schedule, meter)) = &mut self.bursts {
+            if let Some((onset, burst)) = meter.packet(schedule, payload.len(), now_unix_us) {
+                latency.record(onset, burst);
+            }
+        } else if let Some(stamp) = read_stamp(payload) {
             // Only audio sent after the viewer asked for it: older audio is buffering.
             if stamp >= self.started_unix {
                 latency.record(now_unix_us, stamp);
@@ -606,9 +634,11 @@ fn drive_thread(
     };
     // CONNECTORS threads POST this thread's offers (global ids in ramp order), so one slow
     // answer does not hold up the ramp.
+    let bursts = spec.bursts.clone().map(Arc::new);
     let connectors: Vec<_> = (0..CONNECTORS)
         .map(|c| {
             let (targets, binds, tx) = (targets.to_vec(), binds.to_vec(), tx.clone());
+            let bursts = bursts.clone();
             std::thread::spawn(move || {
                 let config = Viewer::config();
                 let mut local = thread + threads * c;
@@ -626,7 +656,7 @@ fn drive_thread(
                     } else {
                         Ipv4Addr::UNSPECIFIED
                     };
-                    let v = Viewer::connect(&config, t, bind, shared)
+                    let v = Viewer::connect(&config, t, bind, shared, bursts.clone())
                         .map_err(|e| format!("whep viewer {id}: {e}"));
                     if tx.send(v).is_err() {
                         break;
