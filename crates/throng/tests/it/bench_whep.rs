@@ -153,3 +153,83 @@ fn whep_bench_over_two_workers_reports_latency() {
         "{show}"
     );
 }
+
+/// Issue 25: mouth-to-ear latency of WHEP viewers of an MP3 mount, which the server transcodes
+/// to Opus. The bench is the live MP3 mount's source (`--latency-bursts`: an MP3 file of tone
+/// bursts made by ffmpeg, 200 ms of 1 kHz tone at the start of every second, pushed in real
+/// time and looped), and its viewers, in two worker processes, time each burst's onset from the
+/// Opus packet sizes: the report gives burst latency for the viewers (a generous bound: a
+/// debug-build bench on a loaded machine), none for ICY, and the summary says what it is.
+#[test]
+fn whep_bench_times_tone_bursts_through_the_mp3_transcoder() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let bursts = dir.path().join("bursts.mp3");
+    let made = Command::new("ffmpeg")
+        .args(["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i"])
+        .arg("aevalsrc='if(lt(mod(t,1),0.2),0.5*sin(2*PI*1000*t),0)':s=44100:c=stereo")
+        .args(["-t", "6", "-c:a", "libmp3lame", "-b:a", "64k", "-write_xing", "0"])
+        .arg(&bursts)
+        .status()
+        .expect("ffmpeg is installed by scripts/install-deps.sh");
+    assert!(made.success());
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = udp.local_addr().unwrap().port();
+    drop(udp);
+    let config = dir.path().join("throng.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "listen = [\"127.0.0.1:0\"]\n[authentication]\nsource-password = \"pw\"\nadmin-password = \"adminpw\"\n[webrtc]\nudp-listen = \"127.0.0.1:{port}\"\n"
+        ),
+    )
+    .unwrap();
+    let (mut child, addr, _) = crate::support::spawn_serve(["-c".as_ref(), config.as_os_str()]);
+    let out = Command::new(env!("CARGO_BIN_EXE_throng"))
+        .args([
+            "bench",
+            "run",
+            "--whep",
+            &format!("http://{addr}/whep/bursts.mp3"),
+        ])
+        .args(["--latency-source", &format!("http://{addr}/bursts.mp3")])
+        .arg("--latency-bursts")
+        .arg(&bursts)
+        .args(["--source-password", "pw", "--workers", "2"])
+        .args(["-n", "4", "--ramp", "20", "--hold", "8s", "--no-progress", "--out"])
+        .arg(dir.path().join("out"))
+        .output()
+        .expect("running throng bench");
+    let _ = (child.kill(), child.wait());
+    let show = format!(
+        "{:?}\n{}\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = std::fs::read_to_string(dir.path().join("out").join("report-whep.json"))
+        .unwrap_or_else(|e| panic!("no report ({e}): {show}"));
+    let n = |k: &str| json_number(&report, k);
+    assert_eq!(n("receiving"), Some(4.0), "{report}");
+    assert!(report.contains("\"latency_bursts\": true"), "{report}");
+    // About one burst a second per viewer over the hold (the first after each viewer asked).
+    let samples = n("latency_samples").unwrap_or(0.0);
+    assert!(samples >= 12.0, "burst onsets heard: {report}");
+    let p50 = n("latency_p50_ms").unwrap_or_else(|| panic!("no latency: {report}"));
+    let max = n("latency_max_ms").unwrap_or_else(|| panic!("no latency max: {report}"));
+    assert!(p50 > 0.0 && p50 < 2000.0 && p50 <= max, "{report}");
+    assert_eq!(n("icy_latency_p50_ms"), None, "{report}");
+    assert!(n("latency_source_late_max_ms").is_some(), "{report}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("mouth-to-ear latency, WHEP (MP3 tone bursts, an upper bound): p50"),
+        "{show}"
+    );
+    eprintln!(
+        "{}",
+        stdout
+            .lines()
+            .filter(|l| l.contains("latency"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
