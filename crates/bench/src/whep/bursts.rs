@@ -117,7 +117,10 @@ mod tests {
         // 0 s in frame 0; 1 s in frame 38 (992,636 to 1,018,758); 2 s in frame 76.
         assert_eq!(offsets, vec![0, 38 * 26_122, 76 * 26_122]);
         // A frame ending exactly at a second does not hold it; the next one does.
-        assert_eq!(burst_offsets(&[500_000, 500_000, 500_000]).0, vec![0, 1_000_000]);
+        assert_eq!(
+            burst_offsets(&[500_000, 500_000, 500_000]).0,
+            vec![0, 1_000_000]
+        );
         assert_eq!(burst_offsets(&[]), (vec![], 0));
     }
 

@@ -101,7 +101,10 @@ mod tests {
 
     fn onsets(packets: &[(usize, u64)]) -> Vec<u64> {
         let mut d = OnsetDetector::new();
-        packets.iter().filter_map(|&(s, t)| d.packet(s, t)).collect()
+        packets
+            .iter()
+            .filter_map(|&(s, t)| d.packet(s, t))
+            .collect()
     }
 
     #[test]

@@ -23,8 +23,8 @@ use crate::events::subscriber::unix_us;
 use crate::net::url::HttpUrl;
 use crate::source::{await_accept, load_frames, AcceptError, SourceError, SourceMethod};
 use crate::whep::bursts::{burst_offsets, BurstSchedule, BURST_PERIOD_US};
-use throng_proto::format::Format;
 use crate::whep::latency::{audio_page, header_pages, scan_stamps, LatencyHist, PACKET_US};
+use throng_proto::format::Format;
 
 /// A running probe source.
 pub struct ProbeSource {
@@ -214,7 +214,11 @@ impl LatencySource {
     pub fn start(c: &ProbeConfig) -> Result<LatencySource, SourceError> {
         Ok(match &c.bursts {
             Some(file) => LatencySource::Bursts(BurstSource::start(
-                &c.url, &c.user, &c.password, c.method, file,
+                &c.url,
+                &c.user,
+                &c.password,
+                c.method,
+                file,
             )?),
             None => {
                 LatencySource::Stamps(ProbeSource::start(&c.url, &c.user, &c.password, c.method)?)

@@ -86,7 +86,8 @@ pub struct WhepArgs {
     /// with `--source-user`, `--source-password`, `--source-method`): one 20 ms Opus packet
     /// per Ogg page, each stamped with its send time, so viewers of the mount's WHEP endpoint
     /// (`--whep`) and `--latency-icy` ICY listeners of the mount report mouth-to-ear latency.
-    /// Without `--whep` the run's listeners load the mount and the ICY probes measure.
+    /// Without `--whep` the run's listeners load the mount and the ICY probes measure. With
+    /// `--latency-bursts` the mount is an MP3 one fed with tone bursts instead.
     #[arg(long, value_name = "URL")]
     #[serde(skip)]
     pub latency_source: Option<String>,

@@ -167,7 +167,16 @@ fn whep_bench_times_tone_bursts_through_the_mp3_transcoder() {
     let made = Command::new("ffmpeg")
         .args(["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i"])
         .arg("aevalsrc='if(lt(mod(t,1),0.2),0.5*sin(2*PI*1000*t),0)':s=44100:c=stereo")
-        .args(["-t", "6", "-c:a", "libmp3lame", "-b:a", "64k", "-write_xing", "0"])
+        .args([
+            "-t",
+            "6",
+            "-c:a",
+            "libmp3lame",
+            "-b:a",
+            "64k",
+            "-write_xing",
+            "0",
+        ])
         .arg(&bursts)
         .status()
         .expect("ffmpeg is installed by scripts/install-deps.sh");
@@ -195,7 +204,16 @@ fn whep_bench_times_tone_bursts_through_the_mp3_transcoder() {
         .arg("--latency-bursts")
         .arg(&bursts)
         .args(["--source-password", "pw", "--workers", "2"])
-        .args(["-n", "4", "--ramp", "20", "--hold", "8s", "--no-progress", "--out"])
+        .args([
+            "-n",
+            "4",
+            "--ramp",
+            "20",
+            "--hold",
+            "8s",
+            "--no-progress",
+            "--out",
+        ])
         .arg(dir.path().join("out"))
         .output()
         .expect("running throng bench");
