@@ -553,6 +553,18 @@ mod tests {
         let s = summary_text(&r);
         assert!(s.contains("WHEP: p50 40.0 ms"), "{s}");
         assert!(s.ends_with("verdict: PASS"), "{s}");
+        let bursts = WhepSummary {
+            latency_bursts: true,
+            latency_source_late_max_ms: Some(0.4),
+            ..r.clone()
+        };
+        let s = summary_text(&bursts);
+        assert!(
+            s.contains("WHEP (MP3 tone bursts, an upper bound): p50 40.0 ms")
+                && s.contains("10 burst onsets; the source wrote up to 0.4 ms late")
+                && s.contains("ICY: not measured"),
+            "{s}"
+        );
         let bad = WhepSummary { degraded: 1, ..r };
         assert!(!bad.pass());
     }

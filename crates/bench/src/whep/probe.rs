@@ -436,3 +436,40 @@ pub struct ProbeConfig {
     /// is then an MP3 mount).
     pub bursts: Option<PathBuf>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n` MPEG-1 layer III frames of 128 kbit/s at 44.1 kHz (417 bytes, 26.1 ms each), zeros
+    /// after each header.
+    fn mp3_frames(n: usize) -> Vec<u8> {
+        let mut f = vec![0u8; 417];
+        f[..4].copy_from_slice(&[0xFF, 0xFB, 0x90, 0x64]);
+        f.repeat(n)
+    }
+
+    #[test]
+    fn a_burst_file_must_be_mp3_and_a_second_long_before_any_connection() {
+        let dir = std::env::temp_dir().join(format!("throng-bursts-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let short = dir.join("short.mp3");
+        std::fs::write(&short, mp3_frames(20)).unwrap();
+        let ogg = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../assets/test-tone.opus");
+        // Port 9 on loopback: nothing listens, so only a refused file gets past this far.
+        let url = "http://127.0.0.1:9/bursts.mp3";
+        for f in [&short, &ogg] {
+            let e = BurstSource::start(url, "source", "pw", SourceMethod::Put, f).err();
+            assert!(
+                matches!(e, Some(SourceError::BadBurstFile(_))),
+                "{f:?}: {e:?}"
+            );
+        }
+        let long = dir.join("long.mp3");
+        std::fs::write(&long, mp3_frames(80)).unwrap();
+        let e = BurstSource::start(url, "source", "pw", SourceMethod::Put, &long).err();
+        assert!(matches!(e, Some(SourceError::Io { .. })), "{e:?}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
