@@ -33,7 +33,7 @@ pub struct WhepSummary {
     /// Setup time, 99th percentile (ms).
     pub setup_p99_ms: f64,
     /// Packets received per viewer per second over the hold (each viewer from the hold start
-    /// or its first packet; expected 50).
+    /// or its first packet; expected 50 with 20 ms packets).
     pub packets_per_viewer_second: f64,
     /// Mouth-to-ear latency (source write to viewer receipt) over every stamped packet of
     /// every viewer, median (ms); `None` without `--latency-source`. With `--latency-bursts`,

@@ -4,9 +4,11 @@
 //! [`crate::run::whep`]). Each viewer POSTs an SDP offer to a WHEP endpoint
 //! (`http://host:port/whep/<mount>`, on a connector thread so blocking requests never hold up
 //! the viewers playing), completes ICE and DTLS, and must then receive the Opus packets of the
-//! mount in order at 50 per second (20 ms frames: the RTP timestamp advances 960 at 48 kHz per
-//! packet). A viewer is degraded when, in a 5 s window, more than 1 % of the packets its
-//! timestamps say were sent are missing, or a gap between two packets exceeds 200 ms. Payloads
+//! mount in order at their pace (50 per second for 20 ms frames: the RTP timestamp advances 960
+//! at 48 kHz per packet; each packet's duration is read from its Opus TOC byte, so 40 or 60 ms
+//! frames are judged by theirs). A viewer is degraded when, in a 5 s window, more than 1 % of
+//! the packets its timestamps say were sent are missing, or a gap between two packets exceeds
+//! 200 ms. Payloads
 //! that carry a latency stamp ([`crate::whep::latency`]) give the viewer's mouth-to-ear latency;
 //! with a burst schedule in its spec (`--latency-bursts`), the onsets of the tone bursts in the
 //! payload sizes do instead ([`crate::whep::bursts`]).
@@ -39,8 +41,10 @@ use crate::events::subscriber::unix_us;
 use crate::net::udp_batch::{bind_shared, send_from, RecvBatch};
 use crate::whep::bursts::{BurstMeter, BurstSchedule};
 use crate::whep::latency::{read_stamp, LatencyHist};
+use throng_proto::opus_rtp::opus_packet_samples;
 
-/// RTP timestamp step of one 20 ms Opus packet at 48 kHz.
+/// RTP timestamp step of one 20 ms Opus packet at 48 kHz: the step assumed for a packet whose
+/// TOC byte does not say its duration.
 pub const TS_STEP: u64 = 960;
 
 /// Window over which loss and gaps are judged.
@@ -143,12 +147,17 @@ pub struct PacketTrack {
     window_start: Option<(Instant, u64)>,
     window_packets: u64,
     window_max_gap: Duration,
+    /// The latest packet's duration (48 kHz samples): the timestamp step between packets.
+    step: u64,
 }
 
 impl PacketTrack {
-    /// Takes a packet with 48 kHz RTP timestamp `ts` (extended) arriving at `at`.
-    pub fn packet(&mut self, ts: u64, at: Instant) {
+    /// Takes a packet with 48 kHz RTP timestamp `ts` (extended) and a play time of `samples`
+    /// (48 kHz; from its Opus TOC byte, so 20, 40 or 60 ms packets are all judged right)
+    /// arriving at `at`.
+    pub fn packet(&mut self, ts: u64, samples: u64, at: Instant) {
         self.packets += 1;
+        self.step = samples.max(1);
         if let Some((last_ts, last_at)) = self.last {
             if ts <= last_ts {
                 self.out_of_order += 1;
@@ -161,7 +170,7 @@ impl PacketTrack {
         let (start, first_ts) = *self.window_start.get_or_insert((at, ts));
         self.window_packets += 1;
         if at.saturating_duration_since(start) >= WINDOW {
-            let expected = ts.saturating_sub(first_ts) / TS_STEP + 1;
+            let expected = ts.saturating_sub(first_ts) / self.step.max(1) + 1;
             let lost = expected.saturating_sub(self.window_packets);
             let loss = lost as f64 / expected.max(1) as f64;
             self.windows += 1;
@@ -171,8 +180,9 @@ impl PacketTrack {
             if loss > MAX_LOSS || self.window_max_gap > MAX_GAP {
                 self.degraded_windows += 1;
             }
+            // This packet opens the next window too (its expected count includes both ends).
             self.window_start = Some((at, ts));
-            self.window_packets = 0;
+            self.window_packets = 1;
             self.window_max_gap = Duration::ZERO;
         }
     }
@@ -572,7 +582,8 @@ impl Viewer {
         if first {
             self.first_packet = Some(now.saturating_duration_since(self.started));
         }
-        self.track.packet(ts, now);
+        let samples = opus_packet_samples(payload).map_or(TS_STEP, u64::from);
+        self.track.packet(ts, samples, now);
         if let Some((schedule, meter)) = &mut self.bursts {
             if let Some((onset, burst)) = meter.packet(schedule, payload.len(), now_unix_us) {
                 latency.record(onset, burst);
@@ -1024,12 +1035,36 @@ mod tests {
         let t0 = Instant::now();
         let mut t = PacketTrack::default();
         for i in 0..600u64 {
-            t.packet(1000 + i * TS_STEP, t0 + Duration::from_millis(i * 20));
+            t.packet(
+                1000 + i * TS_STEP,
+                TS_STEP,
+                t0 + Duration::from_millis(i * 20),
+            );
         }
         t.finish(t0 + Duration::from_millis(599 * 20 + 10));
         assert_eq!(t.packets, 600);
         assert!(t.windows >= 2);
         assert!(!t.degraded(), "{t:?}");
+    }
+
+    #[test]
+    fn packets_of_40_and_60_ms_are_judged_by_their_own_duration() {
+        let t0 = Instant::now();
+        for ms in [40u64, 60] {
+            let step = ms * 48;
+            let mut t = PacketTrack::default();
+            for i in 0..12_000 / ms {
+                t.packet(i * step, step, t0 + Duration::from_millis(i * ms));
+            }
+            t.finish(t0 + Duration::from_millis(12_000 - ms + 10));
+            assert!(t.windows >= 2 && !t.degraded(), "{ms} ms: {t:?}");
+            // One packet in 20 missing: 5 % loss.
+            let mut lossy = PacketTrack::default();
+            for i in (0..12_000 / ms).filter(|i| i % 20 != 7) {
+                lossy.packet(i * step, step, t0 + Duration::from_millis(i * ms));
+            }
+            assert!(lossy.loss_windows > 0, "{ms} ms: {lossy:?}");
+        }
     }
 
     #[test]
@@ -1041,7 +1076,7 @@ mod tests {
             if i % 100 < 3 {
                 continue;
             }
-            t.packet(i * TS_STEP, t0 + Duration::from_millis(i * 20));
+            t.packet(i * TS_STEP, TS_STEP, t0 + Duration::from_millis(i * 20));
         }
         assert!(t.degraded_windows > 0, "{t:?}");
     }
@@ -1052,12 +1087,16 @@ mod tests {
         let mut t = PacketTrack::default();
         for i in 0..300u64 {
             let late = if i >= 100 { 250 } else { 0 };
-            t.packet(i * TS_STEP, t0 + Duration::from_millis(i * 20 + late));
+            t.packet(
+                i * TS_STEP,
+                TS_STEP,
+                t0 + Duration::from_millis(i * 20 + late),
+            );
         }
         assert!(t.degraded_windows > 0, "{t:?}");
         let mut r = PacketTrack::default();
-        r.packet(2 * TS_STEP, t0);
-        r.packet(TS_STEP, t0);
+        r.packet(2 * TS_STEP, TS_STEP, t0);
+        r.packet(TS_STEP, TS_STEP, t0);
         assert_eq!(r.out_of_order, 1);
         assert!(r.degraded());
     }
@@ -1066,7 +1105,7 @@ mod tests {
     fn a_viewer_that_went_silent_is_degraded() {
         let t0 = Instant::now();
         let mut t = PacketTrack::default();
-        t.packet(0, t0);
+        t.packet(0, TS_STEP, t0);
         t.finish(t0 + Duration::from_secs(1));
         assert!(t.degraded());
     }
