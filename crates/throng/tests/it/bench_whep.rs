@@ -107,9 +107,17 @@ fn serve_with_webrtc(dir: &std::path::Path) -> (std::process::Child, std::net::S
     (child, addr)
 }
 
-/// The `report-whep.json` a bench run `out` wrote in `dir`, and the run's exit code and output
-/// (for assertion messages); panics with the output when there is no report.
-fn report_of(out: &std::process::Output, dir: &std::path::Path) -> (String, String) {
+/// Runs `bench` (a `throng bench run` command line up to its `--out`) with its reports in
+/// `dir`, then stops the server `child`; the run's output, its `report-whep.json`, and its exit
+/// code and output as text (for assertion messages). Panics with the output when there is no
+/// report.
+fn run_bench(
+    bench: &mut Command,
+    dir: &std::path::Path,
+    child: &mut std::process::Child,
+) -> (std::process::Output, String, String) {
+    let out = bench.arg(dir).output().expect("running throng bench");
+    let _ = (child.kill(), child.wait());
     let show = format!(
         "{:?}\n{}\n{}",
         out.status.code(),
@@ -118,7 +126,7 @@ fn report_of(out: &std::process::Output, dir: &std::path::Path) -> (String, Stri
     );
     let report = std::fs::read_to_string(dir.join("report-whep.json"))
         .unwrap_or_else(|e| panic!("no report ({e}): {show}"));
-    (report, show)
+    (out, report, show)
 }
 
 /// The WHEP viewers' latency median of a report (ms), checked to be above 0 and at most the
@@ -139,28 +147,27 @@ fn whep_latency_p50(report: &str) -> f64 {
 fn whep_bench_over_two_workers_reports_latency() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let (mut child, addr) = serve_with_webrtc(dir.path());
-    let out = Command::new(env!("CARGO_BIN_EXE_throng"))
-        .args([
-            "bench",
-            "run",
-            "--whep",
-            &format!("http://{addr}/whep/probe.opus"),
-        ])
-        .args(["--latency-source", &format!("http://{addr}/probe.opus")])
-        .args([
-            "--source-password",
-            "pw",
-            "--latency-icy",
-            "2",
-            "--workers",
-            "2",
-        ])
-        .args(["-n", "6", "--ramp", "20", "--hold", "5s", "--out"])
-        .arg(dir.path().join("out"))
-        .output()
-        .expect("running throng bench");
-    let _ = (child.kill(), child.wait());
-    let (report, show) = report_of(&out, &dir.path().join("out"));
+    let (out, report, show) = run_bench(
+        Command::new(env!("CARGO_BIN_EXE_throng"))
+            .args([
+                "bench",
+                "run",
+                "--whep",
+                &format!("http://{addr}/whep/probe.opus"),
+            ])
+            .args(["--latency-source", &format!("http://{addr}/probe.opus")])
+            .args([
+                "--source-password",
+                "pw",
+                "--latency-icy",
+                "2",
+                "--workers",
+                "2",
+            ])
+            .args(["-n", "6", "--ramp", "20", "--hold", "5s", "--out"]),
+        &dir.path().join("out"),
+        &mut child,
+    );
     let n = |k: &str| json_number(&report, k);
     assert_eq!(n("workers"), Some(2.0), "{report}");
     assert_eq!(n("receiving"), Some(6.0), "{report}");
@@ -206,32 +213,31 @@ fn whep_bench_times_tone_bursts_through_the_mp3_transcoder() {
         .expect("ffmpeg is installed by scripts/install-deps.sh");
     assert!(made.success());
     let (mut child, addr) = serve_with_webrtc(dir.path());
-    let out = Command::new(env!("CARGO_BIN_EXE_throng"))
-        .args([
-            "bench",
-            "run",
-            "--whep",
-            &format!("http://{addr}/whep/bursts.mp3"),
-        ])
-        .args(["--latency-source", &format!("http://{addr}/bursts.mp3")])
-        .arg("--latency-bursts")
-        .arg(&bursts)
-        .args(["--source-password", "pw", "--workers", "2"])
-        .args([
-            "-n",
-            "4",
-            "--ramp",
-            "20",
-            "--hold",
-            "8s",
-            "--no-progress",
-            "--out",
-        ])
-        .arg(dir.path().join("out"))
-        .output()
-        .expect("running throng bench");
-    let _ = (child.kill(), child.wait());
-    let (report, show) = report_of(&out, &dir.path().join("out"));
+    let (out, report, show) = run_bench(
+        Command::new(env!("CARGO_BIN_EXE_throng"))
+            .args([
+                "bench",
+                "run",
+                "--whep",
+                &format!("http://{addr}/whep/bursts.mp3"),
+            ])
+            .args(["--latency-source", &format!("http://{addr}/bursts.mp3")])
+            .arg("--latency-bursts")
+            .arg(&bursts)
+            .args(["--source-password", "pw", "--workers", "2"])
+            .args([
+                "-n",
+                "4",
+                "--ramp",
+                "20",
+                "--hold",
+                "8s",
+                "--no-progress",
+                "--out",
+            ]),
+        &dir.path().join("out"),
+        &mut child,
+    );
     let n = |k: &str| json_number(&report, k);
     assert_eq!(n("receiving"), Some(4.0), "{report}");
     assert!(report.contains("\"latency_bursts\": true"), "{report}");
