@@ -10,11 +10,15 @@
 # each phase) and the bench verdicts; the WHEP report (setup p50/p99, degraded viewers, latency
 # p50/p99/max, bench CPU and memory per viewer) is $OUT/whep/report-whep.json. Every load phase
 # holds /tmp/throng-bench.lock (flock, taken before the CPU is read) so engineers sharing the box do not overlap.
-# With SOURCE=mp3 the mount is an MP3 one instead (issue 25): /demo.mp3, assets/demo.mp3 (64 kbit/s,
-# 44.1 kHz stereo) looped in real time by the server as a file mount; its WHEP viewers get it
-# transcoded to Opus once for the mount. Latency is not measured then (the stamps of the probe
-# are Opus payloads, which transcoding cannot carry); the transcoder thread's CPU (`transcode`
-# in /proc/<pid>/task) is printed for the WHEP phase.
+# With SOURCE=mp3 the mount is an MP3 one instead (issue 25): /bursts.mp3, live, its source the
+# bench again (`--latency-bursts`): an MP3 file made here by ffmpeg (20 s, 64 kbit/s 44.1 kHz
+# stereo, 200 ms of 1 kHz tone at the start of every second, silence between) pushed in real
+# time and looped. Its WHEP viewers get it transcoded to Opus once for the mount and time each
+# burst's onset from the Opus packet sizes: mouth-to-ear latency from the source writing the
+# burst's MP3 frame to the onset packet's arrival, an upper bound (it includes LAME's ~25 ms
+# encoder delay). The ICY phase loads the same live mount; its latency is not measured (that
+# would take decoding the MP3). The transcoder thread's CPU (`transcode` in /proc/<pid>/task) is
+# printed for the WHEP phase.
 # Usage: [PORT=18800] [SOURCE=opus|mp3] [BIN=path/to/throng] scripts/bench-whep.sh [N] [HOLD_SECS]
 # [OUT] (the server takes TCP PORT and UDP PORT+1; BIN skips the build).
 set -euo pipefail
@@ -53,8 +57,10 @@ database = "sqlite://$tmp/ledger.db"
 udp-listen = "127.0.0.1:$((PORT + 1))"
 TOML
 if [ "$SOURCE" = mp3 ]; then
-  cp "$root/assets/demo.mp3" "$tmp/demo.mp3"
-  printf '[[mount]]\nname = "/demo.mp3"\nfile = "%s"\n' "$tmp/demo.mp3" >>"$tmp/throng.toml"
+  # No Xing/Info frame: every frame of the file is audio, so its media time is the tone's.
+  ffmpeg -nostdin -v error -y -f lavfi \
+    -i "aevalsrc='if(lt(mod(t,1),0.2),0.5*sin(2*PI*1000*t),0)':s=44100:c=stereo" \
+    -t 20 -c:a libmp3lame -b:a 64k -write_xing 0 "$tmp/bursts.mp3"
 fi
 "$bin" serve -c "$tmp/throng.toml" 2>"$OUT/server.log" &
 pid=$!
@@ -73,7 +79,8 @@ transcode_ticks() {
 }
 now() { date +%s.%N; }
 if [ "$SOURCE" = mp3 ]; then
-  probe=()
+  probe=(--latency-source "http://127.0.0.1:$PORT/bursts.mp3" --latency-bursts "$tmp/bursts.mp3"
+    --source-password bench-source)
 else
   probe=(--latency-source "http://127.0.0.1:$PORT/probe.opus" --source-password bench-source)
 fi
@@ -109,8 +116,8 @@ phase() { # name, then the bench arguments
   grep -h "latency\|WHEP viewers\|setup\|bench CPU\|packets per" "$OUT/$name.txt" | tee -a "$OUT/summary.txt" || true
 }
 if [ "$SOURCE" = mp3 ]; then
-  phase icy "http://127.0.0.1:$PORT/demo.mp3" --bitrate-kbps 64
-  phase whep --whep "http://127.0.0.1:$PORT/whep/demo.mp3" --pid "$pid"
+  phase icy "http://127.0.0.1:$PORT/bursts.mp3" --bitrate-kbps 64
+  phase whep --whep "http://127.0.0.1:$PORT/whep/bursts.mp3" --pid "$pid"
 else
   # The probe stream is 50 pages of 188 bytes a second: 75.2 kbit/s.
   phase icy "http://127.0.0.1:$PORT/probe.opus" --bitrate-kbps 75

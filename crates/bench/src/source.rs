@@ -95,6 +95,9 @@ pub enum SourceError {
     /// The file holds no frames the framer recognises.
     #[error("{0}: no audio frames found")]
     NoFrames(PathBuf),
+    /// A `--latency-bursts` file that is not an MP3 file of at least one second.
+    #[error("{0}: a latency burst file must be MP3 (.mp3) and at least 1 s long")]
+    BadBurstFile(PathBuf),
     /// Bad URL.
     #[error(transparent)]
     Url(#[from] UrlError),
@@ -122,13 +125,17 @@ set {PASSWORD_ENV}, or put it in the source URL (http://source:PASSWORD@host/mou
 
 /// One frame to send and its play time.
 #[derive(Debug, Clone)]
-struct Frame {
-    data: bytes::Bytes,
-    duration_us: u64,
+pub(crate) struct Frame {
+    /// The frame's bytes.
+    pub(crate) data: bytes::Bytes,
+    /// Its play time (µs; 0 when the framer could not tell).
+    pub(crate) duration_us: u64,
 }
 
-/// Splits a file into frames with durations (frames of unknown duration get the average).
-fn load_frames(path: &Path) -> Result<(Vec<Frame>, Format), SourceError> {
+/// Splits a file into frames with durations (the format from its extension, else MP3).
+///
+/// Errors: the file cannot be read, or holds no frame.
+pub(crate) fn load_frames(path: &Path) -> Result<(Vec<Frame>, Format), SourceError> {
     let data = std::fs::read(path).map_err(|source| SourceError::File {
         path: path.into(),
         source,

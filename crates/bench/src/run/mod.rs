@@ -140,8 +140,15 @@ pub fn plan_of(a: &RunArgs) -> anyhow::Result<Plan> {
             user: a.source_user.clone(),
             password: resolve_password(a.source_password.as_deref(), url)?,
             method: a.source_method,
+            bursts: a.whep.latency_bursts.clone(),
         }),
-        None => None,
+        None => {
+            anyhow::ensure!(
+                a.whep.latency_bursts.is_none(),
+                "--latency-bursts needs --latency-source (the MP3 mount to push the bursts to)"
+            );
+            None
+        }
     };
     Ok(Plan {
         name: a.name.clone(),

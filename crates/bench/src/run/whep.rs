@@ -6,7 +6,9 @@
 //! loopback addresses on a shared socket per thread (a loopback server) or their own sockets
 //! over `--bind-range`. With `--latency-source` the run first pushes a stamped Ogg/Opus source
 //! ([`crate::whep::probe`]) and, over the hold, a few ICY listeners of that mount measure the
-//! same mouth-to-ear latency. The merged [`WhepSummary`] is the `whep` part of the run's
+//! same mouth-to-ear latency; with `--latency-bursts` it pushes an MP3 file of tone bursts
+//! instead and hands its burst schedule to the workers, whose viewers time the bursts' onsets
+//! ([`crate::whep::bursts`]); no ICY listener measures then. The merged [`WhepSummary`] is the `whep` part of the run's
 //! [`RunReport`] (and `report-whep.json`); the per-second viewer counts and the server samples
 //! make its timeline, and the setup times (POST to first packet) its TTFB. The verdict is PASS
 //! when every viewer received and none failed or was degraded.
@@ -24,7 +26,7 @@ use crate::run::plan::Plan;
 use crate::run::worker::{Tick, WorkerMsg, WorkerSet, WorkerSpec};
 use crate::stats::{bucket_of, LogHist, Phase, HIST_BUCKETS};
 use crate::whep::latency::LatencyHist;
-use crate::whep::probe::{IcyProbe, ProbeConfig, ProbeSource};
+use crate::whep::probe::{IcyProbe, LatencySource, ProbeConfig};
 use crate::whep::viewer::{merge_result, WhepResult, WhepSpec, WhepTick};
 use crate::whep::WhepSummary;
 
@@ -175,7 +177,7 @@ fn measure(plan: &Plan) -> anyhow::Result<(Measured, Vec<Row>, u64, u32, u64)> {
     let mut errors = Vec::new();
     let source = match &plan.probe {
         Some(c) => {
-            let s = ProbeSource::start(&c.url, &c.user, &c.password, c.method)?;
+            let s = LatencySource::start(c)?;
             // Let the mount come up before viewers ask for it.
             std::thread::sleep(Duration::from_millis(1500));
             Some(s)
@@ -204,6 +206,7 @@ fn measure(plan: &Plan) -> anyhow::Result<(Measured, Vec<Row>, u64, u32, u64)> {
                 bind_range: p.bind_range.clone(),
                 start_unix_ms,
                 threads: plan.whep.whep_threads.clamp(1, 64) as u32,
+                bursts: source.as_ref().and_then(|s| s.bursts().cloned()),
             })
         })
         .collect();
@@ -249,7 +252,8 @@ fn measure(plan: &Plan) -> anyhow::Result<(Measured, Vec<Row>, u64, u32, u64)> {
         let now_us = crate::events::subscriber::unix_us();
         if icy.is_none() && now_us >= hold_start_unix_us {
             if let Some(c) = &plan.probe {
-                if plan.whep.latency_icy > 0 {
+                // ICY listeners read stamps; MP3 bursts would need decoding.
+                if plan.whep.latency_icy > 0 && c.bursts.is_none() {
                     icy = Some(IcyProbe::start(&c.url, plan.whep.latency_icy, now_us)?);
                 }
             }
@@ -282,9 +286,11 @@ fn measure(plan: &Plan) -> anyhow::Result<(Measured, Vec<Row>, u64, u32, u64)> {
         }
         None => LatencyHist::default(),
     };
+    let mut source_late_us = None;
     if let Some(s) = source {
-        if let Err(e) = s.stop() {
-            errors.push(e);
+        match s.stop() {
+            Ok(late) => source_late_us = late,
+            Err(e) => errors.push(e),
         }
     }
     let mut all = WhepResult::default();
@@ -344,6 +350,8 @@ fn measure(plan: &Plan) -> anyhow::Result<(Measured, Vec<Row>, u64, u32, u64)> {
         latency_p99_ms: l99,
         latency_max_ms: lmax,
         latency_samples: all.latency.count(),
+        latency_bursts: plan.probe.as_ref().is_some_and(|c| c.bursts.is_some()),
+        latency_source_late_max_ms: source_late_us.map(|us| us as f64 / 1000.0),
         icy_latency_p50_ms: i50,
         icy_latency_p99_ms: i99,
         icy_latency_max_ms: imax,
@@ -385,7 +393,7 @@ pub fn summary_text(r: &WhepSummary) -> String {
     let mut s = format!(
         "WHEP viewers: {} asked, {} receiving, {} failed, {} degraded {:?} ({} worker processes)\n\
          setup (POST to first packet): p50 {:.0} ms, p99 {:.0} ms\n\
-         packets per viewer-second over the hold: {:.1} (expected 50)\n\
+         packets per viewer-second over the hold: {:.1} (expected 50 with 20 ms packets)\n\
          bench CPU per viewer-second: {:.1} us (hold only: {:.1} us), bench memory per viewer: {:.0} KiB, bench busy {:.0} % of the hold\n",
         r.viewers,
         r.receiving,
@@ -408,7 +416,17 @@ pub fn summary_text(r: &WhepSummary) -> String {
         }
         s += "\n";
     }
-    if r.latency_samples > 0 || r.icy_latency_samples > 0 {
+    if r.latency_bursts {
+        s += &format!(
+            "mouth-to-ear latency, WHEP (MP3 tone bursts, an upper bound): p50 {}, p99 {}, max {} ({} burst onsets; the source wrote up to {} late)\n",
+            ms(r.latency_p50_ms),
+            ms(r.latency_p99_ms),
+            ms(r.latency_max_ms),
+            r.latency_samples,
+            ms(r.latency_source_late_max_ms),
+        );
+        s += "mouth-to-ear latency, ICY: not measured (an MP3 burst source: it would take decoding)\n";
+    } else if r.latency_samples > 0 || r.icy_latency_samples > 0 {
         s += &format!(
             "mouth-to-ear latency, WHEP: p50 {}, p99 {}, max {} ({} packets)\n",
             ms(r.latency_p50_ms),
@@ -428,10 +446,12 @@ pub fn summary_text(r: &WhepSummary) -> String {
     s
 }
 
-/// The latency probe around a listener (ICY) run: pushes the stamped source of `probe`, lets
-/// the mount come up, runs `f`, and meanwhile `icy` ICY probe listeners of the mount measure
+/// The latency probe around a listener (ICY) run: pushes the source of `probe`, lets the
+/// mount come up, runs `f`, and meanwhile `icy` ICY probe listeners of the mount measure
 /// mouth-to-ear latency; writes `latency-icy.json` in `out` and prints the figures. So a plain
-/// `throng bench run --latency-source URL URL` gives the ICY figure next to the WHEP one.
+/// `throng bench run --latency-source URL URL` gives the ICY figure next to the WHEP one. With
+/// `--latency-bursts` the MP3 burst source feeds the mount for the run's listeners, and the
+/// ICY latency is not measured (it would take decoding the MP3): the figures are `null`.
 ///
 /// Errors: the probe source refused, or `f`'s error.
 pub fn with_probe<T>(
@@ -440,23 +460,37 @@ pub fn with_probe<T>(
     out: &Path,
     f: impl FnOnce() -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
-    let source = ProbeSource::start(&probe.url, &probe.user, &probe.password, probe.method)?;
+    let source = LatencySource::start(probe)?;
     std::thread::sleep(Duration::from_millis(1500));
-    let listeners = IcyProbe::start(&probe.url, icy, crate::events::subscriber::unix_us())?;
+    let listeners = match probe.bursts {
+        None => Some(IcyProbe::start(
+            &probe.url,
+            icy,
+            crate::events::subscriber::unix_us(),
+        )?),
+        Some(_) => None,
+    };
     let r = f();
-    let (h, mut errors) = listeners.stop();
+    let (h, mut errors) = match listeners {
+        Some(l) => l.stop(),
+        None => (LatencyHist::default(), Vec::new()),
+    };
     if let Err(e) = source.stop() {
         errors.push(e);
     }
     let (p50, p99, max) = quantiles(&h);
     let ms = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.1} ms"));
-    println!(
-        "mouth-to-ear latency, ICY probes: p50 {}, p99 {}, max {} ({} packets)",
-        ms(p50),
-        ms(p99),
-        ms(max),
-        h.count()
-    );
+    if probe.bursts.is_some() {
+        println!("mouth-to-ear latency, ICY probes: not measured (an MP3 burst source)");
+    } else {
+        println!(
+            "mouth-to-ear latency, ICY probes: p50 {}, p99 {}, max {} ({} packets)",
+            ms(p50),
+            ms(p99),
+            ms(max),
+            h.count()
+        );
+    }
     let j = serde_json::json!({
         "icy_latency_p50_ms": p50, "icy_latency_p99_ms": p99, "icy_latency_max_ms": max,
         "icy_latency_samples": h.count(), "errors": errors,
@@ -519,6 +553,18 @@ mod tests {
         let s = summary_text(&r);
         assert!(s.contains("WHEP: p50 40.0 ms"), "{s}");
         assert!(s.ends_with("verdict: PASS"), "{s}");
+        let bursts = WhepSummary {
+            latency_bursts: true,
+            latency_source_late_max_ms: Some(0.4),
+            ..r.clone()
+        };
+        let s = summary_text(&bursts);
+        assert!(
+            s.contains("WHEP (MP3 tone bursts, an upper bound): p50 40.0 ms")
+                && s.contains("10 burst onsets; the source wrote up to 0.4 ms late")
+                && s.contains("ICY: not measured"),
+            "{s}"
+        );
         let bad = WhepSummary { degraded: 1, ..r };
         assert!(!bad.pass());
     }

@@ -1,8 +1,11 @@
 //! WebRTC (WHEP) viewers (`throng bench run --whep URL`): str0m clients that set up over WHEP
 //! and track RTP packets ([`viewer`]), and mouth-to-ear latency: the stamped Opus packets
-//! ([`latency`]) and the source and ICY listeners that measure it ([`probe`]).
+//! ([`latency`]), or for an MP3 mount tone bursts ([`bursts`]) heard from Opus packet sizes
+//! ([`onset`]), and the sources and ICY listeners that measure it ([`probe`]).
 
+pub mod bursts;
 pub mod latency;
+pub mod onset;
 pub mod probe;
 pub mod viewer;
 
@@ -30,18 +33,30 @@ pub struct WhepSummary {
     /// Setup time, 99th percentile (ms).
     pub setup_p99_ms: f64,
     /// Packets received per viewer per second over the hold (each viewer from the hold start
-    /// or its first packet; expected 50).
+    /// or its first packet; expected 50 with 20 ms packets).
     pub packets_per_viewer_second: f64,
     /// Mouth-to-ear latency (source write to viewer receipt) over every stamped packet of
-    /// every viewer, median (ms); `None` without `--latency-source`.
+    /// every viewer, median (ms); `None` without `--latency-source`. With `--latency-bursts`,
+    /// over every tone burst every viewer heard: the onset packet's arrival less the time the
+    /// source wrote the MP3 frame holding the burst's start (an upper bound, see
+    /// [`bursts`]).
     pub latency_p50_ms: Option<f64>,
     /// Mouth-to-ear latency, 99th percentile (ms).
     pub latency_p99_ms: Option<f64>,
     /// Mouth-to-ear latency, largest (ms).
     pub latency_max_ms: Option<f64>,
-    /// Stamped packets the latency figures are made of.
+    /// Stamped packets (with `--latency-bursts`: burst onsets) the latency figures are made of.
     pub latency_samples: u64,
-    /// The same latency for the ICY listeners of the probe mount, median (ms).
+    /// Whether the latency figures come from MP3 tone bursts (`--latency-bursts`) rather than
+    /// stamped Opus packets.
+    #[serde(default)]
+    pub latency_bursts: bool,
+    /// With `--latency-bursts`: the largest lateness of the source's burst-frame writes against
+    /// its schedule (ms; the delays may be over by as much).
+    #[serde(default)]
+    pub latency_source_late_max_ms: Option<f64>,
+    /// The same latency for the ICY listeners of the probe mount, median (ms); `None` with
+    /// `--latency-bursts` (an ICY listener would have to decode the MP3 to hear a burst).
     pub icy_latency_p50_ms: Option<f64>,
     /// ICY latency, 99th percentile (ms).
     pub icy_latency_p99_ms: Option<f64>,

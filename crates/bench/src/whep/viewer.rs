@@ -4,11 +4,14 @@
 //! [`crate::run::whep`]). Each viewer POSTs an SDP offer to a WHEP endpoint
 //! (`http://host:port/whep/<mount>`, on a connector thread so blocking requests never hold up
 //! the viewers playing), completes ICE and DTLS, and must then receive the Opus packets of the
-//! mount in order, each packet's RTP timestamp (48 kHz) following the last by its duration
-//! (20 ms, 960, from most sources; 60 ms from the server's transcoder; read from the Opus TOC
-//! byte). A viewer is degraded when, in a 5 s window, more than 1 % of the packets its
-//! timestamps say were sent are missing, or a gap between two packets exceeds 200 ms. Payloads
-//! that carry a latency stamp ([`crate::whep::latency`]) give the viewer's mouth-to-ear latency.
+//! mount in order at their pace (50 per second for 20 ms frames: the RTP timestamp advances 960
+//! at 48 kHz per packet; each packet's duration is read from its Opus TOC byte, so 40 or 60 ms
+//! frames are judged by theirs). A viewer is degraded when, in a 5 s window, more than 1 % of
+//! the packets its timestamps say were sent are missing, or a gap between two packets exceeds
+//! 200 ms. Payloads
+//! that carry a latency stamp ([`crate::whep::latency`]) give the viewer's mouth-to-ear latency;
+//! with a burst schedule in its spec (`--latency-bursts`), the onsets of the tone bursts in the
+//! payload sizes do instead ([`crate::whep::bursts`]).
 //! A viewer is only woken when its socket is readable or its own str0m timer is due (its
 //! socket then read with one `recvmmsg`, [`crate::net::udp_batch`]), and its client negotiates no
 //! TWCC feedback, shares its thread's DTLS certificate and runs in str0m's RTP mode: each SRTP
@@ -21,6 +24,7 @@ use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
@@ -35,11 +39,12 @@ use str0m::{Candidate, Event, Input, Output, Rtc, RtcConfig};
 
 use crate::events::subscriber::unix_us;
 use crate::net::udp_batch::{bind_shared, send_from, RecvBatch};
+use crate::whep::bursts::{BurstMeter, BurstSchedule};
 use crate::whep::latency::{read_stamp, LatencyHist};
 use throng_proto::opus_rtp::opus_packet_samples;
 
-/// RTP timestamp step of one 20 ms Opus packet at 48 kHz (the usual packet; the loss check
-/// reads each packet's own duration from its TOC byte).
+/// RTP timestamp step of one 20 ms Opus packet at 48 kHz: the step assumed for a packet whose
+/// TOC byte does not say its duration.
 pub const TS_STEP: u64 = 960;
 
 /// Window over which loss and gaps are judged.
@@ -85,14 +90,25 @@ pub struct WhepArgs {
     /// with `--source-user`, `--source-password`, `--source-method`): one 20 ms Opus packet
     /// per Ogg page, each stamped with its send time, so viewers of the mount's WHEP endpoint
     /// (`--whep`) and `--latency-icy` ICY listeners of the mount report mouth-to-ear latency.
-    /// Without `--whep` the run's listeners load the mount and the ICY probes measure.
+    /// Without `--whep` the run's listeners load the mount and the ICY probes measure. With
+    /// `--latency-bursts` the mount is an MP3 one fed with tone bursts instead.
     #[arg(long, value_name = "URL")]
     #[serde(skip)]
     pub latency_source: Option<String>,
-    /// With `--latency-source`: ICY listeners of the probe mount measuring the same latency.
+    /// With `--latency-source`: ICY listeners of the probe mount measuring the same latency
+    /// (not with `--latency-bursts`).
     #[arg(long, default_value_t = 4)]
     #[serde(skip)]
     pub latency_icy: u32,
+    /// With `--latency-source` naming an MP3 mount: push this MP3 file of tone bursts (a burst
+    /// at the start of every whole second of its media, silence between; looped) in real time
+    /// instead of stamped Opus. The server transcodes the mount to Opus for its WHEP viewers,
+    /// who hear each burst begin as a large Opus packet after small ones; the delay from the
+    /// source writing the burst's MP3 frame to that packet's arrival is the latency (an upper
+    /// bound: it includes the MP3 encoder's delay). ICY latency is not measured then.
+    #[arg(long, value_name = "FILE.mp3", requires = "latency_source")]
+    #[serde(skip)]
+    pub latency_bursts: Option<std::path::PathBuf>,
 }
 
 impl Default for WhepArgs {
@@ -103,6 +119,7 @@ impl Default for WhepArgs {
             whep_threads: 1,
             latency_source: None,
             latency_icy: 4,
+            latency_bursts: None,
         }
     }
 }
@@ -128,18 +145,19 @@ pub struct PacketTrack {
     pub windows: u64,
     last: Option<(u64, Instant)>,
     window_start: Option<(Instant, u64)>,
-    /// Media time (48 kHz samples) the window's packets carried.
-    window_samples: u64,
+    window_packets: u64,
     window_max_gap: Duration,
+    /// The latest packet's duration (48 kHz samples): the timestamp step between packets.
+    step: u64,
 }
 
 impl PacketTrack {
-    /// Takes a packet with 48 kHz RTP timestamp `ts` (extended), `samples` (48 kHz) long,
-    /// arriving at `at`. A window's loss is the share of the media time its timestamps span
-    /// that no packet carried, so packets of any duration (20 ms from a source, 60 ms from the
-    /// server's transcoder) are judged alike.
-    pub fn packet(&mut self, ts: u64, samples: u32, at: Instant) {
+    /// Takes a packet with 48 kHz RTP timestamp `ts` (extended) and a play time of `samples`
+    /// (48 kHz; from its Opus TOC byte, so 20, 40 or 60 ms packets are all judged right)
+    /// arriving at `at`.
+    pub fn packet(&mut self, ts: u64, samples: u64, at: Instant) {
         self.packets += 1;
+        self.step = samples.max(1);
         if let Some((last_ts, last_at)) = self.last {
             if ts <= last_ts {
                 self.out_of_order += 1;
@@ -150,12 +168,11 @@ impl PacketTrack {
         }
         self.last = Some((ts.max(self.last.map_or(0, |l| l.0)), at));
         let (start, first_ts) = *self.window_start.get_or_insert((at, ts));
-        self.window_samples += u64::from(samples);
+        self.window_packets += 1;
         if at.saturating_duration_since(start) >= WINDOW {
-            let end_ts = ts + u64::from(samples);
-            let expected = end_ts.saturating_sub(first_ts).max(1);
-            let lost = expected.saturating_sub(self.window_samples);
-            let loss = lost as f64 / expected as f64;
+            let expected = ts.saturating_sub(first_ts) / self.step.max(1) + 1;
+            let lost = expected.saturating_sub(self.window_packets);
+            let loss = lost as f64 / expected.max(1) as f64;
             self.windows += 1;
             self.loss_windows += u64::from(loss > MAX_LOSS);
             self.gap_windows += u64::from(self.window_max_gap > MAX_GAP);
@@ -163,9 +180,9 @@ impl PacketTrack {
             if loss > MAX_LOSS || self.window_max_gap > MAX_GAP {
                 self.degraded_windows += 1;
             }
-            // The next window starts where this packet's media ends.
-            self.window_start = Some((at, end_ts));
-            self.window_samples = 0;
+            // This packet opens the next window too (its expected count includes both ends).
+            self.window_start = Some((at, ts));
+            self.window_packets = 1;
             self.window_max_gap = Duration::ZERO;
         }
     }
@@ -211,6 +228,10 @@ pub struct WhepSpec {
     pub start_unix_ms: u64,
     /// Driving threads in this worker.
     pub threads: u32,
+    /// With `--latency-bursts`: when the parent's burst source writes each burst, for the
+    /// viewers' onsets to be matched against.
+    #[serde(default)]
+    pub bursts: Option<BurstSchedule>,
 }
 
 impl WhepSpec {
@@ -360,6 +381,8 @@ struct Viewer {
     /// When the datagram being handled reached the host (monotonic, and µs since the Unix
     /// epoch), if the kernel said.
     arrival: Option<(Instant, u64)>,
+    /// With `--latency-bursts`: the run's burst schedule and this viewer's onset meter.
+    bursts: Option<(Arc<BurstSchedule>, BurstMeter)>,
 }
 
 /// POSTs an SDP offer to `path` on `addr`; returns the SDP answer. Errors: the connection,
@@ -414,11 +437,13 @@ impl Viewer {
 
     /// Sets up a viewer of `t` from address `bind`: on its own socket, or on the thread's
     /// `shared` socket (its descriptor and port) as `bind`:port.
+    /// With `bursts`, the viewer measures latency from tone-burst onsets.
     fn connect(
         config: &RtcConfig,
         t: &Target,
         bind: Ipv4Addr,
         shared: Option<(RawFd, u16)>,
+        bursts: Option<Arc<BurstSchedule>>,
     ) -> anyhow::Result<Viewer> {
         let started = Instant::now();
         let started_unix = unix_us();
@@ -451,6 +476,7 @@ impl Viewer {
             hold_base: None,
             failed: false,
             arrival: None,
+            bursts: bursts.map(|b| (b, BurstMeter::new(started_unix))),
         })
     }
 
@@ -556,10 +582,13 @@ impl Viewer {
         if first {
             self.first_packet = Some(now.saturating_duration_since(self.started));
         }
-        // A payload without a readable TOC byte counts as a 20 ms packet.
-        let samples = opus_packet_samples(payload).unwrap_or(TS_STEP as u32);
+        let samples = opus_packet_samples(payload).map_or(TS_STEP, u64::from);
         self.track.packet(ts, samples, now);
-        if let Some(stamp) = read_stamp(payload) {
+        if let Some((schedule, meter)) = &mut self.bursts {
+            if let Some((onset, burst)) = meter.packet(schedule, payload.len(), now_unix_us) {
+                latency.record(onset, burst);
+            }
+        } else if let Some(stamp) = read_stamp(payload) {
             // Only audio sent after the viewer asked for it: older audio is buffering.
             if stamp >= self.started_unix {
                 latency.record(now_unix_us, stamp);
@@ -617,9 +646,11 @@ fn drive_thread(
     };
     // CONNECTORS threads POST this thread's offers (global ids in ramp order), so one slow
     // answer does not hold up the ramp.
+    let bursts = spec.bursts.clone().map(Arc::new);
     let connectors: Vec<_> = (0..CONNECTORS)
         .map(|c| {
             let (targets, binds, tx) = (targets.to_vec(), binds.to_vec(), tx.clone());
+            let bursts = bursts.clone();
             std::thread::spawn(move || {
                 let config = Viewer::config();
                 let mut local = thread + threads * c;
@@ -637,7 +668,7 @@ fn drive_thread(
                     } else {
                         Ipv4Addr::UNSPECIFIED
                     };
-                    let v = Viewer::connect(&config, t, bind, shared)
+                    let v = Viewer::connect(&config, t, bind, shared, bursts.clone())
                         .map_err(|e| format!("whep viewer {id}: {e}"));
                     if tx.send(v).is_err() {
                         break;
@@ -1004,7 +1035,11 @@ mod tests {
         let t0 = Instant::now();
         let mut t = PacketTrack::default();
         for i in 0..600u64 {
-            t.packet(1000 + i * TS_STEP, 960, t0 + Duration::from_millis(i * 20));
+            t.packet(
+                1000 + i * TS_STEP,
+                TS_STEP,
+                t0 + Duration::from_millis(i * 20),
+            );
         }
         t.finish(t0 + Duration::from_millis(599 * 20 + 10));
         assert_eq!(t.packets, 600);
@@ -1013,20 +1048,23 @@ mod tests {
     }
 
     #[test]
-    fn steady_60_ms_packets_are_healthy_and_one_lost_in_a_window_degrades() {
+    fn packets_of_40_and_60_ms_are_judged_by_their_own_duration() {
         let t0 = Instant::now();
-        let mut t = PacketTrack::default();
-        for i in 0..300u64 {
-            t.packet(500 + i * 2880, 2880, t0 + Duration::from_millis(i * 60));
+        for ms in [40u64, 60] {
+            let step = ms * 48;
+            let mut t = PacketTrack::default();
+            for i in 0..12_000 / ms {
+                t.packet(i * step, step, t0 + Duration::from_millis(i * ms));
+            }
+            t.finish(t0 + Duration::from_millis(12_000 - ms + 10));
+            assert!(t.windows >= 2 && !t.degraded(), "{ms} ms: {t:?}");
+            // One packet in 20 missing: 5 % loss.
+            let mut lossy = PacketTrack::default();
+            for i in (0..12_000 / ms).filter(|i| i % 20 != 7) {
+                lossy.packet(i * step, step, t0 + Duration::from_millis(i * ms));
+            }
+            assert!(lossy.loss_windows > 0, "{ms} ms: {lossy:?}");
         }
-        assert!(t.windows >= 3);
-        assert!(!t.degraded(), "{t:?}");
-        // One of about 83 packets in a window (1.2 % of its media) missing.
-        let mut l = PacketTrack::default();
-        for i in (0..300u64).filter(|i| *i != 150) {
-            l.packet(i * 2880, 2880, t0 + Duration::from_millis(i * 60));
-        }
-        assert_eq!(l.loss_windows, 1, "{l:?}");
     }
 
     #[test]
@@ -1038,7 +1076,7 @@ mod tests {
             if i % 100 < 3 {
                 continue;
             }
-            t.packet(i * TS_STEP, 960, t0 + Duration::from_millis(i * 20));
+            t.packet(i * TS_STEP, TS_STEP, t0 + Duration::from_millis(i * 20));
         }
         assert!(t.degraded_windows > 0, "{t:?}");
     }
@@ -1049,12 +1087,16 @@ mod tests {
         let mut t = PacketTrack::default();
         for i in 0..300u64 {
             let late = if i >= 100 { 250 } else { 0 };
-            t.packet(i * TS_STEP, 960, t0 + Duration::from_millis(i * 20 + late));
+            t.packet(
+                i * TS_STEP,
+                TS_STEP,
+                t0 + Duration::from_millis(i * 20 + late),
+            );
         }
         assert!(t.degraded_windows > 0, "{t:?}");
         let mut r = PacketTrack::default();
-        r.packet(2 * TS_STEP, 960, t0);
-        r.packet(TS_STEP, 960, t0);
+        r.packet(2 * TS_STEP, TS_STEP, t0);
+        r.packet(TS_STEP, TS_STEP, t0);
         assert_eq!(r.out_of_order, 1);
         assert!(r.degraded());
     }
@@ -1063,7 +1105,7 @@ mod tests {
     fn a_viewer_that_went_silent_is_degraded() {
         let t0 = Instant::now();
         let mut t = PacketTrack::default();
-        t.packet(0, 960, t0);
+        t.packet(0, TS_STEP, t0);
         t.finish(t0 + Duration::from_secs(1));
         assert!(t.degraded());
     }
