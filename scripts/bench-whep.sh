@@ -19,7 +19,11 @@
 # encoder delay). The ICY phase loads the same live mount; its latency is not measured (that
 # would take decoding the MP3). The transcoder thread's CPU (`transcode` in /proc/<pid>/task) is
 # printed for the WHEP phase.
-# Usage: [PORT=18800] [SOURCE=opus|mp3] [BIN=path/to/throng] scripts/bench-whep.sh [N] [HOLD_SECS]
+# Each phase's server CPU is printed twice: over the whole phase (ramp, hold, teardown) and over
+# the hold only (every client connected). FRAME_MS sets `[webrtc] transcode-frame-ms` (the Opus
+# packet time of transcoded mounts; unset: the server's default); SERVER_LOG sets the server's
+# log filter (e.g. `info,throng_whep_stats=debug` for the WHEP engines' stats each second).
+# Usage: [PORT=18800] [SOURCE=opus|mp3] [FRAME_MS=20..120] [BIN=path/to/throng] scripts/bench-whep.sh [N] [HOLD_SECS]
 # [OUT] (the server takes TCP PORT and UDP PORT+1; BIN skips the build).
 set -euo pipefail
 N="${1:-2000}"
@@ -55,6 +59,7 @@ pending-per-address = 100000
 database = "sqlite://$tmp/ledger.db"
 [webrtc]
 udp-listen = "127.0.0.1:$((PORT + 1))"
+${FRAME_MS:+transcode-frame-ms = $FRAME_MS}
 TOML
 if [ "$SOURCE" = mp3 ]; then
   # No Xing/Info frame: every frame of the file is audio, so its media time is the tone's.
@@ -62,7 +67,7 @@ if [ "$SOURCE" = mp3 ]; then
     -i "aevalsrc='if(lt(mod(t,1),0.2),0.5*sin(2*PI*1000*t),0)':s=44100:c=stereo" \
     -t 20 -c:a libmp3lame -b:a 64k -write_xing 0 "$tmp/bursts.mp3"
 fi
-"$bin" serve -c "$tmp/throng.toml" 2>"$OUT/server.log" &
+THRONG_LOG="${SERVER_LOG:-info}" "$bin" serve -c "$tmp/throng.toml" 2>"$OUT/server.log" &
 pid=$!
 sleep 2
 echo "throng $(git -C "$root" rev-parse --short HEAD), $N clients, hold ${HOLD}s" | tee "$OUT/summary.txt"
@@ -94,6 +99,14 @@ phase() { # name, then the bench arguments
   "$bin" bench run "$@" "${probe[@]}" -n "$N" --ramp 200 --hold "${HOLD}s" --no-progress \
     --out "$OUT/$name" >"$OUT/$name.txt" 2>&1 &
   local bench=$!
+  # Hold only: every client connected (the ramp is N/200 s) until a few seconds before the
+  # end, so setup and teardown are left out (the whole-phase figure below keeps them).
+  ( sleep $((N / 200 + 3)); h0="$(ticks)"; hs0="$(now)"; sleep $((HOLD > 8 ? HOLD - 6 : 2))
+    h1="$(ticks)"; hs1="$(now)"
+    awk -v c="$((h1 - h0))" -v t0="$hs0" -v t1="$hs1" -v n="$N" -v name="$name" \
+      'BEGIN { printf "%s: hold only, %.1f s, server CPU %.1f us per client-second\n",
+               name, t1 - t0, c * 10000 / (n * (t1 - t0)) }' >>"$OUT/summary.txt" ) &
+  local holdreader=$!
   # The transcoder stops with the last viewer: read its threads while the viewers hold.
   local x=0
   if [ "$SOURCE" = mp3 ] && [ "$name" = whep ]; then
@@ -105,6 +118,7 @@ phase() { # name, then the bench arguments
   fi
   wait "$bench" || rc=$?
   c1="$(ticks)"; t1="$(now)"
+  wait "$holdreader" || true
   flock -u 9
   # Clock ticks are 1/100 s: µs of server CPU per client-second over the whole phase.
   awk -v c="$((c1 - c0))" -v t0="$t0" -v t1="$t1" -v n="$N" -v name="$name" -v rc="$rc" \

@@ -55,6 +55,7 @@ use crate::audience::page::{take_page, Page};
 use crate::audience::{AudiencePath, EndReason, ListenerInfo, ListenerRow};
 use crate::config::LagPolicy;
 use crate::mount::live::Mount;
+use crate::mount::queue::Queue;
 use crate::mount::registry::Fallback;
 use crate::observe::metrics::MountLabel;
 use crate::transcode::Transcoding;
@@ -262,7 +263,7 @@ fn bind(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
 impl Session {
     /// The queue of Ogg/Opus pages this viewer reads: its mount's own, or for an MP3 or AAC
     /// mount its transcoder's.
-    fn feed_queue(&self) -> &crate::mount::queue::Queue {
+    fn feed_queue(&self) -> &Queue {
         match &self.feed {
             Some(t) => &t.queue,
             None => &self.mount.queue,
@@ -661,73 +662,13 @@ impl Engine {
         flush_out(&mut self.out, self.socket.as_raw_fd(), &mut self.stats);
     }
 
-    /// Polls one session's output at `now` until its next timeout; `None` when it is dead.
-    /// `written`: the Opus packets just written to it by a media pass (0 for any other drive),
-    /// which bounds the `handle_timeout` rounds of this drive ([`timeout_rounds`]).
-    fn drive(&mut self, key: usize, written: usize, now: Instant) -> Option<Instant> {
-        self.stats.drives += 1;
+    /// Polls one session's output at `now` (input or a timer) until its next timeout; `None`
+    /// when it is dead ([`drive_session`]; a media pass drives the sessions it writes to
+    /// itself).
+    fn drive(&mut self, key: usize, now: Instant) -> Option<Instant> {
+        let fd = self.socket.as_raw_fd();
         let s = self.slots.get_mut(key)?.as_mut()?;
-        if !s.rtc.is_alive() {
-            return None;
-        }
-        if connect_timed_out(s.connected, s.info.started, now) {
-            return None;
-        }
-        let mut now = now;
-        let mut rounds = timeout_rounds(s.connected, written);
-        let defer = deferred_timeout(s.packet_time);
-        loop {
-            match s.rtc.poll_output() {
-                Ok(Output::Timeout(t)) => match on_timeout(t, now, rounds, defer) {
-                    TimeoutStep::Wait(at) => return Some(at),
-                    TimeoutStep::Defer(at) => {
-                        self.stats.timeouts_deferred += 1;
-                        return Some(at);
-                    }
-                    TimeoutStep::Round => {
-                        rounds -= 1;
-                        // A clock read per round (not per poll), as before: str0m acts on
-                        // the time it is given (its pacer's send times, RTCP and ICE intervals
-                        // count from it), and the phase clock passed in can be milliseconds
-                        // old when a session late in a media pass is driven; a media drive's
-                        // rounds are as many as the packets it wrote (`timeout_rounds`).
-                        now = Instant::now();
-                        if s.rtc.handle_input(Input::Timeout(now)).is_err() {
-                            return None;
-                        }
-                    }
-                },
-                Ok(Output::Transmit(t)) => {
-                    self.stats.datagrams_out += 1;
-                    if self.out.push(&t.contents, t.destination) {
-                        // Field by field: the session `s` still borrows the slots.
-                        flush_out(&mut self.out, self.socket.as_raw_fd(), &mut self.stats);
-                    }
-                }
-                Ok(Output::Event(e)) => match e {
-                    Event::Connected => {
-                        s.connected = true;
-                        s.unconnected = None;
-                        s.health.connected_at = Some(now);
-                        s.pt = opus_pt(&s.rtc, s.mid);
-                    }
-                    Event::MediaEgressStats(st) => s.health.update(
-                        st.remote.map(|r| *r.maximum_sequence_number),
-                        st.loss,
-                        st.rtt,
-                        now,
-                    ),
-                    Event::IceConnectionStateChange(IceConnectionState::Disconnected) => {
-                        return None;
-                    }
-                    _ => {}
-                },
-                Err(e) => {
-                    tracing::debug!(id = %s.id, "WebRTC session error: {e}");
-                    return None;
-                }
-            }
-        }
+        drive_session(s, 0, now, &mut self.out, fd, &mut self.stats)
     }
 
     /// Hands the datagram `buf[..n]` from `source`, received at `now`, to its session
@@ -800,28 +741,39 @@ impl Engine {
         self.touched.clear();
     }
 
-    /// Drives session `key` at `now` and records its next timeout, or closes it when it is
-    /// dead.
+    /// Drives session `key` at `now` (input or a timer) and records its next timeout, or
+    /// closes it when it is dead.
     fn drive_and_schedule(&mut self, key: usize, now: Instant) {
-        self.drive_written(key, 0, now);
-    }
-
-    /// [`Self::drive_and_schedule`] after a media pass wrote `written` packets to `key`.
-    fn drive_written(&mut self, key: usize, written: usize, now: Instant) {
-        match self.drive(key, written, now) {
+        match self.drive(key, now) {
             Some(t) => self.timers.schedule(key, t),
             None => self.close(key, EndReason::Vanished, now),
         }
     }
 
-    /// Reads each connected session's mount queue, writes the Opus packets due and drives the
-    /// sessions written to.
+    /// Reads each connected session's mount queue, writes the Opus packets due and drives each
+    /// session written to right after its packets ([`drive_session`]).
     fn pump_media(&mut self, now: Instant, packets: &mut Vec<OpusPacket>) {
         let mut ended = Vec::new();
-        let mut written = Vec::new();
+        let fd = self.socket.as_raw_fd();
+        // Each feed's head and end, read once per pass: most passes bring most viewers nothing
+        // (a packet is due every 20 to 120 ms, a pass runs every 10 ms), and those are skipped
+        // without reading their queue.
+        let mut heads: Vec<(*const Queue, u64, bool)> = Vec::new();
         for (key, slot) in self.slots.iter_mut().enumerate() {
             let Some(s) = slot else { continue };
             if !s.connected {
+                continue;
+            }
+            let feed: *const Queue = s.feed_queue();
+            let (head, feed_ended) = match heads.iter().find(|h| h.0 == feed) {
+                Some(&(_, head, e)) => (head, e),
+                None => {
+                    let q = s.feed_queue().load();
+                    heads.push((feed, q.head, q.ended));
+                    (q.head, q.ended)
+                }
+            };
+            if nothing_to_do(s, head, feed_ended, now) {
                 continue;
             }
             packets.clear();
@@ -869,16 +821,115 @@ impl Engine {
                 s.seq = s.seq.wrapping_add(1);
             }
             if wrote > 0 {
-                written.push((key, wrote));
+                // Driven now, while its state is in the cache (a second walk over thousands of
+                // sessions would fetch it again).
+                match drive_session(s, wrote, now, &mut self.out, fd, &mut self.stats) {
+                    Some(t) => self.timers.schedule(key, t),
+                    None => ended.push((key, EndReason::Vanished)),
+                }
             }
-        }
-        for (key, n) in written {
-            self.drive_written(key, n, now);
         }
         for (key, why) in ended {
             self.close(key, why, now);
         }
     }
+}
+
+/// Drives session `s` at `now` after `written` packets were written to it (0: input or a
+/// timer; a media write bounds the drive's `handle_timeout` rounds, [`timeout_rounds`]): its
+/// str0m output polled, its datagrams gathered into `out` (sent on `fd` when full), its
+/// events applied; the session's next timeout, or `None` when it is over.
+fn drive_session(
+    s: &mut Session,
+    written: usize,
+    now: Instant,
+    out: &mut SendBatch,
+    fd: std::os::fd::RawFd,
+    stats: &mut Stats,
+) -> Option<Instant> {
+    stats.drives += 1;
+    if !s.rtc.is_alive() {
+        return None;
+    }
+    if connect_timed_out(s.connected, s.info.started, now) {
+        return None;
+    }
+    let mut now = now;
+    let mut rounds = timeout_rounds(s.connected, written);
+    let defer = deferred_timeout(s.packet_time);
+    if written > 0 && s.connected {
+        // A media write: str0m's pacer wants a round before it sends, and a poll now would
+        // only say so (a `poll_output` walks every timer of the session): run it first.
+        rounds -= 1;
+        now = Instant::now();
+        if s.rtc.handle_input(Input::Timeout(now)).is_err() {
+            return None;
+        }
+    }
+    loop {
+        match s.rtc.poll_output() {
+            Ok(Output::Timeout(t)) => match on_timeout(t, now, rounds, defer) {
+                TimeoutStep::Wait(at) => return Some(at),
+                TimeoutStep::Defer(at) => {
+                    stats.timeouts_deferred += 1;
+                    return Some(at);
+                }
+                TimeoutStep::Round => {
+                    rounds -= 1;
+                    // A clock read per round (not per poll), as before: str0m acts on
+                    // the time it is given (its pacer's send times, RTCP and ICE intervals
+                    // count from it), and the phase clock passed in can be milliseconds
+                    // old when a session late in a media pass is driven; a media drive's
+                    // rounds are as many as the packets it wrote (`timeout_rounds`).
+                    now = Instant::now();
+                    if s.rtc.handle_input(Input::Timeout(now)).is_err() {
+                        return None;
+                    }
+                }
+            },
+            Ok(Output::Transmit(t)) => {
+                stats.datagrams_out += 1;
+                if out.push(&t.contents, t.destination) {
+                    flush_out(out, fd, stats);
+                }
+            }
+            Ok(Output::Event(e)) => match e {
+                Event::Connected => {
+                    s.connected = true;
+                    s.unconnected = None;
+                    s.health.connected_at = Some(now);
+                    s.pt = opus_pt(&s.rtc, s.mid);
+                }
+                Event::MediaEgressStats(st) => s.health.update(
+                    st.remote.map(|r| *r.maximum_sequence_number),
+                    st.loss,
+                    st.rtt,
+                    now,
+                ),
+                Event::IceConnectionStateChange(IceConnectionState::Disconnected) => {
+                    return None;
+                }
+                _ => {}
+            },
+            Err(e) => {
+                tracing::debug!(id = %s.id, "WebRTC session error: {e}");
+                return None;
+            }
+        }
+    }
+}
+
+/// Whether a media pass at `now` has nothing to do for `s`, whose feed's head is `head` and
+/// which has ended or not (`feed_ended`): no packet waiting, nothing new to read, no move, no
+/// end to follow and no time limit reached (what [`read_queue`] would find, without reading
+/// the queue).
+fn nothing_to_do(s: &Session, head: u64, feed_ended: bool, now: Instant) -> bool {
+    s.outbox.is_empty()
+        && s.moving.is_none()
+        && !feed_ended
+        && s.ended_since.is_none()
+        && s.pos.is_some_and(|p| p >= head)
+        && !past_deadline(s.info.deadline, now)
 }
 
 /// Sends the datagrams gathered in `out` on the socket `fd`, counting drops and calls in
