@@ -54,7 +54,7 @@ impl std::fmt::Debug for Reloader {
 }
 
 /// Keys a reload cannot apply: the running value stays until a restart.
-const NEEDS_RESTART: [&str; 14] = [
+const NEEDS_RESTART: [&str; 15] = [
     "listen",
     "tls.listen",
     "tls.auto",
@@ -69,6 +69,8 @@ const NEEDS_RESTART: [&str; 14] = [
     "paths.pidfile",
     "demo",
     "demo-mount",
+    // The WebRTC engines' sockets and their transcoders' settings are made at start.
+    "webrtc",
 ];
 
 /// Re-reads the configuration and applies it; `Ok` carries a summary of what changed, `Err`

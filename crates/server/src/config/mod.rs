@@ -146,7 +146,7 @@ pub struct WebrtcConfig {
     /// or when listening on `0.0.0.0`); the port is `udp-listen`'s.
     pub public_address: Option<std::net::IpAddr>,
     /// Duration of each Opus packet the transcoder writes for WebRTC viewers of MP3 and AAC
-    /// mounts, in ms: 20, 40, 60, 80, 100 or 120 (default `transcode::frames::DEFAULT_FRAME_MS`).
+    /// mounts, in ms: 20, 40, 60 or 80 (default `transcode::frames::DEFAULT_FRAME_MS`, 60).
     /// A viewer costs the server mostly per packet, so longer packets cost less, for their
     /// length in latency. Ogg/Opus mounts keep their source's packets.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -853,7 +853,7 @@ impl Config {
         if let Some(ms) = self.webrtc.transcode_frame_ms {
             if crate::transcode::frames::frame_samples(ms).is_none() {
                 return Err(ConfigError::Invalid(format!(
-                    "webrtc.transcode-frame-ms = {ms}: Opus packets of 20, 40, 60, 80, 100 or 120 ms only"
+                    "webrtc.transcode-frame-ms = {ms}: Opus packets of 20, 40, 60 or 80 ms only"
                 )));
             }
         }
@@ -1278,6 +1278,25 @@ mod tests {
             at("[webrtc]\nenabled = false\nudp-listen = \"0.0.0.0:9443\"\n"),
             None,
             "turned off"
+        );
+    }
+
+    #[test]
+    fn transcode_frame_ms_takes_opus_packet_times_of_20_to_80_ms_only() {
+        let frame = |v: &str| Config::from_toml(&format!("[webrtc]\ntranscode-frame-ms = {v}\n"));
+        for ok in [20, 40, 60, 80] {
+            assert_eq!(
+                frame(&ok.to_string()).unwrap().webrtc.transcode_frame_ms,
+                Some(ok)
+            );
+        }
+        for bad in [0, 10, 50, 100, 120] {
+            let e = frame(&bad.to_string()).unwrap_err().to_string();
+            assert!(e.contains("transcode-frame-ms"), "{bad}: {e}");
+        }
+        assert_eq!(
+            Config::from_toml("").unwrap().webrtc.transcode_frame_ms,
+            None
         );
     }
 

@@ -1,5 +1,5 @@
 //! The transcoder's pure parts (no I/O, no codec): decoded samples gathered into Opus frames
-//! of 48 kHz stereo, 20, 40 or 60 ms long ([`FrameMs`], [`Framer`]), the Ogg/Opus pages those frames are carried in
+//! of 48 kHz stereo, 20 to 80 ms long ([`FRAME_MS_ALLOWED`], [`Framer`]), the Ogg/Opus pages those frames are carried in
 //! ([`OggOpus`]: `OpusHead` and `OpusTags` as RFC 7845 §5 lays them out, one page per audio
 //! packet so a viewer gets each packet as soon as it is encoded), the encoder's packet buffer
 //! size ([`MAX_OPUS_PACKET`]) and the rate limit of the decoder's error log ([`LogLimit`]).
@@ -20,13 +20,15 @@ pub const CHANNELS: usize = 2;
 pub const FRAME_SAMPLES: usize = 960;
 
 /// The Opus packet durations the transcoder can write, in ms (`[webrtc] transcode-frame-ms`):
-/// the packet times libopus encodes from 20 ms up (`opus_encode`: 20, 40, 60, 80, 100 or
-/// 120 ms; a packet over 20 ms is several frames in one code 3 packet, RFC 6716 §3.2.5).
-/// Every WebRTC Opus decoder plays them (RFC 7587 §4.2: a packet may hold up to 120 ms).
-/// Longer packets mean fewer packets per viewer (the cost of a WHEP viewer is per packet: its
-/// SRTP, its str0m round, its datagram) at the price of their length in latency and in audio
-/// lost with a lost packet.
-pub const FRAME_MS_ALLOWED: [u32; 6] = [20, 40, 60, 80, 100, 120];
+/// packet times libopus encodes (`opus_encode` takes 20, 40, 60, 80, 100 or 120 ms; a packet
+/// over 20 ms holds several frames, a code 1, 2 or 3 packet, RFC 6716 §3.2), which every
+/// WebRTC Opus decoder plays (RFC 7587 §4.2: a packet may hold up to 120 ms). Longer packets
+/// mean fewer packets per viewer (the cost of a WHEP viewer is per packet: its SRTP, its str0m
+/// round, its datagram) at the price of their length in latency and in audio lost with a lost
+/// packet. 100 and 120 ms are left out: at 100 ms, 68 of 2,000 viewers had gaps over 200 ms
+/// (docs/BENCHMARKS.md, issue 25), and the size cap ([`MAX_RTP_OPUS_PAYLOAD`]) would hold them
+/// under 96 kbit/s.
+pub const FRAME_MS_ALLOWED: [u32; 4] = [20, 40, 60, 80];
 
 /// The default Opus packet duration of a transcoded feed (ms), see [`FRAME_MS_ALLOWED`].
 pub const DEFAULT_FRAME_MS: u32 = 60;
@@ -41,7 +43,7 @@ pub const MAX_OPUS_PACKET: usize = 4000;
 /// bitrate), so that with the RTP header (12 bytes and its extensions) and the SRTP tag (16)
 /// a datagram stays under the 1,200 bytes WebRTC stacks assume a path carries unfragmented.
 /// At 96 kbit/s a 60 ms packet is about 720 bytes and an 80 ms one about 960: the cap binds
-/// only on peaks, or on average from 100 ms up.
+/// only on peaks (above 110 kbit/s at 80 ms).
 pub const MAX_RTP_OPUS_PAYLOAD: usize = 1100;
 
 /// Samples per channel at 48 kHz of an Opus frame of `frame_ms` ms, `None` when the duration
@@ -265,12 +267,12 @@ mod tests {
     }
 
     #[test]
-    fn frames_of_40_and_60_ms_and_nothing_else() {
+    fn frame_durations_from_20_to_80_ms_only() {
         assert_eq!(frame_samples(20), Some(960));
         assert_eq!(frame_samples(40), Some(1920));
         assert_eq!(frame_samples(60), Some(2880));
-        assert_eq!(frame_samples(120), Some(5760), "RFC 6716's longest packet");
-        for ms in [0, 10, 30, 50, 140, 240] {
+        assert_eq!(frame_samples(80), Some(3840));
+        for ms in [0, 10, 30, 50, 100, 120, 240] {
             assert_eq!(frame_samples(ms), None, "{ms} ms");
         }
         assert!(frame_samples(DEFAULT_FRAME_MS).is_some());

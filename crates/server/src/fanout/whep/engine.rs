@@ -255,9 +255,37 @@ fn bind(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
     let _ = socket.set_recv_buffer_size(SOCKET_BUFFER);
     let _ = socket.set_send_buffer_size(SOCKET_BUFFER);
     socket.set_reuse_port(true)?;
+    if addr.is_ipv4() {
+        dont_fragment(&socket);
+    }
     socket.bind(&addr.into())?;
     socket.set_nonblocking(true)?;
     Ok(socket.into())
+}
+
+/// Sets the IPv4 "don't fragment" bit on every datagram of `socket` without path MTU
+/// discovery (`IP_MTU_DISCOVER` = `IP_PMTUDISC_PROBE`, ip(7), as QUIC stacks such as quinn
+/// do): WebRTC datagrams are kept under 1,200 bytes, and a DF datagram of an unconnected socket
+/// gets IP id 0 instead of the kernel's hashed id generator (`__ip_select_ident`, a
+/// per-datagram cost on the engines' hottest path). Best effort: a refusal only logs.
+fn dont_fragment(socket: &socket2::Socket) {
+    let v: libc::c_int = libc::IP_PMTUDISC_PROBE;
+    // SAFETY: a valid socket descriptor, and an option value of the size given.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        tracing::debug!(
+            "WebRTC socket: IP_MTU_DISCOVER: {}",
+            std::io::Error::last_os_error()
+        );
+    }
 }
 
 impl Session {
@@ -374,7 +402,7 @@ impl Engine {
     /// stat, and the str0m timeouts that fell due meanwhile are served in this turn, as
     /// before); and just before sleeping, so the wait does not oversleep the media tick by
     /// the time the timeouts and the flush took. The only other reads are str0m's
-    /// `handle_timeout` rounds in [`Self::drive`].
+    /// `handle_timeout` rounds in [`drive_session`].
     fn run(&mut self) {
         let mut buf = vec![0u8; 2048];
         let mut events = Events::with_capacity(16);
@@ -758,18 +786,19 @@ impl Engine {
         // Each feed's head and end, read once per pass: most passes bring most viewers nothing
         // (a packet is due every 20 to 120 ms, a pass runs every 10 ms), and those are skipped
         // without reading their queue.
-        let mut heads: Vec<(*const Queue, u64, bool)> = Vec::new();
+        // (The feed is held for the pass, so its address names no other queue meanwhile.)
+        let mut heads: Vec<(Arc<Queue>, u64, bool)> = Vec::new();
         for (key, slot) in self.slots.iter_mut().enumerate() {
             let Some(s) = slot else { continue };
             if !s.connected {
                 continue;
             }
-            let feed: *const Queue = s.feed_queue();
-            let (head, feed_ended) = match heads.iter().find(|h| h.0 == feed) {
+            let feed = s.feed.as_ref().map_or(&s.mount.queue, |t| &t.queue);
+            let (head, feed_ended) = match heads.iter().find(|h| Arc::ptr_eq(&h.0, feed)) {
                 Some(&(_, head, e)) => (head, e),
                 None => {
-                    let q = s.feed_queue().load();
-                    heads.push((feed, q.head, q.ended));
+                    let q = feed.load();
+                    heads.push((feed.clone(), q.head, q.ended));
                     (q.head, q.ended)
                 }
             };
@@ -860,7 +889,7 @@ fn drive_session(
     if written > 0 && s.connected {
         // A media write: str0m's pacer wants a round before it sends, and a poll now would
         // only say so (a `poll_output` walks every timer of the session): run it first.
-        rounds -= 1;
+        rounds = rounds.saturating_sub(1);
         now = Instant::now();
         if s.rtc.handle_input(Input::Timeout(now)).is_err() {
             return None;

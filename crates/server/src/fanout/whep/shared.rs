@@ -98,13 +98,14 @@ pub fn deferred_timeout(packet: Duration) -> Duration {
 }
 
 /// How many `handle_timeout` rounds one drive of a session may run before it stops and leaves
-/// the next for [`DEFERRED_TIMEOUT`] later: unbounded (`usize::MAX`) while the session is still
+/// the next for [`deferred_timeout`] later: unbounded (`usize::MAX`) while the session is still
 /// connecting or when no media was just written to it; after a media pass wrote `written`
-/// packets to a connected session, `written`. Why: str0m's pacer asks for a timeout round
-/// before every packet it sends and again right after it (its queue snapshot is refreshed only
-/// there), so a drive that follows its timeouts to the end runs two full rounds (ICE, DTLS,
-/// SCTP, RTCP, stats) per 20 ms packet; the round after the last packet only re-reads an empty
-/// queue, and the next write's drive runs it anyway.
+/// packets to a connected session, `written` (the engine's `drive_session` runs the first of
+/// them before it polls). Why: str0m's pacer asks for a timeout round before every packet it
+/// sends and again right after it (its queue snapshot is refreshed only there), so a drive
+/// that follows its timeouts to the end runs two full rounds (ICE, DTLS, SCTP, RTCP, stats)
+/// per packet; the round after the last packet only re-reads an empty queue, and the next
+/// write's drive runs it anyway.
 pub fn timeout_rounds(connected: bool, written: usize) -> usize {
     if !connected || written == 0 {
         usize::MAX
