@@ -11,7 +11,8 @@
 #     between them, the same churn, HOLD2 (default 240 s): each server's CPU per
 #     listener-second, from /proc, and their ratio; ROUNDS rounds (default 2), the ledger on
 #     the first port in odd rounds and on the second in even ones, and the ratios' geometric
-#     mean.
+#     mean; each round also prints the ratio over the hold alone (5 s after the ramp to 5 s
+#     before the end: the churn without the ramp's and the teardown's connections).
 # Loopback only (source addresses 127.0.0.2-127.0.0.40). The ledger's report timing over
 # millions of sessions is a separate run:
 #   cargo bench -p throng-server --bench ledger_report -- 10000000 /tmp/ledger-10m.db
@@ -117,12 +118,22 @@ for round in $(seq "$rounds"); do
   lcpu_s() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$on/task/$ltid/stat"; }
   l0=$(lcpu_s)
   on0=$(cpu_s "$on"); off0=$(cpu_s "$off")
+  # The hold alone as well (every listener connected, churning; the ramp and the teardown
+  # left out): both servers' CPU from 5 s after the ramp to 5 s before the end.
+  ramp_s=$(( n2 / 600 ))
+  ( sleep $((ramp_s + 5)); echo "$(cpu_s "$on") $(cpu_s "$off")" >"$work/hold0"
+    sleep $((hold2 - 10)); echo "$(cpu_s "$on") $(cpu_s "$off")" >"$work/hold1" ) &
+  holdreader=$!
   "$bin" bench run "http://127.0.0.1:18531/$( [ "$on_port" = 18531 ] && echo on || echo off ).mp3" \
     "http://127.0.0.1:18532/$( [ "$on_port" = 18532 ] && echo on || echo off ).mp3" -n "$n2" \
     --ramp 600 --hold "${hold2}s" --session-min 5s --session-max 120s --bitrate-kbps 64 \
     --no-progress --name "ledger-ab-$n2-$round" --out "$out/ab-$round" | tee "$out/ab-$round.txt" || true
   on1=$(cpu_s "$on"); off1=$(cpu_s "$off")
   l1=$(lcpu_s)
+  wait "$holdreader" || true
+  read -r hon0 hoff0 <"$work/hold0"; read -r hon1 hoff1 <"$work/hold1"
+  python3 -c "import sys; a,b,c,d=map(float,sys.argv[1:]); print(f'hold only: ledger on CPU {b-a:.1f} s, off {d-c:.1f} s, on / off {(b-a)/(d-c):.3f} (listeners split evenly)')" \
+    "$hon0" "$hon1" "$hoff0" "$hoff1" | tee -a "$out/ab-$round.txt"
   ratio=$(python3 - "$out/ab-$round/report.json" "$on0" "$on1" "$off0" "$off1" "$l0" "$l1" "$round" "$on_port" <<'PY' | tee -a "$out/ab-$round.txt" | tee /dev/stderr | tail -1
 import json, sys
 gt = json.load(open(sys.argv[1]))["ground_truth"]

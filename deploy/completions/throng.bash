@@ -265,7 +265,7 @@ _throng() {
             return 0
             ;;
         throng__subcmd__bench__subcmd__run)
-            opts="-n -h --mode --listeners --ramp --hold --profile --bitrate-kbps --min-rate-pct --window --max-gap --churn-rate --session-min --session-max --storm-at --stalled-fraction --icy --decode-sample --reconnect-after --connect-timeout --hls-no-blocking-reload --workers --max-per-worker --bind-range --insecure --ca --source --source-url --source-user --source-password --source-method --pid --pid-file --pid-name --metrics-url --out --name --no-progress --events --trigger-url --admin-user --admin-password --changes --change-interval --max-latency --max-rss-per-subscriber --whep --whep-threads --latency-source --latency-icy --worker-exe --help"
+            opts="-n -h --mode --listeners --ramp --hold --profile --bitrate-kbps --min-rate-pct --window --max-gap --churn-rate --session-min --session-max --storm-at --stalled-fraction --icy --decode-sample --reconnect-after --connect-timeout --hls-no-blocking-reload --workers --max-per-worker --bind-range --insecure --ca --source --source-url --source-user --source-password --source-method --pid --pid-file --pid-name --metrics-url --out --name --no-progress --events --trigger-url --admin-user --admin-password --changes --change-interval --max-latency --max-rss-per-subscriber --whep --whep-threads --latency-source --latency-icy --latency-bursts --worker-exe --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -440,6 +440,10 @@ _throng() {
                     return 0
                     ;;
                 --latency-icy)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --latency-bursts)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
