@@ -127,6 +127,10 @@ pub struct Config {
     pub hook: Vec<hooks::HookConfig>,
 }
 
+/// The values `[webrtc] transcode-frame-ms` takes, in ms: the Opus packet times of transcoded
+/// feeds (why these: `transcode::frames::FRAME_MS_ALLOWED`, which is this list).
+pub const TRANSCODE_FRAME_MS: [u32; 4] = [20, 40, 60, 80];
+
 /// `[webrtc]`: WHEP playback (draft-ietf-wish-whep) of Ogg/Opus, MP3 and AAC mounts (these two
 /// transcoded to Opus, `transcode/`), ICE-lite (`POST /whep/<mount>`), over one UDP socket per
 /// fan-out shard (`fanout/whep/`).
@@ -851,7 +855,7 @@ impl Config {
             .and_then(|()| hls::check_window("hls.window", Some(self.hls.window)))
             .map_err(ConfigError::Invalid)?;
         if let Some(ms) = self.webrtc.transcode_frame_ms {
-            if crate::transcode::frames::frame_samples(ms).is_none() {
+            if !TRANSCODE_FRAME_MS.contains(&ms) {
                 return Err(ConfigError::Invalid(format!(
                     "webrtc.transcode-frame-ms = {ms}: Opus packets of 20, 40, 60 or 80 ms only"
                 )));

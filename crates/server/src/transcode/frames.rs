@@ -19,8 +19,9 @@ pub const CHANNELS: usize = 2;
 /// Samples per channel of 20 ms at 48 kHz, WebRTC's usual Opus packet time.
 pub const FRAME_SAMPLES: usize = 960;
 
-/// The Opus packet durations the transcoder can write, in ms (`[webrtc] transcode-frame-ms`):
-/// packet times libopus encodes (`opus_encode` takes 20, 40, 60, 80, 100 or 120 ms; a packet
+/// The Opus packet durations the transcoder can write, in ms (`[webrtc] transcode-frame-ms`;
+/// the list is [`crate::config::TRANSCODE_FRAME_MS`], which the configuration's validation
+/// checks): packet times libopus encodes (`opus_encode` takes 20, 40, 60, 80, 100 or 120 ms; a packet
 /// over 20 ms holds several frames, a code 1, 2 or 3 packet, RFC 6716 §3.2), which every
 /// WebRTC Opus decoder plays (RFC 7587 §4.2: a packet may hold up to 120 ms). Longer packets
 /// mean fewer packets per viewer (the cost of a WHEP viewer is per packet: its SRTP, its str0m
@@ -28,7 +29,7 @@ pub const FRAME_SAMPLES: usize = 960;
 /// packet. 100 and 120 ms are left out: at 100 ms, 68 of 2,000 viewers had gaps over 200 ms
 /// (docs/BENCHMARKS.md, issue 25), and the size cap ([`MAX_RTP_OPUS_PAYLOAD`]) would hold them
 /// under 96 kbit/s.
-pub const FRAME_MS_ALLOWED: [u32; 4] = [20, 40, 60, 80];
+pub const FRAME_MS_ALLOWED: [u32; 4] = crate::config::TRANSCODE_FRAME_MS;
 
 /// The default Opus packet duration of a transcoded feed (ms), see [`FRAME_MS_ALLOWED`].
 pub const DEFAULT_FRAME_MS: u32 = 60;
@@ -284,12 +285,15 @@ mod tests {
         assert_eq!(f.pending(), 120);
     }
 
+    // RFC 6716 §3.2.1: 1,275 bytes per frame; §3.2.5: three of them in a code 3 packet. The
+    // capped packet, its RTP header with extensions (12 + up to 32 bytes) and its SRTP tag (16)
+    // fit 1,200 bytes.
+    const _: () = assert!(MAX_OPUS_PACKET >= 3 * 1275 + 7);
+    const _: () = assert!(MAX_RTP_OPUS_PAYLOAD + 12 + 16 + 32 <= 1200);
+    const _: () = assert!(MAX_RTP_OPUS_PAYLOAD <= MAX_OPUS_PACKET);
+
     #[test]
-    fn an_encoder_packet_buffer_holds_the_largest_packet() {
-        // RFC 6716 §3.2.1: 1,275 bytes per frame; §3.2.5: three of them in a code 3 packet.
-        assert!(MAX_OPUS_PACKET >= 3 * 1275 + 7);
-        assert!(MAX_RTP_OPUS_PAYLOAD + 12 + 16 + 32 <= 1200);
-        assert!(MAX_RTP_OPUS_PAYLOAD <= MAX_OPUS_PACKET);
+    fn a_20_ms_frame_is_960_samples() {
         assert_eq!(FRAME_SAMPLES as u32 * 1000 / OPUS_RATE, 20);
     }
 
