@@ -127,8 +127,15 @@ pub struct Config {
     pub hook: Vec<hooks::HookConfig>,
 }
 
-/// The values `[webrtc] transcode-frame-ms` takes, in ms: the Opus packet times of transcoded
-/// feeds (why these: `transcode::frames::FRAME_MS_ALLOWED`, which is this list).
+/// The values `[webrtc] transcode-frame-ms` takes, in ms: the Opus packet times the
+/// transcoder (`transcode/`) writes. Packet times libopus encodes (`opus_encode` takes 20, 40,
+/// 60, 80, 100 or 120 ms; a packet over 20 ms holds several frames, a code 1, 2 or 3 packet,
+/// RFC 6716 §3.2), which every WebRTC Opus decoder plays (RFC 7587 §4.2: a packet may hold up
+/// to 120 ms). Longer packets mean fewer packets per viewer (the cost of a WHEP viewer is per
+/// packet: its SRTP, its str0m round, its datagram) at the price of their length in latency
+/// and in audio lost with a lost packet. 100 and 120 ms are left out: at 100 ms, 68 of 2,000
+/// viewers had gaps over 200 ms (docs/BENCHMARKS.md, issue 25), and the transcoder's packet
+/// size cap (`transcode::frames::MAX_RTP_OPUS_PAYLOAD`) would hold them under 96 kbit/s.
 pub const TRANSCODE_FRAME_MS: [u32; 4] = [20, 40, 60, 80];
 
 /// `[webrtc]`: WHEP playback (draft-ietf-wish-whep) of Ogg/Opus, MP3 and AAC mounts (these two

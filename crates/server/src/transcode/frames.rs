@@ -1,5 +1,5 @@
 //! The transcoder's pure parts (no I/O, no codec): decoded samples gathered into Opus frames
-//! of 48 kHz stereo, 20 to 80 ms long ([`FRAME_MS_ALLOWED`], [`Framer`]), the Ogg/Opus pages those frames are carried in
+//! of 48 kHz stereo, 20 to 80 ms long ([`crate::config::TRANSCODE_FRAME_MS`], [`Framer`]), the Ogg/Opus pages those frames are carried in
 //! ([`OggOpus`]: `OpusHead` and `OpusTags` as RFC 7845 §5 lays them out, one page per audio
 //! packet so a viewer gets each packet as soon as it is encoded), the encoder's packet buffer
 //! size ([`MAX_OPUS_PACKET`]) and the rate limit of the decoder's error log ([`LogLimit`]).
@@ -19,19 +19,8 @@ pub const CHANNELS: usize = 2;
 /// Samples per channel of 20 ms at 48 kHz, WebRTC's usual Opus packet time.
 pub const FRAME_SAMPLES: usize = 960;
 
-/// The Opus packet durations the transcoder can write, in ms (`[webrtc] transcode-frame-ms`;
-/// the list is [`crate::config::TRANSCODE_FRAME_MS`], which the configuration's validation
-/// checks): packet times libopus encodes (`opus_encode` takes 20, 40, 60, 80, 100 or 120 ms; a packet
-/// over 20 ms holds several frames, a code 1, 2 or 3 packet, RFC 6716 §3.2), which every
-/// WebRTC Opus decoder plays (RFC 7587 §4.2: a packet may hold up to 120 ms). Longer packets
-/// mean fewer packets per viewer (the cost of a WHEP viewer is per packet: its SRTP, its str0m
-/// round, its datagram) at the price of their length in latency and in audio lost with a lost
-/// packet. 100 and 120 ms are left out: at 100 ms, 68 of 2,000 viewers had gaps over 200 ms
-/// (docs/BENCHMARKS.md, issue 25), and the size cap ([`MAX_RTP_OPUS_PAYLOAD`]) would hold them
-/// under 96 kbit/s.
-pub const FRAME_MS_ALLOWED: [u32; 4] = crate::config::TRANSCODE_FRAME_MS;
-
-/// The default Opus packet duration of a transcoded feed (ms), see [`FRAME_MS_ALLOWED`].
+/// The default Opus packet duration of a transcoded feed (ms), see
+/// [`crate::config::TRANSCODE_FRAME_MS`].
 pub const DEFAULT_FRAME_MS: u32 = 60;
 
 /// The encoder's output buffer, in bytes: libopus's recommended 4,000 (`opus.h`,
@@ -48,9 +37,9 @@ pub const MAX_OPUS_PACKET: usize = 4000;
 pub const MAX_RTP_OPUS_PAYLOAD: usize = 1100;
 
 /// Samples per channel at 48 kHz of an Opus frame of `frame_ms` ms, `None` when the duration
-/// is not one of [`FRAME_MS_ALLOWED`].
+/// is not one of [`crate::config::TRANSCODE_FRAME_MS`].
 pub fn frame_samples(frame_ms: u32) -> Option<usize> {
-    FRAME_MS_ALLOWED
+    crate::config::TRANSCODE_FRAME_MS
         .contains(&frame_ms)
         .then_some(frame_ms as usize * OPUS_RATE as usize / 1000)
 }

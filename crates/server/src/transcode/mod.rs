@@ -107,7 +107,7 @@ impl Transcoders {
     /// No transcoder running yet; `gauge` (`throng_whep_transcoders`) counts those that run,
     /// `skipped` (`throng_whep_transcode_skipped_total`) what their decoders refused; each
     /// writes Opus packets of `frame_ms` ms (`[webrtc] transcode-frame-ms`, one of
-    /// [`frames::FRAME_MS_ALLOWED`]; `None` or another value: [`frames::DEFAULT_FRAME_MS`]).
+    /// [`crate::config::TRANSCODE_FRAME_MS`]; `None` or another value: [`frames::DEFAULT_FRAME_MS`]).
     pub fn new(gauge: Gauge, skipped: Counter, frame_ms: Option<u32>) -> Transcoders {
         let frame_samples = frame_ms
             .and_then(frames::frame_samples)

@@ -39,7 +39,7 @@ use str0m::media::{MediaKind, Mid, Pt};
 use str0m::net::{Protocol, Receive};
 use str0m::rtp::{Extension, RtpWrite, SeqNo};
 use str0m::{Candidate, Event, IceConnectionState, Input, Output, Rtc};
-use throng_proto::opus_rtp::{opus_packet_samples, OpusPacket, RtpClock};
+use throng_proto::opus_rtp::{OpusPacket, RtpClock};
 
 use super::batch::SendBatch;
 use super::pages::FeedPages;
@@ -291,7 +291,7 @@ fn dont_fragment(socket: &socket2::Socket) {
 impl Session {
     /// The queue of Ogg/Opus pages this viewer reads: its mount's own, or for an MP3 or AAC
     /// mount its transcoder's.
-    fn feed_queue(&self) -> &Queue {
+    fn feed_queue(&self) -> &Arc<Queue> {
         match &self.feed {
             Some(t) => &t.queue,
             None => &self.mount.queue,
@@ -328,8 +328,9 @@ struct Session {
     sent: u64,
     /// Bytes of the `201` answer, counted in the access-log line.
     answer_bytes: u64,
-    /// Packets read but not yet due (extended RTP timestamp, payload).
-    outbox: VecDeque<(u64, Arc<[u8]>)>,
+    /// Packets read but not yet due (extended RTP timestamp, payload, play time in 48 kHz
+    /// samples).
+    outbox: VecDeque<(u64, Arc<[u8]>, u32)>,
     pacer: Pacer,
     /// How long the last packet written plays (its deferred timeout round waits two of them,
     /// [`deferred_timeout`]).
@@ -793,7 +794,7 @@ impl Engine {
             if !s.connected {
                 continue;
             }
-            let feed = s.feed.as_ref().map_or(&s.mount.queue, |t| &t.queue);
+            let feed = s.feed_queue();
             let (head, feed_ended) = match heads.iter().find(|h| Arc::ptr_eq(&h.0, feed)) {
                 Some(&(_, head, e)) => (head, e),
                 None => {
@@ -822,16 +823,16 @@ impl Engine {
                     }
                 };
                 s.ext_ts = Some((p.rtp_ts, ext));
-                s.outbox.push_back((ext, p.data));
+                s.outbox.push_back((ext, p.data, p.samples));
             }
             // Paced: each packet goes when its media time is due (an Ogg page brings up to
             // a second of packets at once).
             let mut wrote = 0;
-            while let Some((ext, _)) = s.outbox.front() {
+            while let Some((ext, ..)) = s.outbox.front() {
                 if s.pacer.due(*ext, now) > now {
                     break;
                 }
-                let Some((ext, data)) = s.outbox.pop_front() else {
+                let Some((ext, data, samples)) = s.outbox.pop_front() else {
                     break;
                 };
                 // RTP mode: the Opus packet is the RTP payload as it is (RFC 7587 §4.2), so
@@ -841,9 +842,7 @@ impl Engine {
                     break;
                 };
                 s.sent += data.len() as u64;
-                if let Some(n) = opus_packet_samples(&data) {
-                    s.packet_time = Duration::from_micros(u64::from(n) * 1000 / 48);
-                }
+                s.packet_time = Duration::from_micros(u64::from(samples) * 1000 / 48);
                 self.stats.packets += 1;
                 wrote += 1;
                 tx.write_rtp(RtpWrite::new(pt, SeqNo::from(s.seq), ext as u32, now, data));
