@@ -19,6 +19,8 @@
 #
 #   scripts/bench-ledger.sh [N1] [N2]     # needs target/release/throng (built if missing)
 #   ONLY=ab scripts/bench-ledger.sh        # part 2 only; OUT=dir for the reports
+#   ONLY=ab ON_LEDGER='database = "off"' scripts/bench-ledger.sh   # an A/A control: the
+#                                          # "on" server's [ledger] lines (OFF_LEDGER: the other's)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 n1="${1:-18000}"
@@ -101,21 +103,26 @@ fi
 
 echo "== 2. ledger on against off, $n2 listeners over two servers, ${hold2} s, ${rounds} rounds"
 # Each round starts two fresh servers; the ledger alternates between the first port (listed
-# first to the bench) and the second, so what differs between the two places (the order the
-# bench opens them in, the port) weighs on both sides alike over an even number of rounds.
+# first to the bench, its server started first) and the second, so what differs between the
+# two places (the order the servers start in, the order the bench opens them in, the port)
+# weighs on both sides alike over an even number of rounds.
 ratios=()
 for round in $(seq "$rounds"); do
   if [ $((round % 2)) = 1 ]; then on_port=18531; off_port=18532; else on_port=18532; off_port=18531; fi
-  serve on "$on_port" "database = \"sqlite://$work/on-$round.db\""
-  on=$pid
-  serve off "$off_port" 'database = "off"'
-  off=$pid
+  # The server on the first port is started first, so the start order alternates with the
+  # ledger too (an A/A control, both servers without a ledger, put 2.4 % more CPU on the one
+  # started first).
+  start_on() { serve on "$on_port" "${ON_LEDGER:-database = \"sqlite://$work/on-$round.db\"}"; on=$pid; }
+  start_off() { serve off "$off_port" "${OFF_LEDGER:-database = \"off\"}"; off=$pid; }
+  if [ "$on_port" = 18531 ]; then start_on; start_off; else start_off; start_on; fi
   sleep 2
   # The writer thread's own CPU (the ledger's cost, less the few statements a listener runs to
   # hand its start and end over).
-  ledger_tid() { grep -l '^throng-ledger$' /proc/"$1"/task/*/comm | head -1 | cut -d/ -f5; }
+  ledger_tid() { { grep -l '^throng-ledger$' /proc/"$1"/task/*/comm || true; } | head -1 | cut -d/ -f5; }
   ltid=$(ledger_tid "$on")
-  lcpu_s() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$on/task/$ltid/stat"; }
+  lcpu_s() {
+    if [ -n "$ltid" ]; then awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$on/task/$ltid/stat"; else echo 0; fi
+  }
   l0=$(lcpu_s)
   on0=$(cpu_s "$on"); off0=$(cpu_s "$off")
   # The hold alone as well (every listener connected, churning; the ramp and the teardown

@@ -23,7 +23,9 @@
 # the hold only (every client connected). FRAME_MS sets `[webrtc] transcode-frame-ms` (the Opus
 # packet time of transcoded mounts; unset: the server's default); SERVER_LOG sets the server's
 # log filter (e.g. `info,throng_whep_stats=debug` for the WHEP engines' stats each second).
-# Usage: [PORT=18800] [SOURCE=opus|mp3] [FRAME_MS=20..120] [BIN=path/to/throng] scripts/bench-whep.sh [N] [HOLD_SECS]
+# MIX=1 runs both at once instead (N ICY listeners and N WHEP viewers) and reads each path's CPU
+# from its own server threads over the hold (see `mixed` below).
+# Usage: [PORT=18800] [SOURCE=opus|mp3] [FRAME_MS=20..80] [MIX=1] [BIN=path/to/throng] scripts/bench-whep.sh [N] [HOLD_SECS]
 # [OUT] (the server takes TCP PORT and UDP PORT+1; BIN skips the build).
 set -euo pipefail
 N="${1:-2000}"
@@ -129,7 +131,50 @@ phase() { # name, then the bench arguments
   fi
   grep -h "latency\|WHEP viewers\|setup\|bench CPU\|packets per" "$OUT/$name.txt" | tee -a "$OUT/summary.txt" || true
 }
-if [ "$SOURCE" = mp3 ]; then
+# CPU ticks of the server's threads whose name matches the shell pattern $1.
+thread_ticks() {
+  local t=0 f c
+  for f in /proc/"$pid"/task/*; do
+    c="$(cat "$f/comm" 2>/dev/null)" || continue
+    # shellcheck disable=SC2254
+    case "$c" in $1) t=$((t + $(awk '{print $14 + $15}' "$f/stat" 2>/dev/null || echo 0))) ;; esac
+  done
+  echo "$t"
+}
+# MIX=1: the ICY listeners and the WHEP viewers at the same time, each path's server CPU read
+# from its own threads over the hold: the fan-out threads (`fanout-*`) write to the ICY
+# listeners, the WHEP engines (`whep-*`) and the transcoder (`transcode`) serve the viewers.
+# Both see the same box at the same moment, so its drift between two phases (on a shared VM
+# the same phase moves by 10-20 % from one minute to the next) stays out of the ratio.
+mixed() { # ICY URL, bitrate, WHEP URL
+  exec 9>/tmp/throng-bench.lock
+  flock 9
+  "$bin" bench run --whep "$3" --pid "$pid" "${probe[@]}" -n "$N" --ramp 200 --hold "${HOLD}s" \
+    --no-progress --out "$OUT/whep" >"$OUT/whep.txt" 2>&1 &
+  local whep=$!
+  sleep 3 # the bench's source makes the mount live
+  "$bin" bench run "$1" --bitrate-kbps "$2" -n "$N" --ramp 200 --hold "$((HOLD - 3))s" \
+    --no-progress --out "$OUT/icy" >"$OUT/icy.txt" 2>&1 &
+  local icy=$!
+  sleep $((N / 200 + 6))
+  local i0 w0 t0 i1 w1 t1
+  i0="$(thread_ticks 'fanout-*')"; w0="$(thread_ticks 'whep-*')"; x0="$(thread_ticks transcode)"; t0="$(now)"
+  sleep $((HOLD > 14 ? HOLD - 12 : 2))
+  i1="$(thread_ticks 'fanout-*')"; w1="$(thread_ticks 'whep-*')"; x1="$(thread_ticks transcode)"; t1="$(now)"
+  wait "$whep" || true
+  wait "$icy" || true
+  flock -u 9
+  awk -v i="$((i1 - i0))" -v w="$((w1 - w0))" -v x="$((x1 - x0))" -v t0="$t0" -v t1="$t1" -v n="$N" \
+    'BEGIN { d = t1 - t0; ic = i * 10000 / (n * d); wc = (w + x) * 10000 / (n * d)
+             printf "mixed, hold only, %.1f s: ICY %.1f us per listener-second (fanout-*), WHEP %.1f us per viewer-second (whep-* and transcode %.1f ms/s), WHEP / ICY %.1f\n",
+               d, ic, wc, x * 10 / d, wc / ic }' | tee -a "$OUT/summary.txt"
+  grep -h "latency\|WHEP viewers\|setup\|packets per\|verdict\|starved" "$OUT/whep.txt" "$OUT/icy.txt" | tee -a "$OUT/summary.txt" || true
+}
+if [ -n "${MIX:-}" ] && [ "$SOURCE" = mp3 ]; then
+  mixed "http://127.0.0.1:$PORT/bursts.mp3" 64 "http://127.0.0.1:$PORT/whep/bursts.mp3"
+elif [ -n "${MIX:-}" ]; then
+  mixed "http://127.0.0.1:$PORT/probe.opus" 75 "http://127.0.0.1:$PORT/whep/probe.opus"
+elif [ "$SOURCE" = mp3 ]; then
   phase icy "http://127.0.0.1:$PORT/bursts.mp3" --bitrate-kbps 64
   phase whep --whep "http://127.0.0.1:$PORT/whep/bursts.mp3" --pid "$pid"
 else

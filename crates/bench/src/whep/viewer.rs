@@ -901,7 +901,8 @@ pub fn run_worker(
         .collect::<anyhow::Result<_>>()?;
     anyhow::ensure!(!targets.is_empty(), "no WHEP URL");
     let binds = crate::net::connect::parse_bind_range(&spec.bind_range)?;
-    // The pure-Rust crypto backend (a no-op when one is installed already).
+    // The crypto backend of the build's str0m feature, aws-lc-rs (a no-op when one is installed
+    // already).
     str0m::crypto::from_feature_flags().install_process_default();
     crate::profile::sleep_until_unix_ms(spec.start_unix_ms);
     let start = Instant::now();

@@ -9,7 +9,7 @@
 //! Why a WHEP thread beside each shard rather than the sessions on the shard threads' own mio
 //! poll: a shard's loop is timed for cheap coalesced TCP writes (its tick schedule in
 //! `fanout/shard/decide.rs`), while a WebRTC session costs a DTLS handshake of several
-//! milliseconds of pure-Rust public-key crypto when it starts and an SRTP-sealed datagram every
+//! milliseconds of public-key crypto when it starts and an SRTP-sealed datagram every
 //! 20 ms after; on the shard threads every handshake would stall the ICY listeners of that
 //! shard. As separate threads, one per shard, the kernel interleaves both kinds of work on the
 //! cores, and the engines scale with the shard count like the shards do. The engine loop
@@ -96,7 +96,8 @@ impl WhepEngine {
         access_log: AccessLog,
         transcode_frame_ms: Option<u32>,
     ) -> std::io::Result<WhepEngine> {
-        // The pure-Rust crypto backend (a no-op when one is installed already).
+        // The crypto backend of the build's str0m feature, aws-lc-rs (a no-op when one is
+        // installed already).
         str0m::crypto::from_feature_flags().install_process_default();
         let count = count.clamp(1, 256);
         let shared = EngineShared {
