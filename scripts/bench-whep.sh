@@ -157,7 +157,7 @@ mixed() { # ICY URL, bitrate, WHEP URL
     --no-progress --out "$OUT/icy" >"$OUT/icy.txt" 2>&1 &
   local icy=$!
   sleep $((N / 200 + 6))
-  local i0 w0 t0 i1 w1 t1
+  local i0 w0 x0 t0 i1 w1 x1 t1
   i0="$(thread_ticks 'fanout-*')"; w0="$(thread_ticks 'whep-*')"; x0="$(thread_ticks transcode)"; t0="$(now)"
   sleep $((HOLD > 14 ? HOLD - 12 : 2))
   i1="$(thread_ticks 'fanout-*')"; w1="$(thread_ticks 'whep-*')"; x1="$(thread_ticks transcode)"; t1="$(now)"

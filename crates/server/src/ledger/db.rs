@@ -319,15 +319,7 @@ fn open_sqlite(path: &Path) -> Result<rusqlite::Connection, rusqlite::Error> {
     // Checkpoint every 8,192 pages (32 MiB of WAL) instead of SQLite's 1,000: the pages a
     // batch rewrites each time (the tails of the tables, the rollup, the open sessions) are
     // copied back and synced once per checkpoint, so fewer checkpoints cost less per session.
-    c.pragma_update(
-        None,
-        "wal_autocheckpoint",
-        if std::env::var_os("NOCKPT").is_some() {
-            0
-        } else {
-            8192
-        },
-    )?;
+    c.pragma_update(None, "wal_autocheckpoint", 8192)?;
     // A 32 MiB page cache (SQLite's default is 2 MiB): the open sessions' rows and the
     // indexes' hot pages stay in memory instead of being read back for every end.
     c.pragma_update(None, "cache_size", -32_768)?;
