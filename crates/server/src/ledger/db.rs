@@ -114,6 +114,18 @@ impl<T: Into<Val>> From<Option<T>> for Val {
     }
 }
 
+/// The ledger's statements as rewritten for SQLite, by their `$N` text (foldhash: the writer
+/// looks one up per statement it runs).
+pub type SqliteSql = HashMap<String, String, foldhash::fast::RandomState>;
+
+/// The SQLite text of `sql`, rewritten on first use.
+fn rewritten<'a>(cache: &'a mut SqliteSql, sql: &str) -> &'a str {
+    if !cache.contains_key(sql) {
+        cache.insert(sql.to_owned(), sqlite_sql(sql));
+    }
+    &cache[sql]
+}
+
 /// Which SQL dialect a connection speaks (for the few statements that differ: DDL).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
@@ -127,7 +139,7 @@ pub enum Dialect {
 pub enum Db {
     /// An SQLite file in WAL mode, with its statements' SQL as rewritten for SQLite (by the
     /// ledger's `$N` text, so a statement is rewritten once, not per call).
-    Sqlite(rusqlite::Connection, HashMap<String, String>),
+    Sqlite(rusqlite::Connection, SqliteSql),
     /// A PostgreSQL connection.
     Postgres(Box<postgres::Client>),
 }
@@ -154,7 +166,7 @@ impl Db {
                         source,
                     })?;
                 }
-                Ok(Db::Sqlite(open_sqlite(path)?, HashMap::new()))
+                Ok(Db::Sqlite(open_sqlite(path)?, SqliteSql::default()))
             }
             LedgerDatabase::Postgres(url) => Ok(Db::Postgres(Box::new(postgres::Client::connect(
                 url,
@@ -187,13 +199,9 @@ impl Db {
     /// Errors: the database's.
     pub fn exec(&mut self, sql: &str, params: &[Val]) -> Result<u64, DbError> {
         match self {
-            Db::Sqlite(c, rewritten) => {
-                if !rewritten.contains_key(sql) {
-                    rewritten.insert(sql.to_owned(), sqlite_sql(sql));
-                }
-                let sql = &rewritten[sql];
-                let mut st = c.prepare_cached(sql)?;
-                let n = st.execute(rusqlite::params_from_iter(params.iter().map(sqlite_value)))?;
+            Db::Sqlite(c, cache) => {
+                let mut st = c.prepare_cached(rewritten(cache, sql))?;
+                let n = st.execute(rusqlite::params_from_iter(params))?;
                 Ok(n as u64)
             }
             Db::Postgres(c) => {
@@ -225,14 +233,10 @@ impl Db {
         mut each: impl FnMut(&[Val]),
     ) -> Result<(), DbError> {
         match self {
-            Db::Sqlite(c, rewritten) => {
-                if !rewritten.contains_key(sql) {
-                    rewritten.insert(sql.to_owned(), sqlite_sql(sql));
-                }
-                let mut st = c.prepare_cached(&rewritten[sql])?;
+            Db::Sqlite(c, cache) => {
+                let mut st = c.prepare_cached(rewritten(cache, sql))?;
                 let n = st.column_count();
-                let mut rows =
-                    st.query(rusqlite::params_from_iter(params.iter().map(sqlite_value)))?;
+                let mut rows = st.query(rusqlite::params_from_iter(params))?;
                 let mut r = Vec::with_capacity(n);
                 while let Some(row) = rows.next()? {
                     r.clear();
@@ -330,12 +334,16 @@ fn open_sqlite(path: &Path) -> Result<rusqlite::Connection, rusqlite::Error> {
     Ok(c)
 }
 
-fn sqlite_value(v: &Val) -> rusqlite::types::Value {
-    match v {
-        Val::Int(i) => rusqlite::types::Value::Integer(*i),
-        Val::Float(f) => rusqlite::types::Value::Real(*f),
-        Val::Text(s) => rusqlite::types::Value::Text(s.clone()),
-        Val::Null => rusqlite::types::Value::Null,
+/// A value bound to an SQLite statement by reference (no copy of its text).
+impl rusqlite::ToSql for Val {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::ValueRef;
+        Ok(rusqlite::types::ToSqlOutput::Borrowed(match self {
+            Val::Int(i) => ValueRef::Integer(*i),
+            Val::Float(f) => ValueRef::Real(*f),
+            Val::Text(s) => ValueRef::Text(s.as_bytes()),
+            Val::Null => ValueRef::Null,
+        }))
     }
 }
 
@@ -365,7 +373,7 @@ mod tests {
         );
         let mut db = Db::Sqlite(
             rusqlite::Connection::open_in_memory().unwrap(),
-            HashMap::new(),
+            SqliteSql::default(),
         );
         db.batch("CREATE TABLE t (id BIGINT, a TEXT)").unwrap();
         db.exec(

@@ -23,6 +23,7 @@ pub mod db;
 pub mod geo;
 pub mod message;
 pub mod minutes;
+pub mod names;
 pub mod player;
 pub mod report;
 pub mod request;

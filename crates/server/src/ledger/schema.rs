@@ -149,6 +149,14 @@ pub const MIGRATIONS: &[&str] = &[
     INSERT INTO ledger_meta (key, value)
         SELECT 'uniques_backfill', CAST(MIN(started_ms) AS TEXT) || ' ' || CAST(/*NOW_MS*/ AS TEXT)
         FROM sessions HAVING COUNT(*) > 0",
+    // Version 3: the start-time index holds the start alone. It held the start, relay, mount
+    // and address, so that a server reading its day's listeners back at start
+    // (`Writer::load_uniques`) needed no table look-up; but every session start inserts into
+    // it, and the wide entries cost the writer about a tenth of its time per session
+    // (`ledger_churn`: 12.5 against 11.3 µs) and the file 15 % of its size. The read-back
+    // now looks each of the day's rows up, once per server start.
+    "DROP INDEX sessions_started;
+    CREATE INDEX sessions_started ON sessions (started_ms)",
 ];
 
 /// A migration's SQL for `dialect`: SQLite keeps `/*SQLITE*/…/*END*/` parts (without the
@@ -280,7 +288,6 @@ pub fn migrate(db: &mut Db) -> Result<i64, DbError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
 
     #[test]
     fn sqlite_only_parts_are_kept_for_sqlite_and_dropped_for_postgresql() {
@@ -293,7 +300,7 @@ mod tests {
     fn a_version_1_ledger_keeps_its_sessions_and_gets_its_unique_listeners_to_count() {
         let mut db = Db::Sqlite(
             rusqlite::Connection::open_in_memory().unwrap(),
-            HashMap::new(),
+            Default::default(),
         );
         db.batch(
             "CREATE TABLE ledger_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

@@ -16,13 +16,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::address::{day_of, new_salt, stored_address, DAY_MS};
-use super::db::{Db, DbError, Val};
+use super::db::{Db, DbError, Dialect, Val};
 use super::geo::Countries;
 use super::message::{now_ms, Msg, Play, SessionEnd, SessionStart, COMMIT_EVERY, CRASHED};
 use super::minutes::split_by_minute;
+use super::names::Names;
 use super::player::player_of;
 use super::schema;
-use super::uniques::{Arrival, UniqueKey, Uniques, DAY_S, HOUR_S};
+use super::uniques::{Uniques, DAY_S, HOUR_S};
 use crate::config::AddressPolicy;
 
 /// Most messages applied in one transaction.
@@ -38,14 +39,17 @@ const WAKE_EVERY: Duration = Duration::from_millis(100);
 /// How often rows past the retention are deleted.
 const RETENTION_EVERY: Duration = Duration::from_secs(3600);
 
-/// What the writer remembers of an open session until it ends (for the rollup).
+/// What the writer remembers of an open session until it ends (for the rollup), its names
+/// shared ([`Names`]).
 #[derive(Debug, Clone)]
 struct OpenRow {
-    path: String,
+    mount: Arc<str>,
+    path: Arc<str>,
     relay: bool,
     started_ms: i64,
-    country: Option<String>,
-    player: String,
+    /// Empty when unknown.
+    country: Arc<str>,
+    player: Arc<str>,
 }
 
 /// The writer: database, policies and the open sessions it has seen start.
@@ -57,21 +61,27 @@ pub struct Writer {
     retention_days: u32,
     playlistlog: Option<PathBuf>,
     salts: HashMap<i64, String>,
-    open: HashMap<i64, OpenRow>,
+    open: foldhash::HashMap<i64, OpenRow>,
+    /// The names the open sessions and the rollups' keys share.
+    names: Names,
     /// The batch's rollup: listening seconds and sessions by (minute, mount, path, country,
     /// player), written once per batch ([`Writer::flush_rollup`]).
-    rollup: HashMap<RollupKey, (f64, i64)>,
+    rollup: foldhash::HashMap<RollupKey, (f64, i64)>,
     /// The end time (Unix ms) of the oldest end not yet folded, and of the newest: ends are
     /// folded once they span [`FOLD_EVERY`] of session time (or of the clock).
     unfolded: Option<(i64, i64)>,
     /// The listeners seen this hour and day ([`Uniques`]), and the batch's new ones per
     /// counter of `audience_uniques`.
     uniques: Uniques,
-    unique_rollup: HashMap<UniqueKey, i64>,
+    unique_rollup: foldhash::HashMap<UniqueKey, i64>,
 }
 
 /// A row of `audience_minutes` for this server: minute, mount, path, country, player.
-type RollupKey = (i64, String, String, String, String);
+type RollupKey = (i64, Arc<str>, Arc<str>, Arc<str>, Arc<str>);
+
+/// A row of `audience_uniques` for this server: span (s), period start (Unix s), mount (empty:
+/// all mounts), path, country (empty: unknown), player.
+type UniqueKey = (i64, i64, Arc<str>, Arc<str>, Arc<str>, Arc<str>);
 
 impl Writer {
     /// A writer on `db` for `server`.
@@ -91,11 +101,12 @@ impl Writer {
             retention_days,
             playlistlog,
             salts: HashMap::new(),
-            open: HashMap::new(),
-            rollup: HashMap::new(),
+            open: Default::default(),
+            names: Names::new(),
+            rollup: Default::default(),
             unfolded: None,
             uniques: Uniques::new(),
-            unique_rollup: HashMap::new(),
+            unique_rollup: Default::default(),
         }
     }
 
@@ -393,7 +404,7 @@ impl Writer {
     fn start(&mut self, id: i64, at: i64, s: &SessionStart) -> Result<(), DbError> {
         let address = self.address(s.ip, at)?;
         let country = self.countries.as_ref().and_then(|c| c.country(s.ip));
-        let player = player_of(s.agent.as_deref());
+        let player = self.names.get(&player_of(s.agent.as_deref()));
         let inserted = self.db.exec(
             "INSERT INTO sessions (id, server, mount, path, relay, started_ms, agent, player,
              referer, username, address, country)
@@ -407,7 +418,7 @@ impl Writer {
                 Val::Int(s.relay.into()),
                 Val::Int(at),
                 Val::from(s.agent.clone()),
-                Val::from(player.clone()),
+                Val::from(&*player),
                 Val::from(s.referer.clone()),
                 Val::from(s.user.clone()),
                 Val::from(address.as_str()),
@@ -418,28 +429,30 @@ impl Writer {
             tracing::warn!(id, mount = %s.mount, "ledger: a session id is taken; this start is not recorded");
             return Ok(());
         }
+        let row = OpenRow {
+            mount: self.names.get(&s.mount),
+            path: self.names.get(s.path),
+            relay: s.relay,
+            started_ms: at,
+            country: self.names.get(country.as_deref().unwrap_or("")),
+            player,
+        };
         if !s.relay {
-            for key in self.uniques.arrive(Arrival {
-                started_ms: at,
-                mount: &s.mount,
-                address: &address,
-                path: s.path,
-                country: country.as_deref().unwrap_or(""),
-                player: &player,
-            }) {
+            let all = self.names.get("");
+            for c in self.uniques.arrive(at, &s.mount, &address) {
+                let mount = if c.per_mount { &row.mount } else { &all };
+                let key = (
+                    c.span_s,
+                    c.at_s,
+                    mount.clone(),
+                    row.path.clone(),
+                    row.country.clone(),
+                    row.player.clone(),
+                );
                 *self.unique_rollup.entry(key).or_default() += 1;
             }
         }
-        self.open.insert(
-            id,
-            OpenRow {
-                path: s.path.to_owned(),
-                relay: s.relay,
-                started_ms: at,
-                country,
-                player,
-            },
-        );
+        self.open.insert(id, row);
         Ok(())
     }
 
@@ -460,7 +473,10 @@ impl Writer {
         } else {
             e.bytes.min(i64::MAX as u64) as i64
         };
-        let mount = (!e.mount.is_empty()).then(|| e.mount.clone());
+        // The mount is stored only when the session moved (a fallback, a move): a smaller
+        // append, and the fold keeps the row's own.
+        let moved = !e.mount.is_empty() && e.mount != *row.mount;
+        let mount = moved.then(|| e.mount.clone());
         // Appended, folded into the session's row within a minute ([`Writer::fold`]).
         self.db.exec(
             "INSERT INTO session_ends (server, id, mount, ended_ms, seconds, bytes, end_reason)
@@ -483,19 +499,11 @@ impl Writer {
         if row.relay {
             return Ok(());
         }
-        let mount = if e.mount.is_empty() {
-            self.db
-                .query(
-                    "SELECT mount FROM sessions WHERE id = $1 AND server = $2",
-                    &[Val::Int(e.id), Val::from(&*self.server)],
-                )?
-                .first()
-                .and_then(|r| r[0].text())
-                .unwrap_or_default()
+        let mount = if moved {
+            self.names.get(&e.mount)
         } else {
-            e.mount.clone()
+            row.mount.clone()
         };
-        let country = row.country.clone().unwrap_or_default();
         let started = row.started_ms;
         for (i, (minute, secs)) in split_by_minute(started, e.ended_ms.max(started + 1))
             .into_iter()
@@ -505,7 +513,7 @@ impl Writer {
                 minute,
                 mount.clone(),
                 row.path.clone(),
-                country.clone(),
+                row.country.clone(),
                 row.player.clone(),
             );
             let add = self.rollup.entry(key).or_default();
@@ -531,10 +539,10 @@ impl Writer {
                     Val::Int(span),
                     Val::Int(at),
                     Val::from(&*self.server),
-                    Val::from(mount),
-                    Val::from(path),
-                    Val::from(country),
-                    Val::from(player),
+                    Val::from(&*mount),
+                    Val::from(&*path),
+                    Val::from(&*country),
+                    Val::from(&*player),
                     Val::Int(listeners),
                 ],
             )?;
@@ -552,10 +560,10 @@ impl Writer {
                 &[
                     Val::Int(minute),
                     Val::from(&*self.server),
-                    Val::from(mount),
-                    Val::from(path),
-                    Val::from(country),
-                    Val::from(player),
+                    Val::from(&*mount),
+                    Val::from(&*path),
+                    Val::from(&*country),
+                    Val::from(&*player),
                     Val::Float(secs),
                     Val::Int(sessions),
                 ],
@@ -577,7 +585,8 @@ impl Writer {
     /// Folds the appended ends matching `filter` (over `session_ends`, with `$1` bound to
     /// `value`) into their sessions, then removes them: only those folded, or whose session
     /// is gone, so an end another writer of the same name committed after the `UPDATE`'s
-    /// snapshot (PostgreSQL; an upgrade's two processes) waits for the next fold.
+    /// snapshot (PostgreSQL; an upgrade's two processes) waits for the next fold. An end
+    /// without a mount (the session did not move) keeps its row's.
     fn fold_ends(&mut self, filter: &str, value: Val) -> Result<(), DbError> {
         self.db.exec(
             &format!(
@@ -589,12 +598,19 @@ impl Writer {
             ),
             std::slice::from_ref(&value),
         )?;
-        self.db.exec(
-            &format!(
-                "DELETE FROM session_ends WHERE {filter} AND NOT EXISTS (
+        // SQLite: the transaction holds the file's one write lock from its first write, so no
+        // end can have come since the `UPDATE`; every end is folded, or its session is gone or
+        // was closed already. All go, with no second look-up per end.
+        let unfolded = match self.db.dialect() {
+            Dialect::Sqlite => "",
+            Dialect::Postgres => {
+                " AND NOT EXISTS (
                     SELECT 1 FROM sessions s WHERE s.server = session_ends.server
                     AND s.id = session_ends.id AND s.ended_ms IS NULL)"
-            ),
+            }
+        };
+        self.db.exec(
+            &format!("DELETE FROM session_ends WHERE {filter}{unfolded}"),
             &[value],
         )?;
         Ok(())
@@ -617,16 +633,18 @@ impl Writer {
     /// process: a binary upgrade handed it over, or a crash left it open).
     fn stored_open_row(&mut self, id: i64) -> Result<Option<OpenRow>, DbError> {
         let rows = self.db.query(
-            "SELECT path, relay, started_ms, country, player FROM sessions
+            "SELECT path, relay, started_ms, country, player, mount FROM sessions
              WHERE id = $1 AND server = $2 AND ended_ms IS NULL",
             &[Val::Int(id), Val::from(&*self.server)],
         )?;
+        let mut name = |v: &Val| self.names.get(&v.text().unwrap_or_default());
         Ok(rows.first().map(|r| OpenRow {
-            path: r[0].text().unwrap_or_default(),
+            mount: name(&r[5]),
+            path: name(&r[0]),
             relay: r[1].int() != 0,
             started_ms: r[2].int(),
-            country: r[3].text(),
-            player: r[4].text().unwrap_or_default(),
+            country: name(&r[3]),
+            player: name(&r[4]),
         }))
     }
 
@@ -730,7 +748,7 @@ mod tests {
     fn writer() -> Writer {
         let mut db = Db::Sqlite(
             rusqlite::Connection::open_in_memory().unwrap(),
-            HashMap::new(),
+            Default::default(),
         );
         super::super::schema::migrate(&mut db).unwrap();
         Writer::new(
@@ -817,6 +835,46 @@ mod tests {
         w.commit(&mut Vec::new(), true).unwrap();
         assert_eq!(pending_ends(&mut w), 0);
         check(&mut w);
+    }
+
+    #[test]
+    fn a_session_that_moved_ends_on_its_new_mount_and_the_others_keep_theirs() {
+        let mut w = writer();
+        w.commit(
+            &mut vec![start(1, T0, "10.0.0.1"), start(2, T0, "10.0.0.2")],
+            false,
+        )
+        .unwrap();
+        let Msg::End(mut moved) = end(2, T0, T0 + 20_000) else {
+            unreachable!()
+        };
+        moved.mount = "/fallback".into();
+        w.commit(&mut vec![end(1, T0, T0 + 10_000), Msg::End(moved)], false)
+            .unwrap();
+        // Only the move is appended with a mount: the fold leaves the others' mounts alone.
+        let appended =
+            w.db.query("SELECT id, mount FROM session_ends ORDER BY id", &[])
+                .unwrap();
+        assert_eq!(appended[0][1], Val::Null);
+        assert_eq!(appended[1][1], Val::from("/fallback"));
+        let mounts = |w: &mut Writer| {
+            w.db.query("SELECT mount FROM session_rows ORDER BY id", &[])
+                .unwrap()
+                .into_iter()
+                .map(|r| r[0].text().unwrap_or_default())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(mounts(&mut w), ["/live", "/fallback"]);
+        w.commit(&mut Vec::new(), true).unwrap();
+        assert_eq!(pending_ends(&mut w), 0);
+        assert_eq!(mounts(&mut w), ["/live", "/fallback"]);
+        let ended =
+            w.db.query(
+                "SELECT COUNT(*) FROM sessions WHERE ended_ms IS NOT NULL",
+                &[],
+            )
+            .unwrap();
+        assert_eq!(ended[0][0].int(), 2);
     }
 
     #[test]
