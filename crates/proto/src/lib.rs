@@ -45,6 +45,7 @@ pub mod ogg_comments;
 pub mod ogg_rechain;
 pub mod opus_rtp;
 pub mod proxy_protocol;
+pub mod rtp_header;
 pub mod shoutcast;
 pub mod source_info;
 pub mod sse;

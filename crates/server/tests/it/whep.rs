@@ -563,6 +563,48 @@ fn the_station_page_low_latency_button_plays_over_whep() {
     assert_eq!(srv.ctx.whep.as_ref().unwrap().sessions(), 0);
 }
 
+/// A viewer's address changes mid-session (a NAT rebinding, a phone moving networks): its
+/// client goes on from a new socket on another loopback address, the old one closed. The
+/// server's engine seals the media itself and sends it where the session's selected ICE pair
+/// leads (`fanout/whep/engine.rs`), so once the client's checks nominate the new address the
+/// packets must follow it there.
+#[test]
+fn a_viewer_whose_address_changes_gets_its_audio_at_the_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&format!(
+        "{}{}",
+        webrtc_config(),
+        tone_mount(dir.path(), "/tone.opus")
+    ));
+    srv.wait_mount("/tone.opus");
+    let mut v = Viewer::connect(srv.addr, "/whep/tone.opus", &[]);
+    v.run_for(Duration::from_secs(3));
+    assert!(v.connected);
+    assert!(
+        v.packets.len() > 50,
+        "{} packets before the move",
+        v.packets.len()
+    );
+    let old = v.socket.local_addr().unwrap();
+    v.socket = UdpSocket::bind("127.0.0.2:0").unwrap();
+    let before = v.packets.len();
+    // Within 20 s the packets come to the new address, and keep coming.
+    let end = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < end && v.packets.len() < before + 100 {
+        v.run_for(Duration::from_millis(500));
+    }
+    assert!(
+        v.packets.len() >= before + 100,
+        "{} packets at the new address (was {old})",
+        v.packets.len() - before
+    );
+    let at = v.packets.len();
+    v.run_for(Duration::from_secs(2));
+    let (n, _) = v.check_in_order(at);
+    assert!(n >= 80, "{n} packets in 2 s at the new address");
+    assert_eq!(listeners_on(&srv, "/tone.opus"), 1, "the same session");
+}
+
 /// The value of `throng_whep_degraded_viewers` for `mount` in `/metrics`.
 fn degraded_on(srv: &TestServer, mount: &str) -> Option<u64> {
     let (_, body) = http_get(srv.addr, "/metrics", &[]);

@@ -39,6 +39,31 @@ impl SendBatch {
         self.items.len() >= BATCH
     }
 
+    /// Adds a datagram written in place by `fill`, given `room` bytes to write into: it
+    /// returns the datagram's length (at most `room`), or `None` to add nothing. Returns
+    /// whether the batch now holds [`BATCH`] datagrams (flush it), or `None` when `fill` added
+    /// nothing. (An SRTP packet is sealed straight into the batch, without a copy.)
+    pub fn push_with(
+        &mut self,
+        room: usize,
+        to: SocketAddr,
+        fill: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> Option<bool> {
+        let start = self.bytes.len();
+        self.bytes.resize(start + room, 0);
+        match fill(&mut self.bytes[start..]) {
+            Some(n) if n <= room => {
+                self.bytes.truncate(start + n);
+                self.items.push((start, n, to));
+                Some(self.items.len() >= BATCH)
+            }
+            _ => {
+                self.bytes.truncate(start);
+                None
+            }
+        }
+    }
+
     /// Datagrams waiting.
     #[cfg(test)]
     pub fn len(&self) -> usize {
@@ -147,6 +172,31 @@ mod tests {
     use super::*;
     use std::net::UdpSocket;
     use std::os::fd::AsRawFd;
+
+    #[test]
+    fn a_datagram_written_in_place_keeps_only_what_was_written() {
+        let a: SocketAddr = "127.0.0.1:1000".parse().unwrap();
+        let mut batch = SendBatch::default();
+        assert!(!batch.push(b"one", a));
+        let put = batch.push_with(10, a, |buf| {
+            assert_eq!(buf.len(), 10);
+            buf[..4].copy_from_slice(b"four");
+            Some(4)
+        });
+        assert_eq!(put, Some(false));
+        assert_eq!(batch.push_with(10, a, |_| None), None, "nothing added");
+        assert_eq!(
+            batch.push_with(2, a, |_| Some(3)),
+            None,
+            "longer than its room"
+        );
+        assert!(!batch.push(b"two", a));
+        let got: Vec<Vec<u8>> = batch.datagrams().map(|(d, _)| d.to_vec()).collect();
+        assert_eq!(
+            got,
+            vec![b"one".to_vec(), b"four".to_vec(), b"two".to_vec()]
+        );
+    }
 
     #[test]
     fn a_batch_keeps_datagrams_apart_and_says_when_it_is_full() {

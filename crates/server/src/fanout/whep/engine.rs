@@ -12,10 +12,11 @@
 //! The loop does per turn only what is due: the sessions whose str0m timeout passed (a
 //! [`Timers`] heap, not a scan of every `Rtc`), the sessions that just got a datagram (driven
 //! once after the socket is drained, however many datagrams came), and every
-//! `MEDIA_TICK` the paced Opus packets of the connected sessions (each session is driven right
-//! after its packets are written, so its SRTP datagrams go out in that same pass, gathered and
-//! sent with `sendmmsg` by [`super::batch::SendBatch`], and runs one str0m timeout round per
-//! packet written, not two: [`super::shared::timeout_rounds`]). Incoming
+//! `MEDIA_TICK` the paced Opus packets of the connected sessions, each sealed by the session's
+//! own [`SrtpSender`] straight into the pass's datagrams (gathered and sent with `sendmmsg` by
+//! [`super::batch::SendBatch`]) without a str0m round: str0m runs a viewer's ICE, DTLS and
+//! incoming RTCP, and sends none of its RTP (nor sender reports, which would count packets it
+//! never saw). Incoming
 //! datagrams go to the session that owns their source address, or, for a new address, the one
 //! whose local ICE ufrag the STUN `USERNAME` names ([`stun_local_ufrag`]); a session ends with
 //! its access-log line and its close hook (URL auth `listener_remove`), as a listener's does.
@@ -37,18 +38,20 @@ use str0m::change::SdpOffer;
 use str0m::format::Codec;
 use str0m::media::{MediaKind, Mid, Pt};
 use str0m::net::{Protocol, Receive};
-use str0m::rtp::{Extension, RtpWrite, SeqNo};
+use str0m::rtp::{Extension, RawPacket};
 use str0m::{Candidate, Event, IceConnectionState, Input, Output, Rtc};
 use throng_proto::opus_rtp::{OpusPacket, RtpClock};
 
 use super::batch::SendBatch;
 use super::pages::FeedPages;
-use super::routing::{stun_local_ufrag, Route, Routes};
+use super::routing::{on_selected_pair, stun_local_ufrag, Route, Routes};
 use super::schedule::{connect_timed_out, on_timeout, past_deadline, LoopSchedule, TimeoutStep};
 use super::shared::{
-    deferred_timeout, session_id, set_degraded, timeout_rounds, Created, EngineShared, NewViewer,
-    Pacer, ViewerHealth, WhepError,
+    reception, session_id, set_degraded, Created, EngineShared, NewViewer, Pacer, ViewerHealth,
+    WhepError,
 };
+use super::srtp_keys::{self, KeySlot};
+use super::srtp_send::SrtpSender;
 use super::timers::Timers;
 use crate::audience::follow::{self, FollowerView, JoinAt, MountView, MoveFilter, Step};
 use crate::audience::page::{take_page, Page};
@@ -63,12 +66,11 @@ use crate::transcode::Transcoding;
 /// Kernel socket buffers asked for (bytes): room for a burst of handshakes and a media pass.
 pub const SOCKET_BUFFER: usize = 4 << 20;
 
-/// Packets kept for NACK resends per viewer: str0m's default for an audio track
-/// (`RtcConfig::send_buffer_audio`), kept when its resend-ratio cap is turned off.
-const RTX_CACHE_PACKETS: usize = 50;
-
-/// How long a packet is kept for resends: str0m's default (`DEFAULT_RTX_CACHE_DURATION`).
-const RTX_CACHE_AGE: Duration = Duration::from_secs(3);
+/// str0m's RTCP sender-report interval for a viewer's audio stream: in effect never (ten
+/// years). The engine sends the stream's RTP itself, so str0m's reports would claim no packets
+/// sent and a timestamp of zero; a receiver plays without them (RFC 3550 §6.4: its receiver
+/// reports, which the health pass reads, do not need them; only the round-trip time does).
+const NO_SENDER_REPORTS: Duration = Duration::from_secs(10 * 365 * 86_400);
 
 /// Most datagrams read in one loop turn before timers and media get their turn.
 const READ_BATCH: usize = 1024;
@@ -309,7 +311,10 @@ impl Session {
 /// One viewer.
 struct Session {
     id: String,
-    rtc: Rtc,
+    /// Its str0m state, boxed: an `Rtc` is about 10 KB, and inline it would spread the
+    /// sessions a media pass scans (every 10 ms, most of them only to find no packet due) over
+    /// a page each.
+    rtc: Box<Rtc>,
     mount: Arc<Mount>,
     mid: Mid,
     /// The transcoder of an MP3 or AAC mount whose Ogg/Opus feed it reads (`None`: an Ogg
@@ -317,6 +322,16 @@ struct Session {
     feed: Option<Arc<Transcoding>>,
     /// The Opus payload type the answer settled on (known once the session is connected).
     pt: Option<Pt>,
+    /// Where its DTLS handshake leaves the SRTP keys.
+    keys: Arc<KeySlot>,
+    /// Its RTP sender, made from those keys once connected.
+    srtp: Option<SrtpSender>,
+    /// The SSRC of its audio stream (str0m's `StreamTx`, as the answer's `a=ssrc` names it).
+    ssrc: Option<u32>,
+    /// The remote end of the session's selected ICE pair, where its media goes: where str0m
+    /// sends its DTLS and SRTCP ([`on_selected_pair`]), and what its peer stats name each
+    /// second (a pair the peer nominates later, after a network change, is followed).
+    remote: Option<SocketAddr>,
     /// The RTP sequence number of the next packet (extended; random start, RFC 3550 §5.1).
     seq: u64,
     /// Next absolute queue offset to read; `None` until the first read (live edge).
@@ -339,9 +354,9 @@ struct Session {
     /// samples).
     outbox: VecDeque<(u64, Arc<[u8]>, u32)>,
     pacer: Pacer,
-    /// How long the last packet written plays (its deferred timeout round waits two of them,
-    /// [`deferred_timeout`]).
-    packet_time: Duration,
+    /// When the first packet of `outbox` is due (`None`: the outbox is empty, or changed
+    /// since): until then a media pass skips the session without touching its outbox.
+    next_due: Option<Instant>,
     /// When the follower first saw the mount's feed ended (`None` while live).
     ended_since: Option<Instant>,
     /// A move waiting for the next media pass (`moveclients`, `fallback-override`).
@@ -387,8 +402,8 @@ struct Stats {
     datagrams_out: u64,
     send_errors: u64,
     sendmmsg_calls: u64,
-    /// `handle_timeout` rounds left for a later drive (the pacer's, after a media write).
-    timeouts_deferred: u64,
+    /// Packets not sent: the session had no SRTP keys or route yet, or sealing failed.
+    unsealed: u64,
     drives: u64,
     packets: u64,
     media_passes: u64,
@@ -602,11 +617,16 @@ impl Engine {
             .clear_extension_map()
             .set_extension(4, Extension::RtpMid)
             .set_rtp_mode(true)
-            .set_stats_interval(Some(Duration::from_secs(1)));
+            // Peer stats each second name the selected ICE pair; the receiver reports come as
+            // raw RTCP events (`drive_session`), since str0m's stream stats cover only the RTP
+            // it sent, which is none.
+            .set_stats_interval(Some(Duration::from_secs(1)))
+            .enable_raw_packets(true)
+            .set_rtcp_report_interval_audio(NO_SENDER_REPORTS);
         if let Some(cert) = &self.cert {
             config = config.set_dtls_cert(cert.clone());
         }
-        let mut rtc = config.build(now);
+        let (mut rtc, keys) = srtp_keys::build_rtc(config, now);
         let cand = Candidate::host(self.candidate, "udp")
             .map_err(|e| WhepError::BadOffer(e.to_string()))?;
         rtc.add_local_candidate(cand);
@@ -636,11 +656,15 @@ impl Engine {
         self.routes.insert(key, id.clone(), viewer.info.id, ufrag);
         self.slots[key] = Some(Session {
             id: id.clone(),
-            rtc,
+            rtc: Box::new(rtc),
             mount: viewer.mount,
             mid,
             feed,
             pt: None,
+            keys,
+            srtp: None,
+            ssrc: None,
+            remote: None,
             seq: u64::from(rand::random::<u16>()),
             pos: None,
             clock: RtpClock::new(rand::random()),
@@ -653,7 +677,7 @@ impl Engine {
             answer_bytes: answer.len() as u64,
             outbox: VecDeque::new(),
             pacer: Pacer::default(),
-            packet_time: Duration::from_millis(20),
+            next_due: None,
             ended_since: None,
             moving: None,
             peer: viewer.peer,
@@ -704,7 +728,7 @@ impl Engine {
     fn drive(&mut self, key: usize, now: Instant) -> Option<Instant> {
         let fd = self.socket.as_raw_fd();
         let s = self.slots.get_mut(key)?.as_mut()?;
-        drive_session(s, 0, now, &mut self.out, fd, &mut self.stats)
+        drive_session(s, now, &mut self.out, fd, &mut self.stats)
     }
 
     /// Hands the datagram `buf[..n]` from `source`, received at `now`, to its session
@@ -798,7 +822,7 @@ impl Engine {
         let mut heads: Vec<(Arc<Queue>, u64, bool)> = Vec::new();
         for (key, slot) in self.slots.iter_mut().enumerate() {
             let Some(s) = slot else { continue };
-            if !s.connected {
+            if !s.connected || packet_not_due(s, now) {
                 continue;
             }
             let feed = s.feed_queue();
@@ -818,10 +842,18 @@ impl Engine {
                 ended.push((key, why));
                 continue;
             }
-            if s.pt.is_none() {
-                s.pt = opus_pt(&s.rtc, s.mid);
+            if s.srtp.is_none() {
+                match make_sender(s) {
+                    Ok(true) => {}
+                    // Not yet (the keys come with the DTLS handshake, before `Connected`).
+                    Ok(false) => continue,
+                    Err(e) => {
+                        tracing::warn!(id = %s.id, "WHEP session cannot send: {e}");
+                        ended.push((key, EndReason::Vanished));
+                        continue;
+                    }
+                }
             }
-            let Some(pt) = s.pt else { continue };
             for p in packets.drain(..) {
                 let ext = match s.ext_ts {
                     None => u64::from(p.rtp_ts),
@@ -834,33 +866,38 @@ impl Engine {
             }
             // Paced: each packet goes when its media time is due (an Ogg page brings up to
             // a second of packets at once).
-            let mut wrote = 0;
+            s.next_due = None;
             while let Some((ext, ..)) = s.outbox.front() {
-                if s.pacer.due(*ext, now) > now {
+                let due = s.pacer.due(*ext, now);
+                if due > now {
+                    s.next_due = Some(due);
                     break;
                 }
-                let Some((ext, data, samples)) = s.outbox.pop_front() else {
+                let Some((ext, data, _)) = s.outbox.pop_front() else {
                     break;
                 };
-                // RTP mode: the Opus packet is the RTP payload as it is (RFC 7587 §4.2), so
-                // str0m's payloader and its per-packet frame bookkeeping are skipped.
-                let mut api = s.rtc.direct_api();
-                let Some(tx) = api.stream_tx_by_mid(s.mid, None) else {
-                    break;
+                // The Opus packet is the RTP payload as it is (RFC 7587 §4.2), sealed into
+                // the pass's datagrams for the ICE pair str0m uses.
+                let (Some(tx), Some(to)) = (s.srtp.as_mut(), s.remote) else {
+                    self.stats.unsealed += 1;
+                    continue;
                 };
-                s.sent += data.len() as u64;
-                s.packet_time = Duration::from_micros(u64::from(samples) * 1000 / 48);
-                self.stats.packets += 1;
-                wrote += 1;
-                tx.write_rtp(RtpWrite::new(pt, SeqNo::from(s.seq), ext as u32, now, data));
+                let index = s.seq;
+                let room = tx.room(data.len());
+                let pushed = self
+                    .out
+                    .push_with(room, to, |buf| tx.seal(index, ext as u32, &data, buf).ok());
                 s.seq = s.seq.wrapping_add(1);
-            }
-            if wrote > 0 {
-                // Driven now, while its state is in the cache (a second walk over thousands of
-                // sessions would fetch it again).
-                match drive_session(s, wrote, now, &mut self.out, fd, &mut self.stats) {
-                    Some(t) => self.timers.schedule(key, t),
-                    None => ended.push((key, EndReason::Vanished)),
+                match pushed {
+                    Some(full) => {
+                        s.sent += data.len() as u64;
+                        self.stats.packets += 1;
+                        self.stats.datagrams_out += 1;
+                        if full {
+                            flush_out(&mut self.out, fd, &mut self.stats);
+                        }
+                    }
+                    None => self.stats.unsealed += 1,
                 }
             }
         }
@@ -870,13 +907,46 @@ impl Engine {
     }
 }
 
-/// Drives session `s` at `now` after `written` packets were written to it (0: input or a
-/// timer; a media write bounds the drive's `handle_timeout` rounds, [`timeout_rounds`]): its
-/// str0m output polled, its datagrams gathered into `out` (sent on `fd` when full), its
-/// events applied; the session's next timeout, or `None` when it is over.
+/// Makes session `s`'s [`SrtpSender`] once what it needs is known: the Opus payload type,
+/// the SRTP keys and the stream's SSRC (`Ok(false)`: not yet); the `mid` header extension
+/// goes on every packet when the offer mapped it, as str0m's own packets have it. Errors:
+/// keys that fit no profile the sender seals for.
+fn make_sender(s: &mut Session) -> Result<bool, super::srtp_send::SrtpError> {
+    if s.pt.is_none() {
+        s.pt = opus_pt(&s.rtc, s.mid);
+    }
+    if s.ssrc.is_none() {
+        s.ssrc = s
+            .rtc
+            .direct_api()
+            .stream_tx_by_mid(s.mid, None)
+            .map(|tx| *tx.ssrc());
+    }
+    let (Some(pt), Some(ssrc), Some(keys)) = (s.pt, s.ssrc, s.keys.get()) else {
+        return Ok(false);
+    };
+    let mid_ext = s
+        .rtc
+        .media(s.mid)
+        .and_then(|m| m.remote_extmap().id_of(Extension::RtpMid));
+    let mid: &str = &s.mid;
+    let tx = SrtpSender::new(
+        &keys,
+        &srtp_keys::provider(),
+        ssrc,
+        *pt,
+        mid_ext.map(|id| (id, mid)),
+    )?;
+    tracing::debug!(id = %s.id, ssrc, profile = %keys.profile, "WHEP session sealing its SRTP");
+    s.srtp = Some(tx);
+    Ok(true)
+}
+
+/// Drives session `s` at `now` (input or a timer): its str0m output polled, its datagrams
+/// gathered into `out` (sent on `fd` when full), its events applied; the session's next
+/// timeout, or `None` when it is over.
 fn drive_session(
     s: &mut Session,
-    written: usize,
     now: Instant,
     out: &mut SendBatch,
     fd: std::os::fd::RawFd,
@@ -890,32 +960,14 @@ fn drive_session(
         return None;
     }
     let mut now = now;
-    let mut rounds = timeout_rounds(s.connected, written);
-    let defer = deferred_timeout(s.packet_time);
-    if written > 0 && s.connected {
-        // A media write: str0m's pacer wants a round before it sends, and a poll now would
-        // only say so (a `poll_output` walks every timer of the session): run it first.
-        rounds = rounds.saturating_sub(1);
-        now = Instant::now();
-        if s.rtc.handle_input(Input::Timeout(now)).is_err() {
-            return None;
-        }
-    }
     loop {
         match s.rtc.poll_output() {
-            Ok(Output::Timeout(t)) => match on_timeout(t, now, rounds, defer) {
+            Ok(Output::Timeout(t)) => match on_timeout(t, now) {
                 TimeoutStep::Wait(at) => return Some(at),
-                TimeoutStep::Defer(at) => {
-                    stats.timeouts_deferred += 1;
-                    return Some(at);
-                }
                 TimeoutStep::Round => {
-                    rounds -= 1;
-                    // A clock read per round (not per poll), as before: str0m acts on
-                    // the time it is given (its pacer's send times, RTCP and ICE intervals
-                    // count from it), and the phase clock passed in can be milliseconds
-                    // old when a session late in a media pass is driven; a media drive's
-                    // rounds are as many as the packets it wrote (`timeout_rounds`).
+                    // A clock read per round (not per poll): str0m acts on the time it is
+                    // given (its RTCP and ICE intervals count from it), and the clock passed
+                    // in can be milliseconds old when a session late in a turn is driven.
                     now = Instant::now();
                     if s.rtc.handle_input(Input::Timeout(now)).is_err() {
                         return None;
@@ -924,6 +976,9 @@ fn drive_session(
             },
             Ok(Output::Transmit(t)) => {
                 stats.datagrams_out += 1;
+                if on_selected_pair(&t.contents) {
+                    s.remote = Some(t.destination);
+                }
                 if out.push(&t.contents, t.destination) {
                     flush_out(out, fd, stats);
                 }
@@ -934,21 +989,23 @@ fn drive_session(
                     s.unconnected = None;
                     s.health.connected_at = Some(now);
                     s.pt = opus_pt(&s.rtc, s.mid);
-                    // No resend-ratio cap: str0m's default (0.15) re-sums the bytes sent over
-                    // the last second for every packet polled 50 ms or more after the last sum
-                    // (with 60 ms packets, every one; `perf`: 3 % of the engines at 2,000
-                    // viewers) to limit RTX resends, which an Opus track without an RTX
-                    // payload type never makes. The resend cache keeps str0m's audio size.
-                    if let Some(tx) = s.rtc.direct_api().stream_tx_by_mid(s.mid, None) {
-                        tx.set_rtx_cache(RTX_CACHE_PACKETS, RTX_CACHE_AGE, None);
+                }
+                Event::PeerStats(ps) => {
+                    if let Some(pair) = ps.selected_candidate_pair {
+                        s.remote = Some(pair.remote.addr);
+                        // The ICE consent checks' round trip (the receiver reports carry none:
+                        // no sender reports go out).
+                        s.health.rtt = pair.current_round_trip_time.or(s.health.rtt);
                     }
                 }
-                Event::MediaEgressStats(st) => s.health.update(
-                    st.remote.map(|r| *r.maximum_sequence_number),
-                    st.loss,
-                    st.rtt,
-                    now,
-                ),
+                Event::RawPacket(raw) => {
+                    // The viewer's receiver report on the stream this engine sends.
+                    if let (RawPacket::RtcpRx(rtcp), Some(ssrc)) = (&*raw, s.ssrc) {
+                        if let Some((max_seq, loss)) = reception(rtcp, ssrc) {
+                            s.health.update(Some(max_seq), Some(loss), None, now);
+                        }
+                    }
+                }
                 Event::IceConnectionStateChange(IceConnectionState::Disconnected) => {
                     return None;
                 }
@@ -960,6 +1017,16 @@ fn drive_session(
             }
         }
     }
+}
+
+/// Whether a media pass at `now` can skip `s` on what its own fields say: its next packet is
+/// not due yet, and no move or time limit waits. (Its feed is read when that packet is due:
+/// pages coming meanwhile only wait a packet's time in the queue; most passes are such, with
+/// packets of 60 ms and a pass every 10 ms.)
+fn packet_not_due(s: &Session, now: Instant) -> bool {
+    s.next_due.is_some_and(|due| due > now)
+        && s.moving.is_none()
+        && !past_deadline(s.info.deadline, now)
 }
 
 /// Whether a media pass at `now` has nothing to do for `s`, whose feed's head is `head` and

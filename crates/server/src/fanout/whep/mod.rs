@@ -25,6 +25,8 @@ pub mod pages;
 pub mod routing;
 pub mod schedule;
 pub mod shared;
+pub mod srtp_keys;
+pub mod srtp_send;
 pub mod timers;
 pub mod unconnected;
 

@@ -141,6 +141,14 @@ impl Routes {
     }
 }
 
+/// Whether an outgoing datagram of a session goes along its selected ICE pair: DTLS and
+/// SRTP/SRTCP do (str0m sends them to the pair it uses), a STUN message does not (a response
+/// goes back to wherever its request came from, a pair being checked included). By the first
+/// byte, as RFC 7983 §7 demultiplexes: 0 to 3 is STUN.
+pub fn on_selected_pair(datagram: &[u8]) -> bool {
+    datagram.first().is_some_and(|&b| b > 3)
+}
+
 /// The receiver's (our) ufrag in a STUN Binding request: the `USERNAME` attribute (RFC 8489
 /// §14.3) is `<receiver ufrag>:<sender ufrag>` in ICE (RFC 8445 §7.2.2). `None` when `data`
 /// is not a STUN message (RFC 8489 §5: first two bits zero, magic cookie) or has no username.
@@ -170,6 +178,19 @@ pub fn stun_local_ufrag(data: &[u8]) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stun_is_told_from_what_follows_the_selected_pair() {
+        // A STUN Binding success response (0x0101) and request (0x0001).
+        assert!(!on_selected_pair(&[0x01, 0x01, 0, 0]));
+        assert!(!on_selected_pair(&[0x00, 0x01, 0, 0]));
+        assert!(
+            on_selected_pair(&[22, 0xFE, 0xFD]),
+            "a DTLS handshake record"
+        );
+        assert!(on_selected_pair(&[0x80, 0xC8]), "SRTCP");
+        assert!(!on_selected_pair(&[]));
+    }
 
     fn addr(port: u16) -> SocketAddr {
         SocketAddr::from(([192, 0, 2, 1], port))

@@ -2,10 +2,8 @@
 //! ([`LoopSchedule`]: the [`MEDIA_TICK`] media pass keeping its phase, restarted after a pass
 //! later than a whole tick, the [`HEALTH_INTERVAL`] health pass, the next wake-up given the
 //! sessions' earliest str0m timeout), what one drive does with the timeout str0m asks for
-//! ([`on_timeout`]: wait for it, run a round, or defer it, by two packets' time
-//! ([`super::shared::deferred_timeout`]), once the drive's rounds,
-//! [`super::shared::timeout_rounds`], are spent), and whether a session is
-//! over ([`connect_timed_out`], [`past_deadline`]).
+//! ([`on_timeout`]: wait for it or run a round), and whether a session is over
+//! ([`connect_timed_out`], [`past_deadline`]).
 //!
 //! Nothing here reads the clock, touches a socket or allocates: `engine.rs` reads the clock in
 //! its loop and does what these say; every rule is unit-tested below on made-up instants.
@@ -78,18 +76,14 @@ pub enum TimeoutStep {
     Wait(Instant),
     /// Due: run one `handle_timeout` round (on a fresh clock) and poll again.
     Round,
-    /// Due, but the drive's rounds are spent: leave it for this much later.
-    Defer(Instant),
 }
 
-/// The step for str0m's timeout `at` at `now`, with `rounds_left` `handle_timeout` rounds left
-/// in this drive ([`super::shared::timeout_rounds`]); a round left over waits `defer`
-/// ([`super::shared::deferred_timeout`]).
-pub fn on_timeout(at: Instant, now: Instant, rounds_left: usize, defer: Duration) -> TimeoutStep {
+/// The step for str0m's timeout `at` at `now`. (str0m sends no media of a viewer, whose
+/// packets the engine seals itself, `srtp_send.rs`: what is left for its rounds, ICE, DTLS
+/// and RTCP, is due about once a second, so a drive follows them to the end.)
+pub fn on_timeout(at: Instant, now: Instant) -> TimeoutStep {
     if at > now {
         TimeoutStep::Wait(at)
-    } else if rounds_left == 0 {
-        TimeoutStep::Defer(now + defer)
     } else {
         TimeoutStep::Round
     }
@@ -189,26 +183,12 @@ mod tests {
         );
     }
 
-    const D: Duration = Duration::from_millis(120);
-
     #[test]
-    fn a_drive_runs_due_rounds_until_they_are_spent() {
+    fn a_drive_runs_the_rounds_due_and_waits_for_the_next() {
         let t0 = Instant::now();
-        assert_eq!(
-            on_timeout(ms(t0, 5), t0, 0, D),
-            TimeoutStep::Wait(ms(t0, 5)),
-            "not due: wait, spent or not"
-        );
-        assert_eq!(
-            on_timeout(ms(t0, 5), t0, usize::MAX, D),
-            TimeoutStep::Wait(ms(t0, 5))
-        );
-        assert_eq!(on_timeout(t0, t0, 1, D), TimeoutStep::Round, "due at now");
-        assert_eq!(on_timeout(t0, ms(t0, 3), usize::MAX, D), TimeoutStep::Round);
-        assert_eq!(
-            on_timeout(t0, ms(t0, 3), 0, D),
-            TimeoutStep::Defer(ms(t0, 3) + D)
-        );
+        assert_eq!(on_timeout(ms(t0, 5), t0), TimeoutStep::Wait(ms(t0, 5)));
+        assert_eq!(on_timeout(t0, t0), TimeoutStep::Round, "due at now");
+        assert_eq!(on_timeout(t0, ms(t0, 3)), TimeoutStep::Round);
     }
 
     #[test]

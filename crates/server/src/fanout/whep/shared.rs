@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use str0m::rtp::rtcp::Rtcp;
 
 use crate::audience::ListenerInfo;
 use crate::mount::live::Mount;
@@ -32,7 +33,8 @@ pub const REPORT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
 
 /// What the server knows of a viewer's reception, from its RTCP receiver reports (RFC 3550
-/// §6.4.2) as str0m sums them up.
+/// §6.4.2; the engine reads their report block on the viewer's stream, `engine.rs`
+/// `take_report`).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct ViewerHealth {
     /// When ICE and DTLS completed (`None`: not yet).
@@ -79,39 +81,21 @@ impl ViewerHealth {
     }
 }
 
-/// How long a connected session's `handle_timeout` may wait when a media drive left it due
-/// ([`timeout_rounds`]), at least: two 20 ms Opus packets, so the next media write drives the
-/// session (and runs that round) before this deadline does; nothing else str0m schedules for
-/// an audio sender (RTCP reports, ICE keep-alives, stats) minds 40 ms. Longer packets wait
-/// longer ([`deferred_timeout`]).
-pub const DEFERRED_TIMEOUT: Duration = Duration::from_millis(40);
-
-/// The most a deferred `handle_timeout` round waits (two 120 ms packets, Opus's longest).
-pub const DEFERRED_TIMEOUT_MAX: Duration = Duration::from_millis(240);
-
-/// How long the deferred round of a session whose last packet played `packet` waits: two
-/// packets' time, so the next media write runs it (a timer drive of its own would double the
-/// drives of a session of 60 ms packets), within [`DEFERRED_TIMEOUT`] and
-/// [`DEFERRED_TIMEOUT_MAX`].
-pub fn deferred_timeout(packet: Duration) -> Duration {
-    (2 * packet).clamp(DEFERRED_TIMEOUT, DEFERRED_TIMEOUT_MAX)
-}
-
-/// How many `handle_timeout` rounds one drive of a session may run before it stops and leaves
-/// the next for [`deferred_timeout`] later: unbounded (`usize::MAX`) while the session is still
-/// connecting or when no media was just written to it; after a media pass wrote `written`
-/// packets to a connected session, `written` (the engine's `drive_session` runs the first of
-/// them before it polls). Why: str0m's pacer asks for a timeout round before every packet it
-/// sends and again right after it (its queue snapshot is refreshed only there), so a drive
-/// that follows its timeouts to the end runs two full rounds (ICE, DTLS, SCTP, RTCP, stats)
-/// per packet; the round after the last packet only re-reads an empty queue, and the next
-/// write's drive runs it anyway.
-pub fn timeout_rounds(connected: bool, written: usize) -> usize {
-    if !connected || written == 0 {
-        usize::MAX
-    } else {
-        written
-    }
+/// The reception report on stream `ssrc` in a viewer's RTCP packet, as [`ViewerHealth::update`]
+/// takes it: the extended highest sequence number received and the fraction lost (RFC 3550
+/// §6.4.1: eight bits, a fraction of 256). A receive-only browser sends its report blocks in
+/// receiver reports, a peer that also sends in sender reports; `None` for other RTCP or no
+/// block on `ssrc`.
+pub fn reception(rtcp: &Rtcp, ssrc: u32) -> Option<(u64, f32)> {
+    let reports = match rtcp {
+        Rtcp::ReceiverReport(rr) => &rr.reports,
+        Rtcp::SenderReport(sr) => &sr.reports,
+        _ => return None,
+    };
+    reports
+        .iter()
+        .find(|r| *r.ssrc == ssrc)
+        .map(|r| (u64::from(r.max_seq), f32::from(r.fraction_lost) / 256.0))
 }
 
 /// A packet later than this behind its schedule re-anchors the pacing at now.
@@ -338,23 +322,30 @@ mod tests {
     }
 
     #[test]
-    fn only_a_media_drive_of_a_connected_session_has_its_timeout_rounds_bounded() {
-        assert_eq!(timeout_rounds(false, 0), usize::MAX, "connecting");
-        assert_eq!(timeout_rounds(false, 3), usize::MAX, "connecting");
-        assert_eq!(timeout_rounds(true, 0), usize::MAX, "input or timer");
-        assert_eq!(timeout_rounds(true, 1), 1);
-        assert_eq!(timeout_rounds(true, 5), 5, "a burst: one round per packet");
-        assert!(DEFERRED_TIMEOUT >= 2 * Duration::from_millis(20));
-    }
-
-    #[test]
-    fn a_deferred_round_waits_two_packets_so_the_next_write_runs_it() {
-        let ms = Duration::from_millis;
-        assert_eq!(deferred_timeout(ms(20)), ms(40));
-        assert_eq!(deferred_timeout(ms(60)), ms(120));
-        assert_eq!(deferred_timeout(ms(120)), ms(240));
-        assert_eq!(deferred_timeout(ms(5)), DEFERRED_TIMEOUT, "at least");
-        assert_eq!(deferred_timeout(ms(500)), DEFERRED_TIMEOUT_MAX, "at most");
+    fn the_report_block_on_the_viewers_stream_is_read() {
+        use str0m::rtp::rtcp::{ReceiverReport, ReceptionReport, ReportList};
+        let block = |ssrc: u32, max_seq: u32, fraction_lost: u8| ReceptionReport {
+            ssrc: ssrc.into(),
+            fraction_lost,
+            packets_lost: 0,
+            max_seq,
+            jitter: 0,
+            last_sr_time: 0,
+            last_sr_delay: 0,
+        };
+        let rr = |b| {
+            Rtcp::ReceiverReport(ReceiverReport {
+                sender_ssrc: 1.into(),
+                reports: ReportList::from(b),
+            })
+        };
+        assert_eq!(
+            reception(&rr(block(42, (1 << 16) | 5, 64)), 42),
+            Some((65_541, 0.25))
+        );
+        let rr = rr(block(7, 1, 0));
+        assert_eq!(reception(&rr, 7), Some((1, 0.0)));
+        assert_eq!(reception(&rr, 8), None, "no block on that stream");
     }
 
     #[test]
