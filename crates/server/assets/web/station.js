@@ -625,8 +625,9 @@
     var opened = false;
     var es = new EventSource("/api/v1/events");
     es.addEventListener("open", function () {
-      // A reconnect: mounts that ended meanwhile sent no `mount_stop` to this page.
-      if (opened) loadStatus(true);
+      // Mounts that ended between the last status read (the page's first, or the one before
+      // a reconnect) and this subscription sent no `mount_stop` to this page: read it again.
+      loadStatus(true);
       opened = true;
       if (pollTimer !== null) { clearInterval(pollTimer); pollTimer = null; }
     });
