@@ -186,37 +186,19 @@ mod tests {
         assert_eq!(h.write(&mut [0u8; 11]), None);
         assert_eq!(RtpHeader { pt: 128, ..h }.write(&mut [0u8; 12]), None);
         let mut buf = [0u8; 40];
-        assert_eq!(
-            RtpHeader {
-                mid: Some((15, b"0")),
+        let long = [b'x'; 17];
+        let cases: [(u8, &[u8], Option<usize>); 4] = [
+            (15, b"0", None),
+            (1, b"", None),
+            (1, &long, None),
+            (1, &long[..16], Some(MAX_HEADER_BYTES)),
+        ];
+        for (id, mid, want) in cases {
+            let h = RtpHeader {
+                mid: Some((id, mid)),
                 ..h
-            }
-            .write(&mut buf),
-            None
-        );
-        assert_eq!(
-            RtpHeader {
-                mid: Some((1, b"")),
-                ..h
-            }
-            .write(&mut buf),
-            None
-        );
-        assert_eq!(
-            RtpHeader {
-                mid: Some((1, &[b'x'; 17])),
-                ..h
-            }
-            .write(&mut buf),
-            None
-        );
-        assert_eq!(
-            RtpHeader {
-                mid: Some((1, &[b'x'; 16])),
-                ..h
-            }
-            .write(&mut buf),
-            Some(MAX_HEADER_BYTES)
-        );
+            };
+            assert_eq!(h.write(&mut buf), want, "id {id}, mid of {}", mid.len());
+        }
     }
 }

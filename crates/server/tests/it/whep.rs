@@ -213,6 +213,19 @@ pub(crate) fn webrtc_config() -> String {
     }
 }
 
+/// A test server with WebRTC on ([`webrtc_config`]) and the Ogg/Opus tone file mount
+/// `/tone.opus` playing; the directory holding the tone file is returned with it (keep it).
+pub(crate) fn tone_server() -> (TestServer, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&format!(
+        "{}{}",
+        webrtc_config(),
+        tone_mount(dir.path(), "/tone.opus")
+    ));
+    srv.wait_mount("/tone.opus");
+    (srv, dir)
+}
+
 /// A `[[mount]]` playing a copy of the test tone (Ogg/Opus) in `dir` as `name`.
 pub(crate) fn tone_mount(dir: &std::path::Path, name: &str) -> String {
     let file = dir.join(format!(
@@ -245,13 +258,7 @@ fn listeners_on(srv: &TestServer, mount: &str) -> u64 {
 
 #[test]
 fn a_whep_viewer_receives_opus_in_order_and_delete_frees_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let srv = TestServer::start(&format!(
-        "{}{}",
-        webrtc_config(),
-        tone_mount(dir.path(), "/tone.opus")
-    ));
-    srv.wait_mount("/tone.opus");
+    let (srv, _dir) = tone_server();
     let status = srv.mount_status("/tone.opus").unwrap();
     assert_eq!(
         status["whep_url"].as_str(),
@@ -409,13 +416,7 @@ fn chromium_plays_a_mount_over_whep() {
     let Some(path) = crate::cdp::chromium_or_skip() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let srv = TestServer::start(&format!(
-        "{}{}",
-        webrtc_config(),
-        tone_mount(dir.path(), "/tone.opus")
-    ));
-    srv.wait_mount("/tone.opus");
+    let (srv, _dir) = tone_server();
     let b = crate::cdp::Browser::launch(&path);
     let tab = b.new_tab();
     b.navigate(&tab, &srv.url("/"));
@@ -528,13 +529,7 @@ fn the_station_page_low_latency_button_plays_over_whep() {
     let Some(path) = crate::cdp::chromium_or_skip() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let srv = TestServer::start(&format!(
-        "{}{}",
-        webrtc_config(),
-        tone_mount(dir.path(), "/tone.opus")
-    ));
-    srv.wait_mount("/tone.opus");
+    let (srv, _dir) = tone_server();
     let StationWhep {
         b,
         tab,
@@ -570,13 +565,7 @@ fn the_station_page_low_latency_button_plays_over_whep() {
 /// packets must follow it there.
 #[test]
 fn a_viewer_whose_address_changes_gets_its_audio_at_the_new_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let srv = TestServer::start(&format!(
-        "{}{}",
-        webrtc_config(),
-        tone_mount(dir.path(), "/tone.opus")
-    ));
-    srv.wait_mount("/tone.opus");
+    let (srv, _dir) = tone_server();
     let mut v = Viewer::connect(srv.addr, "/whep/tone.opus", &[]);
     v.run_for(Duration::from_secs(3));
     assert!(v.connected);
@@ -616,13 +605,7 @@ fn degraded_on(srv: &TestServer, mount: &str) -> Option<u64> {
 
 #[test]
 fn a_viewer_without_receiver_reports_counts_as_degraded() {
-    let dir = tempfile::tempdir().unwrap();
-    let srv = TestServer::start(&format!(
-        "{}{}",
-        webrtc_config(),
-        tone_mount(dir.path(), "/tone.opus")
-    ));
-    srv.wait_mount("/tone.opus");
+    let (srv, _dir) = tone_server();
     let mut v = Viewer::connect(srv.addr, "/whep/tone.opus", &[]);
     v.run_for(Duration::from_secs(4));
     assert!(v.connected);
@@ -641,13 +624,7 @@ fn a_viewer_without_receiver_reports_counts_as_degraded() {
 
 #[test]
 fn whep_viewers_are_listed_and_killable_as_listeners() {
-    let dir = tempfile::tempdir().unwrap();
-    let srv = TestServer::start(&format!(
-        "{}{}",
-        webrtc_config(),
-        tone_mount(dir.path(), "/tone.opus")
-    ));
-    srv.wait_mount("/tone.opus");
+    let (srv, _dir) = tone_server();
     let mut v = Viewer::connect(srv.addr, "/whep/tone.opus", &["User-Agent: whep-test"]);
     v.run_for(Duration::from_secs(2));
     assert!(v.connected);
@@ -833,13 +810,7 @@ fn a_whep_session_end_sends_listener_remove_and_an_access_log_line() {
 /// a DELETE reaches the right engine.
 #[test]
 fn viewers_spread_over_the_engines_and_their_ports() {
-    let dir = tempfile::tempdir().unwrap();
-    let srv = TestServer::start(&format!(
-        "{}{}",
-        webrtc_config(),
-        tone_mount(dir.path(), "/tone.opus")
-    ));
-    srv.wait_mount("/tone.opus");
+    let (srv, _dir) = tone_server();
     let whep = srv.ctx.whep.as_ref().unwrap();
     let ports: Vec<u16> = whep.local_addrs().iter().map(|a| a.port()).collect();
     assert_eq!(ports.len(), 2, "one engine per shard");
@@ -998,13 +969,7 @@ fn a_whep_viewer_returns_from_the_fallback_with_fallback_override() {
 /// parse error says what was wrong without internal values.
 #[test]
 fn offers_without_opus_ambiguous_lengths_and_garbage_are_refused_plainly() {
-    let dir = tempfile::tempdir().unwrap();
-    let srv = TestServer::start(&format!(
-        "{}{}",
-        webrtc_config(),
-        tone_mount(dir.path(), "/tone.opus")
-    ));
-    srv.wait_mount("/tone.opus");
+    let (srv, _dir) = tone_server();
     let (_, _, offer, _) = Viewer::offer();
     let sdp = ["Content-Type: application/sdp"];
     let pcmu = offer.replace("opus/48000/2", "PCMU/8000");

@@ -124,39 +124,26 @@ impl SrtpSender {
         let srtp = crypto.srtp_provider;
         let cipher = match keys.profile {
             SrtpProfile::AES128_CM_SHA1_80 => {
-                let (master, salt) = split::<16, 14>(keys)?;
-                let mut key = [0u8; 16];
-                let mut salt_out = [0u8; 14];
                 let mut auth = [0u8; 20];
-                derive(srtp, &master, &salt, LABEL_RTP_CIPHER, &mut key);
-                derive(srtp, &master, &salt, LABEL_RTP_SALT, &mut salt_out);
-                derive(srtp, &master, &salt, LABEL_RTP_AUTH, &mut auth);
+                let (key, salt) = session::<16, 14>(srtp, keys, Some(&mut auth))?;
                 Cipher::Cm {
-                    salt: salt_out,
+                    salt,
                     enc: srtp.aes_128_cm_sha1_80().create_cipher(key, true),
                     auth,
                     hmac: crypto.sha1_hmac_provider,
                 }
             }
             SrtpProfile::AEAD_AES_128_GCM => {
-                let (master, salt) = split::<16, 12>(keys)?;
-                let mut key = [0u8; 16];
-                let mut salt_out = [0u8; 12];
-                derive(srtp, &master, &salt, LABEL_RTP_CIPHER, &mut key);
-                derive(srtp, &master, &salt, LABEL_RTP_SALT, &mut salt_out);
+                let (key, salt) = session::<16, 12>(srtp, keys, None)?;
                 Cipher::Gcm128 {
-                    salt: salt_out,
+                    salt,
                     enc: srtp.aead_aes_128_gcm().create_cipher(key, true),
                 }
             }
             SrtpProfile::AEAD_AES_256_GCM => {
-                let (master, salt) = split::<32, 12>(keys)?;
-                let mut key = [0u8; 32];
-                let mut salt_out = [0u8; 12];
-                derive(srtp, &master, &salt, LABEL_RTP_CIPHER, &mut key);
-                derive(srtp, &master, &salt, LABEL_RTP_SALT, &mut salt_out);
+                let (key, salt) = session::<32, 12>(srtp, keys, None)?;
                 Cipher::Gcm256 {
-                    salt: salt_out,
+                    salt,
                     enc: srtp.aead_aes_256_gcm().create_cipher(key, true),
                 }
             }
@@ -260,6 +247,24 @@ fn split<const K: usize, const S: usize>(keys: &SrtpKeys) -> Result<([u8; K], [u
     master.copy_from_slice(&m[k..k + K]);
     salt.copy_from_slice(&m[2 * K + s..2 * K + s + S]);
     Ok((master, salt))
+}
+
+/// This end's RTP session key (`K` bytes) and salt (`S` bytes), and into `auth` when given its
+/// authentication key (RFC 3711 §4.3.1, labels 0, 2 and 1), from the keying material.
+fn session<const K: usize, const S: usize>(
+    srtp: &dyn SrtpProvider,
+    keys: &SrtpKeys,
+    auth: Option<&mut [u8]>,
+) -> Result<([u8; K], [u8; S]), SrtpError> {
+    let (master, salt) = split::<K, S>(keys)?;
+    let mut key = [0u8; K];
+    let mut session_salt = [0u8; S];
+    derive(srtp, &master, &salt, LABEL_RTP_CIPHER, &mut key);
+    derive(srtp, &master, &salt, LABEL_RTP_SALT, &mut session_salt);
+    if let Some(out) = auth {
+        derive(srtp, &master, &salt, LABEL_RTP_AUTH, out);
+    }
+    Ok((key, session_salt))
 }
 
 /// Fills `out` with the session key of `label` (RFC 3711 §4.3.1 with key derivation rate 0,
@@ -375,11 +380,8 @@ mod tests {
             let srtp = p.srtp_provider;
             let opened = match profile {
                 SrtpProfile::AES128_CM_SHA1_80 => {
-                    let (master, salt) = split::<16, 14>(&keys).unwrap();
-                    let (mut k, mut s, mut a) = ([0u8; 16], [0u8; 14], [0u8; 20]);
-                    derive(srtp, &master, &salt, LABEL_RTP_CIPHER, &mut k);
-                    derive(srtp, &master, &salt, LABEL_RTP_SALT, &mut s);
-                    derive(srtp, &master, &salt, LABEL_RTP_AUTH, &mut a);
+                    let mut a = [0u8; 20];
+                    let (k, s) = session::<16, 14>(srtp, &keys, Some(&mut a)).unwrap();
                     assert_eq!(n, hlen + payload.len() + 10);
                     let sha1 = |k: &[u8], d: &[&[u8]]| p.sha1_hmac_provider.sha1_hmac(k, d);
                     let body = hlen + payload.len();
@@ -398,10 +400,7 @@ mod tests {
                     out
                 }
                 SrtpProfile::AEAD_AES_128_GCM => {
-                    let (master, salt) = split::<16, 12>(&keys).unwrap();
-                    let (mut k, mut s) = ([0u8; 16], [0u8; 12]);
-                    derive(srtp, &master, &salt, LABEL_RTP_CIPHER, &mut k);
-                    derive(srtp, &master, &salt, LABEL_RTP_SALT, &mut s);
+                    let (k, s) = session::<16, 12>(srtp, &keys, None).unwrap();
                     let mut dec = srtp.aead_aes_128_gcm().create_cipher(k, false);
                     let iv = AeadAes128Gcm::rtp_iv(s, 0xCAFE_F00D, 3, 0xFFF0);
                     let mut out = vec![0u8; payload.len()];
@@ -410,10 +409,7 @@ mod tests {
                     out
                 }
                 _ => {
-                    let (master, salt) = split::<32, 12>(&keys).unwrap();
-                    let (mut k, mut s) = ([0u8; 32], [0u8; 12]);
-                    derive(srtp, &master, &salt, LABEL_RTP_CIPHER, &mut k);
-                    derive(srtp, &master, &salt, LABEL_RTP_SALT, &mut s);
+                    let (k, s) = session::<32, 12>(srtp, &keys, None).unwrap();
                     let mut dec = srtp.aead_aes_256_gcm().create_cipher(k, false);
                     let iv = AeadAes256Gcm::rtp_iv(s, 0xCAFE_F00D, 3, 0xFFF0);
                     let mut out = vec![0u8; payload.len()];
