@@ -848,8 +848,9 @@ impl Engine {
                     // Not yet (the keys come with the DTLS handshake, before `Connected`).
                     Ok(false) => continue,
                     Err(e) => {
+                        // Keys of a profile the sender cannot seal for: nothing can be sent.
                         tracing::warn!(id = %s.id, "WHEP session cannot send: {e}");
-                        ended.push((key, EndReason::Vanished));
+                        ended.push((key, EndReason::WriteFailed));
                         continue;
                     }
                 }
