@@ -320,14 +320,10 @@ struct Session {
     /// The transcoder of an MP3 or AAC mount whose Ogg/Opus feed it reads (`None`: an Ogg
     /// mount, whose own queue it reads); held while the viewer plays that mount.
     feed: Option<Arc<Transcoding>>,
-    /// The Opus payload type the answer settled on (known once the session is connected).
-    pt: Option<Pt>,
     /// Where its DTLS handshake leaves the SRTP keys.
     keys: Arc<KeySlot>,
     /// Its RTP sender, made from those keys once connected.
     srtp: Option<SrtpSender>,
-    /// The SSRC of its audio stream (str0m's `StreamTx`, as the answer's `a=ssrc` names it).
-    ssrc: Option<u32>,
     /// The remote end of the session's selected ICE pair, where its media goes: where str0m
     /// sends its DTLS and SRTCP ([`on_selected_pair`]), and what its peer stats name each
     /// second (a pair the peer nominates later, after a network change, is followed).
@@ -660,10 +656,8 @@ impl Engine {
             mount: viewer.mount,
             mid,
             feed,
-            pt: None,
             keys,
             srtp: None,
-            ssrc: None,
             remote: None,
             seq: u64::from(rand::random::<u16>()),
             pos: None,
@@ -908,22 +902,19 @@ impl Engine {
     }
 }
 
-/// Makes session `s`'s [`SrtpSender`] once what it needs is known: the Opus payload type,
-/// the SRTP keys and the stream's SSRC (`Ok(false)`: not yet); the `mid` header extension
+/// Makes session `s`'s [`SrtpSender`] once what it needs is known: the Opus payload type the
+/// answer settled on, the SRTP keys and the SSRC of str0m's `StreamTx` (as the answer's
+/// `a=ssrc` names it) (`Ok(false)`: not yet); the `mid` header extension
 /// goes on every packet when the offer mapped it, as str0m's own packets have it. Errors:
 /// keys that fit no profile the sender seals for.
 fn make_sender(s: &mut Session) -> Result<bool, super::srtp_send::SrtpError> {
-    if s.pt.is_none() {
-        s.pt = opus_pt(&s.rtc, s.mid);
-    }
-    if s.ssrc.is_none() {
-        s.ssrc = s
-            .rtc
-            .direct_api()
-            .stream_tx_by_mid(s.mid, None)
-            .map(|tx| *tx.ssrc());
-    }
-    let (Some(pt), Some(ssrc), Some(keys)) = (s.pt, s.ssrc, s.keys.get()) else {
+    let pt = opus_pt(&s.rtc, s.mid);
+    let ssrc = s
+        .rtc
+        .direct_api()
+        .stream_tx_by_mid(s.mid, None)
+        .map(|tx| *tx.ssrc());
+    let (Some(pt), Some(ssrc), Some(keys)) = (pt, ssrc, s.keys.get()) else {
         return Ok(false);
     };
     let mid_ext = s
@@ -989,7 +980,6 @@ fn drive_session(
                     s.connected = true;
                     s.unconnected = None;
                     s.health.connected_at = Some(now);
-                    s.pt = opus_pt(&s.rtc, s.mid);
                 }
                 Event::PeerStats(ps) => {
                     if let Some(pair) = ps.selected_candidate_pair {
@@ -1001,7 +991,8 @@ fn drive_session(
                 }
                 Event::RawPacket(raw) => {
                     // The viewer's receiver report on the stream this engine sends.
-                    if let (RawPacket::RtcpRx(rtcp), Some(ssrc)) = (&*raw, s.ssrc) {
+                    let ssrc = s.srtp.as_ref().map(SrtpSender::ssrc);
+                    if let (RawPacket::RtcpRx(rtcp), Some(ssrc)) = (&*raw, ssrc) {
                         if let Some((max_seq, loss)) = reception(rtcp, ssrc) {
                             s.health.update(Some(max_seq), Some(loss), None, now);
                         }

@@ -33,8 +33,7 @@ pub const REPORT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
 
 /// What the server knows of a viewer's reception, from its RTCP receiver reports (RFC 3550
-/// §6.4.2; the engine reads their report block on the viewer's stream, `engine.rs`
-/// `take_report`).
+/// §6.4.2; the engine reads their report block on the viewer's stream with [`reception`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct ViewerHealth {
     /// When ICE and DTLS completed (`None`: not yet).

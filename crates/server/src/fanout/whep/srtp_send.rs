@@ -169,6 +169,11 @@ impl SrtpSender {
         })
     }
 
+    /// The SSRC of the stream it sends.
+    pub fn ssrc(&self) -> u32 {
+        self.ssrc
+    }
+
     /// The buffer a packet of `payload` bytes needs to be sealed into (the header, the
     /// payload and [`SEAL_OVERHEAD`]).
     pub fn room(&self, payload: usize) -> usize {
