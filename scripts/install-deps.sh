@@ -14,7 +14,8 @@
 # scripts/install-web-deps.sh, the npm package icecast-metadata-player; haproxy
 # (a load balancer sending the PROXY protocol to two edges, crates/server/tests/it/cluster.rs); openssl (the HTTPS tests
 # read the served certificate with `openssl s_client`, scripts/bench-tls.sh makes one);
-# postgresql (the audience ledger shared by an origin and an edge).
+# postgresql (the audience ledger shared by an origin and an edge); kubeconform (Go module
+# proxy) and Kubernetes JSON schemas (PyPI kubernetes-validate) for deploy/kubernetes/.
 # `apt-get update` only runs when something is
 # missing, so a second run is a no-op taking well under a second. Debian's
 # icecast2 package can start a daemon on port 8000 (Throng's default port): the
@@ -35,6 +36,11 @@ PKGS+=(chromium)
 PKGS+=(libopus-dev pkg-config)
 # The Go-live page's Firefox smoke test (crates/server/tests/it/whip.rs): headless Firefox ESR.
 PKGS+=(firefox-esr)
+# The network lab of the integration tests (crates/throng/tests/it/netns.rs), which the
+# distributed bench tests use: iproute2's `ip` makes hosts of network namespaces (not in every
+# minimal Debian image), and faketime (libfaketime) runs one bench agent with its wall clock
+# shifted.
+PKGS+=(iproute2 faketime)
 if ! command -v npm >/dev/null; then PKGS+=(nodejs npm); fi
 export DEBIAN_FRONTEND=noninteractive
 
@@ -99,7 +105,7 @@ elif [ -n "$on8000" ]; then
   echo "install-deps: note: port 8000 in use (not icecast2; Throng itself?): $on8000" >&2
 fi
 
-for bin in ffmpeg ffprobe shout icecast2 curl liquidsoap ezstream systemd-analyze man groff logrotate haproxy openssl chromium node npm; do
+for bin in ffmpeg ffprobe shout icecast2 curl liquidsoap ezstream systemd-analyze man groff logrotate haproxy openssl chromium node npm ip faketime; do
   command -v "$bin" >/dev/null || { echo "install-deps: $bin missing after install" >&2; exit 1; }
 done
 "$(dirname "$0")/install-web-deps.sh"
@@ -143,3 +149,93 @@ for bin in nginx chromium; do
   command -v "$bin" >/dev/null || { echo "install-deps: $bin missing after install" >&2; exit 1; }
 done
 echo "install-deps: HLS peers ok (nginx $(nginx -v 2>&1 | cut -d/ -f2); hls.js $HLSJS_VERSION in $vendor)"
+
+# Kubernetes manifests (deploy/kubernetes/, the test deploy::kubernetes_manifests_validate in
+# crates/throng/tests/it/deploy.rs): kubeconform, built with `go install` from the Go module
+# proxy into /usr/local/bin, and the Kubernetes JSON schemas it validates against, in
+# $vendor/kubernetes-json-schema. kubeconform downloads schemas from GitHub by default, which
+# is not reachable here: they come from the PyPI package kubernetes-validate, which bundles
+# them per Kubernetes version (kubernetes_validate/kubernetes-json-schema/v<version>-local and
+# -local-strict). Only the versions in K8S_SCHEMA_VERSIONS are unpacked (~10 MB each), and two
+# things kubeconform would resolve over the network are rewritten on the way: each schema's
+# "$id" (https://kubernetes.io/api/...) is dropped and its "$ref": "/api/_definitions.json#..."
+# made relative ("_definitions.json#..."), so the references resolve to the file beside it.
+# Idempotent: skipped when /usr/local/bin/kubeconform was built from KUBECONFORM_VERSION and
+# the schemas' stamp names the same package and versions (building kubeconform takes about
+# 1.5 minutes on 2 cores the first time).
+KUBECONFORM_VERSION=v0.8.0
+KUBERNETES_VALIDATE_VERSION=1.37.0
+KUBERNETES_VALIDATE_SHA256=85136d018a27b50ec7fc049d902bfa5193f5976807e6c0f408e3ab6fe078cad9
+K8S_SCHEMA_VERSIONS=(1.33.0 1.37.0)
+kubeconform_bin=/usr/local/bin/kubeconform
+kubeconform_built() {
+  [ -x "$kubeconform_bin" ] && command -v go >/dev/null \
+    && [ "$(go version -m "$kubeconform_bin" 2>/dev/null \
+      | awk '$1 == "mod" && $2 == "github.com/yannh/kubeconform" { print $3 }')" = "$KUBECONFORM_VERSION" ]
+}
+if ! kubeconform_built; then
+  command -v go >/dev/null || { echo "install-deps: go missing (kubeconform is built with go install)" >&2; exit 1; }
+  echo "install-deps: building kubeconform $KUBECONFORM_VERSION (go install)" >&2
+  gobin=$(mktemp -d)
+  (cd / && GOWORK=off GOBIN="$gobin" go install -trimpath \
+    "github.com/yannh/kubeconform/cmd/kubeconform@$KUBECONFORM_VERSION")
+  $SUDO install -m 0755 "$gobin/kubeconform" "$kubeconform_bin"
+  rm -rf "$gobin"
+  kubeconform_built || { echo "install-deps: $kubeconform_bin is not kubeconform $KUBECONFORM_VERSION" >&2; exit 1; }
+fi
+schemas="$vendor/kubernetes-json-schema"
+schemas_stamp="kubernetes-validate==$KUBERNETES_VALIDATE_VERSION ${K8S_SCHEMA_VERSIONS[*]}"
+if [ "$(cat "$schemas/.installed" 2>/dev/null)" != "$schemas_stamp" ]; then
+  echo "install-deps: unpacking the Kubernetes ${K8S_SCHEMA_VERSIONS[*]} JSON schemas of kubernetes-validate $KUBERNETES_VALIDATE_VERSION (PyPI)" >&2
+  work=$(mktemp -d)
+  echo "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION --hash=sha256:$KUBERNETES_VALIDATE_SHA256" >"$work/requirements.txt"
+  python3 -m pip download --quiet --no-deps --only-binary=:all: --require-hashes \
+    -r "$work/requirements.txt" -d "$work/wheel"
+  python3 - "$work"/wheel/kubernetes_validate-*.whl "$work/schemas" "${K8S_SCHEMA_VERSIONS[@]}" <<'PY'
+import json, os, sys, zipfile
+
+wheel, dest, versions = sys.argv[1], sys.argv[2], sys.argv[3:]
+prefix = "kubernetes_validate/kubernetes-json-schema/"
+wanted = {f"v{v}-local{strict}" for v in versions for strict in ("", "-strict")}
+
+
+def relative_refs(node):
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("/api/_definitions.json"):
+            node["$ref"] = ref[len("/api/"):]
+        for value in node.values():
+            relative_refs(value)
+    elif isinstance(node, list):
+        for value in node:
+            relative_refs(value)
+
+
+found = set()
+with zipfile.ZipFile(wheel) as z:
+    for name in z.namelist():
+        rel = name[len(prefix):] if name.startswith(prefix) else ""
+        if not rel.endswith(".json") or rel.split("/")[0] not in wanted:
+            continue
+        found.add(rel.split("/")[0])
+        doc = json.loads(z.read(name))
+        if isinstance(doc, dict):
+            doc.pop("$id", None)
+        relative_refs(doc)
+        out = os.path.join(dest, rel)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with open(out, "w") as f:
+            json.dump(doc, f, separators=(",", ":"))
+if found != wanted:
+    sys.exit(f"install-deps: kubernetes-validate lacks {sorted(wanted - found)}")
+PY
+  echo "$schemas_stamp" >"$work/schemas/.installed"
+  $SUDO mkdir -p "$vendor"
+  $SUDO rm -rf "$schemas"
+  $SUDO cp -R "$work/schemas" "$schemas"
+  rm -rf "$work"
+fi
+for v in "${K8S_SCHEMA_VERSIONS[@]}"; do
+  [ -f "$schemas/v$v-local-strict/job-batch-v1.json" ] || { echo "install-deps: no Kubernetes $v schemas in $schemas" >&2; exit 1; }
+done
+echo "install-deps: Kubernetes manifest check ok (kubeconform $KUBECONFORM_VERSION; schemas of Kubernetes ${K8S_SCHEMA_VERSIONS[*]} from kubernetes-validate $KUBERNETES_VALIDATE_VERSION in $schemas)"

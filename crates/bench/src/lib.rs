@@ -1,32 +1,36 @@
-//! `throng bench`: a load generator that measures what listeners hear, not how many connect.
+//! `throng bench`: a load generator that proves every listener hears the stream, not how many
+//! connect.
 //!
-//! Simulated listeners (a `mio` event loop per worker, a few hundred bytes of state each) connect
-//! to one or more Icecast-compatible listener URLs at a ramp rate, hold, and record time to first
-//! byte, bytes per one-second window and the longest gap between reads. A listener is *starved*
-//! when it receives less than a share of the stream bitrate over a sliding window or waits longer
-//! than a player's buffer between reads. Large runs are split over worker processes (re-executions
-//! of the current binary) that report per-second statistics as JSON lines; the parent aggregates
-//! them with server samples (from `/proc` or a Prometheus URL) into a JSON file and a
-//! self-contained HTML report with SVG plots. `throng bench compare` does the same for several
-//! servers, each started from a scenario file, and writes one side-by-side report.
-//!
-//! One run has one [`mode::Mode`] (ICY listeners, HLS players, event-stream subscribers or WHEP
-//! viewers), chosen once from the flags and URLs; every mode runs over the same worker
-//! protocol and ends in the same report (`report.json`, `report.html`, plots, `compare`).
+//! Simulated listeners (a `mio` event loop per worker, a few hundred bytes of state each) follow
+//! k6-style stages in named audience groups (ICY listeners, HLS players, WebRTC viewers,
+//! event-stream subscribers, several in one run), and every one's media is verified as it
+//! arrives: MP3/ADTS frames chained header to header, Ogg pages by CRC and sequence, ICY
+//! metadata blocks by metaint, HLS segments by sequence and timestamps, RTP packets by sequence
+//! and timestamp. What counts is media time, not bytes: a listener is *starved* when the media it
+//! gets over a window falls below a share of real time, or it waits longer than a player's
+//! buffer; *corrupt* when its frames do not chain. Large runs are split over worker processes
+//! (re-executions of the current binary) and, with agents, over hosts; every level sends up the
+//! same mergeable per-second summary (exact HDR histograms, exact counts), so the controller's
+//! cost is flat in listeners. The verdict is k6-style thresholds (`ttfb.p99<500ms`); the run is
+//! watched live (progress lines, `/metrics` for Prometheus, an NDJSON timeline) and reported as
+//! JSON, HTML (the verdict first), SVG plots and JUnit XML. `throng bench compare` runs the same
+//! profile against several servers it starts, with ratios that say which is better.
 //!
 //! Modules, bottom layer first (`layers.txt`; a module uses only its own layer or below):
-//! - shared plumbing: [`mode`] (the mode and its choice), [`net`] (URLs, sockets, TLS, UDP
-//!   batches), [`profile`] (what to run), [`testserver`]; [`stats`] (per-second ticks,
-//!   histograms, listener counts), [`observe`] (server sampling, the server's pid, the bench's
-//!   CPU, a run's metadata), [`source`] (pushing a live source);
-//! - one folder per mode: [`icy`] (the listener event loop and starvation rule), [`events`]
-//!   (SSE subscribers), [`hls`] (HLS players), [`whep`] (WebRTC viewers, mouth-to-ear latency);
-//! - [`report`]: the one report of every mode (summary, metrics, plots, HTML, progress);
-//! - [`run`](mod@run): the one plan, the one worker protocol, each mode's pipeline and
-//!   `compare`.
+//! - shared plumbing: [`mode`], [`net`] (URLs, sockets, TLS, UDP batches), [`profile`] (stages,
+//!   execution segments, behaviour and rules, the run's clock), [`testserver`]; [`stats`]
+//!   (exact histograms, the mergeable summary, the per-second merge), [`verify`] (the media
+//!   checks), [`observe`] (server sampling, the bench's CPU, a run's metadata), [`source`];
+//! - one folder per mode: [`icy`], [`events`], [`hls`], [`whep`];
+//! - [`scenario`] (scenario files, the one plan) and [`report`] (summaries, thresholds, the
+//!   verdict, HTML, JUnit, plots);
+//! - [`run`](mod@run): the run on this machine (workers, the run loop, live outputs) and
+//!   `compare`;
+//! - [`dist`]: the bench across machines (agents, controller, one clock).
 
 use clap::{Args, Subcommand};
 
+pub mod dist;
 pub mod events;
 pub mod hls;
 pub mod icy;
@@ -36,9 +40,11 @@ pub mod observe;
 pub mod profile;
 pub mod report;
 pub mod run;
+pub mod scenario;
 pub mod source;
 pub mod stats;
 pub mod testserver;
+pub mod verify;
 pub mod whep;
 
 /// Arguments of `throng bench`.
@@ -61,6 +67,10 @@ pub enum BenchCommand {
     /// A minimal fixed-rate streaming server (one write per listener per interval), used to
     /// calibrate the bench and by its tests.
     TestServer(testserver::TestServerArgs),
+    /// Run a bench agent: wait for a controller (`bench run --agents`) and run its share of
+    /// the load on this host.
+    #[command(after_help = crate::dist::agent::AGENT_HELP)]
+    Agent(dist::agent::AgentArgs),
     /// Internal: one worker process of a run, of any mode (reads its mode and spec as JSON
     /// from stdin, writes one JSON line per tick to stdout).
     #[command(hide = true)]
@@ -89,6 +99,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Run(a) => exit_with(run::run_command(*a)),
         BenchCommand::Compare(a) => exit_with(run::compare::compare_command(a)),
         BenchCommand::TestServer(a) => testserver::test_server_command(a),
+        BenchCommand::Agent(a) => dist::agent::agent_command(a),
         BenchCommand::Worker(a) => run::worker::worker_command(a),
     }
 }

@@ -50,6 +50,14 @@ pub struct SourceConfig {
     /// Content-Type (default: from the file extension).
     #[serde(default)]
     pub content_type: Option<String>,
+    /// Play speed: 1 pushes in real time, 0.5 at half the file's pace (a source that falls
+    /// behind: its listeners get half real time, whatever bitrate it announces).
+    #[serde(default = "one")]
+    pub speed: f64,
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 /// Default source user, as Icecast's (`source`).
@@ -227,10 +235,15 @@ impl Source {
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(SourceStats::default());
         let (s2, st2) = (stop.clone(), stats.clone());
+        let speed = if cfg.speed > 0.0 && cfg.speed.is_finite() {
+            cfg.speed
+        } else {
+            1.0
+        };
         let thread = std::thread::Builder::new()
             .name("bench-source".into())
             .spawn(move || {
-                if let Err(e) = push(sock, &frames, &s2, &st2) {
+                if let Err(e) = push(sock, &frames, speed, &s2, &st2) {
                     *st2.error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
                 }
             })
@@ -315,10 +328,12 @@ pub(crate) fn await_accept(sock: &mut TcpStream) -> Result<(), AcceptError> {
     }
 }
 
-/// Sends frames in ~100 ms batches, each at the play time of what was sent before it.
+/// Sends frames in ~100 ms batches, each at the play time of what was sent before it (divided
+/// by `speed`).
 fn push(
     mut sock: TcpStream,
     frames: &[Frame],
+    speed: f64,
     stop: &AtomicBool,
     stats: &SourceStats,
 ) -> std::io::Result<()> {
@@ -351,7 +366,7 @@ fn push(
         if batch_us < 100_000 {
             continue;
         }
-        let due = start + Duration::from_micros(sent_us);
+        let due = start + Duration::from_secs_f64(sent_us as f64 / 1e6 / speed);
         let now = Instant::now();
         if due > now {
             std::thread::sleep(due - now);

@@ -1,7 +1,13 @@
-//! Now-playing event-stream subscribers (`throng bench run --events URL`): SSE clients of
-//! `/api/v1/events` that time each title change from trigger to receipt ([`subscriber`]).
+//! Now-playing event-stream subscribers (`throng bench run --events URL`, or an `events`
+//! group): SSE clients of `/api/v1/events` that time each title change from trigger to receipt
+//! ([`subscriber`]), and the flags of an events run ([`EventArgs`]).
 
 pub mod subscriber;
+
+/// Subscribers on the sampled server below which an events run does not judge memory: the
+/// server's RSS moves by whole pages and allocator arenas, so at a few dozen subscribers the
+/// growth per subscriber is noise (20 subscribers and one 64 KiB arena read as 3 KiB each).
+pub const MIN_SUBSCRIBERS_FOR_MEMORY: u32 = 500;
 
 use crate::profile::Secs;
 use clap::Args;
@@ -28,7 +34,8 @@ pub struct EventArgs {
     /// environment variable).
     #[arg(long)]
     pub admin_password: Option<String>,
-    /// With `--events`: title changes to make once every subscriber is ready (1 to 64).
+    /// With `--events`: title changes to make once every subscriber is ready (1 to 64; a
+    /// scenario's events group makes one every interval while it lasts unless `changes` says).
     #[arg(long, default_value_t = 5)]
     pub changes: u32,
     /// With `--events`: time between two title changes.

@@ -1,71 +1,67 @@
-//! The listener event loop: one `mio` poll, one shared read buffer, a slot of state per listener.
+//! The ICY listener event loop: one `mio` poll, one shared read buffer, a slot of state per
+//! listener, every listener's audio verified as it arrives.
 //!
-//! One engine runs per worker (a process, or a thread for small runs). Each slot holds a socket,
-//! a [`Meter`] and a few flags; bytes are read into one 64 KiB scratch buffer and only counted,
-//! so the cost per listener is one `read` per server write plus a share of `epoll_wait`. Once per
-//! second the engine walks all slots (starvation verdicts, timeouts, reconnects) and hands a
-//! [`WorkerTick`] to its reporter.
+//! One engine runs one [`Slice`] of one group (a worker process, or a thread for small runs).
+//! Its listeners start and stop as the group's stages ask (listener `i` of the group is on
+//! while the target is above `i`; the engine holds its execution segment of them). Each slot
+//! holds a socket, a [`Meter`] and a [`StreamCheck`]; bytes are read into one 64 KiB scratch
+//! buffer and walked frame by frame in place (MP3/ADTS headers, Ogg pages, ICY metadata
+//! blocks), so the cost per listener is one `read` per server write, one header parse per
+//! frame and a share of `epoll_wait`. Once per second of the run's clock the engine walks all
+//! slots (the rules, timeouts, reconnects, the stalled listeners' fate) and hands a
+//! [`GroupTick`] to its reporter.
 
-use crate::icy::listener::{Meter, Thresholds};
-use crate::net::connect::{is_loopback_v4, parse_bind_range, start_connect};
+use crate::icy::listener::Meter;
+use crate::net::connect::{binds_apply, parse_bind_range, start_connect};
 use crate::net::url::{HttpUrl, UrlError};
 use crate::observe::rusage;
-use crate::profile::{is_sampled, is_stalled, Profile};
-use crate::stats::listener_counts::ListenerCounts;
-use crate::stats::{bucket_of, FailReason, LogHist, Phase, WorkerTick, HIST_BUCKETS};
+use crate::profile::slice::{in_share, sleep_until_unix_ms, unix_us, RunClock, Slice};
+use crate::stats::{Caught, FailReason, GroupTick, Rule, Snapshot};
+use crate::verify::stream::StreamCheck;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 use throng_proto::format::Format;
-use throng_proto::framer::Framer;
 use throng_proto::http::parse_response_head;
-use throng_proto::icy::{IcyDemuxer, IcyPiece};
 
 /// Size of the shared read buffer (bytes).
 const SCRATCH: usize = 64 * 1024;
 /// Largest response head accepted (bytes).
 const MAX_HEAD: usize = 16 * 1024;
 /// Most connects started per loop iteration, so a storm does not starve reads (connections).
-const CONNECT_BATCH: u32 = 1000;
+const CONNECT_BATCH: usize = 1000;
 /// Most redirects (`301`, `302`, `303`, `307`, `308` with an absolute `http://` `Location`)
 /// followed per connection, as a player does (a cluster's origin sends listeners to edges).
 const MAX_REDIRECTS: u8 = 5;
+/// How often the bytes queued in stalled listeners' sockets are read (s).
+const HELD_EVERY_S: u32 = 5;
 
-/// What one engine does: its share of the listeners, the URLs, the profile, the common start.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct EngineSpec {
-    /// Worker index (0-based).
-    pub worker: u32,
-    /// Number of workers in the run.
-    pub workers: u32,
-    /// Listener URLs; listeners are spread round-robin over them.
-    pub urls: Vec<String>,
-    /// The run's profile (listener count and ramp are totals over all workers).
-    pub profile: Profile,
-    /// Common start time (ms since the Unix epoch): second 0 of every worker begins here.
-    pub start_unix_ms: u64,
-    /// Report CPU of the calling thread (in-process worker) instead of the whole process.
-    pub thread_cpu: bool,
-}
-
-impl EngineSpec {
-    /// Global listener ids of this worker: `worker`, `worker + workers`, ...
-    pub fn listener_count(&self) -> u32 {
-        let total = self.profile.listeners;
-        let w = self.workers.max(1);
-        if self.worker >= total {
-            0
-        } else {
-            (total - self.worker).div_ceil(w)
-        }
-    }
+/// What one ICY engine runs: its slice of a group and the mode's options.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct IcySpec {
+    /// The group's slice this engine runs.
+    pub slice: Slice,
+    /// Ask for ICY metadata (`Icy-MetaData: 1`) and check every block.
+    #[serde(default)]
+    pub icy_metadata: bool,
+    /// The bitrate the user gave (kbit/s): compared with the stream's, and the media time of a
+    /// stream of an unknown format.
+    #[serde(default)]
+    pub bitrate_kbps: Option<f64>,
+    /// For `https://` URLs: accept any server certificate.
+    #[serde(default)]
+    pub insecure: bool,
+    /// For `https://` URLs: PEM file of the certificate authorities to trust.
+    #[serde(default)]
+    pub ca: Option<PathBuf>,
 }
 
 /// Errors that stop an engine before it runs.
@@ -90,21 +86,20 @@ pub enum EngineError {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
+    /// Not on (before its start, after a ramp-down, or closed at a session's end).
     Idle,
     Connecting,
     Head,
     Streaming,
     Stalled,
+    /// A stalled listener the server closed: it stays off.
+    Dropped,
     Failed,
 }
 
-/// Optional per-listener checks (boxed: only ICY listeners and the decode sample have one).
-struct Checker {
-    demux: Option<IcyDemuxer>,
-    framer: Option<Framer>,
-}
-
 struct Slot {
+    /// The group's listener number.
+    id: u32,
     sock: Option<TcpStream>,
     state: State,
     target: u16,
@@ -114,16 +109,18 @@ struct Slot {
     redirects: u8,
     bind: u16,
     stalled: bool,
-    sampled: bool,
-    ever_starved: bool,
+    caught: Caught,
     ttfb_pending: bool,
+    /// The meter's first tick is behind it (its media time counts as steady from then).
+    ticked: bool,
     conn_start_us: u64,
     retry_at_ms: u32,
-    longest_gap_ms: u32,
-    streamed: bool,
     meter: Meter,
+    check: StreamCheck,
+    /// Media time per byte for a stream whose format is not verified (µs per byte; 0 when
+    /// unknown).
+    unverified_us_per_byte: f64,
     head: Vec<u8>,
-    check: Option<Box<Checker>>,
     /// The TLS client connection of an `https://` listener (boxed: rustls's state is large).
     tls: Option<Box<rustls::ClientConnection>>,
     /// The TLS handshake is done and counted.
@@ -131,7 +128,9 @@ struct Slot {
     /// While it streams: when the current session's connection started (µs since the
     /// epoch); its listening time is counted from there at its close.
     session_start_us: Option<u64>,
-    /// With `--session-min`/`--session-max`: when the current session leaves (µs).
+    /// When the listener's streaming time was last counted (µs since the epoch).
+    counted_us: u64,
+    /// With session lengths: when the current session leaves (µs).
     leave_at_us: Option<u64>,
 }
 
@@ -144,36 +143,28 @@ struct Target {
     bind: bool,
 }
 
-/// Counters reset every second, plus cumulative ones.
-#[derive(Default)]
-struct Counters {
-    connects: u32,
-    bytes: u64,
-    ttfb: Vec<u64>,
-    max_gap_ms: u32,
-    failures: BTreeMap<String, u64>,
-    icy_blocks: u64,
-    frames: u64,
-    garbage: u64,
-    starved_total: u32,
-    /// Durations of the TLS handshakes completed this second, from the connect (µs).
-    handshakes: Vec<u64>,
-    /// Per URL (a slot's `home`): sessions ended and their listening time (µs), cumulative.
-    sessions: Vec<(u64, u64)>,
-}
-
-/// One worker's event loop. Build with [`Engine::new`], drive with [`Engine::run`].
+/// One engine's event loop. Build with [`Engine::new`], drive with [`Engine::run`].
 pub struct Engine {
-    spec: EngineSpec,
+    spec: IcySpec,
     poll: Poll,
     slots: Vec<Slot>,
+    /// How many slots are on (the first `on` of `slots`, by listener number).
+    on: usize,
+    /// The most slots ever on (listeners started at least once).
+    started: usize,
     targets: Vec<Target>,
     binds: Vec<Ipv4Addr>,
     scratch: Vec<u8>,
-    th: Thresholds,
-    bps: Option<u32>,
-    c: Counters,
+    /// Running totals and this second's histograms.
+    snap: Snapshot,
+    /// Sessions ended per URL (a slot's `home`): count, listening time (µs).
+    sessions: Vec<(u64, u64)>,
+    stamps: Vec<u64>,
     epoch: Instant,
+    /// This host's wall clock at `epoch` (µs since the Unix epoch).
+    epoch_unix_us: u64,
+    second: u32,
+    clock: Arc<RunClock>,
     /// The client configuration of `https://` targets.
     tls: Option<Arc<rustls::ClientConfig>>,
 }
@@ -183,79 +174,78 @@ fn ms(us: u64) -> u32 {
 }
 
 impl Engine {
-    /// Prepares the engine (parses URLs, builds requests, allocates slots).
-    pub fn new(spec: EngineSpec) -> Result<Engine, EngineError> {
-        if spec.urls.is_empty() {
+    /// Prepares the engine (parses URLs, builds requests, allocates slots). `clock` is the
+    /// run's clock (latency stamps are compared on it).
+    pub fn new(spec: IcySpec, clock: Arc<RunClock>) -> Result<Engine, EngineError> {
+        let slice = &spec.slice;
+        if slice.urls.is_empty() {
             return Err(EngineError::NoUrl);
         }
-        let binds = parse_bind_range(&spec.profile.bind_range)?;
+        let binds = parse_bind_range(&slice.bind_range)?;
         let mut targets = Vec::new();
-        for u in &spec.urls {
-            targets.push(build_target(u, &spec.profile, !binds.is_empty())?);
+        for u in &slice.urls {
+            targets.push(build_target(u, spec.icy_metadata, &binds)?);
         }
-        let n = spec.listener_count();
-        let w = spec.workers.max(1);
-        let stalled_f = spec.profile.effective_stalled_fraction();
-        let sample_f = spec.profile.decode_sample;
-        let mut slots = Vec::with_capacity(n as usize);
-        for k in 0..n {
-            let id = spec.worker + k * w;
-            let target = (id as usize % targets.len()) as u16;
-            slots.push(Slot {
-                sock: None,
-                state: State::Idle,
-                target,
-                home: target,
-                redirects: 0,
-                bind: if binds.is_empty() {
-                    0
-                } else {
-                    ((id as usize / targets.len()) % binds.len()) as u16
-                },
-                stalled: is_stalled(id, stalled_f),
-                sampled: is_sampled(id, sample_f),
-                ever_starved: false,
-                ttfb_pending: false,
-                conn_start_us: 0,
-                retry_at_ms: 0,
-                longest_gap_ms: 0,
-                streamed: false,
-                meter: Meter::default(),
-                head: Vec::new(),
-                check: None,
-                tls: None,
-                handshaken: false,
-                session_start_us: None,
-                leave_at_us: None,
-            });
-        }
+        let nurls = targets.len();
+        let stalled_f = slice.behaviour.stalled;
+        let slots = slice
+            .ids()
+            .into_iter()
+            .map(|id| {
+                let target = (id as usize % nurls) as u16;
+                Slot {
+                    id,
+                    sock: None,
+                    state: State::Idle,
+                    target,
+                    home: target,
+                    redirects: 0,
+                    bind: if binds.is_empty() {
+                        0
+                    } else {
+                        ((id as usize / nurls) % binds.len()) as u16
+                    },
+                    stalled: in_share(id, stalled_f),
+                    caught: Caught::default(),
+                    ttfb_pending: false,
+                    ticked: false,
+                    conn_start_us: 0,
+                    retry_at_ms: 0,
+                    meter: Meter::default(),
+                    check: StreamCheck::new(Format::Other, 0),
+                    unverified_us_per_byte: 0.0,
+                    head: Vec::new(),
+                    tls: None,
+                    handshaken: false,
+                    session_start_us: None,
+                    counted_us: 0,
+                    leave_at_us: None,
+                }
+            })
+            .collect();
         let tls = if targets.iter().any(|t| t.tls_name.is_some()) {
-            let p = &spec.profile;
-            Some(crate::net::tls::client_config(p.insecure, p.ca.as_deref())?)
+            Some(crate::net::tls::client_config(
+                spec.insecure,
+                spec.ca.as_deref(),
+            )?)
         } else {
             None
         };
-        let p = &spec.profile;
-        let th = Thresholds {
-            window: p.window_secs(),
-            min_rate_pct: p.min_rate_pct,
-            max_gap_ms: (p.max_gap.0 * 1000.0) as u32,
-        };
-        let bps = p.bitrate_kbps.map(|k| (k * 1000.0 / 8.0).round() as u32);
-        let targets_len = targets.len();
         Ok(Engine {
             poll: Poll::new()?,
             slots,
+            on: 0,
+            started: 0,
+            sessions: vec![(0, 0); nurls],
             targets,
             binds,
             scratch: vec![0u8; SCRATCH],
-            th,
-            bps,
-            c: Counters {
-                sessions: vec![(0, 0); targets_len],
-                ..Counters::default()
-            },
+            snap: Snapshot::default(),
+            stamps: Vec::new(),
             epoch: Instant::now(),
+            epoch_unix_us: unix_us(),
+            second: 0,
+            clock,
             spec,
             tls,
         })
@@ -265,45 +255,46 @@ impl Engine {
         self.epoch.elapsed().as_micros() as u64
     }
 
-    /// Runs the whole profile, calling `report` once per second (and once at the end with
-    /// `phase == Done`). Returns early when `stop` is set or `report` returns `false`.
+    /// Runs the group's stages to their end, calling `report` once per second (and once at
+    /// the end with `done`). Returns early when `stop` is set or `report` returns `false`.
     pub fn run(
         mut self,
         stop: &AtomicBool,
-        mut report: impl FnMut(&WorkerTick) -> bool,
+        mut report: impl FnMut(&GroupTick) -> bool,
     ) -> Result<(), EngineError> {
-        // Align second 0 with the common start time.
-        crate::profile::sleep_until_unix_ms(self.spec.start_unix_ms);
+        // Second 0 of every engine of every host is the same instant.
+        sleep_until_unix_ms(self.spec.slice.start_unix_ms, &|| {
+            stop.load(Ordering::Relaxed)
+        });
         self.epoch = Instant::now();
-        let n = self.slots.len() as u32;
-        let total = self.spec.profile.listeners.max(1);
-        let rate = self.spec.profile.worker_ramp(n);
-        let hold_us = (self.spec.profile.hold.0 * 1e6) as u64;
-        let churn_rate = self.spec.profile.effective_churn_rate() * n as f64 / total as f64;
-        let storm_at_us = self
-            .spec
-            .profile
-            .effective_storm_at()
-            .map(|s| (s * 1e6) as u64);
-        let sessions_range = self.spec.profile.session_range_us();
+        self.epoch_unix_us = unix_us();
+        let slice = self.spec.slice.clone();
+        let ids: Vec<u32> = self.slots.iter().map(|s| s.id).collect();
+        let end_us = (slice.end_s() * 1e6) as u64;
+        let share = slice.segment.share();
+        let churn_rate = slice.behaviour.churn_rate.unwrap_or(0.0) * share;
+        let storm_at_us = slice.behaviour.storm_at.map(|s| (s.0 * 1e6) as u64);
+        let sessions_range = slice.behaviour.session_range_us();
         let mut next_leave_scan = 0u64;
         let mut storm_done = false;
         let mut churn_acc = 0.0f64;
         let mut churn_cursor = 0usize;
         let mut last_churn_us = 0u64;
-        let mut started = 0u32;
-        let mut hold_start_us: Option<u64> = if n == 0 { Some(0) } else { None };
         let mut next_tick_us = 1_000_000u64;
-        let mut second = 0u32;
         let mut events = Events::with_capacity(4096);
         loop {
             let now = self.now_us();
-            let ramping = started < n;
+            let want = slice.on_at(&ids, now as f64 / 1e6);
             let mut wake = next_tick_us;
-            if ramping {
+            if want != self.on {
                 wake = wake.min(now + 1000);
+            } else if slice.schedule.target_at(now as f64 / 1e6)
+                != slice.schedule.target_at((now + 20_000) as f64 / 1e6)
+            {
+                // Ramping: the next listener is due soon.
+                wake = wake.min(now + 2000);
             }
-            if (churn_rate > 0.0 && hold_start_us.is_some()) || sessions_range.is_some() {
+            if churn_rate > 0.0 || sessions_range.is_some() {
                 wake = wake.min(now + 100_000);
             }
             let timeout = Duration::from_micros(wake.saturating_sub(now));
@@ -318,84 +309,77 @@ impl Engine {
                 let closed = ev.is_read_closed() || ev.is_error();
                 self.on_event(i, closed, now);
             }
-            // Ramp: start the listeners that are due.
-            if started < n {
-                let due = (((now as f64 / 1e6) * rate).floor() as u32 + 1).min(n);
-                let mut batch = 0;
-                while started < due && batch < CONNECT_BATCH {
-                    self.connect(started as usize, now);
-                    started += 1;
-                    batch += 1;
-                }
-                if started == n {
-                    hold_start_us = Some(now);
-                }
+            // The stages: start the listeners due, stop those ramped down.
+            let want = slice.on_at(&ids, now as f64 / 1e6);
+            let mut batch = 0;
+            while self.on < want && batch < CONNECT_BATCH {
+                let i = self.on;
+                self.on += 1;
+                self.started = self.started.max(self.on);
+                self.connect(i, now);
+                batch += 1;
+            }
+            while self.on > want {
+                self.on -= 1;
+                let i = self.on;
+                self.close(i, now);
             }
             // Sessions of a random length: those due leave and rejoin at once (checked every
             // 100 ms).
             if sessions_range.is_some() && now >= next_leave_scan {
                 next_leave_scan = now + 100_000;
-                for i in 0..self.slots.len() {
+                for i in 0..self.on {
                     if self.slots[i].leave_at_us.is_some_and(|t| now >= t) {
                         self.close(i, now);
                         self.connect(i, now);
                     }
                 }
             }
-            if let Some(hs) = hold_start_us {
-                let in_hold = now.saturating_sub(hs);
-                if churn_rate > 0.0 {
-                    let dt = now.saturating_sub(last_churn_us.max(hs)) as f64 / 1e6;
-                    last_churn_us = now;
-                    churn_acc += dt * churn_rate;
-                    while churn_acc >= 1.0 {
-                        churn_acc -= 1.0;
-                        if let Some(i) = self.next_streaming(&mut churn_cursor) {
+            let second_now = (now / 1_000_000) as u32;
+            if churn_rate > 0.0 && slice.schedule.is_hold_second(second_now) {
+                let dt = now.saturating_sub(last_churn_us) as f64 / 1e6;
+                churn_acc += dt.min(1.0) * churn_rate;
+                while churn_acc >= 1.0 {
+                    churn_acc -= 1.0;
+                    if let Some(i) = self.next_streaming(&mut churn_cursor) {
+                        self.close(i, now);
+                        self.connect(i, now);
+                    }
+                }
+            }
+            last_churn_us = now;
+            if let (Some(at), false) = (storm_at_us, storm_done) {
+                if now >= at {
+                    storm_done = true;
+                    for i in 0..self.on {
+                        if matches!(
+                            self.slots[i].state,
+                            State::Connecting | State::Head | State::Streaming | State::Stalled
+                        ) {
                             self.close(i, now);
                             self.connect(i, now);
                         }
                     }
                 }
-                if let (Some(at), false) = (storm_at_us, storm_done) {
-                    if in_hold >= at {
-                        storm_done = true;
-                        for i in 0..self.slots.len() {
-                            if matches!(
-                                self.slots[i].state,
-                                State::Connecting | State::Head | State::Streaming | State::Stalled
-                            ) {
-                                self.close(i, now);
-                                self.connect(i, now);
-                            }
-                        }
-                    }
-                }
             }
             if now >= next_tick_us {
-                let phase = if hold_start_us.is_some() {
-                    Phase::Hold
-                } else {
-                    Phase::Ramp
-                };
-                let tick = self.tick(second, phase, started, now, true);
-                if !report(&tick) {
+                let last = now + 500_000 >= end_us;
+                let stopping = stop.load(Ordering::Relaxed);
+                let mut tick = self.tick(now, true);
+                if last || stopping {
+                    self.finish(now, &mut tick);
+                }
+                if !report(&tick) || last || stopping {
                     return Ok(());
                 }
-                second += 1;
-                next_tick_us = (second as u64 + 1) * 1_000_000;
-                let finished = hold_start_us.is_some_and(|hs| now + 500_000 >= hs + hold_us);
-                if finished || stop.load(Ordering::Relaxed) {
-                    let now = self.now_us();
-                    let done = self.finish(second, started, now);
-                    report(&done);
-                    return Ok(());
-                }
+                self.second += 1;
+                next_tick_us = (self.second as u64 + 1) * 1_000_000;
             }
         }
     }
 
     fn next_streaming(&self, cursor: &mut usize) -> Option<usize> {
-        let n = self.slots.len();
+        let n = self.on;
         for _ in 0..n {
             let i = *cursor % n;
             *cursor = (i + 1) % n;
@@ -408,7 +392,7 @@ impl Engine {
 
     /// Starts (or restarts) the connection of slot `i` to its own URL.
     fn connect(&mut self, i: usize, now: u64) {
-        self.c.connects += 1;
+        self.snap.connects += 1;
         let s = &mut self.slots[i];
         s.target = s.home;
         s.redirects = 0;
@@ -423,7 +407,7 @@ impl Engine {
             return Err(FailReason::BadHead);
         }
         let url = HttpUrl::parse(location).map_err(|_| FailReason::BadHead)?;
-        let t = build_target(location, &self.spec.profile, !self.binds.is_empty())
+        let t = build_target(location, self.spec.icy_metadata, &self.binds)
             .map_err(|_| FailReason::BadHead)?;
         let idx = match self
             .targets
@@ -458,9 +442,9 @@ impl Engine {
         };
         s.conn_start_us = now;
         s.head = Vec::new();
-        s.check = None;
         s.tls = None;
         s.handshaken = false;
+        s.ticked = false;
         match start_connect(t.addr, local) {
             Ok(std) => {
                 let mut sock = TcpStream::from_std(std);
@@ -480,32 +464,47 @@ impl Engine {
         }
     }
 
-    /// Closes slot `i` by the bench's choice (churn, storm, end of run), or after a failure;
-    /// a streaming session's listening time is counted for its URL.
+    /// Counts the streaming time of slot `i` up to `now` into the listening totals.
+    fn count_time(&mut self, i: usize, now: u64) {
+        let s = &mut self.slots[i];
+        if s.state == State::Streaming {
+            let dt = now.saturating_sub(s.counted_us);
+            self.snap.listen_us += dt;
+            if s.ticked {
+                self.snap.steady_listen_us += dt;
+            }
+        }
+        s.counted_us = now;
+    }
+
+    /// Closes slot `i` by the bench's choice (churn, storm, ramp-down, end of run), or after a
+    /// failure; a streaming session's listening time is counted for its URL.
     fn close(&mut self, i: usize, now: u64) {
+        self.count_time(i, now);
         let s = &mut self.slots[i];
         s.leave_at_us = None;
         if let Some(start) = s.session_start_us.take() {
-            let gt = &mut self.c.sessions[s.home as usize];
+            let gt = &mut self.sessions[s.home as usize];
             gt.0 += 1;
             gt.1 += now.saturating_sub(start);
         }
         if s.state == State::Streaming {
-            s.longest_gap_ms = s.longest_gap_ms.max(s.meter.final_longest_gap(ms(now)));
+            let longest = s.meter.final_longest_gap(ms(now));
+            self.snap.longest_gap.record_us(u64::from(longest) * 1000);
         }
         s.sock = None;
         s.head = Vec::new();
-        s.check = None;
         s.tls = None;
         s.state = State::Idle;
     }
 
     fn fail(&mut self, i: usize, reason: FailReason, now: u64) {
-        *self.c.failures.entry(reason.key()).or_insert(0) += 1;
+        *self.snap.failures.entry(reason.key()).or_insert(0) += 1;
         self.close(i, now);
         let s = &mut self.slots[i];
+        s.caught.fail(&mut self.snap);
         s.state = State::Failed;
-        if let Some(d) = self.spec.profile.reconnect_after {
+        if let Some(d) = self.spec.slice.behaviour.reconnect_after {
             s.retry_at_ms = ms(now) + (d.0 * 1000.0) as u32;
         }
     }
@@ -571,6 +570,8 @@ impl Engine {
             Err(e) => return self.fail(i, FailReason::from_io(&e), now),
         }
         if s.stalled {
+            // A stalled listener never reads; its socket is watched for the server's close
+            // once a second (see `watch_stalled`), not polled.
             let _ = self.poll.registry().deregister(sock);
             s.state = State::Stalled;
         } else {
@@ -650,7 +651,9 @@ impl Engine {
             }
             if !s.handshaken && !conn.is_handshaking() {
                 s.handshaken = true;
-                self.c.handshakes.push(now.saturating_sub(s.conn_start_us));
+                self.snap
+                    .handshake
+                    .record_us(now.saturating_sub(s.conn_start_us));
             }
             if let Err(r) = flush_tls(s) {
                 return self.fail(i, r, now);
@@ -674,10 +677,11 @@ impl Engine {
 
     /// Handles `n` fresh bytes in the scratch buffer for slot `i`.
     fn consume(&mut self, i: usize, n: usize, now: u64) -> Result<(), FailReason> {
-        let s = &mut self.slots[i];
-        if s.state == State::Streaming {
-            return on_body(s, &self.scratch[..n], now, &mut self.c);
+        if self.slots[i].state == State::Streaming {
+            self.body(i, None, n, now);
+            return Ok(());
         }
+        let s = &mut self.slots[i];
         s.head.extend_from_slice(&self.scratch[..n]);
         let (head, len) = match parse_response_head(&s.head) {
             Ok(Some(h)) => h,
@@ -694,13 +698,6 @@ impl Engine {
         if head.status != 200 {
             return Err(FailReason::HttpStatus(head.status));
         }
-        let bps = self.bps.unwrap_or_else(|| {
-            head.header("icy-br")
-                .and_then(|v| v.split(',').next())
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .map(|k| (k * 1000.0 / 8.0) as u32)
-                .unwrap_or(0)
-        });
         let format = head
             .header("content-type")
             .map(Format::from_content_type)
@@ -709,170 +706,248 @@ impl Engine {
             .unwrap_or(Format::Other);
         let metaint = head
             .header("icy-metaint")
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .filter(|&m| m > 0);
-        let demux = if self.spec.profile.icy {
-            metaint.map(IcyDemuxer::new)
-        } else {
-            None
-        };
-        let framer = if s.sampled && format != Format::Other {
-            Some(Framer::new(format))
-        } else {
-            None
-        };
-        s.check = if demux.is_some() || framer.is_some() {
-            Some(Box::new(Checker { demux, framer }))
-        } else {
-            None
-        };
-        s.meter = Meter::new(ms(now), bps);
+            .and_then(|v| v.trim().parse::<u32>().ok())
+            .filter(|&m| m > 0 && self.spec.icy_metadata)
+            .unwrap_or(0);
+        s.check = StreamCheck::new(format, metaint);
+        // A stream of an unknown format: media time from bytes at the given bitrate, else at
+        // its `icy-br`, else none (only gaps are judged).
+        s.unverified_us_per_byte = 0.0;
+        if !s.check.verifies() {
+            let kbps = self.spec.bitrate_kbps.or_else(|| {
+                head.header("icy-br")
+                    .and_then(|v| v.split(',').next())
+                    .and_then(|v| v.trim().parse::<f64>().ok())
+            });
+            if let Some(k) = kbps.filter(|k| *k > 0.0) {
+                s.unverified_us_per_byte = 8e6 / (k * 1000.0);
+            }
+            self.snap.unverified += 1;
+        }
+        let judged = s.check.verifies() || s.unverified_us_per_byte > 0.0;
+        s.meter = Meter::new(ms(now), judged);
         s.session_start_us = Some(s.conn_start_us);
-        if let Some((lo, hi)) = self.spec.profile.session_range_us() {
+        if let Some((lo, hi)) = self.spec.slice.behaviour.session_range_us() {
             s.leave_at_us = Some(now + session_length_us(lo, hi, now ^ ((i as u64) << 32)));
         }
         s.state = State::Streaming;
-        s.streamed = true;
+        s.counted_us = now;
         s.ttfb_pending = true;
         let head_buf = std::mem::take(&mut s.head);
         if head_buf.len() > len {
-            on_body(s, &head_buf[len..], now, &mut self.c)?;
+            self.body(i, Some(&head_buf[len..]), 0, now);
         }
         Ok(())
     }
 
-    fn tick(
-        &mut self,
-        second: u32,
-        phase: Phase,
-        started: u32,
-        now: u64,
-        judge: bool,
-    ) -> WorkerTick {
-        let now_ms = ms(now);
-        let timeout_ms = (self.spec.profile.connect_timeout.0 * 1000.0) as u32;
-        let mut t = WorkerTick {
-            worker: self.spec.worker,
-            second,
-            phase,
-            counts: ListenerCounts {
-                started,
-                ..ListenerCounts::default()
-            },
-            ..WorkerTick::default()
+    /// Takes body bytes of streaming slot `i`: `extra` when given, else the first `n` bytes of
+    /// the scratch buffer.
+    fn body(&mut self, i: usize, extra: Option<&[u8]>, n: usize, now: u64) {
+        let data = match extra {
+            Some(d) => d,
+            None => &self.scratch[..n],
         };
-        let mut max_gap = std::mem::take(&mut self.c.max_gap_ms);
-        for i in 0..self.slots.len() {
+        if data.is_empty() {
+            return;
+        }
+        let s = &mut self.slots[i];
+        let snap = &mut self.snap;
+        if s.ttfb_pending {
+            s.ttfb_pending = false;
+            snap.ttfb.record_us(now.saturating_sub(s.conn_start_us));
+        } else {
+            let gap = now.saturating_sub(u64::from(s.meter.last_read_ms) * 1000);
+            snap.gap.record_us(gap);
+        }
+        let now_ms = ms(now);
+        s.meter.on_read(now_ms);
+        snap.bytes += data.len() as u64;
+        let fed = s.check.feed(data, &mut self.stamps);
+        let mut media = fed.media_us;
+        if !s.check.verifies() && s.unverified_us_per_byte > 0.0 {
+            media = (data.len() as f64 * s.unverified_us_per_byte) as u64;
+        }
+        if media > 0 {
+            s.meter.on_media(now_ms, media);
+            snap.media_us += media;
+            if s.ticked {
+                snap.steady_media_us += media;
+            }
+        }
+        snap.units += u64::from(fed.units);
+        snap.garbage_bytes += u64::from(fed.garbage);
+        snap.icy_blocks += u64::from(fed.blocks);
+        if fed.broke {
+            s.caught.catch(Rule::Corrupt, snap, self.second);
+        }
+        if !self.stamps.is_empty() {
+            let arrived = self.clock.to_run_us(self.epoch_unix_us + now);
+            for stamp in self.stamps.drain(..) {
+                if let Some(lat) = arrived.checked_sub(stamp) {
+                    snap.m2e.record_us(lat);
+                }
+            }
+        }
+    }
+
+    /// Watches the stalled listeners' sockets for the server closing them (one `poll(2)` for
+    /// all, `POLLRDHUP`: a close is seen even with unread data queued), and every
+    /// [`HELD_EVERY_S`] seconds reads how many bytes each holds unread (`FIONREAD`).
+    fn watch_stalled(&mut self, now: u64) {
+        let stalled: Vec<usize> = (0..self.on)
+            .filter(|&i| self.slots[i].state == State::Stalled)
+            .collect();
+        if stalled.is_empty() {
+            return;
+        }
+        let mut fds: Vec<libc::pollfd> = stalled
+            .iter()
+            .map(|&i| libc::pollfd {
+                fd: self.slots[i].sock.as_ref().map_or(-1, |s| s.as_raw_fd()),
+                events: libc::POLLRDHUP,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: `fds` is a valid array of pollfd of the stated length; timeout 0.
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
+        let held_now = self.second % HELD_EVERY_S == 0;
+        let mut held = 0u64;
+        for (k, &i) in stalled.iter().enumerate() {
+            let fd = fds[k].fd;
+            if held_now && fd >= 0 {
+                let mut queued: libc::c_int = 0;
+                // SAFETY: FIONREAD writes one c_int for a valid socket fd.
+                if unsafe { libc::ioctl(fd, libc::FIONREAD, &mut queued) } == 0 {
+                    held += queued.max(0) as u64;
+                }
+            }
+            let gone = libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR;
+            if rc > 0 && fds[k].revents & gone != 0 {
+                let s = &mut self.slots[i];
+                self.snap
+                    .stalled_drop
+                    .record_us(now.saturating_sub(s.conn_start_us));
+                self.snap.stalled_dropped += 1;
+                s.sock = None;
+                s.state = State::Dropped;
+            }
+        }
+        if held_now {
+            self.snap.stalled_held_bytes = held;
+        }
+    }
+
+    /// The tick of the second that just ended: the rules judged for every listener (when
+    /// `judge`), the states counted, this second's histograms handed over.
+    fn tick(&mut self, now: u64, judge: bool) -> GroupTick {
+        let now_ms = ms(now);
+        let rules = self.spec.slice.judge;
+        let second = self.second;
+        self.watch_stalled(now);
+        let mut t = GroupTick {
+            group: self.spec.slice.group,
+            second,
+            done: false,
+            snap: Snapshot::default(),
+        };
+        let (mut connecting, mut streaming, mut stalled, mut starved, mut down) = (0, 0, 0, 0, 0);
+        for i in 0..self.on {
+            self.count_time(i, now);
             let s = &mut self.slots[i];
             match s.state {
                 State::Connecting | State::Head => {
                     let waited = now_ms.saturating_sub(ms(s.conn_start_us));
-                    if judge && waited > timeout_ms {
+                    if judge && waited > rules.connect_timeout_ms {
                         self.fail(i, FailReason::Timeout, now);
-                        t.counts.failed += 1;
+                        down += 1;
                     } else {
-                        t.counts.connecting += 1;
+                        connecting += 1;
                         // Waiting for audio longer than a player's buffer is starving too.
-                        if judge && waited > self.th.max_gap_ms && !s.stalled {
-                            t.counts.starved += 1;
-                            if !s.ever_starved {
-                                s.ever_starved = true;
-                                self.c.starved_total += 1;
-                            }
+                        if judge && waited > rules.max_gap_ms && !s.stalled {
+                            starved += 1;
+                            s.caught.catch(Rule::Gap, &mut self.snap, second);
                         }
                     }
                 }
-                State::Streaming if !judge => t.counts.streaming += 1,
                 State::Streaming => {
-                    t.counts.streaming += 1;
-                    let v = s.meter.tick(now_ms, &self.th);
-                    t.counts.expected_bytes += s.meter.expected_bps as u64;
-                    if v.burst {
-                        t.counts.burst_bytes += v.bytes as u64;
-                        t.counts.burst_expected_bytes += s.meter.expected_bps as u64;
-                    }
-                    max_gap = max_gap.max(v.ongoing_gap_ms);
-                    if v.starved {
-                        t.counts.starved += 1;
-                        if !s.ever_starved {
-                            s.ever_starved = true;
-                            self.c.starved_total += 1;
+                    streaming += 1;
+                    let v = s.meter.tick(now_ms, &rules);
+                    s.ticked = !v.burst;
+                    if judge && (v.rate || v.gap) {
+                        starved += 1;
+                        if v.rate {
+                            s.caught.catch(Rule::Rate, &mut self.snap, second);
+                        }
+                        if v.gap {
+                            s.caught.catch(Rule::Gap, &mut self.snap, second);
                         }
                     }
                 }
-                State::Stalled => t.counts.stalled += 1,
+                State::Stalled => stalled += 1,
                 State::Failed => {
                     if judge
-                        && self.spec.profile.reconnect_after.is_some()
+                        && self.spec.slice.behaviour.reconnect_after.is_some()
                         && now_ms >= s.retry_at_ms
                     {
                         self.connect(i, now);
-                        t.counts.connecting += 1;
+                        connecting += 1;
                     } else {
-                        t.counts.failed += 1;
+                        down += 1;
                     }
                 }
-                State::Idle => {}
+                State::Idle | State::Dropped => {}
             }
         }
-        t.counts.connects = std::mem::take(&mut self.c.connects);
-        t.counts.bytes = std::mem::take(&mut self.c.bytes);
-        t.max_gap_ms = max_gap;
-        let mut dense = vec![0u64; HIST_BUCKETS];
-        for us in self.c.ttfb.drain(..) {
-            dense[bucket_of(us) as usize] += 1;
-        }
-        t.ttfb = LogHist::from_dense(&dense);
-        let mut dense = vec![0u64; HIST_BUCKETS];
-        for us in self.c.handshakes.drain(..) {
-            dense[bucket_of(us) as usize] += 1;
-        }
-        t.handshakes = LogHist::from_dense(&dense);
-        t.counts.failures_total = self.c.failures.clone();
-        t.counts.starved_total = self.c.starved_total;
-        t.icy_blocks_total = self.c.icy_blocks;
-        t.frames_total = self.c.frames;
-        t.garbage_bytes_total = self.c.garbage;
-        let cpu = if self.spec.thread_cpu {
+        let snap = &mut self.snap;
+        snap.want = self.on as u32;
+        snap.started = self.started as u32;
+        snap.connecting = connecting;
+        snap.streaming = streaming;
+        snap.stalled = stalled;
+        snap.starved = starved;
+        snap.down = down;
+        let cpu = if self.spec.slice.thread_cpu {
             rusage::thread()
         } else {
             rusage::process()
         };
-        t.cpu_user_us = cpu.user_us;
-        t.cpu_sys_us = cpu.sys_us;
+        snap.cpu_us = cpu.user_us + cpu.sys_us;
+        t.snap = snap.clone();
+        snap.clear_hists();
         t
     }
 
-    /// Closes everything and builds the final tick (with the longest-gap histogram).
-    fn finish(&mut self, second: u32, started: u32, now: u64) -> WorkerTick {
-        let mut t = self.tick(second, Phase::Done, started, now, false);
-        let mut dense = vec![0u64; HIST_BUCKETS];
+    /// Closes everything at the end of the run and adds the sessions to the last tick.
+    fn finish(&mut self, now: u64, tick: &mut GroupTick) {
         for i in 0..self.slots.len() {
-            self.close(i, now);
-            let s = &self.slots[i];
-            if s.streamed && !s.stalled {
-                dense[bucket_of(s.longest_gap_ms as u64 * 1000) as usize] += 1;
+            if self.slots[i].state != State::Idle {
+                self.close(i, now);
             }
         }
-        t.longest_gaps = Some(LogHist::from_dense(&dense));
-        for (k, &(sessions, us)) in self.c.sessions.iter().enumerate() {
+        tick.done = true;
+        tick.snap.listen_us = self.snap.listen_us;
+        tick.snap.steady_listen_us = self.snap.steady_listen_us;
+        tick.snap.longest_gap.merge(&self.snap.longest_gap);
+        for (k, &(sessions, us)) in self.sessions.iter().enumerate() {
             if sessions == 0 {
                 continue;
             }
-            let mount = mount_of(&self.spec.urls[k]);
-            let gt = t.ground_truth.entry(mount).or_default();
-            gt.add(&crate::stats::GroundTruth {
-                sessions,
-                listening_seconds: us as f64 / 1e6,
-            });
+            let mount = mount_of(&self.spec.slice.urls[k]);
+            tick.snap
+                .ground_truth
+                .entry(mount)
+                .or_default()
+                .add(&crate::stats::GroundTruth {
+                    sessions,
+                    listening_seconds: us as f64 / 1e6,
+                });
         }
-        t
     }
 }
 
 /// A session length in `[lo, hi]` µs, spread evenly by `seed` (splitmix64 of it: a slot's
 /// index and the time it started streaming).
-fn session_length_us(lo: u64, hi: u64, seed: u64) -> u64 {
+pub fn session_length_us(lo: u64, hi: u64, seed: u64) -> u64 {
     if hi <= lo {
         return lo;
     }
@@ -884,62 +959,15 @@ fn session_length_us(lo: u64, hi: u64, seed: u64) -> u64 {
 }
 
 /// The mount a listener URL names: its path without the query (`/live.mp3`).
-fn mount_of(url: &str) -> String {
+pub fn mount_of(url: &str) -> String {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     let path = rest.find('/').map_or("/", |i| &rest[i..]);
     path.split(['?', '#']).next().unwrap_or("/").to_owned()
 }
 
-/// Counts body bytes for a streaming slot and runs its optional checks.
-fn on_body(s: &mut Slot, data: &[u8], now: u64, c: &mut Counters) -> Result<(), FailReason> {
-    if data.is_empty() {
-        return Ok(());
-    }
-    if s.ttfb_pending {
-        s.ttfb_pending = false;
-        c.ttfb.push(now.saturating_sub(s.conn_start_us));
-    }
-    let now_ms = ms(now);
-    let gap = now_ms.saturating_sub(s.meter.last_read_ms);
-    if gap > c.max_gap_ms {
-        c.max_gap_ms = gap;
-    }
-    s.meter.on_read(now_ms, data.len());
-    c.bytes += data.len() as u64;
-    if let Some(chk) = s.check.as_deref_mut() {
-        let Checker { demux, framer } = chk;
-        match demux {
-            Some(d) => {
-                let mut blocks = 0u64;
-                let r = d.feed(data, |p| match p {
-                    IcyPiece::Audio(a) => {
-                        if let Some(f) = framer.as_mut() {
-                            f.push(a);
-                        }
-                    }
-                    IcyPiece::Metadata(_) => blocks += 1,
-                });
-                c.icy_blocks += blocks;
-                if r.is_err() {
-                    return Err(FailReason::IcyFraming);
-                }
-            }
-            None => {
-                if let Some(f) = framer.as_mut() {
-                    f.push(data);
-                }
-            }
-        }
-        if let Some(f) = framer.as_mut() {
-            drain_framer(f, c);
-        }
-    }
-    Ok(())
-}
-
-/// The target of listener URL `u`: its address and the request a listener sends (`bind`: a
-/// bind range is in use, applied to loopback IPv4 targets).
-fn build_target(u: &str, profile: &Profile, bind: bool) -> Result<Target, UrlError> {
+/// The target of listener URL `u`: its address and the request a listener sends (`binds`:
+/// the source addresses, applied to the targets they suit, see [`binds_apply`]).
+fn build_target(u: &str, icy_metadata: bool, binds: &[Ipv4Addr]) -> Result<Target, UrlError> {
     let url = HttpUrl::parse(u)?;
     let mut req = format!(
         "GET {} HTTP/1.0\r\nHost: {}\r\nUser-Agent: throng-bench/{}\r\nAccept: */*\r\n",
@@ -947,7 +975,7 @@ fn build_target(u: &str, profile: &Profile, bind: bool) -> Result<Target, UrlErr
         url.host_header(),
         env!("CARGO_PKG_VERSION")
     );
-    if profile.icy {
+    if icy_metadata {
         req.push_str("Icy-MetaData: 1\r\n");
     }
     if let Some((user, pass)) = &url.credentials {
@@ -970,7 +998,7 @@ fn build_target(u: &str, profile: &Profile, bind: bool) -> Result<Target, UrlErr
         addr: url.addr,
         request: req.into_bytes(),
         path_format: Format::from_path_extension(url.path.split('?').next().unwrap_or("")),
-        bind: bind && is_loopback_v4(&url.addr),
+        bind: binds_apply(&url.addr, binds),
     })
 }
 
@@ -988,19 +1016,6 @@ fn flush_tls(s: &mut Slot) -> Result<(), FailReason> {
         }
     }
     Ok(())
-}
-
-fn drain_framer(f: &mut Framer, c: &mut Counters) {
-    while let Some(r) = f.next_unit() {
-        match r {
-            Ok(_) => c.frames += 1,
-            Err(throng_proto::framer::FrameError::Garbage { skipped, .. }) => {
-                c.garbage += skipped as u64
-            }
-            #[allow(unreachable_patterns)]
-            Err(_) => c.garbage += 1,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -73,9 +73,20 @@ fn set_bind_address_no_port(sock: &Socket) -> io::Result<()> {
     }
 }
 
-/// Whether `addr` is an IPv4 loopback address (where a local bind range applies).
+/// Whether `addr` is an IPv4 loopback address.
 pub fn is_loopback_v4(addr: &SocketAddr) -> bool {
     matches!(addr, SocketAddr::V4(a) if a.ip().is_loopback())
+}
+
+/// Whether connections to `target` bind the source addresses `binds`: an IPv4 target on the
+/// same side of loopback as they are (the default range, 127.0.0.2-127.0.0.40, applies to
+/// loopback targets only; a host's own addresses, e.g. a load host's 10.0.0.20-10.0.0.29,
+/// to targets off loopback).
+pub fn binds_apply(target: &SocketAddr, binds: &[Ipv4Addr]) -> bool {
+    match (target, binds.first()) {
+        (SocketAddr::V4(t), Some(b)) => t.ip().is_loopback() == b.is_loopback(),
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -90,6 +101,17 @@ mod tests {
         assert!(parse_bind_range("none").unwrap().is_empty());
         assert_eq!(parse_bind_range("127.0.0.9").unwrap().len(), 1);
         assert!(parse_bind_range("127.0.0.9-127.0.0.1").is_err());
+    }
+
+    #[test]
+    fn bind_ranges_apply_on_their_side_of_loopback() {
+        let lo: SocketAddr = "127.0.0.1:80".parse().unwrap();
+        let far: SocketAddr = "10.1.2.3:80".parse().unwrap();
+        let lo_binds = parse_bind_range("127.0.0.2-127.0.0.3").unwrap();
+        let far_binds = parse_bind_range("10.1.2.20-10.1.2.29").unwrap();
+        assert!(binds_apply(&lo, &lo_binds) && !binds_apply(&far, &lo_binds));
+        assert!(binds_apply(&far, &far_binds) && !binds_apply(&lo, &far_binds));
+        assert!(!binds_apply(&lo, &[]));
     }
 
     #[test]

@@ -1,14 +1,20 @@
-//! Writing reports: `report.json` (timeline and summary) and `report.html`, plus a plain-text
-//! (Markdown) summary table with ratios against the first run.
+//! The one report of every run, whatever its groups' modes: the summaries ([`summary`]), the
+//! thresholds and the verdict ([`threshold`], [`verdict`]), and the files: `report.json`
+//! (everything, the histograms whole), `report.html` (the verdict first, then the thresholds,
+//! the groups, the summary table and the plots), the plots as SVG, a JUnit XML file for CI
+//! systems ([`junit`]), and a plain-text (Markdown) summary table with ratios against the first
+//! run that say which side is better.
 
 pub mod html;
+pub mod junit;
 pub mod metrics;
 pub mod plots;
 pub mod progress;
 pub mod summary;
+pub mod threshold;
 pub mod verdict;
 
-use crate::report::metrics::{metric_cells, metrics, mode_rows};
+use crate::report::metrics::{metric_cells, rows_for};
 use crate::report::summary::RunReport;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -114,7 +120,8 @@ pub fn write_compare(
     Ok(ReportPaths { json, html })
 }
 
-/// A Markdown table of the runs' summaries; later runs get their ratio to the first.
+/// A Markdown table of the runs' summaries, the verdict first; later runs get their ratio to
+/// the first, saying which is better. Rows no run has a value for are left out.
 pub fn summary_table(runs: &[&RunReport]) -> String {
     let mut out = String::from("| metric |");
     for r in runs {
@@ -122,8 +129,12 @@ pub fn summary_table(runs: &[&RunReport]) -> String {
     }
     out.push_str("\n|---|");
     out.push_str(&"---:|".repeat(runs.len()));
+    out.push_str("\n| verdict |");
+    for r in runs {
+        out.push_str(if r.summary.pass { " PASS |" } else { " FAIL |" });
+    }
     out.push('\n');
-    for m in metrics() {
+    for m in rows_for(runs) {
         out.push_str(&format!("| {} |", m.label));
         for (cell, x) in metric_cells(runs, &m) {
             let x = x.map(|x| format!(" ({x})")).unwrap_or_default();
@@ -131,17 +142,43 @@ pub fn summary_table(runs: &[&RunReport]) -> String {
         }
         out.push('\n');
     }
-    for (label, cells) in mode_rows(runs) {
-        out.push_str(&format!("| {label} |"));
-        for c in cells {
-            out.push_str(&format!(" {c} |"));
+    out
+}
+
+/// The thresholds of a run, one per line, ✔ or ✘ with its value (the console's list).
+pub fn threshold_lines(r: &RunReport) -> String {
+    let mut out = String::new();
+    for o in &r.thresholds {
+        out.push_str(&o.line());
+        if o.default {
+            out.push_str("  (default)");
         }
         out.push('\n');
     }
-    out.push_str("| verdict |");
-    for r in runs {
-        out.push_str(if r.summary.pass { " PASS |" } else { " FAIL |" });
+    out
+}
+
+/// One line per group: its mode, listeners and verdict figures (the console's list of a run
+/// of several groups; empty for one group).
+pub fn group_lines(r: &RunReport) -> String {
+    if r.groups.len() < 2 {
+        return String::new();
     }
-    out.push('\n');
+    let mut out = String::new();
+    for g in &r.groups {
+        let s = &g.summary;
+        out.push_str(&format!(
+            "group {} ({}): {} started, {} troubled ({} starved, {} corrupt, {} failed), media rate {}, p99 TTFB {}\n",
+            g.name,
+            g.mode,
+            s.started,
+            s.troubled,
+            s.starved,
+            s.corrupt,
+            s.failed_listeners,
+            s.media_rate.map_or("–".into(), |v| format!("{v:.3}")),
+            s.ttfb_p99_ms.map_or("–".into(), verdict::ms_text)
+        ));
+    }
     out
 }

@@ -1,12 +1,11 @@
 //! SVG plots of one or several runs (plotters' SVG backend, inline in the HTML report).
 //!
 //! The graphs of the classic Icecast and RSAS load-test reports: listeners over time, server CPU
-//! (user and system) against listeners, delivered versus expected bandwidth against listeners,
-//! starved listeners against listeners, and the TTFB distribution. Several runs share one graph,
-//! one colour per run.
+//! (user and system) against listeners, the media rate (media time delivered per second of wall
+//! time) and the bandwidth against listeners, starved listeners against listeners, and the TTFB
+//! distribution. Several runs share one graph, one colour per run.
 
 use crate::report::summary::{Row, RunReport};
-use crate::stats::{bucket_lower_us, HIST_BUCKETS};
 use plotters::prelude::*;
 
 /// Plot size (pixels).
@@ -183,7 +182,7 @@ pub fn listeners_over_time(runs: &[&RunReport]) -> String {
             markers: false,
             thin: false,
             points: rows(r)
-                .map(|x| (x.second as f64, x.counts.streaming as f64))
+                .map(|x| (x.second as f64, x.total.streaming as f64))
                 .collect(),
         });
         s.push(Series {
@@ -192,17 +191,17 @@ pub fn listeners_over_time(runs: &[&RunReport]) -> String {
             markers: true,
             thin: true,
             points: rows(r)
-                .map(|x| (x.second as f64, x.counts.starved as f64))
+                .map(|x| (x.second as f64, x.total.starved as f64))
                 .collect(),
         });
-        if rows(r).any(|x| x.counts.failed > 0) {
+        if rows(r).any(|x| x.total.down > 0) {
             s.push(Series {
-                name: label(runs, i, "failed"),
+                name: label(runs, i, "down"),
                 color: kind_color(runs, i, 3),
                 markers: true,
                 thin: true,
                 points: rows(r)
-                    .map(|x| (x.second as f64, x.counts.failed as f64))
+                    .map(|x| (x.second as f64, x.total.down as f64))
                     .collect(),
             });
         }
@@ -218,7 +217,7 @@ pub fn cpu_vs_listeners(runs: &[&RunReport]) -> Option<String> {
             .filter_map(|x| {
                 x.server
                     .as_ref()
-                    .map(|v| (x.counts.connected() as f64, v.cpu_user_pct, v.cpu_sys_pct))
+                    .map(|v| (x.total.connected() as f64, v.cpu_user_pct, v.cpu_sys_pct))
             })
             .collect();
         if pts.is_empty() {
@@ -281,49 +280,75 @@ pub fn cpu_over_time(runs: &[&RunReport]) -> Option<String> {
     })
 }
 
-/// The rows that carry some steady stream (a second that was nothing but connect bursts would
-/// plot as a false drop to zero).
+/// The rows whose listeners are past their connect bursts (a second with nobody past it has
+/// no steady media rate).
 fn steady_rows(r: &RunReport) -> impl Iterator<Item = &Row> {
-    rows(r).filter(|x| x.counts.burst_bytes == 0 || x.counts.steady_bytes() > 0)
+    rows(r).filter(|x| x.total.media_rate.is_some())
 }
 
-/// Delivered and expected bandwidth of the steady stream against connected listeners: each
-/// listener's connect burst (its first second, and the next ones while still well above the
-/// bitrate) is left out of both, so a small run does not show the burst as delivered rate.
-pub fn bandwidth_vs_listeners(runs: &[&RunReport]) -> String {
+/// The steady media rate (media time delivered over wall time, connect bursts left out)
+/// against connected listeners: 1 is real time, what every listener should hear; the line at
+/// the run's minimum rate is where listeners starve.
+pub fn media_rate_vs_listeners(runs: &[&RunReport]) -> String {
     let mut s = Vec::new();
     for (i, r) in runs.iter().enumerate() {
         s.push(Series {
-            name: label(runs, i, "delivered"),
+            name: label(runs, i, "media rate"),
             color: color(i),
             markers: false,
             thin: false,
             points: steady_rows(r)
                 .map(|x| {
                     (
-                        x.counts.connected() as f64,
-                        x.counts.steady_bytes() as f64 * 8.0 / 1e6,
-                    )
-                })
-                .collect(),
-        });
-        s.push(Series {
-            name: label(runs, i, "expected"),
-            color: kind_color(runs, i, 2),
-            markers: true,
-            thin: true,
-            points: steady_rows(r)
-                .map(|x| {
-                    (
-                        x.counts.connected() as f64,
-                        x.counts.steady_expected_bytes() as f64 * 8.0 / 1e6,
+                        x.total.connected() as f64,
+                        x.total.media_rate.unwrap_or(0.0),
                     )
                 })
                 .collect(),
         });
     }
+    let pts: Vec<(f64, f64)> = runs
+        .iter()
+        .flat_map(|r| steady_rows(r).map(|x| x.total.connected() as f64))
+        .map(|x| (x, 1.0))
+        .collect();
+    if !pts.is_empty() {
+        let lo = pts.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
+        let hi = pts.iter().map(|p| p.0).fold(0.0, f64::max);
+        s.push(Series {
+            name: "real time".into(),
+            color: RGBColor(120, 120, 120),
+            markers: false,
+            thin: true,
+            points: vec![(lo, 1.0), (hi, 1.0)],
+        });
+    }
     line_chart(
-        "Delivered vs expected bandwidth (connect bursts left out)",
+        "Media time per second of wall time (connect bursts left out)",
+        "connected listeners",
+        "media rate (1 = real time)",
+        &s,
+        false,
+    )
+}
+
+/// Delivered bandwidth (all bytes, bursts included) against connected listeners.
+pub fn bandwidth_vs_listeners(runs: &[&RunReport]) -> String {
+    let s: Vec<Series> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| Series {
+            name: label(runs, i, "delivered"),
+            color: color(i),
+            markers: false,
+            thin: false,
+            points: rows(r)
+                .map(|x| (x.total.connected() as f64, x.total.bytes as f64 * 8.0 / 1e6))
+                .collect(),
+        })
+        .collect();
+    line_chart(
+        "Delivered bandwidth against listeners",
         "connected listeners",
         "Mbit/s",
         &s,
@@ -342,7 +367,7 @@ pub fn starved_vs_listeners(runs: &[&RunReport]) -> String {
             markers: true,
             thin: false,
             points: rows(r)
-                .map(|x| (x.counts.connected() as f64, x.counts.starved as f64))
+                .map(|x| (x.total.connected() as f64, x.total.starved as f64))
                 .collect(),
         })
         .collect();
@@ -364,45 +389,47 @@ pub fn all(runs: &[&RunReport]) -> Vec<(&'static str, String)> {
     if let Some(c) = cpu_over_time(runs) {
         v.push(("server-cpu-time", c));
     }
+    v.push(("media-rate", media_rate_vs_listeners(runs)));
     v.push(("bandwidth", bandwidth_vs_listeners(runs)));
     v.push(("starved", starved_vs_listeners(runs)));
     v.push(("ttfb", ttfb_distribution(runs)));
     v
 }
 
-/// TTFB distribution (share of connections per log-spaced bucket).
+/// TTFB distribution: the share of connections at or below each time (a cumulative curve on
+/// a log scale, read off the run's exact histogram).
 pub fn ttfb_distribution(runs: &[&RunReport]) -> String {
     let s: Vec<Series> = runs
         .iter()
         .enumerate()
         .map(|(i, r)| {
-            let dense = r.ttfb.dense();
-            let n = r.ttfb.count().max(1) as f64;
-            let lo = dense
-                .iter()
-                .position(|&c| c > 0)
-                .unwrap_or(0)
-                .saturating_sub(1);
-            let hi = (dense.iter().rposition(|&c| c > 0).unwrap_or(0) + 2).min(HIST_BUCKETS);
-            let points = (lo..hi)
-                .map(|b| {
-                    let mid_ms = bucket_lower_us(b as u16) * 10f64.powf(0.05) / 1000.0;
-                    (mid_ms.log10(), dense[b] as f64 / n * 100.0)
+            let h = &r.hists.ttfb;
+            let n = h.count().max(1) as f64;
+            let (lo, hi) = (
+                h.min_ms().unwrap_or(0.01).max(0.001),
+                h.max_ms().unwrap_or(1.0).max(0.002),
+            );
+            let (a, b) = (lo.log10(), hi.log10().max(lo.log10() + 0.01));
+            let points = (0..=60)
+                .map(|k| {
+                    let x = a + (b - a) * f64::from(k) / 60.0;
+                    let at = h.count_at_or_below_ms(10f64.powf(x));
+                    (x, at as f64 / n * 100.0)
                 })
                 .collect();
             Series {
                 name: label(runs, i, "TTFB"),
                 color: color(i),
-                markers: true,
+                markers: false,
                 thin: false,
                 points,
             }
         })
         .collect();
     line_chart(
-        "Time to first audio byte",
+        "Time to first audio byte (cumulative)",
         "TTFB (ms, log scale)",
-        "% of connections",
+        "% of connections at or below",
         &s,
         true,
     )

@@ -1,91 +1,245 @@
-//! Aggregation of worker ticks and server samples into a per-second timeline and a summary.
+//! From merged seconds to a report: the per-second timeline, each group's summary and the
+//! run's, with their exact histograms.
 //!
-//! Workers tick at the same whole seconds after a common start; the [`Aggregator`] sums their
-//! ticks per second (carrying a worker's last cumulative counters forward if one second is
-//! missing), attaches the server sample of that second, and derives the run's verdict.
+//! The [`Aggregator`] takes every [`MergedSecond`] (the run's groups, merged over engines and
+//! hosts) and every server sample, keeps the timeline rows (states at the end of the second,
+//! that second's own traffic, its TTFB percentiles) and the histograms' running merge, and at
+//! the end builds each group's [`Summary`] and the run's: totals from the last second, the
+//! listeners up at the end from the last second the stages wanted any, hold averages (CPU,
+//! bandwidth) over the seconds whose target holds, past the first two of each hold.
 
+use crate::mode::Mode;
 use crate::observe::sampler::ServerSample;
+use crate::profile::stages::Schedule;
 use crate::profile::Profile;
-use crate::stats::listener_counts::ListenerCounts;
-use crate::stats::{LogHist, Phase, WorkerTick};
+use crate::report::threshold::Outcome;
+use crate::stats::merge::MergedSecond;
+use crate::stats::{GroundTruth, Hist, HistSummary, Rules, Snapshot};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
-/// One second of the whole run.
+/// Run phase a second belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// A stage is ramping the listeners (up or down).
+    #[default]
+    Ramp,
+    /// The target holds over the whole second.
+    Hold,
+}
+
+/// The histograms of a group or of the run (kept whole in `report.json`, base64 HdrHistogram
+/// V2, so reports can be merged again exactly).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Hists {
+    /// Time to first byte.
+    pub ttfb: Hist,
+    /// TLS handshakes.
+    pub handshake: Hist,
+    /// Gaps between arrivals.
+    pub gap: Hist,
+    /// Each session's longest gap.
+    pub longest_gap: Hist,
+    /// Mouth-to-ear latency.
+    pub m2e: Hist,
+    /// Event delivery latency.
+    pub event_latency: Hist,
+    /// Stalled listeners: connect to the server's close.
+    pub stalled_drop: Hist,
+}
+
+impl Hists {
+    /// Adds a second's histograms.
+    pub fn add_snapshot(&mut self, s: &Snapshot) {
+        self.ttfb.merge(&s.ttfb);
+        self.handshake.merge(&s.handshake);
+        self.gap.merge(&s.gap);
+        self.longest_gap.merge(&s.longest_gap);
+        self.m2e.merge(&s.m2e);
+        self.event_latency.merge(&s.event_latency);
+        self.stalled_drop.merge(&s.stalled_drop);
+    }
+
+    /// Adds another set.
+    pub fn merge(&mut self, o: &Hists) {
+        self.ttfb.merge(&o.ttfb);
+        self.handshake.merge(&o.handshake);
+        self.gap.merge(&o.gap);
+        self.longest_gap.merge(&o.longest_gap);
+        self.m2e.merge(&o.m2e);
+        self.event_latency.merge(&o.event_latency);
+        self.stalled_drop.merge(&o.stalled_drop);
+    }
+}
+
+/// One group in one second of the timeline.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct GroupRow {
+    /// Listeners the stages want (listeners).
+    pub want: u32,
+    /// Connecting (listeners).
+    pub connecting: u32,
+    /// Streaming (listeners).
+    pub streaming: u32,
+    /// Stalled on purpose (listeners).
+    pub stalled: u32,
+    /// Starved now (listeners).
+    pub starved: u32,
+    /// Down after a failure (listeners).
+    pub down: u32,
+    /// Listeners starved at least once so far (listeners).
+    pub starved_total: u32,
+    /// Listeners corrupt at least once so far (listeners).
+    pub corrupt_total: u32,
+    /// Failed connections so far (connections).
+    pub failures_total: u64,
+    /// Connection attempts this second (connections).
+    pub connects: u64,
+    /// Body bytes this second (bytes).
+    pub bytes: u64,
+    /// Media time delivered this second (µs).
+    pub media_us: u64,
+    /// Steady media over steady listening this second (1 = real time; `None`: nobody past
+    /// their connect burst).
+    pub media_rate: Option<f64>,
+    /// TTFB median of the connections whose first byte came this second (ms).
+    pub ttfb_p50_ms: Option<f64>,
+    /// TTFB 99th percentile of those (ms).
+    pub ttfb_p99_ms: Option<f64>,
+    /// Longest gap between arrivals ending this second (ms).
+    pub gap_max_ms: Option<f64>,
+    /// The group's engines' CPU this second (% of one core).
+    pub bench_cpu_pct: f64,
+}
+
+impl GroupRow {
+    /// Listeners holding a connection: streaming + stalled (listeners).
+    pub fn connected(&self) -> u32 {
+        self.streaming + self.stalled
+    }
+}
+
+/// One second of the run.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Row {
     /// Second index since the start (the row covers `[second, second + 1)`).
     pub second: u32,
-    /// `hold` when every worker was holding.
+    /// `hold` when the target of every group holds over the second.
     pub phase: Phase,
-    /// Listener states at the end of the second summed over the workers, their traffic during
-    /// it and failures so far (in JSON, inline: its fields are top-level fields of the row).
+    /// The run's stage (0-based).
+    pub stage: usize,
+    /// The run's total (in JSON, inline: its fields are top-level fields of the row).
     #[serde(flatten)]
-    pub counts: ListenerCounts,
-    /// Longest gap between reads seen this second (ms).
-    pub max_gap_ms: u32,
-    /// TTFB 50th percentile of connections that got their first byte this second (ms).
-    pub ttfb_p50_ms: Option<f64>,
-    /// CPU used by the bench's listener engines this second (% of one core).
-    pub bench_cpu_pct: f64,
+    pub total: GroupRow,
+    /// Each group's (in the plan's order), when the run has more than one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<GroupRow>,
     /// Server resource use this second, when sampled.
     pub server: Option<ServerSample>,
 }
 
-/// The outcome of a run.
+/// The outcome of a group, or of the whole run.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Summary {
-    /// Listeners asked for (listeners).
+    /// Most listeners the stages ask for at once (listeners).
     pub listeners: u32,
-    /// Stalled listeners among them (listeners).
+    /// Listeners started at least once (listeners).
+    pub started: u32,
+    /// Stalled on purpose, most at once (listeners).
     pub stalled: u32,
     /// Most listeners streaming at once (listeners).
     pub peak_streaming: u32,
-    /// Listeners streaming in the last hold second (listeners).
+    /// Listeners streaming in the last second the stages wanted any (listeners).
     pub final_streaming: u32,
-    /// Listeners connecting (not yet streaming) in the last hold second (listeners).
+    /// Listeners connecting in that second (listeners).
     pub final_connecting: u32,
-    /// Listeners starved at least once (listeners).
+    /// Listeners the stages wanted in that second (listeners).
+    pub want_at_end: u32,
+    /// Of those, neither streaming, connecting nor stalled (listeners).
+    pub down_at_end: u32,
+    /// Listeners starved at least once by any rule (listeners).
     pub starved: u32,
+    /// Listeners `starved: rate` (listeners).
+    pub starved_rate: u32,
+    /// Listeners `starved: gap` (listeners).
+    pub starved_gap: u32,
+    /// Listeners `starved: loss` (listeners).
+    pub starved_loss: u32,
+    /// Listeners `corrupt` (listeners).
+    pub corrupt: u32,
+    /// Listeners with a failed connection (listeners).
+    pub failed_listeners: u32,
+    /// Listeners starved, corrupt or failed at least once (listeners).
+    pub troubled: u32,
+    /// Each rule's count and first second.
+    pub rules: Rules,
     /// Failures by reason (connections).
     pub failures: BTreeMap<String, u64>,
     /// All failures (connections).
     pub failures_total: u64,
     /// Connection attempts (connections).
     pub connects: u64,
-    /// TLS handshakes completed (`https://` listeners; connections).
+    /// Media time delivered, all listeners (s).
+    pub media_seconds: f64,
+    /// Wall time listeners spent streaming (s).
+    pub listening_seconds: f64,
+    /// Steady media time over steady listening time, connect bursts left out (1 = real time).
+    pub media_rate: Option<f64>,
+    /// The same, under its older name (`delivered / expected`).
+    pub delivered_ratio: Option<f64>,
+    /// The stream's bitrate as delivered: bytes over media time (kbit/s).
+    pub bitrate_kbps_measured: Option<f64>,
+    /// TLS handshakes completed (connections).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tls_handshakes: u64,
-    /// Most TLS handshakes completed in one second (handshakes/s).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub tls_handshakes_peak_per_s: u64,
-    /// TLS handshake time from the connect, 50th percentile (ms).
+    /// TLS handshake time, median (ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_handshake_p50_ms: Option<f64>,
-    /// TLS handshake time from the connect, 99th percentile (ms).
+    /// TLS handshake time, 99th percentile (ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_handshake_p99_ms: Option<f64>,
-    /// TTFB percentiles (ms): 50th, 90th, 99th, max.
+    /// TTFB median (ms).
     pub ttfb_p50_ms: Option<f64>,
     /// TTFB 90th percentile (ms).
     pub ttfb_p90_ms: Option<f64>,
     /// TTFB 99th percentile (ms).
     pub ttfb_p99_ms: Option<f64>,
-    /// Largest TTFB (ms, bucket upper bound).
+    /// Largest TTFB (ms).
     pub ttfb_max_ms: Option<f64>,
-    /// 99th percentile of each listener's longest gap between reads (ms).
+    /// Gaps between arrivals, 99th percentile (ms).
+    pub gap_p99_ms: Option<f64>,
+    /// 99th percentile of each session's longest gap (ms).
     pub longest_gap_p99_ms: Option<f64>,
-    /// Largest gap between reads of any listener (ms, bucket upper bound).
+    /// Largest gap of any session (ms).
     pub longest_gap_max_ms: Option<f64>,
-    /// Delivered over expected bytes during the hold (ratio; 1.0 = exactly the bitrate).
-    pub delivered_ratio: Option<f64>,
+    /// Mouth-to-ear latency, median (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub m2e_p50_ms: Option<f64>,
+    /// Mouth-to-ear latency, 99th percentile (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub m2e_p99_ms: Option<f64>,
+    /// Mouth-to-ear latency, largest (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub m2e_max_ms: Option<f64>,
+    /// Event delivery latency, median (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_latency_p50_ms: Option<f64>,
+    /// Event delivery latency, 99th percentile (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_latency_p99_ms: Option<f64>,
+    /// Event delivery latency, largest (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_latency_max_ms: Option<f64>,
     /// Mean delivered bandwidth during the hold (Mbit/s).
     pub delivered_mbps: f64,
-    /// Bench engine CPU during the hold (% of one core).
+    /// The bench's engines' CPU during the hold (% of one core).
     pub bench_cpu_pct: f64,
-    /// Bench engine CPU per 1,000 connected listeners during the hold (% of one core).
+    /// The bench's CPU per 1,000 connected listeners during the hold (% of one core).
     pub bench_cpu_pct_per_1000: Option<f64>,
-    /// Whole bench (parent and workers) CPU over the run (s).
+    /// The bench's CPU per listener-second during the hold (µs).
+    pub bench_cpu_us_per_listener_second: Option<f64>,
+    /// The whole bench's CPU over the run (s).
     pub bench_cpu_total_s: f64,
     /// Server user CPU during the hold (% of one core, mean).
     pub server_cpu_user_pct: Option<f64>,
@@ -93,11 +247,12 @@ pub struct Summary {
     pub server_cpu_sys_pct: Option<f64>,
     /// Server CPU per 1,000 listeners during the hold (% of one core).
     pub server_cpu_pct_per_1000: Option<f64>,
+    /// Server CPU per listener-second during the hold (µs).
+    pub server_cpu_us_per_listener_second: Option<f64>,
     /// Largest server RSS (bytes).
     pub server_rss_max: Option<u64>,
     /// Resident memory added per listener: (RSS max − RSS before the first listener) ÷ peak
     /// connected listeners (bytes per listener).
-    #[serde(default)]
     pub server_rss_per_listener: Option<f64>,
     /// Largest server fd count (fds).
     pub server_fds_max: Option<u64>,
@@ -105,28 +260,89 @@ pub struct Summary {
     pub server_threads_max: Option<u64>,
     /// ICY metadata blocks checked (blocks).
     pub icy_blocks: u64,
-    /// Frames decode-checked on sampled listeners (frames).
+    /// Media units checked: frames, pages, segments, packets, events.
     pub frames_checked: u64,
-    /// Garbage bytes found by the frame check (bytes).
+    /// Bytes skipped while looking for frame sync (bytes).
     pub garbage_bytes: u64,
-    /// HLS players: requests (playlists and segments) per second over the run (requests/s).
+    /// Sessions whose format could not be verified (sessions).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unverified: u64,
+    /// HLS players: requests per second over the run (requests/s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests_per_s: Option<f64>,
-    /// HLS requests the server answered itself per second over the hold, from its metrics URL
-    /// (`--metrics-url`): behind a cache, the origin's request rate (requests/s).
+    /// HLS requests the server answered itself per second over the hold (requests/s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin_requests_per_s: Option<f64>,
     /// HLS body bytes the server sent itself per second over the hold (bytes/s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin_bytes_per_s: Option<f64>,
+    /// Event subscribers: title-change receipts (receipts).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub receipts: u64,
+    /// Event subscribers: title changes missed (receipts).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub missed: u64,
+    /// WebRTC viewers: RTP packets lost (packets).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lost_units: u64,
+    /// Media units checked (for the share of lost ones).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub units: u64,
+    /// Stalled listeners the server closed (listeners).
+    #[serde(default, skip_serializing_if = "is_zero32")]
+    pub stalled_dropped: u32,
+    /// Stalled listeners: connect to the server's close, median (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stalled_drop_p50_ms: Option<f64>,
+    /// Stalled listeners: connect to the server's close, largest (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stalled_drop_max_ms: Option<f64>,
+    /// Bytes the stalled listeners held unread, at most over the run (bytes).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stalled_held_bytes_max: u64,
     /// Hold seconds the hold averages are taken over (s).
     pub hold_seconds: u32,
-    /// No listener starved, none failed, all non-stalled listeners streaming at the end.
+    /// Every threshold held and the run had no error.
     pub pass: bool,
-    /// The criteria of the verdict that were not met, in words (`report::verdict`); empty
-    /// for a PASS.
+    /// Why it failed, in words (`report::verdict`); empty for a PASS.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fail_reasons: Vec<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_zero32(n: &u32) -> bool {
+    *n == 0
+}
+
+/// One group of a run as reported.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct GroupReport {
+    /// The group's name.
+    pub name: String,
+    /// Its mode.
+    pub mode: Mode,
+    /// Its URLs.
+    pub urls: Vec<String>,
+    /// Its stages.
+    pub stages: Schedule,
+    /// Its outcome.
+    pub summary: Summary,
+    /// Its histograms.
+    pub hists: Hists,
+}
+
+/// A lost host of a run over several machines (an agent killed or cut off).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Lost {
+    /// The host (agent) name.
+    pub host: String,
+    /// The second it was lost at.
+    pub second: u32,
+    /// Listeners it held then, no longer accounted for (listeners).
+    pub listeners: u32,
 }
 
 /// Everything a run produced (the JSON report).
@@ -134,354 +350,536 @@ pub struct Summary {
 pub struct RunReport {
     /// Name of the run (a server's name in a comparison).
     pub name: String,
-    /// What the simulated clients were: `icy`, `hls`, `events` or `whep`.
+    /// The mode of the run's first group (`icy`, `hls`, `events` or `whep`).
     #[serde(default)]
-    pub mode: crate::mode::Mode,
+    pub mode: Mode,
     /// When, where and how the run was made, and the server's `Server` header.
     #[serde(default)]
     pub meta: crate::observe::meta::RunMeta,
-    /// Listener URLs.
+    /// Every group's URLs.
     pub urls: Vec<String>,
-    /// The profile.
+    /// The flags' profile, for a run from flags.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<Profile>,
-    /// Start time (ms since the Unix epoch).
+    /// The scenario file, for a run from one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scenario: Option<String>,
+    /// Start time (ms since the Unix epoch, the run's clock).
     pub start_unix_ms: u64,
-    /// Worker processes (0 = in-process).
+    /// Worker processes (0 = in-process engines only).
     pub workers: u32,
+    /// The verdict in one sentence (`PASS: 3,000 of 3,000 listeners got ≥ 80 % of real time,
+    /// p99 TTFB 0.8 ms`).
+    #[serde(default)]
+    pub verdict: String,
+    /// The thresholds, judged.
+    #[serde(default)]
+    pub thresholds: Vec<Outcome>,
+    /// The run's outcome, all groups together.
+    pub summary: Summary,
+    /// Each group's.
+    #[serde(default)]
+    pub groups: Vec<GroupReport>,
+    /// The run's histograms, all groups together.
+    #[serde(default)]
+    pub hists: Hists,
     /// Per-second timeline.
     pub timeline: Vec<Row>,
-    /// TTFB of every connection.
-    pub ttfb: LogHist,
-    /// Each listener's longest gap between reads.
-    pub longest_gaps: LogHist,
-    /// The outcome.
-    pub summary: Summary,
-    /// Problems seen (worker errors, source errors).
+    /// Things worth knowing that are no failure (a given bitrate the stream contradicts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// Problems seen (worker errors, source errors, a threshold aborting the run).
     pub errors: Vec<String>,
-    /// The outcome of an events run (`--events`), absent for listener runs.
+    /// Hosts lost during the run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost: Vec<Lost>,
+    /// Each agent's part, for a run over several machines.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<serde_json::Value>,
+    /// The event-stream figures of the run's events groups.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub events: Option<crate::events::subscriber::EventsSummary>,
-    /// The outcome of a WHEP run (`--whep`), absent for other runs.
+    /// The WebRTC figures of the run's WHEP groups.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub whep: Option<crate::whep::WhepSummary>,
-    /// ICY runs: the listeners' sessions and listening time per mount, in the audience
-    /// ledger's units (compare with `throng report listening`).
+    /// The listeners' sessions and listening time per mount, in the audience ledger's units
+    /// (compare with `throng report listening`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub ground_truth: BTreeMap<String, crate::stats::GroundTruth>,
+    pub ground_truth: BTreeMap<String, GroundTruth>,
 }
 
-/// Collects ticks and samples during a run.
+impl RunReport {
+    /// The summary and histograms of group `name`, or of the whole run for `None`.
+    pub fn figures(&self, group: Option<&str>) -> Option<(&Summary, &Hists)> {
+        match group {
+            None => Some((&self.summary, &self.hists)),
+            Some(g) => self
+                .groups
+                .iter()
+                .find(|x| x.name == g)
+                .map(|x| (&x.summary, &x.hists)),
+        }
+    }
+}
+
+/// A group as the aggregator needs to know it.
+#[derive(Debug, Clone, Default)]
+pub struct GroupInfo {
+    /// Name.
+    pub name: String,
+    /// Mode.
+    pub mode: Mode,
+    /// URLs.
+    pub urls: Vec<String>,
+    /// Stages.
+    pub schedule: Schedule,
+}
+
+/// Collects merged seconds and server samples during a run (see the module comment).
 #[derive(Debug, Default)]
 pub struct Aggregator {
-    ticks: BTreeMap<u32, Vec<WorkerTick>>,
+    groups: Vec<GroupInfo>,
+    /// Each group's latest merged snapshot (its totals).
+    last: Vec<Snapshot>,
+    /// Each group's histograms so far.
+    hists: Vec<Hists>,
+    /// Each group's states in the last second the stages wanted any listener of it.
+    at_end: Vec<Snapshot>,
+    /// Each group's most stalled listeners at once.
+    stalled_peak: Vec<u32>,
+    /// Each group's most bytes held by stalled listeners.
+    held_peak: Vec<u64>,
+    /// The run's stages (for a row's stage).
+    run_schedule: Schedule,
+    rows: Vec<Row>,
     samples: BTreeMap<u32, ServerSample>,
-    latest: HashMap<u32, WorkerTick>,
-    ttfb: LogHist,
-    gaps: LogHist,
-    handshakes: LogHist,
-    handshakes_per_s: BTreeMap<u32, u64>,
-    ground_truth: BTreeMap<String, crate::stats::GroundTruth>,
 }
 
-fn is_zero(n: &u64) -> bool {
-    *n == 0
+/// Steady media over steady listening (`None` without any).
+fn ratio(media_us: u64, listen_us: u64) -> Option<f64> {
+    (listen_us > 0).then(|| media_us as f64 / listen_us as f64)
+}
+
+/// A group's row from its snapshot `s` of a second and its snapshot `p` of the second before.
+fn group_row(s: &Snapshot, p: &Snapshot) -> GroupRow {
+    GroupRow {
+        want: s.want,
+        connecting: s.connecting,
+        streaming: s.streaming,
+        stalled: s.stalled,
+        starved: s.starved,
+        down: s.down,
+        starved_total: s.starved_listeners,
+        corrupt_total: s.rules.corrupt.listeners,
+        failures_total: s.failures_total(),
+        connects: s.connects.saturating_sub(p.connects),
+        bytes: s.bytes.saturating_sub(p.bytes),
+        media_us: s.media_us.saturating_sub(p.media_us),
+        media_rate: ratio(
+            s.steady_media_us.saturating_sub(p.steady_media_us),
+            s.steady_listen_us.saturating_sub(p.steady_listen_us),
+        ),
+        ttfb_p50_ms: s.ttfb.quantile_ms(0.5),
+        ttfb_p99_ms: s.ttfb.quantile_ms(0.99),
+        gap_max_ms: s.gap.max_ms(),
+        bench_cpu_pct: s.cpu_us.saturating_sub(p.cpu_us) as f64 / 1e4,
+    }
 }
 
 impl Aggregator {
-    /// Adds a worker tick.
-    pub fn add_tick(&mut self, t: WorkerTick) {
-        self.ttfb.merge(&t.ttfb);
-        self.handshakes.merge(&t.handshakes);
-        if !t.handshakes.is_empty() {
-            *self.handshakes_per_s.entry(t.second).or_insert(0) += t.handshakes.count();
+    /// An aggregator for `groups` and the run's stages.
+    pub fn new(groups: Vec<GroupInfo>, run_schedule: Schedule) -> Aggregator {
+        let n = groups.len();
+        Aggregator {
+            groups,
+            last: vec![Snapshot::default(); n],
+            hists: vec![Hists::default(); n],
+            at_end: vec![Snapshot::default(); n],
+            stalled_peak: vec![0; n],
+            held_peak: vec![0; n],
+            run_schedule,
+            rows: Vec::new(),
+            samples: BTreeMap::new(),
         }
-        if let Some(g) = &t.longest_gaps {
-            self.gaps.merge(g);
-        }
-        for (mount, g) in &t.ground_truth {
-            self.ground_truth.entry(mount.clone()).or_default().add(g);
-        }
-        self.latest.insert(t.worker, t.clone());
-        self.ticks.entry(t.second).or_default().push(t);
     }
 
-    /// The workers' sessions and listening time per mount, summed over their last ticks.
-    pub fn ground_truth(&self) -> BTreeMap<String, crate::stats::GroundTruth> {
-        self.ground_truth.clone()
+    /// Adds a merged second.
+    pub fn add_second(&mut self, m: &MergedSecond) {
+        let mut row = Row {
+            second: m.second,
+            stage: self.run_schedule.stage_at(f64::from(m.second)),
+            ..Row::default()
+        };
+        let mut hold = true;
+        let mut total_now = Snapshot::default();
+        let mut total_prev = Snapshot::default();
+        for (g, snap) in m.groups.iter().enumerate() {
+            let Some(info) = self.groups.get(g) else {
+                continue;
+            };
+            hold &= info.schedule.is_hold_second(m.second)
+                || info.schedule.target_at(f64::from(m.second)) == 0.0
+                    && info.schedule.target_at(f64::from(m.second) + 1.0) == 0.0;
+            let prev = &self.last[g];
+            let gr = group_row(snap, prev);
+            total_now.merge(snap);
+            total_prev.merge_counts(prev);
+            row.groups.push(gr);
+            self.hists[g].add_snapshot(snap);
+            if snap.want > 0 {
+                self.at_end[g] = snap.clone();
+                self.at_end[g].clear_hists();
+            }
+            self.stalled_peak[g] = self.stalled_peak[g].max(snap.stalled);
+            self.held_peak[g] = self.held_peak[g].max(snap.stalled_held_bytes);
+            let mut totals = snap.clone();
+            totals.clear_hists();
+            self.last[g] = totals;
+        }
+        row.phase = if hold && total_now.want > 0 {
+            Phase::Hold
+        } else {
+            Phase::Ramp
+        };
+        row.total = group_row(&total_now, &total_prev);
+        if row.groups.len() < 2 {
+            row.groups.clear();
+        }
+        row.server = self.samples.get(&m.second).cloned();
+        self.rows.push(row);
     }
 
-    /// Adds a server sample.
+    /// Adds a server sample (attached to its second's row, now or when that row comes).
     pub fn add_sample(&mut self, s: ServerSample) {
+        if let Some(r) = self.rows.iter_mut().rev().find(|r| r.second == s.second) {
+            r.server = Some(s.clone());
+        }
         self.samples.insert(s.second, s);
     }
 
-    /// Live totals over the latest tick of every worker (for the progress display and the
-    /// early stop): listener states and the failures so far.
-    pub fn live(&self) -> Row {
-        let mut r = Row::default();
-        for t in self.latest.values() {
-            r.counts.add_states(&t.counts);
-            r.counts.add_failures(&t.counts);
-        }
-        r.server = self.samples.values().next_back().cloned();
-        r
+    /// The rows so far.
+    pub fn rows(&self) -> &[Row] {
+        &self.rows
     }
 
-    /// Builds the timeline and summary.
-    pub fn finish(&self, profile: &Profile, workers: u32) -> (Vec<Row>, Summary, LogHist, LogHist) {
-        let nworkers = self.latest.len().max(1);
-        let mut rows = Vec::new();
-        let mut last: HashMap<u32, WorkerTick> = HashMap::new();
-        let mut prev_cpu: HashMap<u32, u64> = HashMap::new();
-        for (&second, ticks) in &self.ticks {
-            let mut r = Row {
-                second,
-                phase: Phase::Hold,
-                ..Row::default()
-            };
-            let mut ttfb = LogHist::default();
-            for t in ticks {
-                if t.phase == Phase::Done {
-                    continue;
-                }
-                r.counts.add_traffic(&t.counts);
-                r.max_gap_ms = r.max_gap_ms.max(t.max_gap_ms);
-                ttfb.merge(&t.ttfb);
-                if t.phase == Phase::Ramp {
-                    r.phase = Phase::Ramp;
-                }
-                let cpu = t.cpu_user_us + t.cpu_sys_us;
-                let before = prev_cpu.insert(t.worker, cpu).unwrap_or(0);
-                r.bench_cpu_pct += cpu.saturating_sub(before) as f64 / 1e4;
-                last.insert(t.worker, t.clone());
-            }
-            if ticks.iter().all(|t| t.phase == Phase::Done) {
-                continue;
-            }
-            if last.len() < nworkers {
-                r.phase = Phase::Ramp;
-            }
-            for t in last.values() {
-                r.counts.add_states(&t.counts);
-                r.counts.add_failures(&t.counts);
-            }
-            r.ttfb_p50_ms = ttfb.quantile_ms(0.5);
-            r.server = self.samples.get(&second).cloned();
-            rows.push(r);
-        }
-        let summary = self.summarize(profile, workers, &rows);
-        (rows, summary, self.ttfb.clone(), self.gaps.clone())
+    /// Each group's latest totals.
+    pub fn latest(&self) -> &[Snapshot] {
+        &self.last
     }
 
-    fn summarize(&self, profile: &Profile, _workers: u32, rows: &[Row]) -> Summary {
+    /// The latest server sample.
+    pub fn latest_sample(&self) -> Option<&ServerSample> {
+        self.samples.values().next_back()
+    }
+
+    /// Each group's and the run's figures so far: summaries and histograms (for live
+    /// thresholds and metrics). `extra_cpu_us`: CPU of the bench outside its engines.
+    pub fn figures(&self, extra_cpu_us: u64) -> (Vec<(Summary, Hists)>, (Summary, Hists)) {
+        let groups: Vec<(Summary, Hists)> = (0..self.groups.len())
+            .map(|g| {
+                let rows: Vec<(u32, Phase, GroupRow)> = self
+                    .rows
+                    .iter()
+                    .map(|r| {
+                        let gr = if r.groups.is_empty() {
+                            r.total.clone()
+                        } else {
+                            r.groups[g].clone()
+                        };
+                        (r.second, r.phase, gr)
+                    })
+                    .collect();
+                let s = self.summarize(
+                    &self.last[g],
+                    &self.at_end[g],
+                    self.stalled_peak[g],
+                    self.held_peak[g],
+                    &self.hists[g],
+                    &rows,
+                    false,
+                    0,
+                );
+                (s, self.hists[g].clone())
+            })
+            .collect();
+        let mut last = Snapshot::default();
+        let mut at_end = Snapshot::default();
+        let mut hists = Hists::default();
+        for g in 0..self.groups.len() {
+            last.merge_counts(&self.last[g]);
+            at_end.merge_counts(&self.at_end[g]);
+            hists.merge(&self.hists[g]);
+        }
+        let rows: Vec<(u32, Phase, GroupRow)> = self
+            .rows
+            .iter()
+            .map(|r| (r.second, r.phase, r.total.clone()))
+            .collect();
+        let total = self.summarize(
+            &last,
+            &at_end,
+            self.stalled_peak.iter().sum(),
+            self.held_peak.iter().sum(),
+            &hists,
+            &rows,
+            true,
+            extra_cpu_us,
+        );
+        (groups, (total, hists))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn summarize(
+        &self,
+        last: &Snapshot,
+        at_end: &Snapshot,
+        stalled_peak: u32,
+        held_peak: u64,
+        h: &Hists,
+        rows: &[(u32, Phase, GroupRow)],
+        with_server: bool,
+        extra_cpu_us: u64,
+    ) -> Summary {
         let mut s = Summary {
-            listeners: profile.listeners,
+            listeners: rows.iter().map(|r| r.2.want).max().unwrap_or(0),
+            started: last.started,
+            stalled: stalled_peak,
+            peak_streaming: rows.iter().map(|r| r.2.streaming).max().unwrap_or(0),
+            final_streaming: at_end.streaming,
+            final_connecting: at_end.connecting,
+            want_at_end: at_end.want,
+            down_at_end: at_end
+                .want
+                .saturating_sub(at_end.streaming + at_end.connecting + at_end.stalled)
+                .saturating_sub(last.stalled_dropped),
+            starved: last.starved_listeners,
+            starved_rate: last.rules.rate.listeners,
+            starved_gap: last.rules.gap.listeners,
+            starved_loss: last.rules.loss.listeners,
+            corrupt: last.rules.corrupt.listeners,
+            failed_listeners: last.failed_listeners,
+            troubled: last.troubled_listeners,
+            rules: last.rules,
+            failures: last.failures.clone(),
+            failures_total: last.failures_total(),
+            connects: last.connects,
+            media_seconds: last.media_us as f64 / 1e6,
+            listening_seconds: last.listen_us as f64 / 1e6,
+            media_rate: ratio(last.steady_media_us, last.steady_listen_us),
+            bitrate_kbps_measured: (last.media_us > 0 && last.bytes > 0)
+                .then(|| last.bytes as f64 * 8.0 / (last.media_us as f64 / 1e6) / 1000.0),
+            tls_handshakes: h.handshake.count(),
+            tls_handshake_p50_ms: h.handshake.quantile_ms(0.5),
+            tls_handshake_p99_ms: h.handshake.quantile_ms(0.99),
+            ttfb_p50_ms: h.ttfb.quantile_ms(0.5),
+            ttfb_p90_ms: h.ttfb.quantile_ms(0.9),
+            ttfb_p99_ms: h.ttfb.quantile_ms(0.99),
+            ttfb_max_ms: h.ttfb.max_ms(),
+            gap_p99_ms: h.gap.quantile_ms(0.99),
+            longest_gap_p99_ms: h.longest_gap.quantile_ms(0.99),
+            longest_gap_max_ms: h.longest_gap.max_ms(),
+            m2e_p50_ms: h.m2e.quantile_ms(0.5),
+            m2e_p99_ms: h.m2e.quantile_ms(0.99),
+            m2e_max_ms: h.m2e.max_ms(),
+            event_latency_p50_ms: h.event_latency.quantile_ms(0.5),
+            event_latency_p99_ms: h.event_latency.quantile_ms(0.99),
+            event_latency_max_ms: h.event_latency.max_ms(),
+            bench_cpu_total_s: (last.cpu_us + extra_cpu_us) as f64 / 1e6,
+            icy_blocks: last.icy_blocks,
+            frames_checked: last.units,
+            garbage_bytes: last.garbage_bytes,
+            unverified: u64::from(last.unverified),
+            receipts: last.receipts,
+            units: last.units,
+            stalled_dropped: last.stalled_dropped,
+            stalled_drop_p50_ms: h.stalled_drop.quantile_ms(0.5),
+            stalled_drop_max_ms: h.stalled_drop.max_ms(),
+            stalled_held_bytes_max: held_peak,
             ..Summary::default()
         };
-        for t in self.latest.values() {
-            s.starved += t.counts.starved_total;
-            for (k, v) in &t.counts.failures_total {
-                *s.failures.entry(k.clone()).or_insert(0) += v;
-            }
-            s.icy_blocks += t.icy_blocks_total;
-            s.frames_checked += t.frames_total;
-            s.garbage_bytes += t.garbage_bytes_total;
-            s.bench_cpu_total_s += (t.cpu_user_us + t.cpu_sys_us) as f64 / 1e6;
+        s.delivered_ratio = s.media_rate;
+        let any_events = self.groups.iter().any(|g| g.mode == Mode::Events);
+        let any_whep = self.groups.iter().any(|g| g.mode == Mode::Whep);
+        if any_events && !any_whep {
+            s.missed = last.lost_units;
+        } else {
+            s.lost_units = last.lost_units;
         }
-        s.failures_total = s.failures.values().sum();
-        let requests: u64 = self.latest.values().map(|t| t.requests_total).sum();
-        s.requests_per_s =
-            (requests > 0 && !rows.is_empty()).then(|| requests as f64 / rows.len() as f64);
-        s.connects = self
-            .ticks
-            .values()
-            .flatten()
-            .map(|t| t.counts.connects as u64)
-            .sum();
-        s.stalled = (0..profile.listeners)
-            .filter(|&i| crate::profile::is_stalled(i, profile.effective_stalled_fraction()))
-            .count() as u32;
-        s.peak_streaming = rows.iter().map(|r| r.counts.streaming).max().unwrap_or(0);
-        s.tls_handshakes = self.handshakes.count();
-        s.tls_handshakes_peak_per_s = self.handshakes_per_s.values().copied().max().unwrap_or(0);
-        s.tls_handshake_p50_ms = self.handshakes.quantile_ms(0.5);
-        s.tls_handshake_p99_ms = self.handshakes.quantile_ms(0.99);
-        s.ttfb_p50_ms = self.ttfb.quantile_ms(0.5);
-        s.ttfb_p90_ms = self.ttfb.quantile_ms(0.9);
-        s.ttfb_p99_ms = self.ttfb.quantile_ms(0.99);
-        s.ttfb_max_ms = self.ttfb.quantile_ms(1.0);
-        s.longest_gap_p99_ms = self.gaps.quantile_ms(0.99);
-        s.longest_gap_max_ms = self.gaps.quantile_ms(1.0);
-        // Hold averages skip the first two hold seconds (bursts and late connects settle).
-        let hold: Vec<&Row> = rows
-            .iter()
-            .filter(|r| r.phase == Phase::Hold)
-            .skip(2)
-            .collect();
-        if let Some(last) = rows.iter().rev().find(|r| r.phase == Phase::Hold) {
-            s.final_streaming = last.counts.streaming;
-            s.final_connecting = last.counts.connecting;
+        if last.requests > 0 && !rows.is_empty() {
+            s.requests_per_s = Some(last.requests as f64 / rows.len() as f64);
+        }
+        // Hold averages skip the first two seconds of each hold (bursts and late connects).
+        let mut hold: Vec<&(u32, Phase, GroupRow)> = Vec::new();
+        let mut run = 0;
+        for r in rows {
+            if r.1 == Phase::Hold {
+                run += 1;
+                if run > 2 {
+                    hold.push(r);
+                }
+            } else {
+                run = 0;
+            }
         }
         s.hold_seconds = hold.len() as u32;
         if !hold.is_empty() {
             let n = hold.len() as f64;
-            let bytes: u64 = hold.iter().map(|r| r.counts.bytes).sum();
-            let expected: u64 = hold.iter().map(|r| r.counts.expected_bytes).sum();
-            s.delivered_ratio = (expected > 0).then(|| bytes as f64 / expected as f64);
+            let bytes: u64 = hold.iter().map(|r| r.2.bytes).sum();
             s.delivered_mbps = bytes as f64 * 8.0 / n / 1e6;
-            s.bench_cpu_pct = hold.iter().map(|r| r.bench_cpu_pct).sum::<f64>() / n;
-            let conn = hold
-                .iter()
-                .map(|r| r.counts.connected() as f64)
-                .sum::<f64>()
-                / n;
+            s.bench_cpu_pct = hold.iter().map(|r| r.2.bench_cpu_pct).sum::<f64>() / n;
+            let conn = hold.iter().map(|r| f64::from(r.2.connected())).sum::<f64>() / n;
             if conn > 0.0 {
                 s.bench_cpu_pct_per_1000 = Some(s.bench_cpu_pct / (conn / 1000.0));
+                s.bench_cpu_us_per_listener_second = Some(s.bench_cpu_pct * 1e4 / conn);
             }
-            let srv: Vec<&ServerSample> = hold.iter().filter_map(|r| r.server.as_ref()).collect();
-            if !srv.is_empty() {
-                let m = srv.len() as f64;
-                let u = srv.iter().map(|x| x.cpu_user_pct).sum::<f64>() / m;
-                let y = srv.iter().map(|x| x.cpu_sys_pct).sum::<f64>() / m;
-                s.server_cpu_user_pct = Some(u);
-                s.server_cpu_sys_pct = Some(y);
-                let mean =
-                    |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
-                s.origin_requests_per_s =
-                    mean(srv.iter().filter_map(|x| x.hls_requests_per_s).collect());
-                s.origin_bytes_per_s = mean(srv.iter().filter_map(|x| x.hls_bytes_per_s).collect());
-                if conn > 0.0 {
-                    s.server_cpu_pct_per_1000 = Some((u + y) / (conn / 1000.0));
+            if with_server {
+                let srv: Vec<&ServerSample> = hold
+                    .iter()
+                    .filter_map(|r| self.samples.get(&r.0))
+                    .collect();
+                if !srv.is_empty() {
+                    let m = srv.len() as f64;
+                    let u = srv.iter().map(|x| x.cpu_user_pct).sum::<f64>() / m;
+                    let y = srv.iter().map(|x| x.cpu_sys_pct).sum::<f64>() / m;
+                    s.server_cpu_user_pct = Some(u);
+                    s.server_cpu_sys_pct = Some(y);
+                    let mean = |v: Vec<f64>| {
+                        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+                    };
+                    s.origin_requests_per_s =
+                        mean(srv.iter().filter_map(|x| x.hls_requests_per_s).collect());
+                    s.origin_bytes_per_s =
+                        mean(srv.iter().filter_map(|x| x.hls_bytes_per_s).collect());
+                    if conn > 0.0 {
+                        s.server_cpu_pct_per_1000 = Some((u + y) / (conn / 1000.0));
+                        s.server_cpu_us_per_listener_second = Some((u + y) * 1e4 / conn);
+                    }
                 }
             }
         }
-        let all: Vec<&ServerSample> = self.samples.values().collect();
-        if !all.is_empty() {
-            s.server_rss_max = all.iter().map(|x| x.rss_bytes).max();
-            let baseline = all.iter().map(|x| x.rss_baseline_bytes).find(|&b| b > 0);
-            let peak = rows.iter().map(|r| r.counts.connected()).max().unwrap_or(0);
-            if let (Some(max), Some(base)) = (s.server_rss_max, baseline) {
-                s.server_rss_per_listener =
-                    (peak > 0).then(|| max.saturating_sub(base) as f64 / peak as f64);
+        if with_server {
+            let all: Vec<&ServerSample> = self.samples.values().collect();
+            if !all.is_empty() {
+                s.server_rss_max = all.iter().map(|x| x.rss_bytes).max();
+                let baseline = all.iter().map(|x| x.rss_baseline_bytes).find(|&b| b > 0);
+                let peak = rows.iter().map(|r| r.2.connected()).max().unwrap_or(0);
+                if let (Some(max), Some(base)) = (s.server_rss_max, baseline) {
+                    s.server_rss_per_listener =
+                        (peak > 0).then(|| max.saturating_sub(base) as f64 / f64::from(peak));
+                }
+                s.server_fds_max = all.iter().map(|x| x.fds).max();
+                s.server_threads_max = all.iter().map(|x| x.threads).max();
             }
-            s.server_fds_max = all.iter().map(|x| x.fds).max();
-            s.server_threads_max = all.iter().map(|x| x.threads).max();
         }
-        s.fail_reasons = listener_reasons(&s);
-        s.pass = s.fail_reasons.is_empty();
         s
+    }
+
+    /// The report's parts at the end: the timeline, each group's report, the run's summary
+    /// and histograms, the sessions per mount. `extra_cpu_us`: CPU of the bench outside its
+    /// engines (the parent process, a controller).
+    pub fn finish(
+        &self,
+        extra_cpu_us: u64,
+    ) -> (
+        Vec<Row>,
+        Vec<GroupReport>,
+        Summary,
+        Hists,
+        BTreeMap<String, GroundTruth>,
+    ) {
+        let (groups, (total, hists)) = self.figures(extra_cpu_us);
+        let reports = groups
+            .into_iter()
+            .zip(&self.groups)
+            .map(|((summary, hists), info)| GroupReport {
+                name: info.name.clone(),
+                mode: info.mode,
+                urls: info.urls.clone(),
+                stages: info.schedule.clone(),
+                summary,
+                hists,
+            })
+            .collect();
+        let mut gt: BTreeMap<String, GroundTruth> = BTreeMap::new();
+        for s in &self.last {
+            for (k, g) in &s.ground_truth {
+                gt.entry(k.clone()).or_default().add(g);
+            }
+        }
+        (self.rows.clone(), reports, total, hists, gt)
     }
 }
 
-/// The criteria an ICY or HLS run's summary fails (empty when it passes them): no listener
-/// starved, no connection failed, every non-stalled listener streaming (or still connecting)
-/// at the end.
-pub fn listener_reasons(s: &Summary) -> Vec<String> {
-    let mut r = Vec::new();
-    if s.starved > 0 {
-        r.push(format!(
-            "{} of {} listeners starved (less than the minimum share of the bitrate, or a gap over the maximum)",
-            s.starved, s.listeners
-        ));
-    }
-    if s.failures_total > 0 {
-        r.push(format!(
-            "{} connections failed ({} listeners asked for): {}",
-            s.failures_total,
-            s.listeners,
-            crate::stats::first_kinds(&s.failures)
-        ));
-    }
-    let up = s.final_streaming + s.final_connecting + s.stalled;
-    if up < s.listeners {
-        r.push(format!(
-            "{} of {} listeners streaming at the end ({} connecting, {} stalled on purpose)",
-            s.final_streaming, s.listeners, s.final_connecting, s.stalled
-        ));
-    }
-    r
+/// Figures of one histogram for a report table.
+pub fn hist_summary(h: &Hist) -> HistSummary {
+    HistSummary::of(h)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::stages::Stage;
+    use crate::profile::Secs;
 
-    fn tick(worker: u32, second: u32, phase: Phase, streaming: u32, cpu_ms: u64) -> WorkerTick {
-        WorkerTick {
-            worker,
-            second,
-            phase,
-            counts: ListenerCounts {
-                streaming,
-                started: streaming,
-                bytes: streaming as u64 * 8000,
-                expected_bytes: streaming as u64 * 8000,
-                ..ListenerCounts::default()
-            },
-            cpu_user_us: cpu_ms * 1000,
-            ..WorkerTick::default()
+    fn snap(want: u32, streaming: u32, media_s: u64, cpu_ms: u64) -> Snapshot {
+        Snapshot {
+            want,
+            streaming,
+            started: want,
+            media_us: media_s * 1_000_000,
+            steady_media_us: media_s * 1_000_000,
+            steady_listen_us: media_s * 1_000_000,
+            listen_us: media_s * 1_000_000,
+            bytes: media_s * 8000,
+            cpu_us: cpu_ms * 1000,
+            ..Snapshot::default()
         }
     }
 
     #[test]
-    fn row_json_keeps_the_counters_inline() {
-        let json = serde_json::to_string(&Row::default()).unwrap();
-        assert_eq!(
-            json,
-            r#"{"second":0,"phase":"ramp","started":0,"connecting":0,"streaming":0,"stalled":0,"#
-                .to_owned()
-                + r#""starved":0,"starved_total":0,"failed":0,"connects":0,"bytes":0,"#
-                + r#""expected_bytes":0,"burst_bytes":0,"burst_expected_bytes":0,"failures_total":{},"max_gap_ms":0,"ttfb_p50_ms":null,"#
-                + r#""bench_cpu_pct":0.0,"server":null}"#
-        );
-        assert_eq!(serde_json::from_str::<Row>(&json).unwrap(), Row::default());
-    }
-
-    #[test]
-    fn sums_workers_and_judges() {
-        let p = Profile {
-            listeners: 2000,
-            ..Profile::default()
+    fn seconds_become_rows_and_a_summary() {
+        let schedule = Schedule {
+            stages: vec![
+                Stage {
+                    target: 2000,
+                    duration: Secs(2.0),
+                },
+                Stage {
+                    target: 2000,
+                    duration: Secs(6.0),
+                },
+            ],
         };
-        let mut a = Aggregator::default();
-        for s in 0..8 {
-            let ph = if s < 2 { Phase::Ramp } else { Phase::Hold };
-            a.add_tick(tick(0, s, ph, 1000, 10 * s as u64));
-            a.add_tick(tick(1, s, ph, 1000, 10 * s as u64));
+        let info = GroupInfo {
+            name: "icy".into(),
+            mode: Mode::Icy,
+            urls: vec!["http://h/x.mp3".into()],
+            schedule: schedule.clone(),
+        };
+        let mut a = Aggregator::new(vec![info], schedule);
+        for s in 0..8u32 {
+            let mut x = snap(2000, 2000, u64::from(s + 1) * 2000, u64::from(s) * 20);
+            x.ttfb.record_us(500);
+            a.add_second(&MergedSecond {
+                second: s,
+                groups: vec![x],
+                last: s == 7,
+            });
         }
-        let (rows, sum, _, _) = a.finish(&p, 2);
+        let (rows, groups, total, hists, _) = a.finish(0);
         assert_eq!(rows.len(), 8);
-        assert_eq!(rows[5].counts.streaming, 2000);
-        assert!((rows[5].bench_cpu_pct - 2.0).abs() < 1e-9);
-        assert_eq!(sum.delivered_ratio, Some(1.0));
-        assert!((sum.bench_cpu_pct_per_1000.unwrap() - 1.0).abs() < 1e-9);
-        assert!(sum.pass);
-
-        let mut a = Aggregator::default();
-        let mut t = tick(0, 3, Phase::Hold, 1000, 0);
-        t.counts.starved_total = 3;
-        a.add_tick(t);
-        let (_, sum, _, _) = a.finish(&p, 1);
-        assert_eq!(sum.starved, 3);
-        assert!(!sum.pass);
-    }
-
-    #[test]
-    fn listener_reasons_name_the_criterion_and_the_count() {
-        let mut s = Summary {
-            listeners: 100,
-            final_streaming: 100,
-            ..Summary::default()
-        };
-        assert!(listener_reasons(&s).is_empty());
-        s.starved = 4;
-        s.failures_total = 150;
-        s.failures.insert("http-404".into(), 150);
-        s.final_streaming = 0;
-        let r = listener_reasons(&s);
-        assert_eq!(r.len(), 3, "{r:?}");
-        assert!(r[0].starts_with("4 of 100 listeners starved"), "{r:?}");
-        assert!(r[1].ends_with("http-404 ×150"), "{r:?}");
-        assert!(r[2].starts_with("0 of 100 listeners streaming"), "{r:?}");
+        assert_eq!(rows[1].phase, Phase::Ramp);
+        assert_eq!(rows[5].phase, Phase::Hold);
+        assert_eq!(rows[5].total.media_us, 2_000_000_000);
+        assert_eq!(rows[5].total.media_rate, Some(1.0));
+        assert!((rows[5].total.bench_cpu_pct - 2.0).abs() < 1e-9);
+        assert_eq!(total.media_rate, Some(1.0));
+        assert_eq!(total.hold_seconds, 4);
+        assert!((total.bench_cpu_pct_per_1000.unwrap() - 1.0).abs() < 1e-9);
+        assert!((total.bench_cpu_us_per_listener_second.unwrap() - 10.0).abs() < 1e-9);
+        assert_eq!((total.want_at_end, total.down_at_end), (2000, 0));
+        assert_eq!(hists.ttfb.count(), 8);
+        assert_eq!(groups[0].summary.listeners, 2000);
+        assert!(rows[0].groups.is_empty(), "one group: no per-group rows");
     }
 }

@@ -1,10 +1,14 @@
 //! `throng bench compare SCENARIO.toml`: the same profile against several servers, one after the
-//! other, each started by the bench from a command line, and one side-by-side report.
+//! other, each started by the bench from a command line, and one side-by-side report whose
+//! ratios say which server is better on each row.
 //!
-//! Relative paths in a scenario (the source `file`, `out`, a `command` program given with a `/`)
-//! are relative to the scenario file's directory, and each command runs in that directory, so a
+//! Relative paths in a scenario (the source `file`, a `command` program given with a `/`) are
+//! relative to the scenario file's directory, and each command runs in that directory, so a
 //! scenario works from any current directory; a missing file or program is named before any
-//! server starts.
+//! server starts. A scenario takes parameters as `bench run` scenarios do (`[params]`,
+//! `${name}`, `--set name=value`, `${env:NAME}`), so ports and folders are not baked in; its
+//! reports go to `--out`, else its `out`, else `bench-results/<name>` under the current
+//! directory, and a server's `env` table sets its environment (a state directory, say).
 //!
 //! For every `[[server]]`: start its command (own process group, output to `<out>/<name>.log`),
 //! wait until the first listener URL's port accepts connections, push the scenario's source if
@@ -19,9 +23,10 @@ use crate::profile::{Profile, Secs};
 use crate::report::summary::RunReport;
 use crate::run::execute;
 use crate::run::plan::{Plan, RunError};
-use crate::run::worker::Launcher;
+use crate::scenario::plan::Live;
 use crate::source::{SourceConfig, SourceMethod};
 use crate::whep::viewer::WhepArgs;
+use std::collections::BTreeMap;
 use clap::Args;
 use serde::Deserialize;
 use std::net::TcpStream;
@@ -48,6 +53,12 @@ pub struct CompareArgs {
     /// Only run the servers with these names (repeatable).
     #[arg(long)]
     pub only: Vec<String>,
+    /// Set a scenario parameter, `NAME=VALUE` (repeatable): `${NAME}` in the file.
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    pub set: Vec<String>,
+    /// Write a JUnit XML report (one test suite per server) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
     /// No live progress display.
     #[arg(long)]
     pub no_progress: bool,
@@ -113,6 +124,9 @@ pub struct ScenarioServer {
     /// after the source is pushed (e.g. every edge of a cluster, once its relay is up).
     #[serde(default)]
     pub ready_urls: Vec<String>,
+    /// Environment variables of the server's command (`THRONG_STATE_DIR`, say).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
 }
 
 /// A compare scenario file.
@@ -122,9 +136,12 @@ pub struct Scenario {
     /// Name (default: the file stem).
     #[serde(default)]
     pub name: Option<String>,
-    /// Output directory (relative to the scenario file's directory).
+    /// Output directory (default: `bench-results/<name>` under the current directory).
     #[serde(default)]
     pub out: Option<PathBuf>,
+    /// Parameters and their defaults (`${name}` in any string, `--set name=value`).
+    #[serde(default)]
+    pub params: BTreeMap<String, toml::Value>,
     /// What the simulated clients are (`icy`, `hls`, `events`, `whep`; default: HLS when
     /// every URL of a server ends `.m3u8`, else ICY).
     #[serde(default)]
@@ -202,12 +219,23 @@ pub enum CompareError {
 
 impl Scenario {
     /// Reads and checks a scenario file.
+    ///
+    /// Errors: see [`CompareError`].
     pub fn load(path: &Path) -> Result<Scenario, CompareError> {
+        Scenario::load_with(path, &[])
+    }
+
+    /// Reads and checks a scenario file with `--set NAME=VALUE` parameters.
+    ///
+    /// Errors: see [`CompareError`].
+    pub fn load_with(path: &Path, sets: &[String]) -> Result<Scenario, CompareError> {
         let text = std::fs::read_to_string(path).map_err(|source| CompareError::Read {
             path: path.into(),
             source,
         })?;
-        let mut s: Scenario = toml::from_str(&text).map_err(|source| CompareError::Parse {
+        let doc = crate::scenario::substituted(&text, path, sets)
+            .map_err(|e| CompareError::Invalid(e.to_string()))?;
+        let mut s: Scenario = doc.try_into().map_err(|source| CompareError::Parse {
             path: path.into(),
             source: Box::new(source),
         })?;
@@ -313,6 +341,7 @@ impl Scenario {
             password,
             method: s.method,
             content_type: s.content_type.clone(),
+            speed: 1.0,
         }))
     }
 }
@@ -323,10 +352,14 @@ pub struct ServerProcess {
 }
 
 impl ServerProcess {
-    /// Starts `program` with `args` in directory `dir`, output written to `log`.
+    /// Starts `program` with `args` and environment `env` in directory `dir`, output written
+    /// to `log`.
+    ///
+    /// Errors: the log cannot be created, or the program not started.
     pub fn start(
         program: &Path,
         args: &[String],
+        env: &BTreeMap<String, String>,
         dir: &Path,
         log: &Path,
     ) -> std::io::Result<ServerProcess> {
@@ -339,6 +372,7 @@ impl ServerProcess {
         let program = std::path::absolute(program)?;
         let child = Command::new(program)
             .args(args)
+            .envs(env)
             .current_dir(dir)
             .stdin(Stdio::null())
             .stdout(out)
@@ -450,7 +484,7 @@ pub fn run_scenario(
     scenario: &Scenario,
     out: &Path,
     progress: bool,
-    launcher: Option<Launcher>,
+    worker_exe: Option<PathBuf>,
 ) -> Result<Vec<RunReport>, CompareError> {
     let mut reports = Vec::new();
     for srv in &scenario.servers {
@@ -469,7 +503,8 @@ pub fn run_scenario(
         let log = out.join(format!("{}.log", srv.name));
         eprintln!("== {}: starting {}", srv.name, srv.command.join(" "));
         let program = scenario.program(srv)?;
-        let mut proc = ServerProcess::start(&program, &srv.command[1..], &scenario.base, &log)
+        let mut proc =
+            ServerProcess::start(&program, &srv.command[1..], &srv.env, &scenario.base, &log)
             .map_err(|e| err(format!("starting {}: {e}", program.display())))?;
         if !wait_port(
             &first,
@@ -505,22 +540,31 @@ pub fn run_scenario(
         }
         let mode = crate::mode::choose(scenario.mode, false, false, &srv.urls)
             .map_err(|e| err(e.to_string()))?;
-        let plan = Plan {
+        let group =
+            crate::run::group_of_flags(mode, &srv.urls, &profile, &scenario.events, &scenario.whep);
+        let mut plan = Plan {
             name: srv.name.clone(),
-            mode,
-            urls: srv.urls.clone(),
-            profile,
+            stages: group.schedule.clone(),
+            groups: vec![group],
             source,
             sample: Some(match &srv.metrics_url {
                 Some(u) => SampleTarget::Metrics(u.clone()),
                 None => SampleTarget::Pid(proc.pid()),
             }),
-            launcher: launcher.clone(),
-            progress,
-            events: scenario.events.clone(),
-            whep: scenario.whep.clone(),
-            probe: None,
+            worker_exe: worker_exe.clone(),
+            live: Live {
+                progress,
+                ..Live::default()
+            },
+            profile: Some(profile.clone()),
+            ..Plan::default()
         };
+        plan.thresholds = crate::report::threshold::with_defaults(
+            Vec::new(),
+            mode == Mode::Events,
+            scenario.events.max_latency.0 * 1000.0,
+            false,
+        );
         let result = execute(&plan);
         proc.stop(Duration::from_secs(5));
         wait_port_closed(&first, Duration::from_secs(10));
@@ -548,7 +592,7 @@ pub fn run_scenario(
 /// Body of `throng bench compare`: runs every server, writes the report and returns the
 /// verdict (true when every server's verdict is PASS).
 pub fn compare_command(a: CompareArgs) -> anyhow::Result<bool> {
-    let mut scenario = Scenario::load(&a.scenario)?;
+    let mut scenario = Scenario::load_with(&a.scenario, &a.set)?;
     if let Some(n) = a.listeners {
         scenario.profile.listeners = n;
         for s in &mut scenario.servers {
@@ -570,7 +614,7 @@ pub fn compare_command(a: CompareArgs) -> anyhow::Result<bool> {
     let out = a
         .out
         .clone()
-        .or(scenario.out.as_ref().map(|o| scenario.resolve(o)))
+        .or(scenario.out.clone())
         .unwrap_or_else(|| PathBuf::from("bench-results").join(&name));
     // Refuse before the first server starts rather than after it ran.
     scenario.check_paths()?;
@@ -578,10 +622,15 @@ pub fn compare_command(a: CompareArgs) -> anyhow::Result<bool> {
         crate::mode::choose(scenario.mode, false, false, &srv.urls)
             .map_err(|e| anyhow::anyhow!("server {}: {e}", srv.name))?;
     }
-    let launcher = a.worker_exe.clone().map(Launcher::program);
-    let reports = run_scenario(&scenario, &out, !a.no_progress, launcher)?;
+    let reports = run_scenario(&scenario, &out, !a.no_progress, a.worker_exe.clone())?;
     let refs: Vec<&RunReport> = reports.iter().collect();
     let paths = crate::report::write_compare(&out, &a.scenario.display().to_string(), &refs)?;
+    if let Some(j) = &a.junit {
+        std::fs::write(j, crate::report::junit::render(&refs))?;
+    }
+    for r in &refs {
+        println!("{}: {}", r.name, r.verdict);
+    }
     println!("{}", crate::report::summary_table(&refs));
     println!("report: {}", paths.html.display());
     println!("json:   {}", paths.json.display());

@@ -5,34 +5,28 @@
 
 use std::time::Duration;
 
-use crate::stats::first_kinds;
-use crate::stats::listener_counts::ListenerCounts;
+use crate::stats::{first_kinds, Snapshot};
 
 /// How long into the run the rule waits before judging (workers report once a second, and the
 /// first listeners need a connect timeout's worth of chance only when nothing answers at all;
 /// a refusal or an HTTP error is known at once).
 pub const AFTER: Duration = Duration::from_secs(2);
 
-/// The reason to stop a run `elapsed` into it, given the listeners' states now (`live`, with
-/// the failures so far) and whether any listener ever held a connection; `None` to go on.
-/// Stops only when listeners started, every started listener is down after a failure, and
-/// none ever streamed.
-pub fn all_failing(
-    elapsed: Duration,
-    live: &ListenerCounts,
-    ever_connected: bool,
-) -> Option<String> {
-    let failures: u64 = live.failures_total.values().sum();
+/// The reason to stop a run `elapsed` into it, given the run's merged states and totals now
+/// (`live`) and whether any listener ever held a connection; `None` to go on. Stops only when
+/// listeners started, every started listener is down after a failure, and none ever streamed.
+pub fn all_failing(elapsed: Duration, live: &Snapshot, ever_connected: bool) -> Option<String> {
+    let failures = live.failures_total();
     let stop = elapsed >= AFTER
         && !ever_connected
         && live.started > 0
-        && live.failed >= live.started
+        && live.down >= live.started
         && live.connected() == 0
         && failures > 0;
     stop.then(|| {
         format!(
             "every connection failed ({}) and none streamed in the first {:.0} s: the run stopped early",
-            first_kinds(&live.failures_total),
+            first_kinds(&live.failures),
             elapsed.as_secs_f64()
         )
     })
@@ -42,15 +36,15 @@ pub fn all_failing(
 mod tests {
     use super::*;
 
-    fn counts(started: u32, failed: u32, streaming: u32, fails: u64) -> ListenerCounts {
-        let mut c = ListenerCounts {
+    fn counts(started: u32, down: u32, streaming: u32, fails: u64) -> Snapshot {
+        let mut c = Snapshot {
             started,
-            failed,
+            down,
             streaming,
-            ..ListenerCounts::default()
+            ..Snapshot::default()
         };
         if fails > 0 {
-            c.failures_total.insert("http-404".into(), fails);
+            c.failures.insert("http-404".into(), fails);
         }
         c
     }

@@ -2,18 +2,21 @@
 //! processes of the bench.
 //!
 //! A worker process is the current executable re-run as `... bench worker`: it reads its
-//! [`WorkerSpec`] (the mode and that mode's engine spec) as one JSON line from stdin, writes
-//! one [`Tick`] JSON line per tick to stdout, and stops early when stdin closes (so workers
-//! never outlive the parent). Each process opens at most `max_per_worker` sockets, keeping
-//! under the per-process file limit. An in-process worker (`--workers 0`) runs the same
-//! [`WorkerSpec::run`] on a thread and hands its ticks over a channel.
+//! [`WorkerSpec`] (its group's mode and that mode's engine spec, with the slice of the group
+//! it runs) as one JSON line from stdin, writes one [`GroupTick`] JSON line per second to
+//! stdout, takes later lines on stdin as control (`{"clock_offset_us": N}`: a new estimate of
+//! the run's clock, see [`RunClock`]), and stops when stdin closes (so workers never outlive
+//! their parent). Each process opens at most `max_per_worker` sockets, keeping under the
+//! per-process file limit. An in-process worker runs the same [`WorkerSpec::run`] on a thread
+//! and hands its ticks over a channel.
 
-use crate::events::subscriber::{EventsSpec, EventsTick};
-use crate::hls::player::HlsEngine;
-use crate::icy::engine::{Engine, EngineSpec};
+use crate::events::subscriber::EventsSpec;
+use crate::hls::player::{HlsEngine, HlsSpec};
+use crate::icy::engine::{Engine, IcySpec};
 use crate::mode::Mode;
-use crate::stats::WorkerTick;
-use crate::whep::viewer::{WhepSpec, WhepTick};
+use crate::profile::slice::{RunClock, Slice};
+use crate::stats::GroupTick;
+use crate::whep::viewer::WhepSpec;
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -35,7 +38,7 @@ pub struct WorkerArgs {}
 pub struct Launcher {
     /// The executable.
     pub program: PathBuf,
-    /// Arguments before nothing else (e.g. `["bench", "worker"]`).
+    /// Its arguments (e.g. `["bench", "worker"]`).
     pub args: Vec<String>,
 }
 
@@ -57,31 +60,26 @@ impl Launcher {
     }
 }
 
-/// What one worker runs: the run's mode and that mode's engine spec (one JSON line on a
+/// What one worker runs: its group's mode and that mode's engine spec (one JSON line on a
 /// worker process's stdin).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "mode", content = "spec", rename_all = "lowercase")]
 pub enum WorkerSpec {
     /// ICY listeners.
-    Icy(EngineSpec),
+    Icy(IcySpec),
     /// HLS players.
-    Hls(EngineSpec),
+    Hls(HlsSpec),
     /// Event-stream subscribers.
     Events(EventsSpec),
     /// WHEP viewers.
     Whep(WhepSpec),
 }
 
-/// One tick of a worker (one JSON line on a worker process's stdout).
+/// A control line on a worker process's stdin.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Tick {
-    /// One second of ICY listeners or HLS players.
-    Listeners(WorkerTick),
-    /// Event-stream subscribers' progress.
-    Events(EventsTick),
-    /// WHEP viewers' counts (and, last, the worker's result).
-    Whep(WhepTick),
+pub struct Control {
+    /// The run's clock minus this host's (µs).
+    pub clock_offset_us: i64,
 }
 
 impl WorkerSpec {
@@ -95,79 +93,45 @@ impl WorkerSpec {
         }
     }
 
-    /// The worker index.
-    pub fn worker(&self) -> u32 {
+    /// The slice of the group the worker runs.
+    pub fn slice(&self) -> &Slice {
         match self {
-            WorkerSpec::Icy(s) | WorkerSpec::Hls(s) => s.worker,
-            WorkerSpec::Events(s) => s.worker,
-            WorkerSpec::Whep(s) => s.worker,
+            WorkerSpec::Icy(s) => &s.slice,
+            WorkerSpec::Hls(s) => &s.slice,
+            WorkerSpec::Events(s) => &s.slice,
+            WorkerSpec::Whep(s) => &s.slice,
         }
     }
 
-    /// Builds the mode's engine (an ICY or HLS engine checks its URLs and bind range here;
-    /// events and WHEP engines check theirs when they run).
+    /// Builds the mode's engine and runs it to its end (or until `stop`), handing every tick
+    /// to `emit`; the engine also stops when `emit` returns false (the parent went away).
     ///
-    /// Errors: [`WorkerError::Engine`] for a bad URL or bind range.
-    pub fn prepare(self) -> Result<Prepared, WorkerError> {
-        Ok(match self {
-            WorkerSpec::Icy(s) => Prepared::Icy(Engine::new(s)?),
-            WorkerSpec::Hls(s) => Prepared::Hls(HlsEngine::new(s)?),
-            WorkerSpec::Events(s) => Prepared::Events(s),
-            WorkerSpec::Whep(s) => Prepared::Whep(s),
-        })
-    }
-
-    /// Builds the engine and runs it (see [`Prepared::run`]).
-    ///
-    /// Errors: the engine could not start (bad URL or bind range) or failed.
-    pub fn run(self, stop: &AtomicBool, emit: impl FnMut(Tick) -> bool) -> anyhow::Result<()> {
-        self.prepare()?.run(stop, emit)
-    }
-}
-
-/// A worker's engine, built from its [`WorkerSpec`] and ready to run.
-pub enum Prepared {
-    /// ICY listeners.
-    Icy(Engine),
-    /// HLS players.
-    Hls(HlsEngine),
-    /// Event-stream subscribers.
-    Events(EventsSpec),
-    /// WHEP viewers.
-    Whep(WhepSpec),
-}
-
-impl Prepared {
-    /// Runs the engine to its end (or until `stop`), handing every tick to `emit`; an ICY or
-    /// HLS engine also stops when `emit` returns false (the parent went away).
-    ///
-    /// Errors: the engine failed (events and WHEP: also a bad URL or bind range).
-    pub fn run(self, stop: &AtomicBool, mut emit: impl FnMut(Tick) -> bool) -> anyhow::Result<()> {
+    /// Errors: the engine could not start (a bad URL or bind range) or failed.
+    pub fn run(
+        self,
+        clock: Arc<RunClock>,
+        stop: &AtomicBool,
+        mut emit: impl FnMut(&GroupTick) -> bool,
+    ) -> anyhow::Result<()> {
         match self {
-            Prepared::Icy(e) => e.run(stop, |t| emit(Tick::Listeners(t.clone())))?,
-            Prepared::Hls(e) => e.run(stop, |t| emit(Tick::Listeners(t.clone())))?,
-            Prepared::Events(s) => crate::events::subscriber::run(&s, stop, |t| {
-                emit(Tick::Events(t));
-            })?,
-            Prepared::Whep(s) => crate::whep::viewer::run_worker(&s, stop, |t| {
-                emit(Tick::Whep(t.clone()));
-            })?,
+            WorkerSpec::Icy(s) => Engine::new(s, clock)?.run(stop, &mut emit)?,
+            WorkerSpec::Hls(s) => HlsEngine::new(s, clock)?.run(stop, &mut emit)?,
+            WorkerSpec::Events(s) => crate::events::subscriber::run(&s, clock, stop, &mut emit)?,
+            WorkerSpec::Whep(s) => crate::whep::viewer::run_worker(&s, clock, stop, &mut emit)?,
         }
         Ok(())
     }
 }
 
-/// What workers send to the parent.
-// One message per worker per second: boxing the tick would save nothing worth a pointer.
-#[allow(clippy::large_enum_variant)]
+/// What workers send to their parent.
 #[derive(Debug, Clone)]
 pub enum WorkerMsg {
-    /// One tick of one worker.
-    Tick(Tick),
+    /// One tick of worker `worker`.
+    Tick(usize, GroupTick),
     /// A worker ended; `error` holds its failure (and stderr) if it did not end cleanly.
     Exited {
         /// Worker index.
-        worker: u32,
+        worker: usize,
         /// Why it failed, if it did.
         error: Option<String>,
     },
@@ -176,9 +140,6 @@ pub enum WorkerMsg {
 /// Errors starting workers.
 #[derive(Debug, Error)]
 pub enum WorkerError {
-    /// The engine could not be prepared (bad URL, bad range).
-    #[error(transparent)]
-    Engine(#[from] crate::icy::engine::EngineError),
     /// The worker process could not be spawned or fed.
     #[error("starting worker process {program}: {source}")]
     Spawn {
@@ -187,7 +148,7 @@ pub enum WorkerError {
         /// The OS error.
         source: std::io::Error,
     },
-    /// The spec could not be read or written.
+    /// The spec could not be written.
     #[error("worker spec: {0}")]
     Spec(String),
 }
@@ -201,36 +162,41 @@ enum Handle {
     },
 }
 
-/// The running workers of one bench run.
+/// The running workers of one host.
 pub struct WorkerSet {
     handles: Vec<Handle>,
     stop: Arc<AtomicBool>,
+    clock: Arc<RunClock>,
 }
 
 impl WorkerSet {
-    /// Starts one worker per spec: in-process threads when `launcher` is `None`, else processes.
-    /// Every message goes to `tx`.
+    /// Starts one worker per spec: processes with `launcher`, else in-process threads (a
+    /// spec's worker index is its place in `specs`). Every message goes to `tx`.
+    ///
+    /// Errors: a process that cannot be started or fed its spec.
     pub fn start(
-        specs: Vec<WorkerSpec>,
+        specs: Vec<(WorkerSpec, bool)>,
         launcher: Option<&Launcher>,
         tx: Sender<WorkerMsg>,
+        clock: Arc<RunClock>,
     ) -> Result<WorkerSet, WorkerError> {
         let stop = Arc::new(AtomicBool::new(false));
         let mut handles = Vec::new();
-        for spec in specs {
-            let worker = spec.worker();
-            match launcher {
+        for (worker, (spec, process)) in specs.into_iter().enumerate() {
+            match launcher.filter(|_| process) {
                 None => {
-                    let engine = spec.prepare()?;
                     let tx = tx.clone();
                     let stop = stop.clone();
+                    let clock = clock.clone();
                     let h = std::thread::Builder::new()
                         .name(format!("bench-worker-{worker}"))
                         .spawn(move || {
-                            let r = engine.run(&stop, |t| tx.send(WorkerMsg::Tick(t)).is_ok());
+                            let r = spec.run(clock, &stop, |t| {
+                                tx.send(WorkerMsg::Tick(worker, t.clone())).is_ok()
+                            });
                             let _ = tx.send(WorkerMsg::Exited {
                                 worker,
-                                error: r.err().map(|e| e.to_string()),
+                                error: r.err().map(|e| format!("{e:#}")),
                             });
                         })
                         .map_err(|source| WorkerError::Spawn {
@@ -239,10 +205,31 @@ impl WorkerSet {
                         })?;
                     handles.push(Handle::Thread(h));
                 }
-                Some(l) => handles.push(spawn_process(spec, l, tx.clone())?),
+                Some(l) => handles.push(spawn_process(worker, &spec, l, tx.clone(), &clock)?),
             }
         }
-        Ok(WorkerSet { handles, stop })
+        Ok(WorkerSet {
+            handles,
+            stop,
+            clock,
+        })
+    }
+
+    /// Sets a new estimate of the run's clock (see [`RunClock`]) for every worker.
+    pub fn set_clock_offset(&mut self, offset_us: i64) {
+        self.clock.set_offset_us(offset_us);
+        let line = serde_json::to_string(&Control {
+            clock_offset_us: offset_us,
+        })
+        .unwrap_or_default();
+        for h in &mut self.handles {
+            if let Handle::Process {
+                stdin: Some(stdin), ..
+            } = h
+            {
+                let _ = writeln!(stdin, "{line}").and_then(|_| stdin.flush());
+            }
+        }
     }
 
     /// Asks every worker to stop now (they send a final tick and exit).
@@ -257,6 +244,7 @@ impl WorkerSet {
 
     /// Waits for all workers to end (processes are killed after `grace`).
     pub fn join(mut self, grace: Duration) {
+        self.stop.store(true, Ordering::Relaxed);
         for h in self.handles.drain(..) {
             match h {
                 Handle::Thread(j) => {
@@ -291,12 +279,27 @@ impl WorkerSet {
     }
 }
 
+impl Drop for WorkerSet {
+    fn drop(&mut self) {
+        // No orphan load: a set dropped without a join still stops its workers.
+        self.stop.store(true, Ordering::Relaxed);
+        for h in &mut self.handles {
+            if let Handle::Process { child, stdin, .. } = h {
+                stdin.take();
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
 fn spawn_process(
-    spec: WorkerSpec,
+    worker: usize,
+    spec: &WorkerSpec,
     l: &Launcher,
     tx: Sender<WorkerMsg>,
+    clock: &RunClock,
 ) -> Result<Handle, WorkerError> {
-    let worker = spec.worker();
     let spawn_err = |source| WorkerError::Spawn {
         program: l.program.display().to_string(),
         source,
@@ -309,6 +312,9 @@ fn spawn_process(
         .spawn()
         .map_err(spawn_err)?;
     let mut stdin = child.stdin.take();
+    let mut spec = spec.clone();
+    // The clock as it stands now (later estimates come as control lines).
+    set_offset(&mut spec, clock.offset_us());
     let line = serde_json::to_string(&spec).map_err(|e| WorkerError::Spec(e.to_string()))?;
     if let Some(s) = stdin.as_mut() {
         s.write_all(line.as_bytes())
@@ -330,11 +336,15 @@ fn spawn_process(
         if let Some(out) = stdout {
             for line in BufReader::new(out).lines() {
                 let Ok(line) = line else { break };
-                match serde_json::from_str::<Tick>(&line) {
+                match serde_json::from_str::<GroupTick>(&line) {
                     Ok(t) => {
-                        let _ = tx.send(WorkerMsg::Tick(t));
+                        let _ = tx.send(WorkerMsg::Tick(worker, t));
                     }
-                    Err(e) => bad = Some(format!("bad line from worker: {e}: {line}")),
+                    Err(e) => {
+                        let mut l = line;
+                        l.truncate(200);
+                        bad = Some(format!("bad line from worker: {e}: {l}"));
+                    }
                 }
             }
         }
@@ -353,9 +363,18 @@ fn spawn_process(
     })
 }
 
+fn set_offset(spec: &mut WorkerSpec, us: i64) {
+    match spec {
+        WorkerSpec::Icy(s) => s.slice.clock_offset_us = us,
+        WorkerSpec::Hls(s) => s.slice.clock_offset_us = us,
+        WorkerSpec::Events(s) => s.slice.clock_offset_us = us,
+        WorkerSpec::Whep(s) => s.slice.clock_offset_us = us,
+    }
+}
+
 /// Body of `throng bench worker`, the one worker subcommand of every mode: its
-/// [`WorkerSpec`] from stdin, one [`Tick`] JSON line per tick to stdout (each flushed at once);
-/// stops early when stdin closes.
+/// [`WorkerSpec`] from stdin, one [`GroupTick`] JSON line per second to stdout (each flushed
+/// at once); control lines from stdin; stops when stdin closes.
 ///
 /// Errors: no spec on stdin or one that does not parse, or the engine's error.
 pub fn worker_command(_args: WorkerArgs) -> anyhow::Result<()> {
@@ -363,17 +382,28 @@ pub fn worker_command(_args: WorkerArgs) -> anyhow::Result<()> {
     let mut line = String::new();
     stdin.read_line(&mut line)?;
     let spec: WorkerSpec = serde_json::from_str(&line)?;
+    let clock = Arc::new(RunClock::new(spec.slice().clock_offset_us));
     let stop = Arc::new(AtomicBool::new(false));
-    let stop2 = stop.clone();
+    let (stop2, clock2) = (stop.clone(), clock.clone());
     std::thread::spawn(move || {
-        let mut buf = [0u8; 64];
-        while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
+        let mut l = String::new();
+        loop {
+            l.clear();
+            match stdin.read_line(&mut l) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    if let Ok(c) = serde_json::from_str::<Control>(&l) {
+                        clock2.set_offset_us(c.clock_offset_us);
+                    }
+                }
+            }
+        }
         stop2.store(true, Ordering::Relaxed);
     });
     let stdout = std::io::stdout();
-    spec.run(&stop, |t| {
+    spec.run(clock, &stop, |t| {
         let mut out = stdout.lock();
-        serde_json::to_writer(&mut out, &t).is_ok()
+        serde_json::to_writer(&mut out, t).is_ok()
             && out.write_all(b"\n").is_ok()
             && out.flush().is_ok()
     })

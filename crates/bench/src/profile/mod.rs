@@ -1,8 +1,15 @@
-//! What a bench run does: listener count, ramp, hold, load profile and starvation thresholds.
+//! What a bench run does, in the load-testing world's terms: stages ([`stages`], k6's model), the
+//! execution segment each engine runs of a group ([`segment`]), and the behaviour and judging
+//! rules of a group's listeners with the slice an engine is handed ([`slice`]).
 //!
-//! [`Profile`] is both the `clap` arguments of `throng bench run` and the `[profile]` table of a
-//! compare scenario (TOML), so a scenario and a command line describe runs the same way.
-//! Durations are written `500ms`, `30s`, `2m` or as plain seconds.
+//! [`Profile`] is the older, one-group description: the flags of `throng bench run` and the
+//! `[profile]` table of a compare scenario (TOML); [`Profile::schedule`] turns its listener
+//! count, ramp and hold into stages. Durations are written `500ms`, `30s`, `2m` or as plain
+//! seconds.
+
+pub mod segment;
+pub mod slice;
+pub mod stages;
 
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
@@ -101,20 +108,29 @@ pub struct Profile {
     /// Load profile.
     #[arg(long, value_enum, default_value_t = ProfileKind::RampHold)]
     pub profile: ProfileKind,
-    /// Expected stream bitrate in kbit/s; without it each listener uses the `icy-br` header of
-    /// its response (and only gaps are judged when that is missing too).
+    /// The stream's bitrate in kbit/s, if you know it. Never needed to judge: every
+    /// listener's media time is read from its frames. A bitrate that disagrees with the
+    /// stream's (its frames, its `icy-br`) is reported; for a stream of an unknown format it
+    /// turns bytes into media time.
     #[arg(long)]
     pub bitrate_kbps: Option<f64>,
-    /// A listener is starved when it gets less than this share of the bitrate over `window`
-    /// (percent).
+    /// A listener is starved (`starved: rate`) when the media time it receives over `window`
+    /// is less than this share of the wall time (percent of real time).
     #[arg(long, default_value_t = 80.0)]
     pub min_rate_pct: f64,
     /// Sliding window for the bitrate check (whole seconds, 1 to 15).
     #[arg(long, default_value = "5s")]
     pub window: Secs,
-    /// A gap between reads longer than this (a player's buffer) also makes a listener starved.
+    /// A gap between arrivals longer than this (a player's buffer) makes a listener starved
+    /// (`starved: gap`).
     #[arg(long, default_value = "4s")]
     pub max_gap: Secs,
+    /// Stages instead of `-n`, `--ramp` and `--hold`, as k6's `--stage`: `DURATION:TARGET`,
+    /// repeatable (`--stage 30s:2000 --stage 60s:2000 --stage 10s:0`); each ramps linearly from
+    /// the previous target (0 at the start) to its own over its duration.
+    #[arg(long = "stage", value_name = "DURATION:TARGET")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty", rename = "stages")]
+    pub stages: Vec<stages::Stage>,
     /// Churn profile: listeners that leave and rejoin per second (listeners/s, total; default
     /// 1 % of the listeners).
     #[arg(long)]
@@ -139,9 +155,6 @@ pub struct Profile {
     /// Ask for ICY metadata (`Icy-MetaData: 1`) and check the block framing of every listener.
     #[arg(long)]
     pub icy: bool,
-    /// Share of listeners (0 to 1) whose audio is decode-checked for MP3/ADTS/Ogg frame sync.
-    #[arg(long, default_value_t = 0.01)]
-    pub decode_sample: f64,
     /// Reconnect a listener that failed after this delay (default: a failed listener stays
     /// down).
     #[arg(long)]
@@ -188,13 +201,13 @@ impl Default for Profile {
             min_rate_pct: 80.0,
             window: Secs(5.0),
             max_gap: Secs(4.0),
+            stages: Vec::new(),
             churn_rate: None,
             session_min: None,
             session_max: None,
             storm_at: None,
             stalled_fraction: None,
             icy: false,
-            decode_sample: 0.01,
             reconnect_after: None,
             connect_timeout: Secs(10.0),
             hls_no_blocking_reload: false,
@@ -237,8 +250,11 @@ impl Profile {
 
     /// Checks ranges (window 1–15 s, positive ramp, fractions within 0–1, ...).
     pub fn validate(&self) -> Result<(), ProfileError> {
-        if self.listeners == 0 {
+        if self.listeners == 0 && self.stages.is_empty() {
             return Err(bad("listeners", "must be at least 1"));
+        }
+        if let Err(why) = self.schedule().validate() {
+            return Err(bad("stage", why));
         }
         match (self.session_min, self.session_max) {
             (None, None) => {}
@@ -260,14 +276,9 @@ impl Profile {
         if !(0.0..=100.0).contains(&self.min_rate_pct) {
             return Err(bad("min_rate_pct", "must be 0 to 100"));
         }
-        for (name, v) in [
-            ("decode_sample", Some(self.decode_sample)),
-            ("stalled_fraction", self.stalled_fraction),
-        ] {
-            if let Some(v) = v {
-                if !(0.0..=1.0).contains(&v) {
-                    return Err(bad(name, "must be between 0 and 1"));
-                }
+        if let Some(v) = self.stalled_fraction {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(bad("stalled_fraction", "must be between 0 and 1"));
             }
         }
         if self.max_per_worker == 0 || self.max_per_worker > 19_000 {
@@ -321,46 +332,60 @@ impl Profile {
         }
     }
 
-    /// Worker processes to spawn (0 = in-process thread).
-    pub fn effective_workers(&self) -> u32 {
+    /// Worker processes to spawn for `peak` listeners (0 = in-process thread).
+    pub fn effective_workers(&self, peak: u32) -> u32 {
         match self.workers {
             Some(w) => w,
-            None if self.listeners <= self.max_per_worker => 0,
-            None => self.listeners.div_ceil(self.max_per_worker),
+            None if peak <= self.max_per_worker => 0,
+            None => peak.div_ceil(self.max_per_worker),
         }
     }
 
-    /// Ramp duration in seconds.
+    /// Ramp duration in seconds (the first stage's, with `--stage`).
     pub fn ramp_secs(&self) -> f64 {
-        self.listeners as f64 / self.ramp
+        match self.stages.first() {
+            Some(s) => s.duration.0,
+            None => self.listeners as f64 / self.ramp,
+        }
     }
-}
 
-/// Whether global listener `id` is one of the stalled ones, for a stalled share `fraction`:
-/// spreads them evenly (every 1/fraction-th listener).
-pub fn is_stalled(id: u32, fraction: f64) -> bool {
-    if fraction <= 0.0 {
-        return false;
+    /// The stages: `--stage` when given, else a ramp to `listeners` at `ramp` per second and
+    /// a hold of `hold` (k6's `ramping-vus` shape).
+    pub fn schedule(&self) -> stages::Schedule {
+        if self.stages.is_empty() {
+            stages::Schedule::ramp_hold(self.listeners, self.ramp, self.hold.0)
+        } else {
+            stages::Schedule {
+                stages: self.stages.clone(),
+            }
+        }
     }
-    let a = (id as f64 * fraction).floor();
-    let b = ((id + 1) as f64 * fraction).floor();
-    b > a
-}
 
-/// Whether global listener `id` is decode-checked, for a sample share `fraction`.
-pub fn is_sampled(id: u32, fraction: f64) -> bool {
-    is_stalled(id, fraction)
-}
+    /// The listeners' behaviour: session lengths, churn, the storm (its time counted from the
+    /// run's start: `--storm-at` counts from the hold's), the stalled share, reconnects.
+    pub fn behaviour(&self) -> slice::Behaviour {
+        let churn = self.effective_churn_rate();
+        slice::Behaviour {
+            session_min: self.session_min,
+            session_max: self.session_max,
+            churn_rate: (churn > 0.0).then_some(churn),
+            storm_at: self
+                .effective_storm_at()
+                .map(|s| Secs(self.ramp_secs() + s)),
+            stalled: self.effective_stalled_fraction(),
+            reconnect_after: self.reconnect_after,
+        }
+    }
 
-/// Sleeps until the wall-clock time `start_unix_ms` (milliseconds since the Unix epoch), so
-/// every worker's second 0 is the same instant; returns at once when that time has passed.
-pub fn sleep_until_unix_ms(start_unix_ms: u64) {
-    let now_unix = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
-    if start_unix_ms > now_unix {
-        std::thread::sleep(std::time::Duration::from_millis(start_unix_ms - now_unix));
+    /// The judging rules of the flags.
+    pub fn judge(&self) -> slice::Judge {
+        slice::Judge {
+            min_rate: self.min_rate_pct / 100.0,
+            window_s: self.window_secs(),
+            max_gap_ms: (self.max_gap.0 * 1000.0) as u32,
+            connect_timeout_ms: (self.connect_timeout.0 * 1000.0) as u32,
+            ..slice::Judge::default()
+        }
     }
 }
 
@@ -378,14 +403,6 @@ mod tests {
     }
 
     #[test]
-    fn stalled_share_is_spread() {
-        let n = (0..1000).filter(|&i| is_stalled(i, 0.1)).count();
-        assert_eq!(n, 100);
-        assert_eq!((0..1000).filter(|&i| is_stalled(i, 0.0)).count(), 0);
-        assert_eq!((0..10).filter(|&i| is_stalled(i, 1.0)).count(), 10);
-    }
-
-    #[test]
     fn profile_from_toml() {
         let p: Profile =
             toml::from_str("listeners = 10\nhold = \"2s\"\nprofile = \"churn\"").unwrap();
@@ -397,15 +414,19 @@ mod tests {
 
     #[test]
     fn workers_split() {
+        let p = Profile::default();
+        assert_eq!(p.effective_workers(21_000), 2);
+        assert_eq!(p.effective_workers(500), 0);
+        // The older flags become a ramp stage and a hold stage; the storm counts from the
+        // run's start.
         let p = Profile {
-            listeners: 21_000,
+            listeners: 1000,
+            ramp: 500.0,
+            hold: Secs(20.0),
+            profile: ProfileKind::Storm,
             ..Profile::default()
         };
-        assert_eq!(p.effective_workers(), 2);
-        let p = Profile {
-            listeners: 500,
-            ..Profile::default()
-        };
-        assert_eq!(p.effective_workers(), 0);
+        assert_eq!(p.schedule().total_secs(), 22.0);
+        assert_eq!(p.behaviour().storm_at, Some(Secs(12.0)));
     }
 }
