@@ -302,6 +302,9 @@ pub struct Summary {
     pub stalled_held_bytes_max: u64,
     /// Hold seconds the hold averages are taken over (s).
     pub hold_seconds: u32,
+    /// The mode's own running totals (see [`Snapshot::extra`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, f64>,
     /// Every threshold held and the run had no error.
     pub pass: bool,
     /// Why it failed, in words (`report::verdict`); empty for a PASS.
@@ -695,6 +698,7 @@ impl Aggregator {
             stalled_drop_p50_ms: h.stalled_drop.quantile_ms(0.5),
             stalled_drop_max_ms: h.stalled_drop.max_ms(),
             stalled_held_bytes_max: held_peak,
+            extra: last.extra.clone(),
             ..Summary::default()
         };
         s.delivered_ratio = s.media_rate;
