@@ -27,6 +27,9 @@ PKGS=(ffmpeg libshout-tools icecast2 curl liquidsoap ezstream systemd man-db gro
 # The audience ledger's shared-database test (crates/server/tests/it/ledger.rs) runs a private
 # PostgreSQL server from Debian's package (initdb and postgres in a temporary directory).
 PKGS+=(postgresql)
+# The bench's live series (`throng bench run --metrics-listen`) are scraped by a real Prometheus
+# in crates/bench/tests/it/gates.rs (its daemon is never started: policy-rc.d below).
+PKGS+=(prometheus)
 # The browser tests (crates/server/tests/it/web_page.rs): headless Chromium, and node/npm to
 # install icecast-metadata-player (scripts/install-web-deps.sh); Debian's nodejs and npm only
 # when no node/npm is there (a NodeSource nodejs, which bundles npm, conflicts with Debian's npm).
@@ -105,7 +108,7 @@ elif [ -n "$on8000" ]; then
   echo "install-deps: note: port 8000 in use (not icecast2; Throng itself?): $on8000" >&2
 fi
 
-for bin in ffmpeg ffprobe shout icecast2 curl liquidsoap ezstream systemd-analyze man groff logrotate haproxy openssl chromium node npm ip faketime; do
+for bin in prometheus ffmpeg ffprobe shout icecast2 curl liquidsoap ezstream systemd-analyze man groff logrotate haproxy openssl chromium node npm ip faketime; do
   command -v "$bin" >/dev/null || { echo "install-deps: $bin missing after install" >&2; exit 1; }
 done
 "$(dirname "$0")/install-web-deps.sh"

@@ -222,7 +222,9 @@ pub fn run(
             let Some(s) = subs.get_mut(i) else { continue };
             if s.state == State::Connecting && ev.is_writable() {
                 let req = &targets[s.target as usize].request;
-                let Some(sock) = s.sock.as_mut() else { continue };
+                let Some(sock) = s.sock.as_mut() else {
+                    continue;
+                };
                 match sock.write(req) {
                     Ok(k) if k == req.len() => s.state = State::Head,
                     Ok(_) => fail(s, FailReason::Io, &mut snap, &clock, epoch_unix, now, slice),
@@ -330,7 +332,15 @@ pub fn run(
             match s.state {
                 State::Connecting | State::Head => {
                     if now.saturating_sub(s.start_us) > timeout_us {
-                        fail(s, FailReason::Timeout, &mut snap, &clock, epoch_unix, now, slice);
+                        fail(
+                            s,
+                            FailReason::Timeout,
+                            &mut snap,
+                            &clock,
+                            epoch_unix,
+                            now,
+                            slice,
+                        );
                         down += 1;
                     } else {
                         connecting += 1;
@@ -427,7 +437,8 @@ fn fail(
 
 fn close(s: &mut Sub, clock: &RunClock, epoch_unix: u64, now: u64) {
     if let Some(from) = s.ready_at.take() {
-        s.ready_spans.push((from, clock.to_run_us(epoch_unix + now)));
+        s.ready_spans
+            .push((from, clock.to_run_us(epoch_unix + now)));
     }
     s.sock = None;
     s.head = Vec::new();
@@ -455,23 +466,30 @@ fn connect(
     match start_connect(t.addr, local) {
         Ok(std) => {
             let mut sock = TcpStream::from_std(std);
-            match poll
-                .registry()
-                .register(&mut sock, Token(i), Interest::READABLE | Interest::WRITABLE)
-            {
+            match poll.registry().register(
+                &mut sock,
+                Token(i),
+                Interest::READABLE | Interest::WRITABLE,
+            ) {
                 Ok(()) => {
                     s.sock = Some(sock);
                     s.state = State::Connecting;
                 }
                 Err(e) => {
-                    *snap.failures.entry(FailReason::from_io(&e).key()).or_insert(0) += 1;
+                    *snap
+                        .failures
+                        .entry(FailReason::from_io(&e).key())
+                        .or_insert(0) += 1;
                     s.caught.fail(snap);
                     s.state = State::Failed;
                 }
             }
         }
         Err(e) => {
-            *snap.failures.entry(FailReason::from_io(&e).key()).or_insert(0) += 1;
+            *snap
+                .failures
+                .entry(FailReason::from_io(&e).key())
+                .or_insert(0) += 1;
             s.caught.fail(snap);
             s.state = State::Failed;
         }
@@ -595,8 +613,11 @@ pub fn summarize(report: &crate::report::summary::RunReport, changes: u32) -> Ev
     e.latency_p99_ms = lat.quantile_ms(0.99);
     e.latency_max_ms = lat.max_ms();
     e.snapshot_p99_ms = snap.quantile_ms(0.99);
-    let samples: Vec<&crate::observe::sampler::ServerSample> =
-        report.timeline.iter().filter_map(|r| r.server.as_ref()).collect();
+    let samples: Vec<&crate::observe::sampler::ServerSample> = report
+        .timeline
+        .iter()
+        .filter_map(|r| r.server.as_ref())
+        .collect();
     e.server_rss_before = samples.first().map(|s| s.rss_baseline_bytes);
     e.server_rss_ready = report.summary.server_rss_max;
     e.server_rss_per_subscriber = report.summary.server_rss_per_listener;

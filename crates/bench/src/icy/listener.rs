@@ -254,7 +254,10 @@ mod tests {
         assert!(!m.tick(1000, &J).gap);
         assert!(!m.tick(4000, &J).gap);
         let v = m.tick(5000, &J);
-        assert!(v.gap && !v.rate, "the rate is not judged without media time");
+        assert!(
+            v.gap && !v.rate,
+            "the rate is not judged without media time"
+        );
         assert_eq!(v.ongoing_gap_ms, 4500);
         assert_eq!(m.final_longest_gap(6000), 5500);
     }

@@ -188,7 +188,9 @@ impl RunClock {
 
     /// The run's time of this host's wall-clock time `local_unix_us` (µs since the epoch).
     pub fn to_run_us(&self, local_unix_us: u64) -> u64 {
-        (local_unix_us as i64).saturating_add(self.offset_us()).max(0) as u64
+        (local_unix_us as i64)
+            .saturating_add(self.offset_us())
+            .max(0) as u64
     }
 
     /// Now on the run's clock (µs since the Unix epoch).

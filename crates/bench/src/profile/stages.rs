@@ -120,11 +120,7 @@ impl Schedule {
         if self.stage_at(b - 1e-6) != i {
             return false;
         }
-        let prev = if i == 0 {
-            0
-        } else {
-            self.stages[i - 1].target
-        };
+        let prev = if i == 0 { 0 } else { self.stages[i - 1].target };
         let s = self.stages[i];
         s.target > 0 && s.target == prev
     }
@@ -191,7 +187,10 @@ mod tests {
         assert_eq!(s.target_at(42.5), 150.0);
         assert_eq!(s.target_at(99.0), 0.0);
         assert_eq!((s.total_secs(), s.peak()), (45.0, 300));
-        assert_eq!((s.stage_at(9.9), s.stage_at(10.0), s.stage_at(100.0)), (0, 1, 3));
+        assert_eq!(
+            (s.stage_at(9.9), s.stage_at(10.0), s.stage_at(100.0)),
+            (0, 1, 3)
+        );
         // Hold seconds: inside the flat stage only.
         let holds: Vec<u32> = (0..46).filter(|&x| s.is_hold_second(x)).collect();
         assert_eq!(holds, (10..30).collect::<Vec<u32>>());

@@ -127,10 +127,19 @@ mod tests {
             ..RunReport::default()
         };
         let x = render(&[&r]);
-        assert!(x.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>"), "{x}");
+        assert!(
+            x.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>"),
+            "{x}"
+        );
         assert!(x.contains("tests=\"3\" failures=\"1\""), "{x}");
         assert!(x.contains("name=\"ttfb.p99&lt;500ms\""), "{x}");
-        assert!(x.contains("<failure message=\"ttfb.p99&lt;500ms: 812 ms\" type=\"threshold\">"), "{x}");
-        assert!(x.contains("name=\"starved.count&lt;1\" time=\"0\"/>"), "{x}");
+        assert!(
+            x.contains("<failure message=\"ttfb.p99&lt;500ms: 812 ms\" type=\"threshold\">"),
+            "{x}"
+        );
+        assert!(
+            x.contains("name=\"starved.count&lt;1\" time=\"0\"/>"),
+            "{x}"
+        );
     }
 }

@@ -264,7 +264,12 @@ pub fn metrics() -> Vec<Metric> {
         },
         Metric {
             label: "  dropped by the server",
-            get: |s| some_if(f64::from(s.stalled_dropped), s.stalled > 0 || s.stalled_dropped > 0),
+            get: |s| {
+                some_if(
+                    f64::from(s.stalled_dropped),
+                    s.stalled > 0 || s.stalled_dropped > 0,
+                )
+            },
             decimals: 0,
             better: Neither,
         },
@@ -358,7 +363,11 @@ pub fn metric_cells(runs: &[&RunReport], m: &Metric) -> Vec<(String, Option<Stri
         .enumerate()
         .map(|(i, r)| {
             let v = (m.get)(&r.summary);
-            let x = if i > 0 { ratio(first, v, m.better) } else { None };
+            let x = if i > 0 {
+                ratio(first, v, m.better)
+            } else {
+                None
+            };
             (fmt_value(v, m.decimals), x)
         })
         .collect()
@@ -370,11 +379,26 @@ mod tests {
 
     #[test]
     fn ratios_say_which_way_is_better() {
-        assert_eq!(ratio(Some(10.0), Some(3.1), Better::Lower).unwrap(), "×0.31 better");
-        assert_eq!(ratio(Some(10.0), Some(21.0), Better::Lower).unwrap(), "×2.10 worse");
-        assert_eq!(ratio(Some(100.0), Some(50.0), Better::Higher).unwrap(), "×0.50 worse");
-        assert_eq!(ratio(Some(1.0), Some(1.001), Better::Higher).unwrap(), "×1.00 same");
-        assert_eq!(ratio(Some(64.0), Some(128.0), Better::Neither).unwrap(), "×2.00");
+        assert_eq!(
+            ratio(Some(10.0), Some(3.1), Better::Lower).unwrap(),
+            "×0.31 better"
+        );
+        assert_eq!(
+            ratio(Some(10.0), Some(21.0), Better::Lower).unwrap(),
+            "×2.10 worse"
+        );
+        assert_eq!(
+            ratio(Some(100.0), Some(50.0), Better::Higher).unwrap(),
+            "×0.50 worse"
+        );
+        assert_eq!(
+            ratio(Some(1.0), Some(1.001), Better::Higher).unwrap(),
+            "×1.00 same"
+        );
+        assert_eq!(
+            ratio(Some(64.0), Some(128.0), Better::Neither).unwrap(),
+            "×2.00"
+        );
         assert_eq!(ratio(Some(0.0), Some(1.0), Better::Lower), None);
     }
 

@@ -25,9 +25,7 @@ pub struct Progress {
 /// One progress line of `row` (a timeline row) at stage `stage` of `stages`.
 pub fn line(row: &Row, stages: usize) -> String {
     let t = &row.total;
-    let media = t
-        .media_rate
-        .map_or("–".into(), |v| format!("{v:.2}×"));
+    let media = t.media_rate.map_or("–".into(), |v| format!("{v:.2}×"));
     let server = row
         .server
         .as_ref()
@@ -104,7 +102,10 @@ mod tests {
         r.total.streaming = 1998;
         r.total.media_rate = Some(1.0);
         let l = line(&r, 3);
-        assert!(l.starts_with("[   35s] stage 2/3 target 2000 | connected 1998 streaming 1998"), "{l}");
+        assert!(
+            l.starts_with("[   35s] stage 2/3 target 2000 | connected 1998 streaming 1998"),
+            "{l}"
+        );
         assert!(l.contains("media 1.00×"), "{l}");
     }
 }

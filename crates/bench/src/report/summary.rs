@@ -737,10 +737,8 @@ impl Aggregator {
                 s.bench_cpu_us_per_listener_second = Some(s.bench_cpu_pct * 1e4 / conn);
             }
             if with_server {
-                let srv: Vec<&ServerSample> = hold
-                    .iter()
-                    .filter_map(|r| self.samples.get(&r.0))
-                    .collect();
+                let srv: Vec<&ServerSample> =
+                    hold.iter().filter_map(|r| self.samples.get(&r.0)).collect();
                 if !srv.is_empty() {
                     let m = srv.len() as f64;
                     let u = srv.iter().map(|x| x.cpu_user_pct).sum::<f64>() / m;

@@ -416,7 +416,11 @@ impl Threshold {
         if !s.allowed(m.kind()) {
             return Err(stat_err());
         }
-        let kind = if s == Stat::Count { Kind::Value } else { m.kind() };
+        let kind = if s == Stat::Count {
+            Kind::Value
+        } else {
+            m.kind()
+        };
         let limit_v = parse_limit(limit, kind, m).map_err(|why| ThresholdError::Limit {
             expr: expr.to_owned(),
             limit: limit.trim().to_owned(),
@@ -624,7 +628,9 @@ pub fn with_defaults(
         defaults.push((Metric::EventLatency, Stat::P(99.0), max_event_latency_ms));
     }
     for (metric, stat, limit) in defaults {
-        let overridden = given.iter().any(|t| t.metric == metric && t.group.is_none());
+        let overridden = given
+            .iter()
+            .any(|t| t.metric == metric && t.group.is_none());
         if !overridden {
             out.push(Threshold {
                 metric,
@@ -717,7 +723,10 @@ mod tests {
     #[test]
     fn expressions_parse_with_units_and_groups() {
         let t = Threshold::parse("ttfb.p99<500ms").unwrap();
-        assert_eq!((t.metric, t.stat, t.op, t.limit), (Metric::Ttfb, Stat::P(99.0), Op::Lt, 500.0));
+        assert_eq!(
+            (t.metric, t.stat, t.op, t.limit),
+            (Metric::Ttfb, Stat::P(99.0), Op::Lt, 500.0)
+        );
         assert_eq!(t.name(), "ttfb.p99<500ms");
         let t = Threshold::parse("ttfb.p(99.9) < 1.5s").unwrap();
         assert_eq!((t.stat, t.limit), (Stat::P(99.9), 1500.0));
@@ -754,7 +763,12 @@ mod tests {
         let names: Vec<String> = all.iter().map(|t| t.name()).collect();
         assert_eq!(
             names,
-            ["starved.count<1", "corrupt.count<1", "down-at-end.count<1", "failed.rate<0.1%"]
+            [
+                "starved.count<1",
+                "corrupt.count<1",
+                "down-at-end.count<1",
+                "failed.rate<0.1%"
+            ]
         );
         assert!(all[0].default && !all[3].default);
         assert_eq!(with_defaults(vec![], true, 1000.0, false).len(), 6);
@@ -763,9 +777,10 @@ mod tests {
 
     #[test]
     fn tables_read_like_expressions() {
-        let t: ThresholdTable =
-            toml::from_str("metric = \"ttfb\"\nstat = \"p99\"\nbelow = \"500ms\"\nabort-on-fail = true")
-                .unwrap();
+        let t: ThresholdTable = toml::from_str(
+            "metric = \"ttfb\"\nstat = \"p99\"\nbelow = \"500ms\"\nabort-on-fail = true",
+        )
+        .unwrap();
         let t = t.threshold().unwrap();
         assert_eq!(t.name(), "ttfb.p99<500ms");
         assert!(t.abort_on_fail);

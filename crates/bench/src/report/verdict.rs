@@ -44,7 +44,10 @@ pub fn rule_lines(s: &Summary) -> Vec<String> {
         if c.listeners == 0 {
             continue;
         }
-        let when = c.first_s.map(|f| format!(", from {f} s")).unwrap_or_default();
+        let when = c
+            .first_s
+            .map(|f| format!(", from {f} s"))
+            .unwrap_or_default();
         let what = match rule {
             Rule::Rate => "less media than the minimum share of real time over the window",
             Rule::Gap => "a gap over the player's buffer",
@@ -142,7 +145,8 @@ pub fn judge(report: &mut RunReport, thresholds: &[Threshold], min_rate: f64) {
     if report.errors.len() > 3 {
         reasons.push(format!("and {} more errors", report.errors.len() - 3));
     }
-    let pass = outcomes.iter().all(|o| o.pass) && report.errors.is_empty() && report.lost.is_empty();
+    let pass =
+        outcomes.iter().all(|o| o.pass) && report.errors.is_empty() && report.lost.is_empty();
     if !pass && reasons.is_empty() {
         reasons.push("the verdict is FAIL (see report.json)".into());
     }
@@ -176,7 +180,8 @@ pub fn sentence(r: &RunReport, min_rate: f64) -> String {
         .filter(|g| g.mode == Mode::Events)
         .map(|g| &g.summary)
         .collect();
-    let sum = |v: &[&Summary], f: fn(&Summary) -> u32| v.iter().map(|s| u64::from(f(s))).sum::<u64>();
+    let sum =
+        |v: &[&Summary], f: fn(&Summary) -> u32| v.iter().map(|s| u64::from(f(s))).sum::<u64>();
     if !media.is_empty() {
         let started = sum(&media, |s| s.started);
         let ok = started.saturating_sub(sum(&media, |s| s.troubled));
@@ -212,14 +217,13 @@ pub fn sentence(r: &RunReport, min_rate: f64) -> String {
             thousands(started),
             thousands(missed)
         );
-        let lat = r
-            .groups
-            .iter()
-            .filter(|g| g.mode == Mode::Events)
-            .fold(crate::stats::Hist::new(), |mut h, g| {
+        let lat = r.groups.iter().filter(|g| g.mode == Mode::Events).fold(
+            crate::stats::Hist::new(),
+            |mut h, g| {
                 h.merge(&g.hists.event_latency);
                 h
-            });
+            },
+        );
         if let Some(t) = lat.quantile_ms(0.99) {
             p.push_str(&format!(", p99 delivery {}", ms_text(t)));
         }
@@ -303,12 +307,23 @@ mod tests {
         assert!(!r.summary.pass);
         let why = &r.summary.fail_reasons;
         assert!(
-            why[0].starts_with("starved: rate: 200 of 3,000 listeners") && why[0].ends_with("from 14 s"),
+            why[0].starts_with("starved: rate: 200 of 3,000 listeners")
+                && why[0].ends_with("from 14 s"),
             "{why:?}"
         );
         assert_eq!(why[1], "threshold ttfb.p99<500ms: 812 ms");
-        assert!(r.verdict.starts_with("FAIL: 2,800 of 3,000 listeners got ≥ 80 % of real time (200 starved)"), "{}", r.verdict);
-        assert!(r.verdict.ends_with("2 of 5 thresholds failed"), "{}", r.verdict);
+        assert!(
+            r.verdict.starts_with(
+                "FAIL: 2,800 of 3,000 listeners got ≥ 80 % of real time (200 starved)"
+            ),
+            "{}",
+            r.verdict
+        );
+        assert!(
+            r.verdict.ends_with("2 of 5 thresholds failed"),
+            "{}",
+            r.verdict
+        );
         assert_eq!(thousands(1234567), "1,234,567");
     }
 }

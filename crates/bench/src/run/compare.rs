@@ -8,7 +8,9 @@
 //! server starts. A scenario takes parameters as `bench run` scenarios do (`[params]`,
 //! `${name}`, `--set name=value`, `${env:NAME}`), so ports and folders are not baked in; its
 //! reports go to `--out`, else its `out`, else `bench-results/<name>` under the current
-//! directory, and a server's `env` table sets its environment (a state directory, say).
+//! directory. A server's `env` table sets its environment; every server gets
+//! `THRONG_STATE_DIR=<out>/<server>-state` unless it sets its own, so a Throng the bench starts
+//! keeps its generated passwords and ledger with the run, not in the user's state directory.
 //!
 //! For every `[[server]]`: start its command (own process group, output to `<out>/<name>.log`),
 //! wait until the first listener URL's port accepts connections, push the scenario's source if
@@ -26,9 +28,9 @@ use crate::run::plan::{Plan, RunError};
 use crate::scenario::plan::Live;
 use crate::source::{SourceConfig, SourceMethod};
 use crate::whep::viewer::WhepArgs;
-use std::collections::BTreeMap;
 use clap::Args;
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -136,7 +138,8 @@ pub struct Scenario {
     /// Name (default: the file stem).
     #[serde(default)]
     pub name: Option<String>,
-    /// Output directory (default: `bench-results/<name>` under the current directory).
+    /// Output directory, relative to the scenario file (default: `bench-results/<name>` under
+    /// the current directory).
     #[serde(default)]
     pub out: Option<PathBuf>,
     /// Parameters and their defaults (`${name}` in any string, `--set name=value`).
@@ -501,11 +504,17 @@ pub fn run_scenario(
             )));
         }
         let log = out.join(format!("{}.log", srv.name));
+        let mut env = srv.env.clone();
+        if !env.contains_key("THRONG_STATE_DIR") {
+            let state = std::path::absolute(out.join(format!("{}-state", srv.name)))
+                .unwrap_or_else(|_| out.join(format!("{}-state", srv.name)));
+            env.insert("THRONG_STATE_DIR".into(), state.display().to_string());
+        }
         eprintln!("== {}: starting {}", srv.name, srv.command.join(" "));
         let program = scenario.program(srv)?;
         let mut proc =
-            ServerProcess::start(&program, &srv.command[1..], &srv.env, &scenario.base, &log)
-            .map_err(|e| err(format!("starting {}: {e}", program.display())))?;
+            ServerProcess::start(&program, &srv.command[1..], &env, &scenario.base, &log)
+                .map_err(|e| err(format!("starting {}: {e}", program.display())))?;
         if !wait_port(
             &first,
             Duration::from_secs_f64(srv.ready_timeout.0),
@@ -614,7 +623,7 @@ pub fn compare_command(a: CompareArgs) -> anyhow::Result<bool> {
     let out = a
         .out
         .clone()
-        .or(scenario.out.clone())
+        .or(scenario.out.as_ref().map(|o| scenario.resolve(o)))
         .unwrap_or_else(|| PathBuf::from("bench-results").join(&name));
     // Refuse before the first server starts rather than after it ran.
     scenario.check_paths()?;

@@ -125,7 +125,9 @@ fn counter(
             (false, true) => m
                 .encode_family(labels)?
                 .encode_counter::<Nl, _, f64>(&(*v as u64), None)?,
-            (false, false) => m.encode_family(labels)?.encode_counter::<Nl, _, f64>(v, None)?,
+            (false, false) => m
+                .encode_family(labels)?
+                .encode_counter::<Nl, _, f64>(v, None)?,
         }
     }
     Ok(())
@@ -464,7 +466,11 @@ fn respond(
             render(state),
         )
     } else {
-        (404, "text/plain", "throng bench: the live series are at /metrics\n".into())
+        (
+            404,
+            "text/plain",
+            "throng bench: the live series are at /metrics\n".into(),
+        )
     };
     hyper::Response::builder()
         .status(status)
@@ -494,12 +500,32 @@ mod tests {
             ..LiveState::default()
         }));
         let text = render(&st);
-        assert!(text.contains("throng_bench_listeners{group=\"icy\",state=\"streaming\"} 7"), "{text}");
-        assert!(text.contains("throng_bench_media_seconds_total{group=\"icy\"} 12.5"), "{text}");
-        assert!(text.contains("throng_bench_connection_failures_total{group=\"icy\",reason=\"http-503\"} 2"), "{text}");
-        assert!(text.contains("throng_bench_ttfb_seconds_bucket{le=\"0.005\",group=\"icy\"} 1"), "{text}");
-        assert!(text.contains("throng_bench_ttfb_seconds_count{group=\"icy\"} 2"), "{text}");
-        assert!(text.contains("throng_bench_threshold_pass{threshold=\"ttfb.p99<500ms\"} 0"), "{text}");
+        assert!(
+            text.contains("throng_bench_listeners{group=\"icy\",state=\"streaming\"} 7"),
+            "{text}"
+        );
+        assert!(
+            text.contains("throng_bench_media_seconds_total{group=\"icy\"} 12.5"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "throng_bench_connection_failures_total{group=\"icy\",reason=\"http-503\"} 2"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("throng_bench_ttfb_seconds_bucket{le=\"0.005\",group=\"icy\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("throng_bench_ttfb_seconds_count{group=\"icy\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("throng_bench_threshold_pass{threshold=\"ttfb.p99<500ms\"} 0"),
+            "{text}"
+        );
     }
 
     #[test]

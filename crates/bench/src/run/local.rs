@@ -191,7 +191,9 @@ impl LocalHost {
                     self.merger.lose(worker);
                 }
                 match (error, lost) {
-                    (Some(e), _) => self.pending.push(HostEvent::Error(format!("worker {worker}: {e}"))),
+                    (Some(e), _) => self
+                        .pending
+                        .push(HostEvent::Error(format!("worker {worker}: {e}"))),
                     (None, true) => self.pending.push(HostEvent::Error(format!(
                         "worker {worker} ended before the run did"
                     ))),

@@ -163,11 +163,8 @@ pub fn group_of_flags(
                 + f64::from(events.changes) * events.change_interval.0
                 + events.max_latency.0
                 + 2.0;
-            g.schedule = crate::profile::stages::Schedule::ramp_hold(
-                profile.listeners,
-                profile.ramp,
-                hold,
-            );
+            g.schedule =
+                crate::profile::stages::Schedule::ramp_hold(profile.listeners, profile.ramp, hold);
         }
     }
     g.whep_threads = whep.whep_threads.clamp(1, 64) as u32;
@@ -181,7 +178,9 @@ fn sample_of(a: &RunArgs) -> anyhow::Result<Option<SampleTarget>> {
     Ok(if let Some(p) = a.pid {
         Some(SampleTarget::Pid(p))
     } else if let Some(f) = &a.pid_file {
-        Some(SampleTarget::Pid(crate::observe::pidfind::pid_from_file(f)?))
+        Some(SampleTarget::Pid(crate::observe::pidfind::pid_from_file(
+            f,
+        )?))
     } else if let Some(n) = &a.pid_name {
         Some(SampleTarget::Pid(crate::observe::pidfind::pid_by_name(n)?))
     } else {
@@ -217,9 +216,7 @@ fn defaults(plan: &Plan, given: Vec<Threshold>, no_defaults: bool) -> Vec<Thresh
         && plan.peak() >= crate::events::MIN_SUBSCRIBERS_FOR_MEMORY
     {
         let per = events[0].events.max_rss_per_subscriber;
-        if let Ok(mut t) =
-            Threshold::parse(&format!("server-rss-per-listener.value<{per}B"))
-        {
+        if let Ok(mut t) = Threshold::parse(&format!("server-rss-per-listener.value<{per}B")) {
             t.default = true;
             t.op = crate::report::threshold::Op::Le;
             all.push(t);
@@ -274,7 +271,11 @@ pub fn plan_of(a: &RunArgs) -> anyhow::Result<(Plan, PathBuf)> {
                 Some(o) => o.clone(),
                 None => PathBuf::from("bench-results").join(&plan.name),
             });
-            (plan, out, a.no_default_thresholds || file.no_default_thresholds)
+            (
+                plan,
+                out,
+                a.no_default_thresholds || file.no_default_thresholds,
+            )
         }
         None => {
             let mode = crate::mode::choose(a.mode, a.whep.whep, a.events.events, &a.urls)?;
@@ -317,12 +318,19 @@ pub fn plan_of(a: &RunArgs) -> anyhow::Result<(Plan, PathBuf)> {
                 stages: group.schedule.clone(),
                 groups: vec![group],
                 source,
-                latency_icy: if probe.is_some() { a.whep.latency_icy } else { 0 },
+                latency_icy: if probe.is_some() {
+                    a.whep.latency_icy
+                } else {
+                    0
+                },
                 probe,
                 profile: Some(a.profile.clone()),
                 ..Plan::default()
             };
-            let out = a.out.clone().unwrap_or_else(|| PathBuf::from("bench-results"));
+            let out = a
+                .out
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("bench-results"));
             (plan, out, a.no_default_thresholds)
         }
     };
@@ -386,7 +394,10 @@ pub fn write_and_print(report: &RunReport, out: &Path, junit: Option<&Path>) -> 
     println!("report: {}", paths.html.display());
     println!("json:   {}", paths.json.display());
     if junit.is_some() {
-        println!("junit:  {}", junit.map(|j| j.display().to_string()).unwrap_or_default());
+        println!(
+            "junit:  {}",
+            junit.map(|j| j.display().to_string()).unwrap_or_default()
+        );
     }
     for e in &report.errors {
         eprintln!("error: {e}");

@@ -127,9 +127,10 @@ pub fn run(
         .map(|t| Sampler::start(t, start_unix_ms, stx));
     let live = Arc::new(Mutex::new(LiveState::default()));
     let metrics = match &plan.live.metrics_listen {
-        Some(addr) => Some(MetricsServer::start(addr, live.clone()).map_err(|e| {
-            RunError::Plan(format!("--metrics-listen {addr}: {e}"))
-        })?),
+        Some(addr) => Some(
+            MetricsServer::start(addr, live.clone())
+                .map_err(|e| RunError::Plan(format!("--metrics-listen {addr}: {e}")))?,
+        ),
         None => None,
     };
     let mut triggers = Vec::new();
@@ -217,10 +218,7 @@ pub fn run(
                             hists: hists.clone(),
                         })
                         .collect();
-                    st.thresholds = states
-                        .iter()
-                        .map(|(t, ok)| (t.name(), *ok))
-                        .collect();
+                    st.thresholds = states.iter().map(|(t, ok)| (t.name(), *ok)).collect();
                     st.server_cpu_cores = row
                         .server
                         .as_ref()
@@ -234,9 +232,10 @@ pub fn run(
                 ever_connected |= row.total.connected() > 0;
                 if !stopped {
                     let elapsed = f64::from(row.second + 1);
-                    if let Some((t, _)) = states.iter().find(|(t, ok)| {
-                        !ok && t.abort_on_fail && elapsed >= t.delay_abort_eval_s
-                    }) {
+                    if let Some((t, _)) = states
+                        .iter()
+                        .find(|(t, ok)| !ok && t.abort_on_fail && elapsed >= t.delay_abort_eval_s)
+                    {
                         errors.push(format!(
                             "threshold {} failed at {} s: the run was aborted (abort-on-fail)",
                             t.name(),
@@ -376,7 +375,10 @@ pub fn run(
 fn live_thresholds<'a>(
     thresholds: &'a [Threshold],
     plan: &Plan,
-    groups: &[(crate::report::summary::Summary, crate::report::summary::Hists)],
+    groups: &[(
+        crate::report::summary::Summary,
+        crate::report::summary::Hists,
+    )],
     total: &crate::report::summary::Summary,
     total_h: &crate::report::summary::Hists,
 ) -> Vec<(&'a Threshold, bool)> {

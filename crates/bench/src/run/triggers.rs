@@ -95,7 +95,11 @@ impl Triggers {
     /// run's clock `clock`.
     ///
     /// Errors: no trigger URL and none to derive, no admin password.
-    pub fn start(g: &GroupPlan, start_unix_ms: u64, clock: Arc<RunClock>) -> anyhow::Result<Triggers> {
+    pub fn start(
+        g: &GroupPlan,
+        start_unix_ms: u64,
+        clock: Arc<RunClock>,
+    ) -> anyhow::Result<Triggers> {
         let trigger = g
             .events
             .trigger_url
@@ -135,13 +139,16 @@ impl Triggers {
             .spawn(move || {
                 let mut k = 0u32;
                 while !s2.load(Ordering::Relaxed) && k < limit {
-                    let due_us = start_unix_ms as f64 * 1000.0 + (from + f64::from(k) * every) * 1e6;
+                    let due_us =
+                        start_unix_ms as f64 * 1000.0 + (from + f64::from(k) * every) * 1e6;
                     if (due_us - start_unix_ms as f64 * 1000.0) / 1e6 > until {
                         break;
                     }
                     let now = clock.now_us() as f64;
                     if now < due_us {
-                        std::thread::sleep(Duration::from_micros(((due_us - now) as u64).min(100_000)));
+                        std::thread::sleep(Duration::from_micros(
+                            ((due_us - now) as u64).min(100_000),
+                        ));
                         continue;
                     }
                     match set_title(&trigger, &user, &password, &bench_title(k, clock.now_us())) {

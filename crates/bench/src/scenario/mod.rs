@@ -305,12 +305,22 @@ fn substitute(s: &str, params: &BTreeMap<String, String>) -> Result<String, Stri
     Ok(out)
 }
 
-/// Applies the parameters to every string of `v`; a string that is one whole `${name}` whose
-/// value is a number or a boolean becomes that value (so `target = "${n}"` is a number).
+/// Applies the parameters to every string of `v`; a table value that is one whole `${name}`
+/// whose value is a number or a boolean becomes that value (so `target = "${n}"` is a number),
+/// an array element stays a string (a command line's argument).
 fn apply(v: &mut toml::Value, params: &BTreeMap<String, String>) -> Result<(), String> {
+    apply_in(v, params, true)
+}
+
+fn apply_in(
+    v: &mut toml::Value,
+    params: &BTreeMap<String, String>,
+    typed: bool,
+) -> Result<(), String> {
     match v {
         toml::Value::String(s) => {
-            let whole = s.starts_with("${") && s.ends_with('}') && s.matches("${").count() == 1;
+            let whole =
+                typed && s.starts_with("${") && s.ends_with('}') && s.matches("${").count() == 1;
             let new = substitute(s, params)?;
             if whole {
                 if let Ok(i) = new.parse::<i64>() {
@@ -330,13 +340,13 @@ fn apply(v: &mut toml::Value, params: &BTreeMap<String, String>) -> Result<(), S
         }
         toml::Value::Array(a) => {
             for x in a {
-                apply(x, params)?;
+                apply_in(x, params, matches!(x, toml::Value::Table(_)))?;
             }
         }
         toml::Value::Table(t) => {
             for (k, x) in t.iter_mut() {
                 if k != "params" {
-                    apply(x, params)?;
+                    apply_in(x, params, true)?;
                 }
             }
         }
@@ -530,7 +540,10 @@ impl ScenarioFile {
                     reconnect_after: g.reconnect_after,
                 },
                 judge,
-                bind_range: g.bind_range.clone().unwrap_or_else(|| self.bind_range.clone()),
+                bind_range: g
+                    .bind_range
+                    .clone()
+                    .unwrap_or_else(|| self.bind_range.clone()),
                 icy_metadata: g.icy_metadata,
                 bitrate_kbps: g.bitrate_kbps,
                 insecure: g.insecure,
@@ -565,8 +578,7 @@ impl ScenarioFile {
             return Ok(None);
         };
         let url = s.url.clone().unwrap_or_else(|| first_url.to_owned());
-        let password =
-            crate::source::resolve_password(s.password.as_deref().or(password), &url)?;
+        let password = crate::source::resolve_password(s.password.as_deref().or(password), &url)?;
         Ok(Some(SourceConfig {
             file: resolve(base, &s.file),
             url,

@@ -212,6 +212,9 @@ impl Plan {
             if g.urls.is_empty() {
                 return Err(format!("group {}: no URL", g.name));
             }
+            for u in &g.urls {
+                crate::net::url::HttpUrl::parse(u).map_err(|e| format!("group {}: {e}", g.name))?;
+            }
             g.schedule
                 .validate()
                 .map_err(|e| format!("group {}: stages: {e}", g.name))?;

@@ -258,7 +258,9 @@ mod tests {
         for w in 0..8u64 {
             let mut h = Hist::new();
             for _ in 0..5000 {
-                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 let v = 200 + (seed >> 33) % (10_000 * (w + 1)) + w * 777;
                 h.record_us(v);
                 all.push(v);

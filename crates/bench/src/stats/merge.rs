@@ -156,7 +156,8 @@ impl SecondMerger {
                 // Not reported yet, still running: the second is not complete.
                 (None, false) => return None,
             };
-            let ends_here = st.done_at.is_some_and(|d| d <= s) || st.lost_at.is_some_and(|l| l <= s + 1);
+            let ends_here =
+                st.done_at.is_some_and(|d| d <= s) || st.lost_at.is_some_and(|l| l <= s + 1);
             all_stopped_here &= ends_here;
             if let Some(g) = groups.get_mut(st.group as usize) {
                 g.merge(&snap);

@@ -343,7 +343,6 @@ impl Snapshot {
     pub fn connected(&self) -> u32 {
         self.streaming + self.stalled
     }
-
 }
 
 /// A listener's flags: which rules caught it so far and whether a connection of it failed
@@ -440,7 +439,13 @@ mod tests {
         m.merge(&b);
         assert_eq!((m.want, m.streaming, m.connects), (20, 18, 24));
         assert_eq!(m.failures["refused"], 4);
-        assert_eq!(m.rules.rate, RuleCount { listeners: 2, first_s: Some(2) });
+        assert_eq!(
+            m.rules.rate,
+            RuleCount {
+                listeners: 2,
+                first_s: Some(2)
+            }
+        );
         assert_eq!(m.rules.corrupt.first_s, Some(3));
         assert_eq!(m.starved_listeners, 2);
         assert_eq!(m.ttfb.count(), 2);

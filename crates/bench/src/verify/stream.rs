@@ -386,12 +386,7 @@ impl StreamCheck {
     }
 
     /// Ogg: gathers a page header from `data`; returns the rest.
-    fn ogg_header<'a>(
-        &mut self,
-        data: &'a [u8],
-        out: &mut Fed,
-        stamps: &mut Vec<u64>,
-    ) -> &'a [u8] {
+    fn ogg_header<'a>(&mut self, data: &'a [u8], out: &mut Fed, stamps: &mut Vec<u64>) -> &'a [u8] {
         let o = self.ogg.as_deref_mut().expect("an Ogg walker");
         match o.header(data) {
             Ok((used, Some(body_len))) => {
@@ -601,7 +596,11 @@ mod tests {
         for piece in [1, 4, 9, 11, 50, data.len()] {
             let mut c = StreamCheck::new(Format::Mp3, 0);
             let f = feed_in(&mut c, &data, piece);
-            assert_eq!((f.units, f.garbage, f.broke), (20, 0, false), "pieces of {piece}");
+            assert_eq!(
+                (f.units, f.garbage, f.broke),
+                (20, 0, false),
+                "pieces of {piece}"
+            );
         }
     }
 

@@ -99,7 +99,10 @@ impl WhepSummary {
 
 /// The WebRTC figures of `report`'s WHEP groups (`report-whep.json`); `server_pid` is the
 /// sampled server, if local.
-pub fn summarize(report: &crate::report::summary::RunReport, server_pid: Option<u32>) -> WhepSummary {
+pub fn summarize(
+    report: &crate::report::summary::RunReport,
+    server_pid: Option<u32>,
+) -> WhepSummary {
     let _ = (report, server_pid);
     WhepSummary::default()
 }

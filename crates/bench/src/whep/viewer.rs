@@ -68,7 +68,6 @@ impl Default for WhepArgs {
     }
 }
 
-
 /// What one WHEP engine runs.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct WhepSpec {

@@ -1,4 +1,4 @@
-//! Connections that fail are counted by reason.
+//! Connections that fail are counted by reason, and redirects are followed as players do.
 
 use crate::util::{not_found_server, profile, run};
 use std::io::{Read, Write};
@@ -17,6 +17,7 @@ fn refused_connections_are_counted() {
     let s = &r.summary;
     assert_eq!(s.failures.get("refused"), Some(&150), "{:?}", s.failures);
     assert_eq!(s.failures_total, 150);
+    assert_eq!(s.failed_listeners, 150);
     assert_eq!(s.peak_streaming, 0);
     assert!(!s.pass);
 }
@@ -31,7 +32,14 @@ fn failures_are_split_by_reason() {
     let s = &r.summary;
     assert_eq!(s.failures.get("refused"), Some(&50), "{:?}", s.failures);
     assert_eq!(s.failures.get("http-404"), Some(&50), "{:?}", s.failures);
-    assert_eq!(r.timeline.last().unwrap().counts.failed, 100);
+    assert_eq!(r.timeline.last().unwrap().total.down, 100);
+    assert!(
+        s.fail_reasons
+            .iter()
+            .any(|f| f.starts_with("100 connections failed")),
+        "{:?}",
+        s.fail_reasons
+    );
 }
 
 /// A server answering every request with `302` to `location`; returns its URL.

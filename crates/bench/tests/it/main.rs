@@ -1,11 +1,13 @@
 //! Integration tests of `throng bench` against small servers on loopback: the command line
-//! (exit statuses, report header, scenario paths, pidfiles, source password), a fixed-rate server
-//! (no listener starved), one that goes silent (all starved), refused and failing connections
-//! (counted by reason), load profiles, the source pusher, and a run of more than 20,000
-//! listeners over two worker processes.
+//! (exit statuses, report header, scenario paths, pidfiles, source password), the CI gate
+//! (thresholds, JUnit, scenarios, the live metrics scraped by Prometheus), a fixed-rate server
+//! (no listener starved, every one verified), one that goes silent or slow (starved by gap, by
+//! rate), refused and failing connections (counted by reason), load profiles and stages, the
+//! source pusher, and a run of more than 20,000 listeners over two worker processes.
 
 mod cli;
 mod failures;
+mod gates;
 mod profiles;
 mod scale;
 mod source;

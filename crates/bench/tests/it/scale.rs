@@ -1,12 +1,10 @@
 //! More than 20,000 listeners over two worker processes and two server processes (loopback,
-//! low bitrate, bounded in time).
+//! bounded in time), every one's frames verified.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use throng_bench::profile::Secs;
 use throng_bench::run::execute;
-use throng_bench::run::plan::Plan;
-use throng_bench::run::worker::Launcher;
 
 const EXE: &str = env!("CARGO_BIN_EXE_throng-bench");
 
@@ -19,17 +17,10 @@ impl Drop for Server {
     }
 }
 
-/// Starts `throng-bench bench test-server` at 8 kbit/s and returns its address.
+/// Starts `throng-bench bench test-server` (64 kbit/s of MP3 frames) and returns its address.
 fn server() -> Server {
     let mut child = Command::new(EXE)
-        .args([
-            "bench",
-            "test-server",
-            "--listen",
-            "127.0.0.1:0",
-            "--bitrate-kbps",
-            "8",
-        ])
+        .args(["bench", "test-server", "--listen", "127.0.0.1:0"])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -52,29 +43,19 @@ fn over_20000_listeners_on_two_workers() {
         listeners: 21_000,
         ramp: 6_000.0,
         hold: Secs(6.0),
-        bitrate_kbps: Some(8.0),
-        decode_sample: 0.0,
         ..Default::default()
     };
-    assert_eq!(profile.effective_workers(), 2);
-    let plan = Plan {
-        name: "scale".into(),
-        urls: servers
-            .iter()
-            .map(|s| format!("http://{}/stream", s.1))
-            .collect(),
-        profile,
-        source: None,
-        sample: Some(throng_bench::observe::sampler::SampleTarget::Pid(
-            servers[0].0.id(),
-        )),
-        launcher: Some(Launcher {
-            program: EXE.into(),
-            args: vec!["bench".into(), "worker".into()],
-        }),
-        progress: false,
-        ..Plan::default()
-    };
+    assert_eq!(profile.effective_workers(21_000), 2);
+    let urls = servers
+        .iter()
+        .map(|s| format!("http://{}/stream", s.1))
+        .collect();
+    let mut plan = crate::util::plan(urls, profile);
+    plan.name = "scale".into();
+    plan.sample = Some(throng_bench::observe::sampler::SampleTarget::Pid(
+        servers[0].0.id(),
+    ));
+    plan.worker_exe = Some(EXE.into());
     let r = execute(&plan).unwrap();
     let s = &r.summary;
     eprintln!("{}", throng_bench::report::summary_table(&[&r]));
@@ -83,7 +64,9 @@ fn over_20000_listeners_on_two_workers() {
     assert_eq!(s.failures_total, 0, "{:?}", s.failures);
     assert_eq!(s.peak_streaming, 21_000);
     assert_eq!(s.starved, 0);
-    // Every worker reported every second.
-    assert!(r.timeline.iter().all(|row| row.counts.started <= 21_000));
+    // Every listener verified: all their frames chained.
+    assert_eq!(s.corrupt, 0);
+    assert!(s.frames_checked > 21_000 * 38 * 4, "{}", s.frames_checked);
+    assert!(r.timeline.iter().all(|row| row.total.want <= 21_000));
     assert!(s.bench_cpu_pct_per_1000.is_some());
 }

@@ -23,6 +23,7 @@ fn source_is_paced_in_real_time() {
             password: "hackme".into(),
             method,
             content_type: None,
+            speed: 1.0,
         })
         .expect("source accepted");
         std::thread::sleep(Duration::from_secs(3));
