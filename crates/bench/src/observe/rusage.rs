@@ -33,3 +33,8 @@ pub fn process() -> CpuTimes {
 pub fn thread() -> CpuTimes {
     get(libc::RUSAGE_THREAD)
 }
+
+/// CPU time of this process's children that ended and were waited for (worker processes).
+pub fn children() -> CpuTimes {
+    get(libc::RUSAGE_CHILDREN)
+}

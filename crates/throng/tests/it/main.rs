@@ -1,6 +1,7 @@
 //! Integration tests of the `throng` binary itself.
 
 mod azuracast;
+mod bench_agents;
 mod bench_events;
 mod bench_gate;
 mod bench_hls;
