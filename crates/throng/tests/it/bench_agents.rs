@@ -11,6 +11,10 @@
 //!   for; the other two finish and report.
 //! - A wrong token, and a plan over an agent's open-file limit, are refused with exit 2 before
 //!   any listener starts (the server accepted none).
+//! - A controller killed mid-run leaves no orphan load (the agents stop within 10 s); a target
+//!   nobody listens on is each listener's failure, as on one machine.
+//! - The link is TLS with the agent's certificate (`--agent-cert`, `--agent-key`) and the
+//!   controller's CA (`--agent-ca`); another CA, or no TLS, is refused (loopback).
 
 use crate::netns::Lab;
 use crate::support::{fresh_state_dir, Serve};
@@ -479,4 +483,67 @@ fn a_dead_controller_leaves_no_orphan_load_and_unreachable_targets_are_failures(
     assert_eq!(listeners(), 0.0, "orphan load after {took:?}");
     assert!(took < Duration::from_secs(10), "{took:?}");
     drop(srv);
+}
+
+/// A CA and an agent certificate it signed for 127.0.0.1, as PEM files in `dir`: (ca, cert,
+/// key).
+fn tls_files(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let paths = (dir.join("ca.pem"), dir.join("agent.pem"), dir.join("agent.key"));
+    std::fs::write(&paths.0, ca.pem()).unwrap();
+    std::fs::write(&paths.1, cert.pem()).unwrap();
+    std::fs::write(&paths.2, key.serialize_pem()).unwrap();
+    paths
+}
+
+#[test]
+fn the_link_is_tls_with_the_agents_certificate() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (ca, cert, key) = tls_files(dir.path());
+    let other = dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let (other_ca, _, _) = tls_files(&other);
+    let (mut server, addr, _) =
+        crate::support::spawn_serve(["--listen", "127.0.0.1:0", "--source-password", "pw"]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_throng"));
+    cmd.args(["bench", "agent", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--no-self-test", "--agent-cert"])
+        .arg(&cert)
+        .arg("--agent-key")
+        .arg(&key)
+        .env("THRONG_BENCH_TOKEN", TOKEN)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let _agent = spawn_agent(cmd);
+    let run = |extra: &[&std::ffi::OsStr], out: &str| {
+        Command::new(env!("CARGO_BIN_EXE_throng"))
+            .args(["bench", "run", &format!("http://{addr}/demo.mp3"), "-n", "10"])
+            .args(["--hold", "3s", "--no-progress", "--agents", &format!("127.0.0.1:{port}")])
+            .args(extra)
+            .arg("--out")
+            .arg(dir.path().join(out))
+            .env("THRONG_BENCH_TOKEN", TOKEN)
+            .output()
+            .unwrap()
+    };
+    let ok = run(&["--agent-ca".as_ref(), ca.as_os_str()], "ok");
+    let wrong_ca = run(&["--agent-ca".as_ref(), other_ca.as_os_str()], "wrong");
+    let plain = run(&[], "plain");
+    let _ = (server.kill(), server.wait());
+    assert_eq!(ok.status.code(), Some(0), "{}", show(&ok));
+    assert_eq!(wrong_ca.status.code(), Some(2), "{}", show(&wrong_ca));
+    assert_eq!(plain.status.code(), Some(2), "{}", show(&plain));
 }
