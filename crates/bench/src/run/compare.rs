@@ -678,6 +678,9 @@ mod tests {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/scenarios");
         for e in std::fs::read_dir(&dir).unwrap() {
             let path = e.unwrap().path();
+            if path.extension().is_none_or(|x| x != "toml") {
+                continue;
+            }
             let s = Scenario::load(&path).unwrap();
             // The cluster scenarios serve the built-in demo mount: no source.
             if let Some(src) = s.source.as_ref() {

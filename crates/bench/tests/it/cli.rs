@@ -410,3 +410,26 @@ fn the_worker_subcommand_refuses_a_spec_without_a_mode() {
         assert_eq!(o.status.code(), Some(2), "{gone}: {}", text(&o));
     }
 }
+
+/// Every `bench run` scenario shipped in `bench/scenarios/run/` reads and makes a valid plan
+/// (its parameters given where they have no default).
+#[test]
+fn shipped_run_scenarios_make_plans() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/scenarios/run");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        let f = throng_bench::scenario::read(&path, &["admin_password=x".into()])
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let plan = f
+            .plan(&path, None)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        plan.validate()
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        checked += 1;
+    }
+    assert!(checked >= 2, "only {checked} scenarios in {}", dir.display());
+}

@@ -388,3 +388,82 @@ fn a_real_prometheus_scrapes_the_live_series_and_they_match_the_report() {
         1.0
     );
 }
+
+/// The metric names a PromQL expression reads (identifiers starting `throng_bench_`), with a
+/// histogram's `_bucket`, `_sum` and `_count` taken back to its name.
+fn bench_metrics(expr: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = expr;
+    while let Some(i) = rest.find("throng_bench_") {
+        let tail = &rest[i..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        let mut name = tail[..end].to_owned();
+        for suffix in ["_bucket", "_sum", "_count"] {
+            if let Some(base) = name.strip_suffix(suffix) {
+                name = base.to_owned();
+            }
+        }
+        out.push(name);
+        rest = &tail[end..];
+    }
+    out
+}
+
+/// The Grafana dashboard of a run (`deploy/grafana/throng-bench-dashboard.json`) queries only
+/// series the bench serves at `/metrics`.
+#[test]
+fn the_bench_dashboard_queries_only_the_benchs_series() {
+    use throng_bench::run::live::{render, AgentLive, GroupLive, LiveState};
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/grafana/throng-bench-dashboard.json");
+    let dash: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut exprs = Vec::new();
+    fn walk(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    match (k.as_str(), x) {
+                        ("expr" | "definition", serde_json::Value::String(s)) => out.push(s.clone()),
+                        _ => walk(x, out),
+                    }
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    walk(&dash, &mut exprs);
+    assert!(exprs.len() > 20, "{} expressions", exprs.len());
+    let mut st = LiveState {
+        groups: vec![GroupLive {
+            name: "icy".into(),
+            ..GroupLive::default()
+        }],
+        thresholds: vec![("ttfb.p99<500ms".into(), true)],
+        server_cpu_cores: Some(0.5),
+        server_rss_bytes: Some(1 << 20),
+        agents: vec![AgentLive {
+            name: "a1".into(),
+            ..AgentLive::default()
+        }],
+        ..LiveState::default()
+    };
+    st.groups[0].snap.failures.insert("refused".into(), 1);
+    let text = render(&std::sync::Arc::new(std::sync::Mutex::new(st)));
+    let served: std::collections::BTreeSet<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    let mut missing = Vec::new();
+    for e in &exprs {
+        for name in bench_metrics(e) {
+            let counter = name.strip_suffix("_total").unwrap_or(&name);
+            if !served.contains(name.as_str()) && !served.contains(counter) {
+                missing.push(name);
+            }
+        }
+    }
+    assert!(missing.is_empty(), "the dashboard queries series /metrics lacks: {missing:?}\n{text}");
+}
