@@ -30,6 +30,9 @@ PKGS+=(postgresql)
 # The bench's live series (`throng bench run --metrics-listen`) are scraped by a real Prometheus
 # in crates/bench/tests/it/gates.rs (its daemon is never started: policy-rc.d below).
 PKGS+=(prometheus)
+# Bench agents started over SSH (`--agents ssh://...`, crates/throng/tests/it/bench_agents.rs):
+# the test runs its own sshd in a network namespace (the daemon is never started: policy-rc.d).
+PKGS+=(openssh-server openssh-client)
 # The browser tests (crates/server/tests/it/web_page.rs): headless Chromium, and node/npm to
 # install icecast-metadata-player (scripts/install-web-deps.sh); Debian's nodejs and npm only
 # when no node/npm is there (a NodeSource nodejs, which bundles npm, conflicts with Debian's npm).
@@ -108,7 +111,7 @@ elif [ -n "$on8000" ]; then
   echo "install-deps: note: port 8000 in use (not icecast2; Throng itself?): $on8000" >&2
 fi
 
-for bin in prometheus ffmpeg ffprobe shout icecast2 curl liquidsoap ezstream systemd-analyze man groff logrotate haproxy openssl chromium node npm ip faketime; do
+for bin in prometheus sshd ssh ffmpeg ffprobe shout icecast2 curl liquidsoap ezstream systemd-analyze man groff logrotate haproxy openssl chromium node npm ip faketime; do
   command -v "$bin" >/dev/null || { echo "install-deps: $bin missing after install" >&2; exit 1; }
 done
 "$(dirname "$0")/install-web-deps.sh"

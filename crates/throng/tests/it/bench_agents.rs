@@ -547,3 +547,79 @@ fn the_link_is_tls_with_the_agents_certificate() {
     assert_eq!(wrong_ca.status.code(), Some(2), "{}", show(&wrong_ca));
     assert_eq!(plain.status.code(), Some(2), "{}", show(&plain));
 }
+
+/// `--agents ssh://root@HOST:PORT/PATH`: the controller starts the agent over a real OpenSSH
+/// session (an sshd of the test's own in the agent's namespace, key authentication) and the run
+/// goes over that session's standard input and output; when the controller ends, so does the
+/// agent.
+#[test]
+fn an_agent_started_over_ssh_runs_its_share() {
+    let lab = Lab::with_addresses(&["srv", "ctl", "a1"], 4);
+    let srv = server(&lab, "srv");
+    let s = lab.addr("srv");
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let d = dir.path();
+    for (name, kind) in [("host_key", "ed25519"), ("client_key", "ed25519")] {
+        let o = Command::new("ssh-keygen")
+            .args(["-q", "-t", kind, "-N", "", "-f"])
+            .arg(d.join(name))
+            .output()
+            .expect("ssh-keygen (openssh-client, scripts/install-deps.sh)");
+        assert!(o.status.success(), "{o:?}");
+    }
+    std::fs::copy(d.join("client_key.pub"), d.join("authorized_keys")).unwrap();
+    let a1 = lab.addr("a1");
+    std::fs::write(
+        d.join("sshd_config"),
+        format!(
+            "Port 2222\nListenAddress {a1}\nHostKey {hk}\nAuthorizedKeysFile {ak}\nPermitRootLogin prohibit-password\nPasswordAuthentication no\nStrictModes no\nUsePAM no\nPidFile none\nLogLevel ERROR\n",
+            hk = d.join("host_key").display(),
+            ak = d.join("authorized_keys").display()
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir_all("/run/sshd").ok();
+    let _sshd = Proc(
+        lab.command("a1", "/usr/sbin/sshd")
+            .args(["-D", "-e", "-f"])
+            .arg(d.join("sshd_config"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("sshd (openssh-server, scripts/install-deps.sh)"),
+    );
+    assert!(
+        lab.wait_tcp("ctl", format!("{a1}:2222").parse().unwrap(), Duration::from_secs(10)),
+        "sshd did not come up"
+    );
+    let addrs = lab.addrs("a1");
+    let agent = format!(
+        "ssh://root@{a1}:2222{}?bind-range={}-{}&no-self-test",
+        env!("CARGO_BIN_EXE_throng"),
+        addrs[1],
+        addrs[addrs.len() - 1]
+    );
+    let out = d.join("out");
+    let o = lab
+        .command("ctl", env!("CARGO_BIN_EXE_throng"))
+        .args(["bench", "run", &format!("http://{s}:8000/demo.mp3"), "-n", "30"])
+        .args(["--hold", "4s", "--no-progress", "--agents", &agent, "--out"])
+        .arg(&out)
+        .env_remove("THRONG_BENCH_TOKEN")
+        .env(
+            "THRONG_BENCH_SSH_OPTS",
+            format!(
+                "-i {} -o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=no -o LogLevel=ERROR",
+                d.join("client_key").display()
+            ),
+        )
+        .output()
+        .unwrap();
+    drop(srv);
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(r["summary"]["started"], 30);
+    assert_eq!(r["agents"][0]["started"], 30, "{}", r["agents"]);
+    assert!(r["agents"][0]["address"].as_str().unwrap().starts_with("ssh://"));
+}
