@@ -19,11 +19,11 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::profile::slice::unix_us;
 use crate::net::url::HttpUrl;
+use crate::profile::slice::unix_us;
 use crate::source::{await_accept, load_frames, AcceptError, SourceError, SourceMethod};
-use crate::whep::bursts::{burst_offsets, BurstSchedule, BURST_PERIOD_US};
 use crate::stats::Hist;
+use crate::whep::bursts::{burst_offsets, BurstSchedule, BURST_PERIOD_US};
 use crate::whep::latency::{audio_page, header_pages, scan_stamps, PACKET_US};
 use throng_proto::format::Format;
 
