@@ -19,14 +19,34 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// Largest datagram kept (longer ones are truncated, as by a `recvfrom` into this buffer).
 pub const DATAGRAM_MAX: usize = 2048;
 
-/// Buffers for up to `capacity` datagrams read by one call.
-#[derive(Debug)]
+/// Buffers for up to `capacity` datagrams read by one call, kept from call to call: a read
+/// allocates nothing.
 pub struct RecvBatch {
     bufs: Vec<u8>,
     /// Per datagram of the last read: its length, source, (with `IP_PKTINFO` on) the local
     /// address it was sent to and (with `SO_TIMESTAMPNS` on) its kernel arrival time.
     got: Vec<(usize, SocketAddr, Option<Ipv4Addr>, Option<SystemTime>)>,
     capacity: usize,
+    /// Per datagram slot: the source address, the control buffer, the I/O vector and the
+    /// header the kernel fills (the last two point at the others and at `bufs`).
+    addrs: Vec<libc::sockaddr_storage>,
+    control: Vec<[u64; CONTROL_WORDS]>,
+    iovs: Vec<libc::iovec>,
+    msgs: Vec<libc::mmsghdr>,
+}
+
+// SAFETY: the raw pointers in `iovs` and `msgs` point into this batch's own heap buffers,
+// which never move (their vectors are never resized); only `recv` uses them, with `&mut self`,
+// and it points them again before each call. Nothing is shared between threads.
+unsafe impl Send for RecvBatch {}
+
+impl std::fmt::Debug for RecvBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvBatch")
+            .field("capacity", &self.capacity)
+            .field("got", &self.got)
+            .finish()
+    }
 }
 
 impl RecvBatch {
@@ -37,6 +57,19 @@ impl RecvBatch {
             bufs: vec![0; capacity * DATAGRAM_MAX],
             got: Vec::with_capacity(capacity),
             capacity,
+            // SAFETY: zeroed sockaddr_storage values are valid (family AF_UNSPEC).
+            addrs: vec![unsafe { std::mem::zeroed() }; capacity],
+            control: vec![[0; CONTROL_WORDS]; capacity],
+            iovs: (0..capacity)
+                .map(|_| libc::iovec {
+                    iov_base: std::ptr::null_mut(),
+                    iov_len: 0,
+                })
+                .collect(),
+            // SAFETY: an all-zero mmsghdr is valid (no name, no buffers, no control data).
+            msgs: (0..capacity)
+                .map(|_| unsafe { std::mem::zeroed() })
+                .collect(),
         }
     }
 
@@ -51,44 +84,28 @@ impl RecvBatch {
     /// Errors: the socket's (`WouldBlock` when nothing was waiting).
     pub fn recv(&mut self, fd: RawFd) -> std::io::Result<usize> {
         self.got.clear();
-        // SAFETY: zeroed sockaddr_storage values are valid (family AF_UNSPEC).
-        let mut addrs: Vec<libc::sockaddr_storage> =
-            vec![unsafe { std::mem::zeroed() }; self.capacity];
-        let mut iovs: Vec<libc::iovec> = self
-            .bufs
-            .chunks_mut(DATAGRAM_MAX)
-            .map(|b| libc::iovec {
-                iov_base: b.as_mut_ptr() as *mut libc::c_void,
-                iov_len: b.len(),
-            })
-            .collect();
-        let mut control: Vec<[u64; CONTROL_WORDS]> = vec![[0; CONTROL_WORDS]; self.capacity];
-        let mut msgs: Vec<libc::mmsghdr> = iovs
-            .iter_mut()
-            .zip(addrs.iter_mut())
-            .zip(control.iter_mut())
-            .map(|((iov, addr), control)| {
-                // SAFETY: an all-zero msghdr is valid (no control data, no flags).
-                let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
-                hdr.msg_name = (addr as *mut libc::sockaddr_storage).cast();
-                hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-                hdr.msg_iov = iov;
-                hdr.msg_iovlen = 1;
-                hdr.msg_control = control.as_mut_ptr().cast();
-                hdr.msg_controllen = std::mem::size_of::<[u64; CONTROL_WORDS]>();
-                libc::mmsghdr {
-                    msg_hdr: hdr,
-                    msg_len: 0,
-                }
-            })
-            .collect();
-        // SAFETY: each header points at an address slot and a buffer of `self.bufs` alive for
-        // this call, and `msgs.len()` headers are given.
+        for (i, buf) in self.bufs.chunks_mut(DATAGRAM_MAX).enumerate() {
+            let iov = &mut self.iovs[i];
+            iov.iov_base = buf.as_mut_ptr() as *mut libc::c_void;
+            iov.iov_len = buf.len();
+            let hdr = &mut self.msgs[i].msg_hdr;
+            hdr.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
+            hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            hdr.msg_iov = iov;
+            hdr.msg_iovlen = 1;
+            hdr.msg_control = self.control[i].as_mut_ptr().cast();
+            hdr.msg_controllen = std::mem::size_of::<[u64; CONTROL_WORDS]>();
+            hdr.msg_flags = 0;
+            self.msgs[i].msg_len = 0;
+        }
+        // SAFETY: each header points at an address slot, a control buffer and (through its
+        // I/O vector) a buffer of this batch, alive for this call, and `msgs.len()` headers
+        // are given.
         let n = unsafe {
             libc::recvmmsg(
                 fd,
-                msgs.as_mut_ptr(),
-                msgs.len() as libc::c_uint,
+                self.msgs.as_mut_ptr(),
+                self.msgs.len() as libc::c_uint,
                 libc::MSG_DONTWAIT,
                 std::ptr::null_mut(),
             )
@@ -96,7 +113,7 @@ impl RecvBatch {
         if n < 0 {
             return Err(std::io::Error::last_os_error());
         }
-        for m in &msgs[..n as usize] {
+        for m in &self.msgs[..n as usize] {
             let len = (m.msg_len as usize).min(DATAGRAM_MAX);
             // SAFETY: the kernel wrote `msg_namelen` bytes of a socket address into the slot.
             let addr = unsafe {
@@ -169,6 +186,30 @@ unsafe fn control_fields(hdr: &libc::msghdr) -> (Option<Ipv4Addr>, Option<System
     (dest, arrival)
 }
 
+/// Turns on kernel arrival stamps (`SO_TIMESTAMPNS`, `socket(7)`) for the datagrams of UDP
+/// socket `fd`, as [`bind_shared`] does: [`RecvBatch::arrival`] then says when each reached the
+/// host.
+///
+/// Errors: the kernel's.
+pub fn stamp_arrivals(fd: RawFd) -> std::io::Result<()> {
+    let one: libc::c_int = 1;
+    // SAFETY: an int option value of the right size; an invalid fd is the kernel's error.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// A non-blocking IPv4 UDP socket bound to an ephemeral port on every local address, with
 /// `IP_PKTINFO` and `SO_TIMESTAMPNS` on and a `buffer`-byte receive buffer (capped by the kernel's `rmem_max`):
 /// the shared socket of a thread's loopback viewers.
@@ -196,19 +237,7 @@ pub fn bind_shared(buffer: usize) -> std::io::Result<std::net::UdpSocket> {
     if r != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    // SAFETY: as above.
-    let r = unsafe {
-        libc::setsockopt(
-            std::os::fd::AsRawFd::as_raw_fd(&sock),
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPNS,
-            (&one as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    stamp_arrivals(std::os::fd::AsRawFd::as_raw_fd(&sock))?;
     sock.bind(&SocketAddr::from(([0, 0, 0, 0], 0)).into())?;
     sock.set_nonblocking(true)?;
     Ok(sock.into())

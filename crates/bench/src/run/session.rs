@@ -137,7 +137,7 @@ pub fn run(
     for (g, gp) in plan.groups.iter().enumerate() {
         if gp.mode == Mode::Events {
             let t = crate::run::triggers::Triggers::start(gp, start_unix_ms, clock.clone())
-                .map_err(|e| RunError::Mode(e))?;
+                .map_err(RunError::Mode)?;
             triggers.push((g, t));
         }
     }
@@ -339,11 +339,18 @@ pub fn run(
             w.icy_latency_samples = hist.count();
             w.errors.extend(errs);
         }
-        if let Some(Ok(Some(late))) = probe_result {
-            w.latency_source_late_max_ms = Some(late as f64 / 1000.0);
+        match &probe_result {
+            Some(Ok(Some(late))) => w.latency_source_late_max_ms = Some(*late as f64 / 1000.0),
+            Some(Err(e)) => w.errors.push(format!("latency source: {e}")),
+            _ => {}
         }
-        w.errors.retain(|e| !report.errors.contains(e));
-        report.errors.extend(w.errors.clone());
+        // The summary keeps every run error (its verdict is the run's), the report gains the
+        // probes'.
+        for e in &w.errors {
+            if !report.errors.contains(e) {
+                report.errors.push(e.clone());
+            }
+        }
         report.whep = Some(w);
     }
     let min_rate = plan.min_rate();

@@ -91,7 +91,7 @@ impl BurstMeter {
 
     /// Takes a packet of `size` bytes that arrived at `arrival_us` (µs since the Unix epoch);
     /// when it confirms an onset, returns the onset's arrival and the write time of its burst
-    /// (the pair a [`crate::whep::latency::LatencyHist`] records).
+    /// (their difference is the latency the `m2e` histogram records).
     pub fn packet(
         &mut self,
         schedule: &BurstSchedule,

@@ -8,10 +8,9 @@
 //! the start of each payload, and an ICY listener of the same mount finds it by the magic in the
 //! Ogg pages. The stream is one logical Ogg stream (RFC 3533): a BOS page with `OpusHead`, a page
 //! with `OpusTags` (RFC 7845 §5), then one page per audio packet whose granule position is the
-//! 48 kHz sample count at the end of the packet (RFC 7845 §4, pre-skip 0). Latencies go into a
-//! [`LatencyHist`] of 1 ms buckets that worker processes merge.
+//! 48 kHz sample count at the end of the packet (RFC 7845 §4, pre-skip 0). Latencies go into
+//! the engines' exact histograms ([`crate::stats::Hist`], the `m2e` of a snapshot).
 
-use serde::{Deserialize, Serialize};
 use throng_proto::ogg::build_page;
 
 pub use crate::verify::stamp::{read_stamp, stamp_packet, MAGIC, PACKET_LEN, STAMP_LEN, TOC};
@@ -94,93 +93,6 @@ pub fn audio_page(k: u64, unix_us: u64) -> Vec<u8> {
     .expect("small packet")
 }
 
-/// Buckets of a [`LatencyHist`] (1 ms each; the last also holds everything above).
-pub const LAT_BUCKETS: usize = 10_000;
-
-/// Latencies in 1 ms buckets up to 10 s, with the exact maximum; mergeable across workers.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct LatencyHist {
-    /// Sparse counts: (bucket = whole milliseconds, count).
-    pub buckets: Vec<(u32, u64)>,
-    /// Largest latency seen (µs).
-    pub max_us: u64,
-    /// Samples that were negative (a stamp from the future: clocks differ), not counted.
-    pub negative: u64,
-    #[serde(skip)]
-    dense: Vec<u64>,
-}
-
-impl LatencyHist {
-    /// Records one latency: receipt time minus stamp, both µs since the Unix epoch.
-    pub fn record(&mut self, received_us: u64, stamp_us: u64) {
-        let Some(us) = received_us.checked_sub(stamp_us) else {
-            self.negative += 1;
-            return;
-        };
-        if self.dense.is_empty() {
-            self.dense = vec![0; LAT_BUCKETS];
-            for &(b, c) in &self.buckets {
-                self.dense[(b as usize).min(LAT_BUCKETS - 1)] += c;
-            }
-        }
-        self.dense[((us / 1000) as usize).min(LAT_BUCKETS - 1)] += 1;
-        self.max_us = self.max_us.max(us);
-    }
-
-    /// Moves the recorded counts into the sparse form (before serializing).
-    pub fn seal(&mut self) {
-        if !self.dense.is_empty() {
-            self.buckets = self
-                .dense
-                .iter()
-                .enumerate()
-                .filter(|(_, &c)| c > 0)
-                .map(|(i, &c)| (i as u32, c))
-                .collect();
-        }
-    }
-
-    /// Adds another (sealed) histogram.
-    pub fn merge(&mut self, other: &LatencyHist) {
-        self.seal();
-        let mut all: std::collections::BTreeMap<u32, u64> = self.buckets.iter().copied().collect();
-        for &(b, c) in &other.buckets {
-            *all.entry(b).or_default() += c;
-        }
-        self.buckets = all.into_iter().collect();
-        self.dense.clear();
-        self.max_us = self.max_us.max(other.max_us);
-        self.negative += other.negative;
-    }
-
-    /// Samples recorded.
-    pub fn count(&self) -> u64 {
-        if self.dense.is_empty() {
-            self.buckets.iter().map(|b| b.1).sum()
-        } else {
-            self.dense.iter().sum()
-        }
-    }
-
-    /// The `q` quantile (0 to 1) in ms, as the upper edge of its 1 ms bucket (capped by the
-    /// maximum); `None` when empty. Call on a sealed histogram.
-    pub fn quantile_ms(&self, q: f64) -> Option<f64> {
-        let n: u64 = self.buckets.iter().map(|b| b.1).sum();
-        if n == 0 {
-            return None;
-        }
-        let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
-        let mut seen = 0;
-        for &(b, c) in &self.buckets {
-            seen += c;
-            if seen >= rank {
-                return Some((f64::from(b + 1)).min(self.max_us as f64 / 1000.0));
-            }
-        }
-        None
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,29 +158,5 @@ mod tests {
             );
             assert!(carry.len() < STAMP_LEN);
         }
-    }
-
-    #[test]
-    fn latency_quantiles_merge_over_workers() {
-        let mut a = LatencyHist::default();
-        let mut b = LatencyHist::default();
-        for i in 0..90 {
-            a.record(1_000_000 + 10_000 + i, 1_000_000);
-        }
-        for _ in 0..10 {
-            b.record(2_000_000 + 250_500, 2_000_000);
-        }
-        b.record(5, 10);
-        a.seal();
-        b.seal();
-        let mut all = LatencyHist::default();
-        all.merge(&a);
-        all.merge(&b);
-        assert_eq!(all.count(), 100);
-        assert_eq!(all.negative, 1);
-        assert_eq!(all.quantile_ms(0.5), Some(11.0));
-        assert_eq!(all.quantile_ms(0.99), Some(250.5));
-        assert_eq!(all.max_us, 250_500);
-        assert_eq!(LatencyHist::default().quantile_ms(0.5), None);
     }
 }

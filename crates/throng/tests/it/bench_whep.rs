@@ -1,6 +1,7 @@
 //! `throng bench run --whep` against a real `throng serve` with WebRTC on: every viewer sets up,
-//! receives 50 Opus packets per second in order (exit 0 when none is degraded, report written);
-//! against a mount that does not exist every viewer fails and the verdict is FAIL (exit 1); over
+//! receives its Opus packets in order at the rate their own durations imply (exit 0 when none is
+//! degraded, report written); against a mount that does not exist every viewer fails with the
+//! server's 404 and the verdict is FAIL (exit 1); over
 //! two worker processes with the bench as the latency probe source, the report gives latency,
 //! for an Ogg/Opus mount from stamps and for an MP3 mount from tone bursts.
 
@@ -67,14 +68,47 @@ fn whep_bench_verifies_viewers_and_gates_on_them() {
         "{}",
         show(&ok)
     );
-    let rate: f64 = report
-        .split("\"packets_per_viewer_second\": ")
-        .nth(1)
-        .and_then(|r| r.split(',').next())
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("packets per viewer-second in {report}"));
-    assert!((45.0..=55.0).contains(&rate), "{report}");
+    // The packets per viewer-second are what the packets' own durations imply (the file's
+    // Opus packets are 20 ms: 50 a second), within 10 %.
+    let n = |k: &str| json_number(&report, k).unwrap_or_else(|| panic!("{k} in {report}"));
+    let (rate, expected, packet_ms) = (
+        n("packets_per_viewer_second"),
+        n("expected_packets_per_viewer_second"),
+        n("packet_ms"),
+    );
+    assert!((10.0..=120.0).contains(&packet_ms), "{report}");
+    assert!((expected * packet_ms - 1000.0).abs() < 1.0, "{report}");
+    assert!((rate - expected).abs() <= expected * 0.1, "{report}");
+    let stdout = String::from_utf8_lossy(&ok.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "packets per viewer-second: {rate:.1} ({expected:.1} expected from their"
+        )),
+        "{}",
+        show(&ok)
+    );
+    // A missing mount: every viewer fails with the server's answer, and the run FAILs.
     assert_eq!(missing.status.code(), Some(1), "{}", show(&missing));
+    let missing_report =
+        std::fs::read_to_string(dir.path().join("missing").join("report-whep.json"))
+            .unwrap_or_else(|e| panic!("no report ({e}): {}", show(&missing)));
+    assert_eq!(
+        json_number(&missing_report, "receiving"),
+        Some(0.0),
+        "{missing_report}"
+    );
+    assert!(
+        json_number(&missing_report, "failed").unwrap_or(0.0) > 0.0,
+        "{missing_report}"
+    );
+    let missing_json = std::fs::read_to_string(dir.path().join("missing").join("report.json"))
+        .unwrap_or_else(|e| panic!("no report.json ({e}): {}", show(&missing)));
+    assert!(missing_json.contains("whep-http-404"), "{missing_json}");
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("whep-http-404"),
+        "{}",
+        show(&missing)
+    );
 }
 
 /// The number after `"key": ` in a pretty-printed JSON report (`None` for `null` or absent).
