@@ -48,10 +48,18 @@ fn main() {
         let i = ((v / 10.0).log10() * 10.0).floor();
         10.0 * 10f64.powf((i + 1.0) / 10.0) / 1000.0
     };
-    println!("| percentile | exact (ms) | merged HDR (ms) | error | former log buckets (ms) | error |");
+    println!(
+        "| percentile | exact (ms) | merged HDR (ms) | error | former log buckets (ms) | error |"
+    );
     println!("|---|---:|---:|---:|---:|---:|");
     let mut worst = 0f64;
-    for (label, q) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999), ("max", 1.0)] {
+    for (label, q) in [
+        ("p50", 0.5),
+        ("p90", 0.9),
+        ("p99", 0.99),
+        ("p99.9", 0.999),
+        ("max", 1.0),
+    ] {
         let e = exact(q);
         let h = merged.quantile_ms(q).expect("values");
         let l = log_bucket(q);

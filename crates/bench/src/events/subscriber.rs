@@ -587,43 +587,6 @@ pub struct EventsSummary {
     pub server_rss_per_subscriber: Option<f64>,
 }
 
-/// The events figures of `report`'s events groups, `changes` title changes made.
-pub fn summarize(report: &crate::report::summary::RunReport, changes: u32) -> EventsSummary {
-    let mut e = EventsSummary {
-        changes,
-        ..EventsSummary::default()
-    };
-    let mut lat = crate::stats::Hist::new();
-    let mut snap = crate::stats::Hist::new();
-    for g in report
-        .groups
-        .iter()
-        .filter(|g| g.mode == crate::mode::Mode::Events)
-    {
-        let s = &g.summary;
-        e.subscribers += s.listeners;
-        e.ready += g.hists.ttfb.count() as u32;
-        e.connected_at_end += s.final_streaming;
-        e.received += s.receipts;
-        e.missed += s.missed.max(s.lost_units);
-        lat.merge(&g.hists.event_latency);
-        snap.merge(&g.hists.ttfb);
-    }
-    e.latency_p50_ms = lat.quantile_ms(0.5);
-    e.latency_p99_ms = lat.quantile_ms(0.99);
-    e.latency_max_ms = lat.max_ms();
-    e.snapshot_p99_ms = snap.quantile_ms(0.99);
-    let samples: Vec<&crate::observe::sampler::ServerSample> = report
-        .timeline
-        .iter()
-        .filter_map(|r| r.server.as_ref())
-        .collect();
-    e.server_rss_before = samples.first().map(|s| s.rss_baseline_bytes);
-    e.server_rss_ready = report.summary.server_rss_max;
-    e.server_rss_per_subscriber = report.summary.server_rss_per_listener;
-    e
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

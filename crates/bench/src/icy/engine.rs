@@ -810,7 +810,7 @@ impl Engine {
             .collect();
         // SAFETY: `fds` is a valid array of pollfd of the stated length; timeout 0.
         let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
-        let held_now = self.second % HELD_EVERY_S == 0;
+        let held_now = self.second.is_multiple_of(HELD_EVERY_S);
         let mut held = 0u64;
         for (k, &i) in stalled.iter().enumerate() {
             let fd = fds[k].fd;

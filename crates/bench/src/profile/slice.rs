@@ -3,9 +3,9 @@
 //! lengths, churn, a reconnect storm, a stalled share, reconnects), the rules that judge them
 //! ([`Judge`]), and the run's one clock ([`RunClock`]).
 
+use crate::profile::secs::Secs;
 use crate::profile::segment::ExecutionSegment;
 use crate::profile::stages::Schedule;
-use crate::profile::Secs;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -62,7 +62,7 @@ impl Behaviour {
         if !(0.0..=1.0).contains(&self.stalled) {
             return Err("stalled: a share between 0 and 1".into());
         }
-        if self.churn_rate.is_some_and(|r| !(r >= 0.0)) {
+        if self.churn_rate.is_some_and(|r| r.is_nan() || r < 0.0) {
             return Err("churn-rate: listeners per second, ≥ 0".into());
         }
         Ok(())

@@ -5,7 +5,7 @@
 //! the target stays the same over all of it (the hold averages of a report are taken over
 //! those).
 
-use crate::profile::Secs;
+use crate::profile::secs::Secs;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;

@@ -5,9 +5,11 @@
 //! systems ([`junit`]), and a plain-text (Markdown) summary table with ratios against the first
 //! run that say which side is better.
 
+pub mod figures;
 pub mod html;
 pub mod junit;
 pub mod metrics;
+pub mod modes;
 pub mod plots;
 pub mod progress;
 pub mod summary;

@@ -72,7 +72,7 @@ impl Progress {
     /// Shows a new second of the run.
     pub fn update(&self, r: &Row) {
         if self.plain {
-            if (r.second + 1) % PLAIN_EVERY_S == 0 {
+            if (r.second + 1).is_multiple_of(PLAIN_EVERY_S) {
                 eprintln!("{}: {}", self.name, line(r, self.stages));
             }
             return;

@@ -16,7 +16,7 @@
 //! Limits take units: `500ms`, `2s`, `250us`, `0.1%`, `2KiB`, or a plain number in the
 //! metric's own unit (ms, a 0-to-1 share, a count, % of a core, bytes).
 
-use crate::report::summary::{Hists, Summary};
+use crate::report::figures::{Hists, Summary};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use thiserror::Error;
@@ -320,7 +320,7 @@ fn allowed_stats(kind: Kind) -> &'static str {
 
 /// Reads a limit with its unit for a metric of `kind`.
 fn parse_limit(text: &str, kind: Kind, metric: Metric) -> Result<f64, &'static str> {
-    let t = text.trim().replace(' ', "").replace('_', "");
+    let t = text.trim().replace([' ', '_'], "");
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == 'e'))
         .unwrap_or(t.len());

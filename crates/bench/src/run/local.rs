@@ -180,7 +180,7 @@ impl LocalHost {
                 if let Some(h) = self.heard.get_mut(w) {
                     *h = Instant::now();
                 }
-                self.merger.add(w, t);
+                self.merger.add(w, *t);
             }
             Ok(WorkerMsg::Exited { worker, error }) => {
                 if let Some(x) = self.exited.get_mut(worker) {

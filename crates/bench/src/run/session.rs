@@ -328,10 +328,10 @@ pub fn run(
     };
     notes(plan, &mut report);
     if plan.groups.iter().any(|g| g.mode == Mode::Events) {
-        report.events = Some(crate::events::subscriber::summarize(&report, changes));
+        report.events = Some(crate::report::modes::events(&report, changes));
     }
     if plan.groups.iter().any(|g| g.mode == Mode::Whep) {
-        let mut w = crate::whep::summarize(&report, plan.server_pid());
+        let mut w = crate::report::modes::whep(&report, plan.server_pid());
         if let Some((hist, errs)) = icy_latency {
             w.icy_latency_p50_ms = hist.quantile_ms(0.5);
             w.icy_latency_p99_ms = hist.quantile_ms(0.99);

@@ -126,8 +126,8 @@ impl WorkerSpec {
 /// What workers send to their parent.
 #[derive(Debug, Clone)]
 pub enum WorkerMsg {
-    /// One tick of worker `worker`.
-    Tick(usize, GroupTick),
+    /// One tick of worker `worker` (boxed: a tick carries a group's whole summary).
+    Tick(usize, Box<GroupTick>),
     /// A worker ended; `error` holds its failure (and stderr) if it did not end cleanly.
     Exited {
         /// Worker index.
@@ -192,7 +192,8 @@ impl WorkerSet {
                         .name(format!("bench-worker-{worker}"))
                         .spawn(move || {
                             let r = spec.run(clock, &stop, |t| {
-                                tx.send(WorkerMsg::Tick(worker, t.clone())).is_ok()
+                                tx.send(WorkerMsg::Tick(worker, Box::new(t.clone())))
+                                    .is_ok()
                             });
                             let _ = tx.send(WorkerMsg::Exited {
                                 worker,
@@ -338,7 +339,7 @@ fn spawn_process(
                 let Ok(line) = line else { break };
                 match serde_json::from_str::<GroupTick>(&line) {
                     Ok(t) => {
-                        let _ = tx.send(WorkerMsg::Tick(worker, t));
+                        let _ = tx.send(WorkerMsg::Tick(worker, Box::new(t)));
                     }
                     Err(e) => {
                         let mut l = line;

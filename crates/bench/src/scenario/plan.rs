@@ -235,7 +235,7 @@ impl Plan {
             }
             if g.mode == Mode::Events {
                 let i = g.events.change_interval_s;
-                if !(i > 0.0) {
+                if i.is_nan() || i <= 0.0 {
                     return Err(format!("group {}: change-interval must be > 0", g.name));
                 }
             }

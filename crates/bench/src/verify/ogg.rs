@@ -40,6 +40,11 @@ struct Logical {
     last: Option<(u32, u64)>,
 }
 
+/// Bytes where a page must begin that are no Ogg page header (RFC 3533 §6: the capture pattern
+/// `OggS` and version 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotAPage;
+
 /// The end of a page, judged.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PageEnd {
@@ -99,8 +104,8 @@ impl OggWalk {
     /// Gathers a page header from `data`: the bytes used, and the body length once the header
     /// is whole.
     ///
-    /// Errors: what was gathered is no page header (capture pattern, version).
-    pub fn header(&mut self, data: &[u8]) -> Result<(usize, Option<usize>), ()> {
+    /// Errors: [`NotAPage`]: what was gathered is no page header (capture pattern, version).
+    pub fn header(&mut self, data: &[u8]) -> Result<(usize, Option<usize>), NotAPage> {
         let mut used = 0;
         if self.head.len() < 27 {
             let take = (27 - self.head.len()).min(data.len());
@@ -108,7 +113,7 @@ impl OggWalk {
             used += take;
             let n = self.head.len().min(4);
             if self.head[..n] != b"OggS"[..n] || (self.head.len() > 4 && self.head[4] != 0) {
-                return Err(());
+                return Err(NotAPage);
             }
             if self.head.len() < 27 {
                 return Ok((used, None));

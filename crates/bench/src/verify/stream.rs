@@ -79,7 +79,7 @@ pub struct StreamCheck {
     /// The stream's identity from its first header (version, layer, rate / profile, rate).
     identity: u32,
     /// Searching for sync: the bytes kept.
-    search: Option<Box<Vec<u8>>>,
+    search: Option<Vec<u8>>,
     /// The Ogg page walker.
     ogg: Option<Box<OggWalk>>,
     /// Whether sync was ever found (a break is only a break after it).
@@ -153,7 +153,7 @@ impl StreamCheck {
             hdr: [0; 10],
             hdr_len: 0,
             identity: 0,
-            search: (kind != Kind::Other).then(|| Box::new(Vec::new())),
+            search: (kind != Kind::Other).then(Vec::new),
             ogg: (kind == Kind::Ogg).then(|| Box::new(OggWalk::default())),
             ever_synced: false,
         }
@@ -373,7 +373,7 @@ impl StreamCheck {
     }
 
     fn start_search(&mut self, with: &[u8]) {
-        let mut v = Box::new(Vec::with_capacity(4096));
+        let mut v = Vec::with_capacity(4096);
         v.extend_from_slice(with);
         self.search = Some(v);
         self.skip = 0;
@@ -397,7 +397,7 @@ impl StreamCheck {
                 &data[used..]
             }
             Ok((used, None)) => &data[used..],
-            Err(()) => {
+            Err(_) => {
                 // Not a page where one must begin.
                 let held = o.take_header_bytes();
                 let mut bytes = held;
@@ -412,7 +412,7 @@ impl StreamCheck {
 
     /// Searching: keeps `data` and looks for sync in what is kept.
     fn search_feed(&mut self, data: &[u8], out: &mut Fed, stamps: &mut Vec<u64>) {
-        let Some(buf) = self.search.as_deref_mut() else {
+        let Some(buf) = self.search.as_mut() else {
             return;
         };
         buf.extend_from_slice(data);
@@ -422,7 +422,7 @@ impl StreamCheck {
             SEARCH_MAX
         };
         loop {
-            let buf = self.search.as_deref_mut().expect("searching");
+            let buf = self.search.as_mut().expect("searching");
             match find_sync(self.kind, buf) {
                 Sync::At(i, identity) => {
                     out.garbage += i as u32;
@@ -638,7 +638,7 @@ mod tests {
 
     #[test]
     fn adts_frames_chain() {
-        let mut frame = vec![0u8; 200];
+        let mut frame = [0u8; 200];
         frame[..7].copy_from_slice(&[0xFF, 0xF1, 0x50, 0x80, 0x19, 0x1F, 0xFC]);
         let data = frame.repeat(30);
         let mut c = StreamCheck::new(Format::Aac, 0);

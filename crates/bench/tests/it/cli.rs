@@ -431,5 +431,9 @@ fn shipped_run_scenarios_make_plans() {
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         checked += 1;
     }
-    assert!(checked >= 2, "only {checked} scenarios in {}", dir.display());
+    assert!(
+        checked >= 2,
+        "only {checked} scenarios in {}",
+        dir.display()
+    );
 }

@@ -416,15 +416,19 @@ fn bench_metrics(expr: &str) -> Vec<String> {
 #[test]
 fn the_bench_dashboard_queries_only_the_benchs_series() {
     use throng_bench::run::live::{render, AgentLive, GroupLive, LiveState};
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/grafana/throng-bench-dashboard.json");
-    let dash: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy/grafana/throng-bench-dashboard.json");
+    let dash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let mut exprs = Vec::new();
     fn walk(v: &serde_json::Value, out: &mut Vec<String>) {
         match v {
             serde_json::Value::Object(m) => {
                 for (k, x) in m {
                     match (k.as_str(), x) {
-                        ("expr" | "definition", serde_json::Value::String(s)) => out.push(s.clone()),
+                        ("expr" | "definition", serde_json::Value::String(s)) => {
+                            out.push(s.clone())
+                        }
                         _ => walk(x, out),
                     }
                 }
@@ -465,5 +469,8 @@ fn the_bench_dashboard_queries_only_the_benchs_series() {
             }
         }
     }
-    assert!(missing.is_empty(), "the dashboard queries series /metrics lacks: {missing:?}\n{text}");
+    assert!(
+        missing.is_empty(),
+        "the dashboard queries series /metrics lacks: {missing:?}\n{text}"
+    );
 }

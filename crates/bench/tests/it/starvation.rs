@@ -65,8 +65,11 @@ fn silent_server_starves_every_listener_by_gap() {
     let first = s.rules.gap.first_s.unwrap();
     assert!((4..=9).contains(&first), "first gap at {first} s");
     assert!(s.longest_gap_max_ms.unwrap() > 4000.0);
+    // (The rate rule may catch them in the same second: media stopped too.)
     assert!(
-        s.fail_reasons[0].starts_with("starved: gap: 200 of 200 listeners"),
+        s.fail_reasons
+            .iter()
+            .any(|f| f.starts_with("starved: gap: 200 of 200 listeners")),
         "{:?}",
         s.fail_reasons
     );

@@ -487,7 +487,9 @@ fn a_dead_controller_leaves_no_orphan_load_and_unreachable_targets_are_failures(
 
 /// A CA and an agent certificate it signed for 127.0.0.1, as PEM files in `dir`: (ca, cert,
 /// key).
-fn tls_files(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+fn tls_files(
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -497,7 +499,11 @@ fn tls_files(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf, 
         .unwrap()
         .signed_by(&key, &ca, &ca_key)
         .unwrap();
-    let paths = (dir.join("ca.pem"), dir.join("agent.pem"), dir.join("agent.key"));
+    let paths = (
+        dir.join("ca.pem"),
+        dir.join("agent.pem"),
+        dir.join("agent.key"),
+    );
     std::fs::write(&paths.0, ca.pem()).unwrap();
     std::fs::write(&paths.1, cert.pem()).unwrap();
     std::fs::write(&paths.2, key.serialize_pem()).unwrap();
@@ -530,8 +536,20 @@ fn the_link_is_tls_with_the_agents_certificate() {
     let _agent = spawn_agent(cmd);
     let run = |extra: &[&std::ffi::OsStr], out: &str| {
         Command::new(env!("CARGO_BIN_EXE_throng"))
-            .args(["bench", "run", &format!("http://{addr}/demo.mp3"), "-n", "10"])
-            .args(["--hold", "3s", "--no-progress", "--agents", &format!("127.0.0.1:{port}")])
+            .args([
+                "bench",
+                "run",
+                &format!("http://{addr}/demo.mp3"),
+                "-n",
+                "10",
+            ])
+            .args([
+                "--hold",
+                "3s",
+                "--no-progress",
+                "--agents",
+                &format!("127.0.0.1:{port}"),
+            ])
             .args(extra)
             .arg("--out")
             .arg(dir.path().join(out))
@@ -589,7 +607,11 @@ fn an_agent_started_over_ssh_runs_its_share() {
             .expect("sshd (openssh-server, scripts/install-deps.sh)"),
     );
     assert!(
-        lab.wait_tcp("ctl", format!("{a1}:2222").parse().unwrap(), Duration::from_secs(10)),
+        lab.wait_tcp(
+            "ctl",
+            format!("{a1}:2222").parse().unwrap(),
+            Duration::from_secs(10)
+        ),
         "sshd did not come up"
     );
     let addrs = lab.addrs("a1");
@@ -621,5 +643,8 @@ fn an_agent_started_over_ssh_runs_its_share() {
         serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
     assert_eq!(r["summary"]["started"], 30);
     assert_eq!(r["agents"][0]["started"], 30, "{}", r["agents"]);
-    assert!(r["agents"][0]["address"].as_str().unwrap().starts_with("ssh://"));
+    assert!(r["agents"][0]["address"]
+        .as_str()
+        .unwrap()
+        .starts_with("ssh://"));
 }
