@@ -5,6 +5,7 @@ mod bench_agents;
 mod bench_events;
 mod bench_gate;
 mod bench_hls;
+mod bench_scenario;
 mod bench_whep;
 mod chaos;
 mod check_config;
