@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs a Throng cluster on this machine in the foreground: an origin on 127.0.0.1:BASE serving
+# Runs a Throng cluster on this machine in the foreground: an origin on HOST:BASE serving
 # the built-in demo mount (/demo.mp3, a 64 kbit/s MP3 tone paced in real time) and EDGES edges
 # on BASE+1 ... BASE+EDGES, each relaying /demo.mp3 from the origin (`[[relay]]` with the edge
 # credentials, so the origin never redirects the relay) and reporting to it every 2 s
@@ -15,6 +15,9 @@
 # buffer). The edges' relay connections are written at every tick of the origin's shard (a tenth
 # of the interval) whatever it is. EDGES=0 runs the origin alone (the single-process CPU peer).
 #
+# HOST (environment, default 127.0.0.1) is the address every server listens on and the edges
+# reach the origin at (scripts/bench-agents.sh runs the cluster in a network namespace).
+#
 # usage: scripts/run-cluster.sh [BASE=8300] [EDGES=6] [REDIRECT=overflow] [LOGDIR] [WRITE_INTERVAL_MS=1000]
 # Used by bench/scenarios/cluster-100k.toml and cluster-redirect.toml (scripts/bench-cluster.sh).
 set -euo pipefail
@@ -24,6 +27,7 @@ EDGES=${2:-6}
 REDIRECT=${3:-overflow}
 LOGDIR=${4:-}
 WRITE_INTERVAL_MS=${5:-1000}
+HOST=${HOST:-127.0.0.1}
 HERE=$(cd "$(dirname "$0")" && pwd)
 THRONG=${THRONG:-$HERE/../target/release/throng}
 SECRET=bench-cluster-secret
@@ -56,7 +60,7 @@ EOT
 }
 
 {
-  echo "listen = [\"127.0.0.1:$BASE\"]"
+  echo "listen = [\"$HOST:$BASE\"]"
   echo "demo = true"
   common "$WRITE_INTERVAL_MS"
   printf '[cluster]\nsecret = "%s"\nredirect = "%s"\nedge-timeout = 10\n' "$SECRET" "$REDIRECT"
@@ -67,10 +71,10 @@ pids+=($!)
 for i in $(seq 1 "$EDGES"); do
   port=$((BASE + i))
   {
-    echo "listen = [\"127.0.0.1:$port\"]"
+    echo "listen = [\"$HOST:$port\"]"
     common "$WRITE_INTERVAL_MS"
-    printf '[[relay]]\nserver = "127.0.0.1"\nport = %s\nmount = "/demo.mp3"\nusername = "edge"\npassword = "%s"\n' "$BASE" "$SECRET"
-    printf '[cluster]\norigin = "http://127.0.0.1:%s"\npublic-url = "http://127.0.0.1:%s"\nsecret = "%s"\nreport-interval = 2\n' "$BASE" "$port" "$SECRET"
+    printf '[[relay]]\nserver = "%s"\nport = %s\nmount = "/demo.mp3"\nusername = "edge"\npassword = "%s"\n' "$HOST" "$BASE" "$SECRET"
+    printf '[cluster]\norigin = "http://%s:%s"\npublic-url = "http://%s:%s"\nsecret = "%s"\nreport-interval = 2\n' "$HOST" "$BASE" "$HOST" "$port" "$SECRET"
   } >"$DIR/edge$i.toml"
   "$THRONG" serve --config "$DIR/edge$i.toml" --state-dir "$DIR" >"$DIR/edge$i.log" 2>&1 &
   pids+=($!)

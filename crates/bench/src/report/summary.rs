@@ -175,6 +175,10 @@ pub struct RunReport {
     /// Each agent's part, for a run over several machines.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agents: Vec<serde_json::Value>,
+    /// The CPU of the bench's own process over the run (s): the controller's, in a run over
+    /// agents (its cost merging their summaries); the in-process engines' too otherwise.
+    #[serde(default)]
+    pub process_cpu_s: f64,
     /// The event-stream figures of the run's events groups.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub events: Option<crate::events::subscriber::EventsSummary>,

@@ -91,6 +91,7 @@ pub fn run(
     start: impl FnOnce(&Start) -> Result<Box<dyn Hosts>, RunError>,
 ) -> Result<RunReport, RunError> {
     plan.validate().map_err(RunError::Plan)?;
+    let cpu0 = crate::observe::rusage::process();
     let clock = Arc::new(RunClock::new(0));
     let mut errors = Vec::new();
     let source = match &plan.source {
@@ -324,6 +325,9 @@ pub fn run(
         lost,
         agents: hosts.agents_report(),
         ground_truth,
+        process_cpu_s: ((own.user_us + own.sys_us).saturating_sub(cpu0.user_us + cpu0.sys_us))
+            as f64
+            / 1e6,
         ..RunReport::default()
     };
     notes(plan, &mut report);
