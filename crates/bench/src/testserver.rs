@@ -57,7 +57,9 @@ pub struct TestServerConfig {
     /// byte rate, ICY blocks still framed; HLS segments starting after it carry garbage frames.
     #[arg(long)]
     pub garbage_after_secs: Option<f64>,
-    /// Serve a live HLS stream at `/hls/live/index.m3u8` too (see the module comment).
+    /// Serve a live HLS stream too, over HTTP/1.1 keep-alive: `/hls/live/index.m3u8` (the
+    /// last `--hls-window` segments, listed once complete) and `/hls/live/<seq>.mp3` (packed
+    /// MP3: an ID3 timestamp tag, then the segment's frames).
     #[arg(long)]
     pub hls: bool,
     /// HLS segment length (seconds).

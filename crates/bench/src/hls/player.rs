@@ -53,8 +53,12 @@
 //!
 //! Measures: TTFB is a segment request to the first byte of its response, a gap the time
 //! between two segment arrivals, a session's longest gap recorded at its close; listening time
-//! runs from playback start, its steady part (and the steady media) one second after it, so
-//! the startup segments are left out of the media rate. `requests` counts every request sent;
+//! runs from playback start. The media rate's steady part is measured between arrivals, as
+//! segments come in lumps: from the first segment arriving a second or more into playback (the
+//! startup segments left out), each later segment's media over the time since the one before,
+//! and the time a segment is overdue (more than a target duration since the last) as it
+//! passes, so a healthy player's rate is real time whatever its session's length, and one
+//! whose segments stop shows it. `requests` counts every request sent;
 //! `bytes` every response body byte (playlists, initialization sections, segments). A session
 //! (ground truth) is a player's time from its first request to its close, once it got a
 //! segment (as Throng counts an HLS listener), under the mount its URL names.
@@ -162,6 +166,10 @@ pub struct Arrival {
     pub starved: bool,
     /// Playback started with this segment.
     pub started: bool,
+    /// Steady media this segment adds (µs; see the module comment).
+    pub steady_media_us: u64,
+    /// Steady listening time this segment adds (µs).
+    pub steady_listen_us: u64,
 }
 
 /// What [`Playback::judge`] concluded.
@@ -191,6 +199,11 @@ pub struct Playback {
     pub starved: bool,
     /// When the last segment arrived.
     last_arrival_us: Option<u64>,
+    /// The last arrival counted in the steady measure (the first a second into playback, then
+    /// each later one).
+    steady_last_us: Option<u64>,
+    /// Listening time since `steady_last_us` already counted as overdue (µs).
+    steady_overdue_us: u64,
     /// The longest time between two arrivals so far (µs).
     pub longest_gap_us: u64,
 }
@@ -217,6 +230,19 @@ impl Playback {
             self.longest_gap_us = self.longest_gap_us.max(g);
         }
         self.last_arrival_us = Some(now_us);
+        if self.steady(now_us) {
+            match self.steady_last_us {
+                None => self.steady_last_us = Some(now_us),
+                Some(t) => {
+                    out.steady_media_us = media_us;
+                    out.steady_listen_us = now_us
+                        .saturating_sub(t)
+                        .saturating_sub(self.steady_overdue_us);
+                    self.steady_overdue_us = 0;
+                    self.steady_last_us = Some(now_us);
+                }
+            }
+        }
         if let Some(r) = self.play_ref_us {
             let played = now_us.saturating_sub(r);
             if media_us > 0 && (self.starved || played > self.downloaded_us) {
@@ -258,6 +284,18 @@ impl Playback {
             }
         }
         out
+    }
+
+    /// Steady listening time to count at `now_us` for a segment overdue: the time beyond one
+    /// target duration (`target_us`) since the last steady arrival, not counted before (µs).
+    pub fn overdue(&mut self, now_us: u64, target_us: u64) -> u64 {
+        let Some(t) = self.steady_last_us else {
+            return 0;
+        };
+        let over = now_us.saturating_sub(t).saturating_sub(target_us);
+        let add = over.saturating_sub(self.steady_overdue_us);
+        self.steady_overdue_us += add;
+        add
     }
 
     /// The longest gap including the one running at `now_us` (µs), for a session's close.
@@ -322,6 +360,8 @@ struct Player {
     keep_alive: bool,
     /// A playlist or initialization section while it arrives.
     body: Vec<u8>,
+    /// The initialization section arriving is over [`MAX_INIT`]: its bytes are dropped.
+    discard: bool,
     body_len: Option<u64>,
     /// The check of the segment arriving.
     check: Option<Box<SegmentCheck>>,
@@ -368,6 +408,7 @@ impl Player {
             resp: Reader::new(),
             keep_alive: false,
             body: Vec::new(),
+            discard: false,
             body_len: None,
             check: None,
             media_path: None,
@@ -746,6 +787,7 @@ impl HlsEngine {
         p.got_byte = false;
         p.resp = Reader::new();
         p.body = Vec::new();
+        p.discard = false;
         p.body_len = None;
         p.check = None;
         if p.sock.is_some() {
@@ -887,7 +929,12 @@ impl HlsEngine {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    self.fail(i, FailReason::from_io(&e).into(), now);
+                    if self.players[i].req.is_none() {
+                        // An idle connection reset: a new one for the next request.
+                        self.players[i].disconnect();
+                    } else if !self.resend(i, now) {
+                        self.fail(i, FailReason::from_io(&e).into(), now);
+                    }
                     break;
                 }
             }
@@ -898,11 +945,11 @@ impl HlsEngine {
     /// The server closed player `i`'s connection.
     fn on_eof(&mut self, i: usize, now: u64) {
         let p = &mut self.players[i];
-        let Some(req) = p.req else {
+        if p.req.is_none() {
             // An idle keep-alive connection closed: reconnect when the next request goes.
             p.disconnect();
             return;
-        };
+        }
         if p.resp.closed() {
             // A body framed by the close.
             p.keep_alive = false;
@@ -911,20 +958,31 @@ impl HlsEngine {
             }
             return;
         }
-        if p.reused && !p.retried && p.resp.untouched() {
-            // The server closed a kept-alive connection as the request went: send it again on
-            // a new one, once (RFC 9112 section 9.3.1).
-            p.disconnect();
-            p.retried = true;
-            self.request(i, req, now);
+        if self.resend(i, now) {
             return;
         }
+        let p = &self.players[i];
         let why = if p.resp.has_head() {
             FailReason::ClosedWhileStreaming
         } else {
             FailReason::ClosedBeforeHead
         };
         self.fail(i, why.into(), now);
+    }
+
+    /// Sends player `i`'s request again on a new connection when the server closed (or reset)
+    /// a kept-alive one as the request went, before any byte of the answer: once per request
+    /// (RFC 9112 section 9.3.1). Returns whether it did.
+    fn resend(&mut self, i: usize, now: u64) -> bool {
+        let p = &mut self.players[i];
+        let Some(req) = p.req else { return false };
+        if !p.reused || p.retried || !p.resp.untouched() {
+            return false;
+        }
+        p.disconnect();
+        p.retried = true;
+        self.request(i, req, now);
+        true
     }
 
     /// Bytes read for player `i`.
@@ -995,10 +1053,11 @@ impl HlsEngine {
                         }
                         Req::Init => {
                             // An oversized section is not kept: it is read as none.
-                            if p.body.len() + b.len() <= MAX_INIT {
-                                p.body.extend_from_slice(b);
+                            if p.discard || p.body.len() + b.len() > MAX_INIT {
+                                p.discard = true;
+                                p.body = Vec::new();
                             } else {
-                                p.body = vec![0xFF];
+                                p.body.extend_from_slice(b);
                             }
                         }
                         Req::Segment => {
@@ -1098,15 +1157,17 @@ impl HlsEngine {
                 breaks.push(b);
             }
         }
-        p.next_reload_us = if p.block && p.cont.last_listed().is_some() {
-            now
-        } else if fresh.is_empty() {
+        // A playlist that brought nothing new waits half a target duration, even with
+        // blocking reload (a server that answers a held reload early is not asked in a loop).
+        p.next_reload_us = if fresh.is_empty() {
             p.sent_us + p.target_us / 2
+        } else if p.block {
+            now
         } else {
             p.sent_us + p.target_us
         };
         p.queue.extend(fresh);
-        if !(p.block && p.cont.last_listed().is_some()) {
+        if p.next_reload_us > now {
             p.timer_gen = p.timer_gen.wrapping_add(1);
             self.timers
                 .push(Reverse((p.next_reload_us, i as u32, p.timer_gen)));
@@ -1170,9 +1231,8 @@ impl HlsEngine {
             }
         }
         snap.media_us += media;
-        if p.play.steady(now) {
-            snap.steady_media_us += media;
-        }
+        snap.steady_media_us += arrival.steady_media_us;
+        snap.steady_listen_us += arrival.steady_listen_us;
         for b in breaks {
             self.corrupt(i, b);
         }
@@ -1212,16 +1272,13 @@ impl HlsEngine {
             .catch(Rule::Corrupt, &mut self.snap, self.second);
     }
 
-    /// Counts player `i`'s playing time up to `now` into the listening totals.
+    /// Counts player `i`'s playing time up to `now` into the listening totals (and an overdue
+    /// segment's time into the steady part, see the module comment).
     fn count_time(&mut self, i: usize, now: u64) {
         let p = &mut self.players[i];
         if p.phase == Phase::Playing {
-            let from = p.counted_us.min(now);
-            self.snap.listen_us += now - from;
-            if let Some(s) = p.play.started_us {
-                let steady = (s + STEADY_AFTER_US).max(from);
-                self.snap.steady_listen_us += now.saturating_sub(steady);
-            }
+            self.snap.listen_us += now.saturating_sub(p.counted_us);
+            self.snap.steady_listen_us += p.play.overdue(now, p.target_us);
         }
         p.counted_us = now;
     }
@@ -1461,6 +1518,40 @@ mod tests {
         assert!(a.starved);
         assert!(!p.judge(4 * S, S, 0.8).gap, "rebuffered");
         assert!(p.steady(S) && !p.steady(S / 2));
+    }
+
+    #[test]
+    fn the_steady_rate_is_measured_between_arrivals() {
+        // 2 s segments arriving every 2 s from 1.3 s: the first a second into playback sets the
+        // mark; each later one adds its media over the time since.
+        let mut p = Playback::default();
+        for _ in 0..3 {
+            p.arrive(0, 2 * S);
+        }
+        let (mut media, mut listen) = (0, 0);
+        for k in 0..5u64 {
+            let a = p.arrive(S + S * 3 / 10 + 2 * k * S, 2 * S);
+            media += a.steady_media_us;
+            listen += a.steady_listen_us;
+            listen += p.overdue(S * 3 / 10 + 2 * k * S + 2 * S, 2 * S);
+        }
+        assert_eq!((media, listen), (8 * S, 8 * S));
+        // Then nothing: past a target duration, the silence counts as it passes.
+        let last = S + S * 3 / 10 + 8 * S;
+        assert_eq!(p.overdue(last + S, 2 * S), 0);
+        assert_eq!(p.overdue(last + 3 * S, 2 * S), S);
+        assert_eq!(p.overdue(last + 5 * S, 2 * S), 2 * S);
+        // A late segment: the rest of its interval, not what was counted already.
+        let a = p.arrive(last + 6 * S, 2 * S);
+        assert_eq!((a.steady_media_us, a.steady_listen_us), (2 * S, 3 * S));
+    }
+
+    #[test]
+    fn a_player_is_a_few_hundred_bytes() {
+        // Its heap: the URL paths, the segments offered until fetched, a check while one
+        // arrives; no segment body.
+        let size = std::mem::size_of::<Player>();
+        assert!(size <= 576, "{size} bytes");
     }
 
     #[test]
