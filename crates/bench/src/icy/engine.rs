@@ -82,6 +82,9 @@ pub enum EngineError {
     /// The TLS client configuration could not be made (`--ca`).
     #[error(transparent)]
     Tls(#[from] crate::net::tls::TlsClientError),
+    /// A URL the mode cannot load (HLS players: an `https://` URL), in words.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -169,6 +169,12 @@ impl StreamCheck {
         self.search.is_none() && self.kind != Kind::Other
     }
 
+    /// Whether the bytes so far end where a unit ends: in sync, no frame, page, tag or header
+    /// partly received (an HLS segment's body must end so).
+    pub fn at_boundary(&self) -> bool {
+        self.synced() && self.skip == 0 && self.hdr_len == 0
+    }
+
     /// Takes the next bytes of the body (after the response head). `stamps` receives the send
     /// times of latency-stamped Opus packets found in Ogg pages (see [`crate::verify::stamp`]).
     pub fn feed(&mut self, data: &[u8], stamps: &mut Vec<u64>) -> Fed {

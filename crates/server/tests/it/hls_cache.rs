@@ -363,17 +363,25 @@ const HOLD: f64 = 36.0;
 /// after the ramp (every player is in steady state) to 32 s.
 fn step(srv: &TestServer, proxy: SocketAddr, players: u32) -> Step {
     use throng_bench::profile::{Profile, Secs};
-    let plan = throng_bench::run::plan::Plan {
+    let profile = Profile {
+        listeners: players,
+        ramp: RAMP,
+        hold: Secs(HOLD),
+        ..Default::default()
+    };
+    let group = throng_bench::run::group_of_flags(
+        throng_bench::mode::Mode::Hls,
+        &[format!("http://{proxy}/hls/live.mp3/index.m3u8")],
+        &profile,
+        &Default::default(),
+        &Default::default(),
+    );
+    let plan = throng_bench::scenario::plan::Plan {
         name: format!("hls-cache-{players}"),
-        mode: throng_bench::mode::Mode::Hls,
-        urls: vec![format!("http://{proxy}/hls/live.mp3/index.m3u8")],
-        profile: Profile {
-            listeners: players,
-            ramp: RAMP,
-            hold: Secs(HOLD),
-            ..Default::default()
-        },
-        progress: false,
+        stages: group.schedule.clone(),
+        groups: vec![group],
+        profile: Some(profile),
+        thresholds: throng_bench::report::threshold::with_defaults(vec![], false, 1000.0, false),
         ..Default::default()
     };
     let t0 = Instant::now();
@@ -437,12 +445,14 @@ fn nginx_with_the_shipped_config_serves_500_then_2000_players_at_a_flat_origin_r
             .collect();
         eprintln!(
             "{players} players: origin {:.2} HLS requests/s, counted {:?}, starved {}, \
-             failures {}, sessions refused {refused:?}",
-            s.origin_rate, s.counted, sum.starved, sum.failures_total
+             corrupt {} {:?}, failures {}, sessions refused {refused:?}",
+            s.origin_rate, s.counted, sum.starved, sum.corrupt, sum.extra, sum.failures_total
         );
         assert!(s.report.errors.is_empty(), "{:?}", s.report.errors);
         assert_eq!(sum.failures_total, 0, "{:?}", sum.failures);
         assert_eq!(sum.starved, 0, "starved players");
+        // Every player's segments, through the cache, verified whole.
+        assert_eq!(sum.corrupt, 0, "corrupt players: {:?}", sum.extra);
         assert_eq!(sum.peak_streaming, players);
         let tolerance = players as f64 * 0.02;
         for c in &s.counted {

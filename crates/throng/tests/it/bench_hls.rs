@@ -1,5 +1,7 @@
 //! `throng bench run <url>.m3u8` plays HLS like a player against a real `throng serve`: a live
-//! mount passes with no starved player, segment TTFB and requests per second reported; when the
+//! mount passes with no starved or corrupt player (every segment's frames, ID3 timestamps,
+//! media sequence and program date-times verified), segment TTFB and requests per second
+//! reported; when the
 //! source stops (no fallback) the playlist stops growing, every player's buffer runs dry, and
 //! the verdict is FAIL (exit status 1) with the players counted as starved.
 
@@ -74,7 +76,11 @@ fn bench_plays_hls_and_passes() {
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let s = summary(dir.path());
     assert_eq!(s.starved, 0, "{s:?}");
+    assert_eq!(s.corrupt, 0, "{s:?}");
     assert_eq!(s.final_streaming, 20, "{s:?}");
+    // Three startup segments each at least, every one verified whole.
+    assert!(s.frames_checked >= 60, "{s:?}");
+    assert!(s.media_seconds > 20.0 * 3.0 * 5.0, "{s:?}");
     assert!(s.requests_per_s.unwrap() > 0.0, "{s:?}");
     assert!(s.ttfb_p50_ms.is_some(), "{s:?}");
 }
