@@ -325,6 +325,17 @@ fn a_real_prometheus_scrapes_the_live_series_and_they_match_the_report() {
         }
     }
     let _guard = Kill(prometheus);
+    // Ready before the run starts, or a loaded machine's slow start misses the run's scrapes.
+    let ready = format!("http://127.0.0.1:{web}/-/ready");
+    let t0 = std::time::Instant::now();
+    while throng_bench::observe::sampler::http_get(&ready, Duration::from_secs(2)).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "prometheus not ready: {}",
+            std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let url = format!("http://{}/stream", srv.addr());
     let metrics_addr = format!("127.0.0.1:{metrics}");
     let o = bench(
@@ -350,7 +361,17 @@ fn a_real_prometheus_scrapes_the_live_series_and_they_match_the_report() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let r = json(&dir.join("r/report.json"));
     let s = &r["summary"];
+    // `last_over_time`: the bench has gone by now, and Prometheus marks its series stale at
+    // the first failed scrape, which an instant query would return as no value.
     let q = |query: &str| {
+        let query = if query.starts_with("max_over_time") {
+            query.to_string()
+        } else if let Some(inner) = query.strip_prefix("sum(") {
+            format!("sum(last_over_time({}[5m]))", inner.trim_end_matches(')'))
+        } else {
+            format!("last_over_time({query}[5m])")
+        };
+        let query = query.as_str();
         prom(web, query).unwrap_or_else(|| {
             panic!(
                 "no value for {query}: {}",

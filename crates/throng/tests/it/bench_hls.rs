@@ -8,7 +8,7 @@
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use crate::support::{get, spawn_serve, wait_until, Ffmpeg};
+use crate::support::{spawn_serve, wait_segments, Ffmpeg};
 
 fn bench(url: &str, n: &str, hold: &str, out: &std::path::Path) -> std::process::Child {
     Command::new(env!("CARGO_BIN_EXE_throng"))
@@ -45,22 +45,6 @@ fn summary(dir: &std::path::Path) -> throng_bench::report::summary::Summary {
     throng_bench::report::parse_run(&json)
         .expect("report.json parses")
         .summary
-}
-
-/// Waits until the playlist of `mount` lists at least 3 segments.
-fn wait_segments(addr: std::net::SocketAddr, mount: &str) {
-    let ok = wait_until(Duration::from_secs(40), || {
-        let (status, master) = get(addr, &format!("/hls{mount}/index.m3u8"), "");
-        let Some(variant) = (status == 200)
-            .then(|| master.lines().last().map(str::to_owned))
-            .flatten()
-        else {
-            return false;
-        };
-        let (_, media) = get(addr, &format!("/hls{mount}/{variant}"), "");
-        media.matches("#EXTINF").count() >= 3
-    });
-    assert!(ok, "{mount}: no 3 segments");
 }
 
 #[test]

@@ -15,11 +15,13 @@ fn a_mixed_scenario_runs_four_modes_over_two_stages_in_one_run() {
     std::fs::write(
         &config,
         format!(
-            "listen = [\"127.0.0.1:0\"]\ndemo = true\n[authentication]\nsource-password = \"pw\"\nadmin-password = \"adminpw\"\n[webrtc]\nudp-listen = \"127.0.0.1:{port}\"\n[hls]\nenabled = true\n"
+            "listen = [\"127.0.0.1:0\"]\ndemo = true\n[authentication]\nsource-password = \"pw\"\nadmin-password = \"adminpw\"\n[webrtc]\nudp-listen = \"127.0.0.1:{port}\"\n[hls]\nenabled = true\nsegment-seconds = 2\n"
         ),
     )
     .unwrap();
     let (mut server, addr, _) = crate::support::spawn_serve(["-c".as_ref(), config.as_os_str()]);
+    // HLS players start 3 segments from the live edge: a playlist that lists them first.
+    crate::support::wait_segments(addr, "/demo.mp3");
     let scenario = dir.path().join("station.toml");
     std::fs::write(
         &scenario,

@@ -315,6 +315,22 @@ impl Drop for CountingListener {
     }
 }
 
+/// Waits until the playlist of `mount` lists at least 3 segments.
+pub fn wait_segments(addr: std::net::SocketAddr, mount: &str) {
+    let ok = wait_until(Duration::from_secs(40), || {
+        let (status, master) = get(addr, &format!("/hls{mount}/index.m3u8"), "");
+        let Some(variant) = (status == 200)
+            .then(|| master.lines().last().map(str::to_owned))
+            .flatten()
+        else {
+            return false;
+        };
+        let (_, media) = get(addr, &format!("/hls{mount}/{variant}"), "");
+        media.matches("#EXTINF").count() >= 3
+    });
+    assert!(ok, "{mount}: no 3 segments");
+}
+
 /// The repository's `assets/NAME`.
 pub fn asset(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
