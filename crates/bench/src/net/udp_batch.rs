@@ -11,10 +11,15 @@
 //! `recvmmsg` takes the datagrams of many viewers at once. Its datagrams carry their kernel
 //! arrival time (`SO_TIMESTAMPNS`, `socket(7)`), so a viewer's gaps are judged by when the
 //! datagrams reached the host, not by when a busy bench thread got round to reading them.
+//! Those stamps are the kernel's wall clock; a process whose clock is shifted (libfaketime, as
+//! the bench's multi-host tests shift an agent's) reads another one, so the offset between the
+//! two is measured once per process ([`kernel_clock_offset_us`]) and every stamp is put on the
+//! process's clock.
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::RawFd;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Largest datagram kept (longer ones are truncated, as by a `recvfrom` into this buffer).
 pub const DATAGRAM_MAX: usize = 2048;
@@ -143,13 +148,13 @@ impl RecvBatch {
         self.got[i].2
     }
 
-    /// When datagram `i` of the last read reached this host (wall clock, from the kernel), on a
-    /// socket with `SO_TIMESTAMPNS` on ([`bind_shared`]); `None` otherwise. Right after the
+    /// When datagram `i` of the last read reached this host (the kernel's stamp, on this
+    /// process's wall clock: see the module comment), on a socket with `SO_TIMESTAMPNS` on ([`bind_shared`]); `None` otherwise. Right after the
     /// first such socket of the host is made, the kernel may still stamp a datagram when it is
     /// read (it turns arrival stamps on in deferred work, `net_enable_timestamp`): never
     /// earlier than the truth. Panics past the count read.
     pub fn arrival(&self, i: usize) -> Option<SystemTime> {
-        self.got[i].3
+        self.got[i].3.map(on_process_clock)
     }
 }
 
@@ -184,6 +189,68 @@ unsafe fn control_fields(hdr: &libc::msghdr) -> (Option<Ipv4Addr>, Option<System
         }
     }
     (dest, arrival)
+}
+
+/// Kernel arrival stamp `t` on this process's wall clock (`SystemTime::now()`'s), by
+/// [`kernel_clock_offset_us`].
+fn on_process_clock(t: SystemTime) -> SystemTime {
+    static OFFSET: OnceLock<i64> = OnceLock::new();
+    let o = *OFFSET.get_or_init(|| kernel_clock_offset_us().unwrap_or(0));
+    if o >= 0 {
+        t + Duration::from_micros(o as u64)
+    } else {
+        t.checked_sub(Duration::from_micros(o.unsigned_abs()))
+            .unwrap_or(t)
+    }
+}
+
+/// How far this process's wall clock (`SystemTime::now()`) is ahead of the kernel's, which
+/// stamps arrivals (µs; 0 to a few µs unless something such as libfaketime shifts the
+/// process's clock): five datagrams sent to a socket of this process over loopback, each
+/// stamped by the kernel between two readings of the process's clock, the offset the middle
+/// of the range every sample allows (a stamp made late, at the read, still falls inside it).
+///
+/// Errors: the loopback socket cannot be made, or no datagram came back within 1 s.
+pub fn kernel_clock_offset_us() -> std::io::Result<i64> {
+    let rx = std::net::UdpSocket::bind("127.0.0.1:0")?;
+    let tx = std::net::UdpSocket::bind("127.0.0.1:0")?;
+    stamp_arrivals(std::os::fd::AsRawFd::as_raw_fd(&rx))?;
+    rx.set_nonblocking(true)?;
+    let to = rx.local_addr()?;
+    let unix_us = |t: SystemTime| match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_micros() as i64,
+        Err(e) => -(e.duration().as_micros() as i64),
+    };
+    let (mut lo, mut hi) = (i64::MIN, i64::MAX);
+    let mut batch = RecvBatch::new(1);
+    for _ in 0..5 {
+        let before = unix_us(SystemTime::now());
+        tx.send_to(b"clock", to)?;
+        let waited = Instant::now();
+        let t = loop {
+            match batch.recv(std::os::fd::AsRawFd::as_raw_fd(&rx)) {
+                Ok(1) => break batch.got[0].3,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+            if waited.elapsed() > Duration::from_secs(1) {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no loopback datagram to time the kernel's clock",
+                ));
+            }
+            std::thread::yield_now();
+        };
+        let after = unix_us(SystemTime::now());
+        let Some(t) = t.map(unix_us) else {
+            return Err(std::io::Error::other("no kernel arrival stamp"));
+        };
+        lo = lo.max(before - t);
+        hi = hi.min(after - t);
+    }
+    // Samples that disagree (a clock stepped meanwhile): the last range's middle is as good.
+    Ok(if lo <= hi { lo + (hi - lo) / 2 } else { hi })
 }
 
 /// Turns on kernel arrival stamps (`SO_TIMESTAMPNS`, `socket(7)`) for the datagrams of UDP
@@ -292,6 +359,14 @@ mod tests {
     use super::*;
     use std::net::UdpSocket;
     use std::os::fd::AsRawFd;
+
+    #[test]
+    fn an_unshifted_process_reads_the_kernels_clock() {
+        // The same clock: the offset is the measuring's own error, far under a millisecond
+        // (20 ms allows a loaded machine's preemption between the two readings).
+        let o = kernel_clock_offset_us().unwrap();
+        assert!(o.abs() < 20_000, "{o} µs");
+    }
 
     #[test]
     fn one_read_takes_what_is_queued_in_order_with_sources() {

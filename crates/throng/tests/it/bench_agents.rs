@@ -2,9 +2,9 @@
 //! `throng serve` in one, three `throng bench agent`s in three others (each with its own
 //! addresses), the controller in a fifth; only the lab's own addresses are targets.
 //!
-//! - A mixed run (ICY listeners and event-stream subscribers, two stages) across the three
-//!   agents: the merged counts equal the sum of the agents' and the server's own counts
-//!   (`throng_listener_connects_total`), one agent's clock runs 250 ms ahead (libfaketime) and
+//! - A mixed run (ICY listeners, HLS players, WHEP viewers and event-stream subscribers, two
+//!   stages) across the three agents, every listener verified: the merged counts equal the sum
+//!   of the agents' and the server's own counts (`throng_listener_connects_total`), one agent's clock runs 250 ms ahead (libfaketime) and
 //!   the controller finds it within 5 ms, and that agent's event latencies, measured on the
 //!   run's one clock, are those of the others (not 250 ms more).
 //! - An agent killed mid-run: the run FAILs naming it, when, and the listeners unaccounted
@@ -35,8 +35,8 @@ impl Drop for Proc {
     }
 }
 
-/// `throng serve` in `host` on its lab address, port 8000, with the demo mount, HLS and the
-/// admin password `adminpw`.
+/// `throng serve` in `host` on its lab address, port 8000 (WebRTC on UDP 8001), with the demo
+/// mount, HLS in 2 s segments and the admin password `adminpw`.
 fn server(lab: &Lab, host: &str) -> Serve {
     let a = lab.addr(host);
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR"))
@@ -46,7 +46,7 @@ fn server(lab: &Lab, host: &str) -> Serve {
     std::fs::write(
         &config,
         format!(
-            "listen = [\"{a}:8000\"]\ndemo = true\n[authentication]\nsource-password = \"pw\"\nadmin-password = \"adminpw\"\n[limits]\npending-per-address = 100000\n"
+            "listen = [\"{a}:8000\"]\ndemo = true\n[authentication]\nsource-password = \"pw\"\nadmin-password = \"adminpw\"\n[limits]\npending-per-address = 100000\n[webrtc]\nudp-listen = \"{a}:8001\"\n[hls]\nenabled = true\nsegment-seconds = 2\n"
         ),
     )
     .unwrap();
@@ -145,6 +145,45 @@ fn server_counter(lab: &Lab, from: &str, server: Ipv4Addr, name: &str) -> f64 {
         .sum()
 }
 
+/// Waits (up to 40 s) until the demo mount's media playlist lists 3 segments, read from `from`:
+/// HLS players start 3 segments from the live edge.
+fn wait_hls(lab: &Lab, from: &str, server: Ipv4Addr) {
+    let get = |path: &str| {
+        let out = lab.run(
+            from,
+            &[
+                "curl",
+                "-sS",
+                "--max-time",
+                "5",
+                &format!("http://{server}:8000{path}"),
+            ],
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let began = Instant::now();
+    loop {
+        let master = get("/hls/demo.mp3/index.m3u8");
+        if let Some(variant) = master
+            .lines()
+            .rfind(|l| !l.is_empty() && !l.starts_with('#'))
+        {
+            if get(&format!("/hls/demo.mp3/{variant}"))
+                .matches("#EXTINF")
+                .count()
+                >= 3
+            {
+                return;
+            }
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(40),
+            "no 3 HLS segments: {master}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
 fn agents_of(lab: &Lab, hosts: &[&str]) -> String {
     hosts
         .iter()
@@ -180,8 +219,18 @@ duration = "8s"
 name = "icy"
 mode = "icy"
 urls = ["http://{s}:8000/demo.mp3"]
-share = 0.8
+share = 0.6
 icy-metadata = true
+[[group]]
+name = "hls"
+mode = "hls"
+urls = ["http://{s}:8000/hls/demo.mp3/index.m3u8"]
+share = 0.15
+[[group]]
+name = "webrtc"
+mode = "whep"
+urls = ["http://{s}:8000/whep/demo.mp3"]
+share = 0.05
 [[group]]
 name = "page"
 mode = "events"
@@ -193,6 +242,7 @@ change-interval = "1s"
         ),
     )
     .unwrap();
+    wait_hls(&lab, "ctl", s);
     let before = server_counter(&lab, "ctl", s, "throng_listener_connects_total");
     let out = dir.path().join("out");
     let o = controller(
@@ -235,17 +285,30 @@ change-interval = "1s"
         .map(|a| a["media_seconds"].as_f64().unwrap())
         .sum();
     assert!((media - r["summary"]["media_seconds"].as_f64().unwrap()).abs() < 1e-3);
-    // ... and the server's own count: every ICY listener's connection (subscribers are not
+    // Every group reached its share, every one of its listeners verified.
+    let groups = r["groups"].as_array().unwrap();
+    let modes: Vec<&str> = groups.iter().map(|g| g["mode"].as_str().unwrap()).collect();
+    assert_eq!(modes, ["icy", "hls", "whep", "events"]);
+    for (g, n) in groups.iter().zip([180, 45, 15, 60]) {
+        let gs = &g["summary"];
+        assert_eq!(gs["started"], n, "{}", g["name"]);
+        assert_eq!(gs["troubled"], 0, "{}: {gs}", g["name"]);
+        assert!(
+            gs["frames_checked"].as_u64().unwrap() > 0,
+            "{}: {gs}",
+            g["name"]
+        );
+    }
+    // ... and the server's own count of listeners: every ICY connection, HLS session (one per
+    // player, each keeping its session's playlist URL) and WHEP viewer (subscribers are not
     // listeners of the mount), and the controller's one request for the `Server` header.
-    let icy = &r["groups"][0]["summary"];
-    assert_eq!(icy["started"], 240);
+    let started = |i: usize| groups[i]["summary"]["started"].as_f64().unwrap();
     assert_eq!(
         after - before,
-        icy["connects"].as_f64().unwrap() + 1.0,
+        groups[0]["summary"]["connects"].as_f64().unwrap() + started(1) + started(2) + 1.0,
         "{}",
         show(&o)
     );
-    assert_eq!(r["groups"][1]["summary"]["started"], 60);
     // Each agent holds about a third (its capacity is the same).
     for a in agents {
         let n = a["started"].as_u64().unwrap();

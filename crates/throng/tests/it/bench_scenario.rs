@@ -76,7 +76,12 @@ group = "icy"
     let o = Command::new(env!("CARGO_BIN_EXE_throng"))
         .args(["bench", "run"])
         .arg(&scenario)
-        .args(["--set", &format!("base=http://{addr}"), "--no-progress", "--out"])
+        .args([
+            "--set",
+            &format!("base=http://{addr}"),
+            "--no-progress",
+            "--out",
+        ])
         .arg(&out)
         .args(["--junit"])
         .arg(out.join("junit.xml"))
@@ -101,7 +106,11 @@ group = "icy"
         let s = &g["summary"];
         assert_eq!(s["listeners"], peak, "{}: {show}", g["name"]);
         assert_eq!(s["started"], peak, "{}: {show}", g["name"]);
-        assert!(s["frames_checked"].as_u64().unwrap() > 0, "{}: {s}", g["name"]);
+        assert!(
+            s["frames_checked"].as_u64().unwrap() > 0,
+            "{}: {s}",
+            g["name"]
+        );
     }
     let half: Vec<u64> = r["timeline"][5]["groups"]
         .as_array()
@@ -113,7 +122,11 @@ group = "icy"
     assert!(groups[0]["summary"]["icy_blocks"].as_u64().unwrap() > 0);
     assert!(groups[1]["summary"]["media_seconds"].as_f64().unwrap() > 0.0);
     assert!(groups[2]["summary"]["media_seconds"].as_f64().unwrap() > 0.0);
-    assert!(r["events"]["received"].as_u64().unwrap() > 0, "{}", r["events"]);
+    assert!(
+        r["events"]["received"].as_u64().unwrap() > 0,
+        "{}",
+        r["events"]
+    );
     assert_eq!(r["summary"]["started"], 80);
     assert_eq!(
         r["thresholds"].as_array().unwrap().last().unwrap()["name"],
@@ -138,12 +151,25 @@ group = "icy"
     }
     // The console lists each group; the HTML opens with the verdict; JUnit has each threshold.
     let stdout = String::from_utf8_lossy(&o.stdout);
-    for g in ["group icy (icy)", "group hls (hls)", "group webrtc (whep)", "group page (events)"] {
+    for g in [
+        "group icy (icy)",
+        "group hls (hls)",
+        "group webrtc (whep)",
+        "group page (events)",
+    ] {
         assert!(stdout.contains(g), "{g}: {show}");
     }
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
-    assert!(html.split("<body>").nth(1).unwrap().trim_start().starts_with("<p class=\"verdict"));
+    assert!(html
+        .split("<body>")
+        .nth(1)
+        .unwrap()
+        .trim_start()
+        .starts_with("<p class=\"verdict"));
     assert!(html.contains("<table class=\"groups\">"));
     let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap();
-    assert!(junit.contains("name=\"ttfb{group:icy}.p99&lt;1000ms\""), "{junit}");
+    assert!(
+        junit.contains("name=\"ttfb{group:icy}.p99&lt;1000ms\""),
+        "{junit}"
+    );
 }
