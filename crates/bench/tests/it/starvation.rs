@@ -1,7 +1,8 @@
 //! Every listener verified: a steady server starves nobody and every listener's frames are
 //! checked; a server that goes silent starves all (`starved: gap`); one sending 70 % of real
 //! time starves all by rate with no bitrate given; one that never answers starves its
-//! listeners waiting; connect bursts stay out of the media rate.
+//! listeners waiting; one whose stream turns to garbage makes every listener corrupt (frames
+//! checked, ICY metadata blocks still framed); connect bursts stay out of the media rate.
 
 use crate::util::{profile, run};
 use throng_bench::testserver::{TestServer, TestServerConfig};
@@ -165,4 +166,36 @@ fn connect_bursts_are_left_out_of_the_media_rate() {
     assert!((0.7..1.3).contains(&rate), "steady media rate {rate}");
     let svg = throng_bench::report::plots::media_rate_vs_listeners(&[&r]);
     assert!(svg.contains("connect bursts left out"));
+}
+
+#[test]
+fn garbage_after_valid_frames_makes_every_listener_corrupt() {
+    // From 3 s on the server sends random bytes at the same byte rate, ICY metadata blocks
+    // still in place: never starved, never a failure, every listener's frames break.
+    let cfg = TestServerConfig {
+        garbage_after_secs: Some(3.0),
+        ..TestServerConfig::default()
+    };
+    let srv = TestServer::start("127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+    let mut p = profile(150, 7.0);
+    p.icy = true;
+    let r = run(vec![format!("http://{}/stream", srv.addr())], p);
+    let s = &r.summary;
+    assert_eq!(s.failures_total, 0, "{:?}", s.failures);
+    assert_eq!(s.corrupt, 150, "every listener corrupt: {}", r.verdict);
+    assert!(s.garbage_bytes > 0);
+    assert!(s.icy_blocks > 150, "the ICY framing still checked: {}", s.icy_blocks);
+    assert!(!s.pass);
+    // Before the garbage nobody was corrupt; the rule says when it first caught.
+    assert_eq!(r.timeline[1].total.corrupt_total, 0);
+    let first = s.rules.corrupt.first_s.unwrap();
+    // (The server's clock starts before the run's.)
+    assert!((2..=6).contains(&first), "first corrupt at {first} s");
+    assert!(
+        s.fail_reasons
+            .iter()
+            .any(|f| f.starts_with("corrupt: 150 of 150 listeners")),
+        "{:?}",
+        s.fail_reasons
+    );
 }
