@@ -43,6 +43,15 @@ const CONNECT_BATCH: usize = 1000;
 const MAX_REDIRECTS: u8 = 5;
 /// How often the bytes queued in stalled listeners' sockets are read (s).
 const HELD_EVERY_S: u32 = 5;
+/// Shortest time between two polls while every listener of the engine streams (µs): a server
+/// writes to its listeners spread over each second, so a poll taken at once after the last
+/// wakes for a handful of them; one at most every 20 ms takes the readiness of a few hundred
+/// at once (50 wake-ups a second instead of thousands: a fifth less CPU per listener-second,
+/// docs/BENCHMARKS.md). The cost is time resolution: an arrival is seen up to 20 ms late, so
+/// gaps read up to 20 ms long (the gap rule judges seconds). Off while any listener of the
+/// engine connects or waits for its response head (TTFB is exact), and once the stream
+/// carries latency stamps (mouth-to-ear is exact); back on at the next tick with neither.
+pub const GATHER_US: u64 = 20_000;
 
 /// What one ICY engine runs: its slice of a group and the mode's options.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -170,6 +179,12 @@ pub struct Engine {
     clock: Arc<RunClock>,
     /// The client configuration of `https://` targets.
     tls: Option<Arc<rustls::ClientConfig>>,
+    /// Polls at most every [`GATHER_US`] (no listener connecting, no latency stamps).
+    gather: bool,
+    /// When the last poll began (µs since `epoch`).
+    last_poll_us: u64,
+    /// Latency stamps were seen: arrivals are timed exactly from then on.
+    stamped: bool,
 }
 
 fn ms(us: u64) -> u32 {
@@ -251,6 +266,9 @@ impl Engine {
             clock,
             spec,
             tls,
+            gather: false,
+            last_poll_us: 0,
+            stamped: false,
         })
     }
 
@@ -301,6 +319,14 @@ impl Engine {
                 wake = wake.min(now + 100_000);
             }
             let timeout = Duration::from_micros(wake.saturating_sub(now));
+            // Reads gathered (see `GATHER_US`): the readiness of many listeners in one poll.
+            if self.gather && want == self.on && timeout.as_micros() > u128::from(GATHER_US) {
+                let since = now.saturating_sub(self.last_poll_us);
+                if since < GATHER_US {
+                    std::thread::sleep(Duration::from_micros(GATHER_US - since));
+                }
+            }
+            self.last_poll_us = self.now_us();
             match self.poll.poll(&mut events, Some(timeout)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -436,6 +462,8 @@ impl Engine {
 
     /// Opens the connection of slot `i` to its current target.
     fn open(&mut self, i: usize, now: u64) {
+        // A listener connecting: its TTFB is timed exactly.
+        self.gather = false;
         let s = &mut self.slots[i];
         let t = &self.targets[s.target as usize];
         let local = if t.bind {
@@ -784,6 +812,10 @@ impl Engine {
             s.caught.catch(Rule::Corrupt, snap, self.second);
         }
         if !self.stamps.is_empty() {
+            if !self.stamped {
+                self.stamped = true;
+                self.gather = false;
+            }
             let arrived = self.clock.to_run_us(self.epoch_unix_us + now);
             for stamp in self.stamps.drain(..) {
                 if let Some(lat) = arrived.checked_sub(stamp) {
@@ -909,6 +941,7 @@ impl Engine {
         snap.stalled = stalled;
         snap.starved = starved;
         snap.down = down;
+        self.gather = connecting == 0 && !self.stamped;
         let cpu = if self.spec.slice.thread_cpu {
             rusage::thread()
         } else {

@@ -84,6 +84,21 @@ pub struct StreamCheck {
     ogg: Option<Box<OggWalk>>,
     /// Whether sync was ever found (a break is only a break after it).
     ever_synced: bool,
+    /// The last MP3 header parsed, for the frames that repeat it ([`StreamCheck::frame`]).
+    last: Mp3Seen,
+}
+
+/// An MP3 header's second and third bytes (padding bit cleared; 0: none yet) and what they
+/// give: the frame length without padding (bytes), the padding slot (1 byte, 4 for layer I),
+/// the duration (µs) and the identity. Every frame of a CBR stream repeats them but for the
+/// padding bit, so a frame is chained by one comparison instead of a parse (and its divisions).
+#[derive(Debug, Default, Clone, Copy)]
+struct Mp3Seen {
+    key: u16,
+    len: u16,
+    slot: u8,
+    us: u32,
+    identity: u32,
 }
 
 /// Length of an ID3v2 tag whose header starts `b` (10 bytes needed): header, body and footer.
@@ -156,6 +171,7 @@ impl StreamCheck {
             search: (kind != Kind::Other).then(Vec::new),
             ogg: (kind == Kind::Ogg).then(|| Box::new(OggWalk::default())),
             ever_synced: false,
+            last: Mp3Seen::default(),
         }
     }
 
@@ -281,7 +297,7 @@ impl StreamCheck {
                         continue;
                     }
                 }
-                match frame_at(self.kind, data) {
+                match self.frame(data) {
                     Some((len, us, id)) if id == self.identity => {
                         self.pending_us = us;
                         self.pending_unit = true;
@@ -334,6 +350,34 @@ impl StreamCheck {
                 }
             }
         }
+    }
+
+    /// [`frame_at`] for the header at the start of `b` (4 bytes or more), an MP3 header that
+    /// repeats the last one but for its padding bit taken from [`StreamCheck::last`].
+    fn frame(&mut self, b: &[u8]) -> Option<(usize, u32, u32)> {
+        if self.kind != Kind::Mp3 {
+            return frame_at(self.kind, b);
+        }
+        let key = u16::from_be_bytes([b[1], b[2] & !0x02]);
+        let l = self.last;
+        if b[0] == 0xFF && key == l.key {
+            let pad = if b[2] & 0x02 != 0 { l.slot as usize } else { 0 };
+            return Some((l.len as usize + pad, l.us, l.identity));
+        }
+        let (len, us, identity) = frame_at(self.kind, b)?;
+        let padded = b[2] & 0x02 != 0;
+        let slot = if (b[1] >> 1) & 3 == 3 { 4 } else { 1 };
+        let base = len - if padded { slot } else { 0 };
+        if let Ok(base) = u16::try_from(base) {
+            self.last = Mp3Seen {
+                key,
+                len: base,
+                slot: slot as u8,
+                us,
+                identity,
+            };
+        }
+        Some((len, us, identity))
     }
 
     /// Keeps the start of a header that may be an ID3 tag's.
@@ -557,6 +601,42 @@ mod tests {
             assert!(!f.broke);
             assert!(c.synced());
         }
+    }
+
+    /// An MPEG-1 layer III 44.1 kHz frame of `kbps` (64 or 128), padded or not, whole.
+    fn mp3_frame(kbps: u32, padded: bool) -> Vec<u8> {
+        let (idx, len) = if kbps == 64 { (0x50, 208) } else { (0x90, 417) };
+        let mut f = vec![0x55u8; len + usize::from(padded)];
+        f[..4].copy_from_slice(&[0xFF, 0xFB, idx | if padded { 0x02 } else { 0 }, 0xC4]);
+        f
+    }
+
+    #[test]
+    fn frames_that_change_padding_and_bitrate_chain_by_their_own_lengths() {
+        // The repeated-header shortcut must take each frame's padding bit and miss on a new
+        // bitrate: any wrong length would land the next header off its frame.
+        let mut data = Vec::new();
+        for k in 0..60 {
+            data.extend(mp3_frame(if k % 7 < 4 { 64 } else { 128 }, k % 3 == 1));
+        }
+        for piece in [1, 7, 209, 4096] {
+            let mut c = StreamCheck::new(Format::Mp3, 0);
+            let f = feed_in(&mut c, &data, piece);
+            assert_eq!(
+                (f.units, f.garbage, f.broke),
+                (60, 0, false),
+                "pieces of {piece}"
+            );
+            assert_eq!(f.media_us, 60 * 26_122);
+        }
+        // A frame one byte short of what its padding bit says breaks the chain.
+        let mut bad = mp3_frame(64, false).repeat(10);
+        let mut short = mp3_frame(64, true);
+        short.pop();
+        bad.extend(short);
+        bad.extend(mp3_frame(64, false).repeat(10));
+        let mut c = StreamCheck::new(Format::Mp3, 0);
+        assert!(feed_in(&mut c, &bad, 4096).broke);
     }
 
     #[test]

@@ -184,7 +184,11 @@ fn garbage_after_valid_frames_makes_every_listener_corrupt() {
     assert_eq!(s.failures_total, 0, "{:?}", s.failures);
     assert_eq!(s.corrupt, 150, "every listener corrupt: {}", r.verdict);
     assert!(s.garbage_bytes > 0);
-    assert!(s.icy_blocks > 150, "the ICY framing still checked: {}", s.icy_blocks);
+    assert!(
+        s.icy_blocks > 150,
+        "the ICY framing still checked: {}",
+        s.icy_blocks
+    );
     assert!(!s.pass);
     // Before the garbage nobody was corrupt; the rule says when it first caught.
     assert_eq!(r.timeline[1].total.corrupt_total, 0);
