@@ -80,7 +80,9 @@ for k in $(seq 0 "$EDGES"); do urls+=("http://$srv:$((8300 + k))/demo.mp3"); don
 # Every edge's relay is up before the first listener.
 for u in "${urls[@]}"; do
   for _ in $(seq 1 120); do
-    inns ctl curl -s -o /dev/null --max-time 1 -r 0-0 -w '%{http_code}' "$u" 2>/dev/null | grep -q 200 && break
+    # curl exits 28 at --max-time on a live stream: the code is what counts.
+    code=$(inns ctl curl -s -o /dev/null --max-time 1 -w '%{http_code}' "$u" 2>/dev/null || true)
+    [ "$code" = 200 ] && break
     sleep 0.5
   done
 done

@@ -144,11 +144,16 @@ fn histogram(
     for g in groups {
         let h = pick(&g.hists);
         let labels = vec![("group", g.name.clone())];
-        let mut buckets: Vec<(f64, u64)> = BUCKETS_S
-            .iter()
-            .map(|&b| (b, h.count_at_or_below_ms(b * 1000.0)))
-            .collect();
-        buckets.push((f64::MAX, h.count()));
+        // The encoder sums the buckets it is given into the text format's cumulative `le`
+        // counts: each bucket is handed its own count (those above the last bound's, to +Inf).
+        let mut below = 0u64;
+        let mut buckets: Vec<(f64, u64)> = Vec::with_capacity(BUCKETS_S.len() + 1);
+        for b in BUCKETS_S {
+            let at_or_below = h.count_at_or_below_ms(b * 1000.0);
+            buckets.push((b, at_or_below.saturating_sub(below)));
+            below = below.max(at_or_below);
+        }
+        buckets.push((f64::MAX, h.count().saturating_sub(below)));
         m.encode_family(&labels)?
             .encode_histogram::<prometheus_client::encoding::NoLabelSet>(
                 h.sum_ms() / 1000.0,
@@ -520,6 +525,20 @@ mod tests {
         );
         assert!(
             text.contains("throng_bench_ttfb_seconds_count{group=\"icy\"} 2"),
+            "{text}"
+        );
+        // Cumulative, as the text format's `le` buckets are: 3 ms in every bucket from 5 ms,
+        // 700 ms from 1 s, both in +Inf (never more than the count).
+        assert!(
+            text.contains("throng_bench_ttfb_seconds_bucket{le=\"0.5\",group=\"icy\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("throng_bench_ttfb_seconds_bucket{le=\"1.0\",group=\"icy\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("throng_bench_ttfb_seconds_bucket{le=\"+Inf\",group=\"icy\"} 2"),
             "{text}"
         );
         assert!(

@@ -279,6 +279,8 @@ fn prom(port: u16, query: &str) -> Option<f64> {
     let url = format!(
         "http://127.0.0.1:{port}/api/v1/query?query={}",
         query
+            .replace('+', "%2B")
+            .replace('\\', "%5C")
             .replace('{', "%7B")
             .replace('}', "%7D")
             .replace('"', "%22")
@@ -397,6 +399,20 @@ fn a_real_prometheus_scrapes_the_live_series_and_they_match_the_report() {
         throng_bench::stats::Hist::from_base64(r["hists"]["ttfb"].as_str().unwrap()).unwrap();
     assert_eq!(q("throng_bench_ttfb_seconds_count"), ttfb.count() as f64);
     assert_eq!(ttfb.count(), 30);
+    // The buckets are the text format's cumulative ones, read off the same histogram: +Inf
+    // holds every value, and `le` 30 s every TTFB of this loopback run.
+    assert_eq!(
+        q("throng_bench_ttfb_seconds_bucket{le=\"+Inf\"}"),
+        ttfb.count() as f64
+    );
+    assert_eq!(
+        q("throng_bench_ttfb_seconds_bucket{le=~\"30(\\\\.0)?\"}"),
+        ttfb.count_at_or_below_ms(30_000.0) as f64
+    );
+    assert_eq!(
+        q("throng_bench_ttfb_seconds_bucket{le=\"0.25\"}"),
+        ttfb.count_at_or_below_ms(250.0) as f64
+    );
     let media = q("throng_bench_media_seconds_total");
     let want = s["media_seconds"].as_f64().unwrap();
     assert!(
