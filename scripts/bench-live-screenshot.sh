@@ -102,7 +102,7 @@ q1=$(enc 'sum by (group) (rate(throng_bench_media_seconds_total[5s]))')
 q2=$(enc 'histogram_quantile(0.99, sum by (group, le) (rate(throng_bench_ttfb_seconds_bucket[10s])))')
 url="http://127.0.0.1:$web/graph?g0.expr=$q0&g0.tab=0&g0.range_input=1m&g1.expr=$q1&g1.tab=0&g1.range_input=1m&g2.expr=$q2&g2.tab=0&g2.range_input=1m"
 mkdir -p "$(dirname "$OUT")"
-chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1280,2100 \
+chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1280,2450 \
   --virtual-time-budget=10000 --user-data-dir="$work/chromium" --screenshot="$OUT" "$url" \
   >"$work/chromium.log" 2>&1 || { cat "$work/chromium.log" >&2; exit 1; }
 wait "$bench" || true
