@@ -43,6 +43,9 @@ _throng() {
             throng,serve)
                 cmd="throng__subcmd__serve"
                 ;;
+            throng__subcmd__bench,agent)
+                cmd="throng__subcmd__bench__subcmd__agent"
+                ;;
             throng__subcmd__bench,compare)
                 cmd="throng__subcmd__bench__subcmd__compare"
                 ;;
@@ -57,6 +60,9 @@ _throng() {
                 ;;
             throng__subcmd__bench,worker)
                 cmd="throng__subcmd__bench__subcmd__worker"
+                ;;
+            throng__subcmd__bench__subcmd__help,agent)
+                cmd="throng__subcmd__bench__subcmd__help__subcmd__agent"
                 ;;
             throng__subcmd__bench__subcmd__help,compare)
                 cmd="throng__subcmd__bench__subcmd__help__subcmd__compare"
@@ -100,6 +106,9 @@ _throng() {
             throng__subcmd__help,serve)
                 cmd="throng__subcmd__help__subcmd__serve"
                 ;;
+            throng__subcmd__help__subcmd__bench,agent)
+                cmd="throng__subcmd__help__subcmd__bench__subcmd__agent"
+                ;;
             throng__subcmd__help__subcmd__bench,compare)
                 cmd="throng__subcmd__help__subcmd__bench__subcmd__compare"
                 ;;
@@ -133,7 +142,7 @@ _throng() {
             return 0
             ;;
         throng__subcmd__bench)
-            opts="-h --help run compare test-server worker help"
+            opts="-h --help run compare test-server agent worker help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -146,8 +155,50 @@ _throng() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        throng__subcmd__bench__subcmd__agent)
+            opts="-h --listen --once --stdio --max-workers --bind-range --name --agent-cert --agent-key --no-self-test --worker-exe --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-workers)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --bind-range)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --agent-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --agent-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --worker-exe)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         throng__subcmd__bench__subcmd__compare)
-            opts="-h --out --listeners --hold --only --no-progress --worker-exe --help"
+            opts="-h --out --listeners --hold --only --set --junit --no-progress --worker-exe --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -169,6 +220,14 @@ _throng() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --set)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --junit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --worker-exe)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -181,8 +240,22 @@ _throng() {
             return 0
             ;;
         throng__subcmd__bench__subcmd__help)
-            opts="run compare test-server worker help"
+            opts="run compare test-server agent worker help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        throng__subcmd__bench__subcmd__help__subcmd__agent)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -265,12 +338,16 @@ _throng() {
             return 0
             ;;
         throng__subcmd__bench__subcmd__run)
-            opts="-n -h --mode --listeners --ramp --hold --profile --bitrate-kbps --min-rate-pct --window --max-gap --churn-rate --session-min --session-max --storm-at --stalled-fraction --icy --decode-sample --reconnect-after --connect-timeout --hls-no-blocking-reload --workers --max-per-worker --bind-range --insecure --ca --source --source-url --source-user --source-password --source-method --pid --pid-file --pid-name --metrics-url --out --name --no-progress --events --trigger-url --admin-user --admin-password --changes --change-interval --max-latency --max-rss-per-subscriber --whep --whep-threads --latency-source --latency-icy --latency-bursts --worker-exe --help"
+            opts="-n -h --set --mode --listeners --ramp --hold --profile --bitrate-kbps --min-rate-pct --window --max-gap --stage --churn-rate --session-min --session-max --storm-at --stalled-fraction --icy --reconnect-after --connect-timeout --hls-no-blocking-reload --workers --max-per-worker --bind-range --insecure --ca --threshold --no-default-thresholds --source --source-url --source-user --source-password --source-method --source-speed --pid --pid-file --pid-name --metrics-url --out --name --no-progress --metrics-listen --metrics-linger --out-timeline --junit --events --trigger-url --admin-user --admin-password --changes --change-interval --max-latency --max-rss-per-subscriber --whep --whep-threads --latency-source --latency-icy --latency-bursts --agents --agent-wait --agent-ca --worker-exe --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --set)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --mode)
                     COMPREPLY=($(compgen -W "icy hls events whep" -- "${cur}"))
                     return 0
@@ -311,6 +388,10 @@ _throng() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --stage)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --churn-rate)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -328,10 +409,6 @@ _throng() {
                     return 0
                     ;;
                 --stalled-fraction)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --decode-sample)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -359,6 +436,10 @@ _throng() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --threshold)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --source)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -377,6 +458,10 @@ _throng() {
                     ;;
                 --source-method)
                     COMPREPLY=($(compgen -W "put source" -- "${cur}"))
+                    return 0
+                    ;;
+                --source-speed)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --pid)
@@ -400,6 +485,22 @@ _throng() {
                     return 0
                     ;;
                 --name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --metrics-listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --metrics-linger)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --out-timeline)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --junit)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -447,6 +548,18 @@ _throng() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --agents)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --agent-wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --agent-ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --worker-exe)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -459,7 +572,7 @@ _throng() {
             return 0
             ;;
         throng__subcmd__bench__subcmd__test__subcmd__server)
-            opts="-h --listen --bitrate-kbps --interval-ms --burst-bytes --stop-after-secs --metaint --icy-status --help"
+            opts="-h --listen --bitrate-kbps --interval-ms --burst-bytes --stop-after-secs --metaint --icy-status --garbage-after-secs --hls --hls-segment-secs --hls-window --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -486,6 +599,18 @@ _throng() {
                     return 0
                     ;;
                 --metaint)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --garbage-after-secs)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --hls-segment-secs)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --hls-window)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -565,8 +690,22 @@ _throng() {
             return 0
             ;;
         throng__subcmd__help__subcmd__bench)
-            opts="run compare test-server worker"
+            opts="run compare test-server agent worker"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        throng__subcmd__help__subcmd__bench__subcmd__agent)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
