@@ -74,6 +74,7 @@ use crate::icy::engine::{mount_of, session_length_us, EngineError};
 use crate::net::connect::{binds_apply, parse_bind_range, start_connect};
 use crate::net::url::HttpUrl;
 use crate::observe::rusage;
+use crate::profile::crowd::{Audience, Crowd};
 use crate::profile::slice::{in_share, sleep_until_unix_ms, RunClock, Slice};
 use crate::stats::{Caught, FailReason, GroundTruth, GroupTick, Rule, Snapshot};
 use mio::net::TcpStream;
@@ -99,8 +100,6 @@ pub const BLOCK_TARGETS: u64 = 3;
 pub const MAX_PLAYLIST: usize = 256 * 1024;
 /// Size of the shared read buffer (bytes).
 const SCRATCH: usize = 64 * 1024;
-/// Most players started per loop iteration, so a storm does not starve reads (players).
-const CONNECT_BATCH: usize = 1000;
 /// The steady part of a session starts this long after playback (µs).
 const STEADY_AFTER_US: u64 = 1_000_000;
 
@@ -481,6 +480,45 @@ pub fn hls_mount_of(url: &str) -> String {
     }
 }
 
+/// The HLS players as the crowd drives them (stages, sessions, churn, the storm).
+impl Audience for HlsEngine {
+    fn on(&self) -> usize {
+        self.on
+    }
+
+    fn start_next(&mut self, now_us: u64) {
+        let i = self.on;
+        self.on += 1;
+        self.started = self.started.max(self.on);
+        self.start(i, now_us);
+    }
+
+    fn stop_last(&mut self, now_us: u64) {
+        self.on -= 1;
+        self.close(self.on, now_us);
+    }
+
+    fn restart(&mut self, i: usize, now_us: u64) {
+        self.close(i, now_us);
+        self.start(i, now_us);
+    }
+
+    fn streaming(&self, i: usize) -> bool {
+        self.players[i].phase == Phase::Playing
+    }
+
+    fn connected(&self, i: usize) -> bool {
+        matches!(
+            self.players[i].phase,
+            Phase::Starting | Phase::Playing | Phase::Stalled
+        )
+    }
+
+    fn leave_at_us(&self, i: usize) -> Option<u64> {
+        self.players[i].leave_at_us
+    }
+}
+
 impl HlsEngine {
     /// Prepares the players (parses the URLs, allocates their state). `clock` is the run's
     /// clock (HLS players take no latency stamps, so only the slice's start matters).
@@ -573,33 +611,14 @@ impl HlsEngine {
         let slice = self.spec.slice.clone();
         let ids: Vec<u32> = self.players.iter().map(|p| p.id).collect();
         let end_us = (slice.end_s() * 1e6) as u64;
-        let share = slice.segment.share();
-        let churn_rate = slice.behaviour.churn_rate.unwrap_or(0.0) * share;
-        let storm_at_us = slice.behaviour.storm_at.map(|s| (s.0 * 1e6) as u64);
-        let sessions_range = slice.behaviour.session_range_us();
-        let mut next_leave_scan = 0u64;
-        let mut storm_done = false;
-        let mut churn_acc = 0.0f64;
-        let mut churn_cursor = 0usize;
-        let mut last_churn_us = 0u64;
+        let mut crowd = Crowd::new(&slice, ids);
         let mut next_tick_us = 1_000_000u64;
         let mut events = Events::with_capacity(4096);
         loop {
             let now = self.now_us();
-            let want = slice.on_at(&ids, now as f64 / 1e6);
-            let mut wake = next_tick_us;
+            let mut wake = crowd.wake_us(now, self.on, next_tick_us);
             if let Some(Reverse((due, _, _))) = self.timers.peek() {
                 wake = wake.min(*due);
-            }
-            if want != self.on {
-                wake = wake.min(now + 1000);
-            } else if slice.schedule.target_at(now as f64 / 1e6)
-                != slice.schedule.target_at((now + 20_000) as f64 / 1e6)
-            {
-                wake = wake.min(now + 2000);
-            }
-            if churn_rate > 0.0 || sessions_range.is_some() {
-                wake = wake.min(now + 100_000);
             }
             let timeout = Duration::from_micros(wake.saturating_sub(now));
             match self.poll.poll(&mut events, Some(timeout)) {
@@ -640,57 +659,8 @@ impl HlsEngine {
                     self.next_request(i, now);
                 }
             }
-            // The stages: start the players due, stop those ramped down.
-            let want = slice.on_at(&ids, now as f64 / 1e6);
-            let mut batch = 0;
-            while self.on < want && batch < CONNECT_BATCH {
-                let i = self.on;
-                self.on += 1;
-                self.started = self.started.max(self.on);
-                self.start(i, now);
-                batch += 1;
-            }
-            while self.on > want {
-                self.on -= 1;
-                let i = self.on;
-                self.close(i, now);
-            }
-            if sessions_range.is_some() && now >= next_leave_scan {
-                next_leave_scan = now + 100_000;
-                for i in 0..self.on {
-                    if self.players[i].leave_at_us.is_some_and(|t| now >= t) {
-                        self.close(i, now);
-                        self.start(i, now);
-                    }
-                }
-            }
-            let second_now = (now / 1_000_000) as u32;
-            if churn_rate > 0.0 && slice.schedule.is_hold_second(second_now) {
-                let dt = now.saturating_sub(last_churn_us) as f64 / 1e6;
-                churn_acc += dt.min(1.0) * churn_rate;
-                while churn_acc >= 1.0 {
-                    churn_acc -= 1.0;
-                    if let Some(i) = self.next_playing(&mut churn_cursor) {
-                        self.close(i, now);
-                        self.start(i, now);
-                    }
-                }
-            }
-            last_churn_us = now;
-            if let (Some(at), false) = (storm_at_us, storm_done) {
-                if now >= at {
-                    storm_done = true;
-                    for i in 0..self.on {
-                        if matches!(
-                            self.players[i].phase,
-                            Phase::Starting | Phase::Playing | Phase::Stalled
-                        ) {
-                            self.close(i, now);
-                            self.start(i, now);
-                        }
-                    }
-                }
-            }
+            // The stages, sessions, churn and the storm.
+            crowd.step(now, &mut self);
             if now >= next_tick_us {
                 let last = now + 500_000 >= end_us;
                 let stopping = stop.load(Ordering::Relaxed);
@@ -705,18 +675,6 @@ impl HlsEngine {
                 next_tick_us = (u64::from(self.second) + 1) * 1_000_000;
             }
         }
-    }
-
-    fn next_playing(&self, cursor: &mut usize) -> Option<usize> {
-        let n = self.on;
-        for _ in 0..n {
-            let i = *cursor % n;
-            *cursor = (i + 1) % n;
-            if self.players[i].phase == Phase::Playing {
-                return Some(i);
-            }
-        }
-        None
     }
 
     /// Starts (or restarts) player `i`'s session from its URL.

@@ -15,6 +15,7 @@ use crate::icy::listener::Meter;
 use crate::net::connect::{binds_apply, parse_bind_range, start_connect};
 use crate::net::url::{HttpUrl, UrlError};
 use crate::observe::rusage;
+use crate::profile::crowd::{Audience, Crowd};
 use crate::profile::slice::{in_share, sleep_until_unix_ms, unix_us, RunClock, Slice};
 use crate::stats::{Caught, FailReason, GroupTick, Rule, Snapshot};
 use crate::verify::stream::StreamCheck;
@@ -36,8 +37,6 @@ use throng_proto::http::parse_response_head;
 const SCRATCH: usize = 64 * 1024;
 /// Largest response head accepted (bytes).
 const MAX_HEAD: usize = 16 * 1024;
-/// Most connects started per loop iteration, so a storm does not starve reads (connections).
-const CONNECT_BATCH: usize = 1000;
 /// Most redirects (`301`, `302`, `303`, `307`, `308` with an absolute `http://` `Location`)
 /// followed per connection, as a player does (a cluster's origin sends listeners to edges).
 const MAX_REDIRECTS: u8 = 5;
@@ -191,6 +190,45 @@ fn ms(us: u64) -> u32 {
     (us / 1000).min(u32::MAX as u64) as u32
 }
 
+/// The ICY listeners as the crowd drives them (stages, sessions, churn, the storm).
+impl Audience for Engine {
+    fn on(&self) -> usize {
+        self.on
+    }
+
+    fn start_next(&mut self, now_us: u64) {
+        let i = self.on;
+        self.on += 1;
+        self.started = self.started.max(self.on);
+        self.connect(i, now_us);
+    }
+
+    fn stop_last(&mut self, now_us: u64) {
+        self.on -= 1;
+        self.close(self.on, now_us);
+    }
+
+    fn restart(&mut self, i: usize, now_us: u64) {
+        self.close(i, now_us);
+        self.connect(i, now_us);
+    }
+
+    fn streaming(&self, i: usize) -> bool {
+        self.slots[i].state == State::Streaming
+    }
+
+    fn connected(&self, i: usize) -> bool {
+        matches!(
+            self.slots[i].state,
+            State::Connecting | State::Head | State::Streaming | State::Stalled
+        )
+    }
+
+    fn leave_at_us(&self, i: usize) -> Option<u64> {
+        self.slots[i].leave_at_us
+    }
+}
+
 impl Engine {
     /// Prepares the engine (parses URLs, builds requests, allocates slots). `clock` is the
     /// run's clock (latency stamps are compared on it).
@@ -292,35 +330,16 @@ impl Engine {
         let slice = self.spec.slice.clone();
         let ids: Vec<u32> = self.slots.iter().map(|s| s.id).collect();
         let end_us = (slice.end_s() * 1e6) as u64;
-        let share = slice.segment.share();
-        let churn_rate = slice.behaviour.churn_rate.unwrap_or(0.0) * share;
-        let storm_at_us = slice.behaviour.storm_at.map(|s| (s.0 * 1e6) as u64);
-        let sessions_range = slice.behaviour.session_range_us();
-        let mut next_leave_scan = 0u64;
-        let mut storm_done = false;
-        let mut churn_acc = 0.0f64;
-        let mut churn_cursor = 0usize;
-        let mut last_churn_us = 0u64;
+        let mut crowd = Crowd::new(&slice, ids);
         let mut next_tick_us = 1_000_000u64;
         let mut events = Events::with_capacity(4096);
         loop {
             let now = self.now_us();
-            let want = slice.on_at(&ids, now as f64 / 1e6);
-            let mut wake = next_tick_us;
-            if want != self.on {
-                wake = wake.min(now + 1000);
-            } else if slice.schedule.target_at(now as f64 / 1e6)
-                != slice.schedule.target_at((now + 20_000) as f64 / 1e6)
-            {
-                // Ramping: the next listener is due soon.
-                wake = wake.min(now + 2000);
-            }
-            if churn_rate > 0.0 || sessions_range.is_some() {
-                wake = wake.min(now + 100_000);
-            }
+            let due = crowd.due(now, self.on);
+            let wake = crowd.wake_us(now, self.on, next_tick_us);
             let timeout = Duration::from_micros(wake.saturating_sub(now));
             // Reads gathered (see `GATHER_US`): the readiness of many listeners in one poll.
-            if self.gather && want == self.on && timeout.as_micros() > u128::from(GATHER_US) {
+            if self.gather && !due && timeout.as_micros() > u128::from(GATHER_US) {
                 let since = now.saturating_sub(self.last_poll_us);
                 if since < GATHER_US {
                     std::thread::sleep(Duration::from_micros(GATHER_US - since));
@@ -338,59 +357,8 @@ impl Engine {
                 let closed = ev.is_read_closed() || ev.is_error();
                 self.on_event(i, closed, now);
             }
-            // The stages: start the listeners due, stop those ramped down.
-            let want = slice.on_at(&ids, now as f64 / 1e6);
-            let mut batch = 0;
-            while self.on < want && batch < CONNECT_BATCH {
-                let i = self.on;
-                self.on += 1;
-                self.started = self.started.max(self.on);
-                self.connect(i, now);
-                batch += 1;
-            }
-            while self.on > want {
-                self.on -= 1;
-                let i = self.on;
-                self.close(i, now);
-            }
-            // Sessions of a random length: those due leave and rejoin at once (checked every
-            // 100 ms).
-            if sessions_range.is_some() && now >= next_leave_scan {
-                next_leave_scan = now + 100_000;
-                for i in 0..self.on {
-                    if self.slots[i].leave_at_us.is_some_and(|t| now >= t) {
-                        self.close(i, now);
-                        self.connect(i, now);
-                    }
-                }
-            }
-            let second_now = (now / 1_000_000) as u32;
-            if churn_rate > 0.0 && slice.schedule.is_hold_second(second_now) {
-                let dt = now.saturating_sub(last_churn_us) as f64 / 1e6;
-                churn_acc += dt.min(1.0) * churn_rate;
-                while churn_acc >= 1.0 {
-                    churn_acc -= 1.0;
-                    if let Some(i) = self.next_streaming(&mut churn_cursor) {
-                        self.close(i, now);
-                        self.connect(i, now);
-                    }
-                }
-            }
-            last_churn_us = now;
-            if let (Some(at), false) = (storm_at_us, storm_done) {
-                if now >= at {
-                    storm_done = true;
-                    for i in 0..self.on {
-                        if matches!(
-                            self.slots[i].state,
-                            State::Connecting | State::Head | State::Streaming | State::Stalled
-                        ) {
-                            self.close(i, now);
-                            self.connect(i, now);
-                        }
-                    }
-                }
-            }
+            // The stages, sessions, churn and the storm.
+            crowd.step(now, &mut self);
             if now >= next_tick_us {
                 let last = now + 500_000 >= end_us;
                 let stopping = stop.load(Ordering::Relaxed);
@@ -405,18 +373,6 @@ impl Engine {
                 next_tick_us = (self.second as u64 + 1) * 1_000_000;
             }
         }
-    }
-
-    fn next_streaming(&self, cursor: &mut usize) -> Option<usize> {
-        let n = self.on;
-        for _ in 0..n {
-            let i = *cursor % n;
-            *cursor = (i + 1) % n;
-            if self.slots[i].state == State::Streaming {
-                return Some(i);
-            }
-        }
-        None
     }
 
     /// Starts (or restarts) the connection of slot `i` to its own URL.

@@ -1,12 +1,14 @@
 //! What a bench run does, in the load-testing world's terms: stages ([`stages`], k6's model), the
 //! execution segment each engine runs of a group ([`segment`]), and the behaviour and judging
-//! rules of a group's listeners with the slice an engine is handed ([`slice`]).
+//! rules of a group's listeners with the slice an engine is handed ([`slice`]), and the crowd an
+//! engine drives through them ([`crowd`]).
 //!
 //! [`Profile`] is the older, one-group description: the flags of `throng bench run` and the
 //! `[profile]` table of a compare scenario (TOML); [`Profile::schedule`] turns its listener
 //! count, ramp and hold into stages. Durations are written `500ms`, `30s`, `2m` or as plain
 //! seconds.
 
+pub mod crowd;
 pub mod secs;
 pub mod segment;
 pub mod slice;

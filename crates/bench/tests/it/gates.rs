@@ -213,11 +213,13 @@ workers = 0
 [[threshold]]
 metric = "ttfb"
 stat = "p99"
-below = "1s"
+below = "3s"
 group = "small"
 "#,
     )
     .unwrap();
+    // The test server writes each listener once a second, so TTFB spreads over 0–1 s (a
+    // loaded machine adds to it): the threshold is there to be named per group, not to bind.
     let o = bench(
         &dir,
         &[
@@ -246,7 +248,7 @@ group = "small"
     assert_eq!(r["summary"]["started"], 80);
     assert_eq!(
         r["thresholds"].as_array().unwrap().last().unwrap()["name"],
-        "ttfb{group:small}.p99<1000ms"
+        "ttfb{group:small}.p99<3000ms"
     );
     // Each row has both groups.
     let row = &r["timeline"][4];
