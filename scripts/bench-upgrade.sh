@@ -27,7 +27,7 @@ run() { # $1 = upgrade | restart
     sleep 0.1
   done
   "$bin" bench run "http://127.0.0.1:$port/demo.mp3" -n "$n" --ramp "$ramp" --hold 40s \
-    --icy --decode-sample 0.1 --bitrate-kbps 64 --name "$kind" --out "$work/$kind" \
+    --icy --bitrate-kbps 64 --name "$kind" --out "$work/$kind" \
     >"$work/$kind.bench.txt" 2>&1 &
   local bench=$!
   sleep $(( ramp_s + 20 ))

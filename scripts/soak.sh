@@ -109,7 +109,7 @@ PIDS+=($!)
 sleep 3
 
 "$THRONG" bench run -n "$LISTENERS" --ramp 50 --profile churn --churn-rate "$CHURN" \
-  --hold "${DURATION}s" --reconnect-after 2s --no-progress --decode-sample 0 \
+  --hold "${DURATION}s" --reconnect-after 2s --no-progress \
   --name soak --out "$OUT/bench" \
   "$BASE/live.mp3" "$BASE/relay.mp3" "$BASE/demo.mp3" "$BASE/live2.mp3" \
   >"$OUT/bench.log" 2>&1 &
