@@ -47,6 +47,9 @@ use crate::mount::live::Mount;
 /// Segments kept beyond the playlist window, for players that fetched the playlist just before
 /// the window slid.
 pub const EXTRA_SEGMENTS: usize = 4;
+/// How far (ms) a timeline's program date-time may run ahead of the wall clock (media that
+/// arrived faster than real time) before it is re-anchored with a discontinuity.
+pub const PDT_MAX_LEAD_MS: i64 = 10_000;
 
 /// A finished segment, shared by every request for it.
 #[derive(Debug)]
@@ -702,11 +705,21 @@ impl Packager {
             return;
         }
         let dur_ms = (len.duration_ns / 1_000_000) as i64;
-        // Program date-time: continuous from the previous segment while it stays within a
-        // second of the wall clock (its last frame arrived just now); re-anchored otherwise.
+        // Program date-time (RFC 8216 section 4.3.2.6): continuous from the previous segment
+        // while it is less than a second behind the wall clock (its last frame arrived just
+        // now), re-anchored forward after a stall. Never back within one timeline: media that
+        // ran ahead of the clock (a source catching up after a stall) stays continuous, and
+        // only a lead of `PDT_MAX_LEAD_MS` or more re-anchors it, opening a discontinuity.
         let wall = now_ms - dur_ms;
+        let mut discontinuity = open.discontinuity;
         let pdt_ms = match self.last_pdt_end_ms {
-            Some(prev) if !open.discontinuity && (prev - wall).abs() < 1000 => prev,
+            Some(prev) if !discontinuity && wall - prev < 1000 && prev - wall < PDT_MAX_LEAD_MS => {
+                prev
+            }
+            Some(prev) if !discontinuity && prev > wall => {
+                discontinuity = true;
+                wall
+            }
             _ => wall,
         };
         self.last_pdt_end_ms = Some(pdt_ms + dur_ms);
@@ -766,7 +779,7 @@ impl Packager {
             map: open.map,
             parts: open.parts,
             duration_ns: len.duration_ns,
-            discontinuity: open.discontinuity,
+            discontinuity,
             pdt_ms,
             fetches: AtomicU64::new(0),
         }));
@@ -1117,6 +1130,42 @@ mod tests {
             fed - cut < frames_for(2000),
             "the rest is in the open segment"
         );
+    }
+
+    #[test]
+    fn program_date_time_never_runs_back_within_a_timeline() {
+        let n = frames_for(2000);
+        let (m, mut feed) = mp3_mount("/live");
+        let mut p = Packager::new("/live", settings(2000, 10), 0, T0);
+        p.tick(Some(m.clone()), T0);
+        feed.push(n);
+        let t1 = T0 + 2000;
+        p.tick(Some(m.clone()), t1);
+        // The next 2 s of audio in half a second (a source catching up): continuous, not
+        // re-anchored 1.5 s back.
+        feed.push(n);
+        p.tick(Some(m.clone()), t1 + 500);
+        let w = win(&p);
+        assert_eq!(w.segments.len(), 2);
+        let (a, b) = (&w.segments[0], &w.segments[1]);
+        assert_eq!(b.pdt_ms, a.pdt_ms + (a.duration_ns / 1_000_000) as i64);
+        assert!(!b.discontinuity);
+        // Twelve seconds more at once: the date-time would lead the clock by more than
+        // `PDT_MAX_LEAD_MS`, so it is re-anchored and the timeline breaks there.
+        feed.push(6 * n);
+        p.tick(Some(m.clone()), t1 + 600);
+        let w = win(&p);
+        assert_eq!(w.segments.len(), 8);
+        let c = &w.segments[2];
+        assert!(c.discontinuity, "re-anchored back: a new timeline");
+        assert!(c.pdt_ms < b.pdt_ms + (b.duration_ns / 1_000_000) as i64);
+        for pair in w.segments[2..].windows(2) {
+            assert!(!pair[1].discontinuity);
+            assert_eq!(
+                pair[1].pdt_ms,
+                pair[0].pdt_ms + (pair[0].duration_ns / 1_000_000) as i64
+            );
+        }
     }
 
     #[test]
