@@ -3,7 +3,11 @@
 # embedded defaults (the 64 kbit/s demo mount) and N ICY listeners ramped at RAMP/s, held HOLD s,
 # every listener's frames walked as they arrive; the bench's CPU per listener-second against
 # the server's, both read over the same hold of the same run (the bench's engines from their own
-# rusage, the server's process from /proc). ROUNDS runs one after the other.
+# rusage, the server's process from /proc). ROUNDS runs one after the other; with
+# RECV_MODES="io_uring epoll" each round runs once per receive path of the bench's ICY engine
+# (THRONG_BENCH_RECV), alternating, against the same server; with FLOOR_MODES="epoll io_uring"
+# each round also runs the receive floor (crates/bench/examples/read_floor.rs: the same
+# listeners received and dropped, nothing verified) once per path, against the same server.
 #
 # usage: scripts/bench-verify.sh [N=18000] [HOLD=40] [ROUNDS=3] [RAMP=5000] [PORT=8790] [OUT]
 set -euo pipefail
@@ -23,7 +27,10 @@ srv=$!
 trap 'kill $srv 2>/dev/null; wait $srv 2>/dev/null; rm -rf "$state"' EXIT
 for _ in $(seq 1 50); do grep -q "serving on" "$OUT/server.log" && break; sleep 0.2; done
 sleep 2
-for r in $(seq 1 "$ROUNDS"); do
+for round in $(seq 1 "$ROUNDS"); do
+for mode in ${RECV_MODES:-default}; do
+  r=$round; [ "$mode" = default ] || r="$round-$mode"
+  [ "$mode" = default ] || export THRONG_BENCH_RECV=$mode
   "$THRONG" bench run "http://127.0.0.1:$PORT/demo.mp3" -n "$N" --ramp "$RAMP" \
     --hold "${HOLD}s" --pid "$srv" --no-progress --out "$OUT/round-$r" \
     >"$OUT/round-$r.txt" 2>&1 || true
@@ -37,4 +44,11 @@ print(f"round {sys.argv[2]}: {'PASS' if s['pass'] else 'FAIL'}, {s['started']:,}
       f"bench {b:.2f} µs, server {v:.2f} µs per listener-second: bench/server {b / v:.3f}")
 PY
   sleep 3
+done
+for mode in ${FLOOR_MODES:-}; do
+  FLOOR_BIN=${FLOOR_BIN:-$root/target/release/examples/read_floor}
+  [ -x "$FLOOR_BIN" ] || { echo "build first: cargo build --release -p throng-bench --example read_floor" >&2; exit 2; }
+  echo "round $round-floor-$mode: $("$FLOOR_BIN" "127.0.0.1:$PORT" /demo.mp3 "$N" "$HOLD" "$srv" "$mode")"
+  sleep 3
+done
 done
