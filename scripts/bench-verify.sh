@@ -3,11 +3,10 @@
 # embedded defaults (the 64 kbit/s demo mount) and N ICY listeners ramped at RAMP/s, held HOLD s,
 # every listener's frames walked as they arrive; the bench's CPU per listener-second against
 # the server's, both read over the same hold of the same run (the bench's engines from their own
-# rusage, the server's process from /proc). ROUNDS runs one after the other; with
-# RECV_MODES="io_uring epoll" each round runs once per receive path of the bench's ICY engine
-# (THRONG_BENCH_RECV), alternating, against the same server; with FLOOR_MODES="epoll io_uring"
-# each round also runs the receive floor (crates/bench/examples/read_floor.rs: the same
-# listeners received and dropped, nothing verified) once per path, against the same server.
+# rusage, the server's process from /proc). ROUNDS runs one after the other. With FLOOR=1 each
+# round also runs the receive floor against the same server (crates/bench/examples/
+# read_floor.rs: as many listeners received and dropped, nothing verified, the same 20 ms
+# polls), the lowest ratio any receiving load generator reaches on this box.
 #
 # usage: scripts/bench-verify.sh [N=18000] [HOLD=40] [ROUNDS=3] [RAMP=5000] [PORT=8790] [OUT]
 set -euo pipefail
@@ -20,6 +19,10 @@ PORT=${5:-8790}
 OUT=${6:-$root/bench-results/verify}
 THRONG=${THRONG:-$root/target/release/throng}
 [ -x "$THRONG" ] || { echo "build first: cargo build --release -p throng" >&2; exit 2; }
+FLOOR_BIN=${FLOOR_BIN:-$root/target/release/examples/read_floor}
+if [ "${FLOOR:-0}" = 1 ] && [ ! -x "$FLOOR_BIN" ]; then
+  echo "build first: cargo build --release -p throng-bench --example read_floor" >&2; exit 2
+fi
 mkdir -p "$OUT"
 state=$(mktemp -d /tmp/throng-verify.XXXXXX)
 "$THRONG" serve --listen "127.0.0.1:$PORT" --state-dir "$state" >"$OUT/server.log" 2>&1 &
@@ -27,10 +30,7 @@ srv=$!
 trap 'kill $srv 2>/dev/null; wait $srv 2>/dev/null; rm -rf "$state"' EXIT
 for _ in $(seq 1 50); do grep -q "serving on" "$OUT/server.log" && break; sleep 0.2; done
 sleep 2
-for round in $(seq 1 "$ROUNDS"); do
-for mode in ${RECV_MODES:-default}; do
-  r=$round; [ "$mode" = default ] || r="$round-$mode"
-  [ "$mode" = default ] || export THRONG_BENCH_RECV=$mode
+for r in $(seq 1 "$ROUNDS"); do
   "$THRONG" bench run "http://127.0.0.1:$PORT/demo.mp3" -n "$N" --ramp "$RAMP" \
     --hold "${HOLD}s" --pid "$srv" --no-progress --out "$OUT/round-$r" \
     >"$OUT/round-$r.txt" 2>&1 || true
@@ -44,11 +44,8 @@ print(f"round {sys.argv[2]}: {'PASS' if s['pass'] else 'FAIL'}, {s['started']:,}
       f"bench {b:.2f} µs, server {v:.2f} µs per listener-second: bench/server {b / v:.3f}")
 PY
   sleep 3
-done
-for mode in ${FLOOR_MODES:-}; do
-  FLOOR_BIN=${FLOOR_BIN:-$root/target/release/examples/read_floor}
-  [ -x "$FLOOR_BIN" ] || { echo "build first: cargo build --release -p throng-bench --example read_floor" >&2; exit 2; }
-  echo "round $round-floor-$mode: $("$FLOOR_BIN" "127.0.0.1:$PORT" /demo.mp3 "$N" "$HOLD" "$srv" "$mode")"
-  sleep 3
-done
+  if [ "${FLOOR:-0}" = 1 ]; then
+    echo "round $r: $("$FLOOR_BIN" "127.0.0.1:$PORT" /demo.mp3 "$N" "$HOLD" "$srv")"
+    sleep 3
+  fi
 done

@@ -8,8 +8,11 @@
 //!
 //! ```sh
 //! cargo run --release -p throng-bench --example read_floor -- \
-//!     127.0.0.1:8790 /demo.mp3 18000 40 $(pgrep -f 'throng serve') [epoll|io_uring]
+//!     127.0.0.1:8790 /demo.mp3 18000 40 $(pgrep -f 'throng serve')
 //! ```
+//!
+//! (An io_uring variant, multishot receive into a provided buffer ring, was measured at commit
+//! b533106 and cost no less: docs/BENCHMARKS.md.)
 //!
 //! Prints one line: the floor's and the server's CPU per listener-second (µs), their ratio and
 //! the bytes received per listener-second.
@@ -18,9 +21,7 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
-use throng_bench::net::recv_ring::{Recv, RecvRing};
 
 /// Polls at most this often (µs), as the ICY engine does.
 const GATHER_US: u64 = 20_000;
@@ -49,7 +50,7 @@ fn cpu_pid_us(pid: u32) -> u64 {
 fn main() {
     let a: Vec<String> = std::env::args().collect();
     if a.len() < 6 {
-        eprintln!("usage: read_floor <addr> <path> <n> <hold_s> <server_pid> [epoll|io_uring]");
+        eprintln!("usage: read_floor <addr> <path> <n> <hold_s> <server_pid>");
         std::process::exit(2);
     }
     let addr: SocketAddr = a[1].parse().expect("addr");
@@ -57,7 +58,6 @@ fn main() {
     let n: usize = a[3].parse().expect("n");
     let hold_s: u64 = a[4].parse().expect("hold");
     let pid: u32 = a[5].parse().expect("pid");
-    let uring = a.get(6).is_some_and(|m| m == "io_uring");
     let mut poll = Poll::new().expect("poll");
     let mut socks = Vec::with_capacity(n);
     for i in 0..n {
@@ -65,20 +65,11 @@ fn main() {
         s.write_all(req.as_bytes()).expect("request");
         s.set_nonblocking(true).expect("nonblocking");
         let mut s = TcpStream::from_std(s);
-        if !uring {
-            poll.registry()
-                .register(&mut s, Token(i), Interest::READABLE)
-                .expect("register");
-        }
+        poll.registry()
+            .register(&mut s, Token(i), Interest::READABLE)
+            .expect("register");
         socks.push(s);
     }
-    let mut ring = uring.then(|| RecvRing::new(128, 16 * 1024).expect("io_uring"));
-    // Receives to arm, at most 16 per wait (as the ICY engine's `ARM_BATCH`).
-    let mut to_arm: Vec<u64> = if uring {
-        (0..n as u64).collect()
-    } else {
-        Vec::new()
-    };
     let mut buf = vec![0u8; 64 * 1024];
     let mut events = Events::with_capacity(4096);
     let start = Instant::now();
@@ -95,37 +86,10 @@ fn main() {
             break;
         }
         let since = last_poll.elapsed();
-        if to_arm.is_empty() && since < Duration::from_micros(GATHER_US) {
+        if since < Duration::from_micros(GATHER_US) {
             std::thread::sleep(Duration::from_micros(GATHER_US) - since);
         }
         last_poll = Instant::now();
-        if let Some(r) = ring.as_mut() {
-            for key in to_arm.drain(..to_arm.len().min(16)) {
-                r.arm(socks[key as usize].as_raw_fd(), key);
-            }
-            let wait = if to_arm.is_empty() { 100 } else { 0 };
-            r.wait(Duration::from_millis(wait)).expect("wait");
-            let mut again = Vec::new();
-            loop {
-                let got = r.reap(|key, what, more| match what {
-                    Recv::Data(d) => {
-                        bytes += d.len() as u64;
-                        if !more {
-                            again.push(key);
-                        }
-                    }
-                    // The buffers ran out: this socket's receive ended; armed again below.
-                    Recv::NoBuffers => again.push(key),
-                    _ => {}
-                });
-                to_arm.append(&mut again);
-                if got == 0 {
-                    break;
-                }
-                r.run_ready().expect("run");
-            }
-            continue;
-        }
         poll.poll(&mut events, Some(Duration::from_millis(100)))
             .expect("poll");
         for ev in events.iter() {
@@ -149,9 +113,8 @@ fn main() {
     let ls = (n as u64 * hold_s) as f64;
     let (f, s) = (self_us as f64 / ls, srv_us as f64 / ls);
     println!(
-        "read floor ({}): {n} listeners, {f:.2} µs, server {s:.2} µs per listener-second: \
+        "read floor: {n} listeners, {f:.2} µs, server {s:.2} µs per listener-second: \
          floor/server {:.3}; {:.0} bytes per listener-second",
-        if uring { "io_uring" } else { "epoll" },
         f / s,
         (bytes - measured_bytes) as f64 / ls
     );

@@ -7,16 +7,12 @@
 //! holds a socket, a [`Meter`] and a [`StreamCheck`]; bytes are read into one 64 KiB scratch
 //! buffer and walked frame by frame in place (MP3/ADTS headers, Ogg pages, ICY metadata
 //! blocks), so the cost per listener is one `read` per server write, one header parse per
-//! frame and a share of `epoll_wait`. Once a plain-TCP listener streams, its socket leaves
-//! epoll for the engine's io_uring ([`RecvRing`]: one multishot receive into shared buffers,
-//! every socket's receives run in one system call per wait), where io_uring is available
-//! and `THRONG_BENCH_RECV` is not `epoll`. Once per second of the run's clock the engine walks
-//! all slots (the rules, timeouts, reconnects, the stalled listeners' fate) and hands a
+//! frame and a share of `epoll_wait`. Once per second of the run's clock the engine walks all
+//! slots (the rules, timeouts, reconnects, the stalled listeners' fate) and hands a
 //! [`GroupTick`] to its reporter.
 
 use crate::icy::listener::Meter;
 use crate::net::connect::{binds_apply, parse_bind_range, start_connect};
-use crate::net::recv_ring::{Recv, RecvRing};
 use crate::net::url::{HttpUrl, UrlError};
 use crate::observe::rusage;
 use crate::profile::crowd::{Audience, Crowd};
@@ -55,21 +51,6 @@ const HELD_EVERY_S: u32 = 5;
 /// engine connects or waits for its response head (TTFB is exact), and once the stream
 /// carries latency stamps (mouth-to-ear is exact); back on at the next tick with neither.
 pub const GATHER_US: u64 = 20_000;
-/// Buffers of an engine's receive ring, and their size (bytes): 2 MiB, few enough to stay in
-/// cache as the ring cycles through them, and more than the receives of one system call take
-/// (at most 20 sockets' worth; a socket that finds the ring empty is armed again once buffers
-/// are back).
-const RING_BUFFERS: u16 = 128;
-const RING_BUFFER_LEN: usize = 16 * 1024;
-/// Most receives armed per wait: an arm runs its first receives at once, taking buffers for
-/// all the bytes queued (a burst-on-connect is several), so arming hundreds at once would
-/// empty the ring and end most of them with no buffer, over and over.
-const ARM_BATCH: usize = 16;
-/// The key of the ring's watch on the engine's epoll instance.
-const WATCH_KEY: u64 = u64::MAX - 1;
-/// The environment variable that picks the streaming receive path: `epoll` keeps every
-/// socket on epoll; anything else (or unset) uses io_uring where the kernel allows it.
-pub const RECV_ENV: &str = "THRONG_BENCH_RECV";
 
 /// What one ICY engine runs: its slice of a group and the mode's options.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -162,11 +143,6 @@ struct Slot {
     counted_us: u64,
     /// With session lengths: when the current session leaves (µs).
     leave_at_us: Option<u64>,
-    /// A multishot receive of the ring is (or is about to be) armed on the socket.
-    armed: bool,
-    /// The generation of the slot's current receive (its key's high half: completions of an
-    /// earlier connection are told apart).
-    ring_gen: u32,
 }
 
 struct Target {
@@ -208,13 +184,6 @@ pub struct Engine {
     last_poll_us: u64,
     /// Latency stamps were seen: arrivals are timed exactly from then on.
     stamped: bool,
-    /// The streaming sockets' io_uring, when in use (made in [`Engine::run`], on the thread
-    /// that waits on it).
-    ring: Option<RecvRing>,
-    /// Receives to arm at the next wait: slot and key.
-    arms: Vec<(usize, u64)>,
-    /// Receives to cancel at the next wait (keys).
-    cancels: Vec<u64>,
 }
 
 fn ms(us: u64) -> u32 {
@@ -307,8 +276,6 @@ impl Engine {
                     session_start_us: None,
                     counted_us: 0,
                     leave_at_us: None,
-                    armed: false,
-                    ring_gen: 0,
                 }
             })
             .collect();
@@ -340,9 +307,6 @@ impl Engine {
             gather: false,
             last_poll_us: 0,
             stamped: false,
-            ring: None,
-            arms: Vec::new(),
-            cancels: Vec::new(),
         })
     }
 
@@ -369,16 +333,11 @@ impl Engine {
         let mut crowd = Crowd::new(&slice, ids);
         let mut next_tick_us = 1_000_000u64;
         let mut events = Events::with_capacity(4096);
-        self.ring = self.open_ring();
         loop {
             let now = self.now_us();
             let due = crowd.due(now, self.on);
             let wake = crowd.wake_us(now, self.on, next_tick_us);
-            let mut timeout = Duration::from_micros(wake.saturating_sub(now));
-            if !self.arms.is_empty() {
-                // Receives still to arm (see `ARM_BATCH`): no sleep before the next batch.
-                timeout = Duration::ZERO;
-            }
+            let timeout = Duration::from_micros(wake.saturating_sub(now));
             // Reads gathered (see `GATHER_US`): the readiness of many listeners in one poll.
             if self.gather && !due && timeout.as_micros() > u128::from(GATHER_US) {
                 let since = now.saturating_sub(self.last_poll_us);
@@ -387,22 +346,7 @@ impl Engine {
                 }
             }
             self.last_poll_us = self.now_us();
-            let wait = match self.ring.as_mut() {
-                Some(_) => {
-                    self.flush_ring();
-                    let ring = self.ring.as_mut().expect("ring");
-                    ring.wait(timeout).map_err(EngineError::Poll)?;
-                    // The kernel runs about 20 sockets' receives per call: reap and run the
-                    // next ones until a call yields nothing.
-                    while self.reap_ring(self.now_us()) > 0 {
-                        let ring = self.ring.as_mut().expect("ring");
-                        ring.run_ready().map_err(EngineError::Poll)?;
-                    }
-                    Duration::ZERO
-                }
-                None => timeout,
-            };
-            match self.poll.poll(&mut events, Some(wait)) {
+            match self.poll.poll(&mut events, Some(timeout)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(EngineError::Poll(e)),
@@ -428,117 +372,6 @@ impl Engine {
                 self.second += 1;
                 next_tick_us = (self.second as u64 + 1) * 1_000_000;
             }
-        }
-    }
-
-    /// The streaming sockets' ring, unless `THRONG_BENCH_RECV=epoll` or io_uring is
-    /// unavailable (said once per process on stderr); it watches the engine's epoll instance.
-    fn open_ring(&self) -> Option<RecvRing> {
-        if std::env::var(RECV_ENV).is_ok_and(|v| v == "epoll") {
-            return None;
-        }
-        match RecvRing::new(RING_BUFFERS, RING_BUFFER_LEN) {
-            Ok(mut ring) => {
-                ring.watch(self.poll.as_raw_fd(), WATCH_KEY);
-                Some(ring)
-            }
-            Err(e) => {
-                static SAID: std::sync::Once = std::sync::Once::new();
-                SAID.call_once(|| {
-                    eprintln!(
-                        "bench: io_uring unavailable ({e}); streaming listeners read with epoll"
-                    )
-                });
-                None
-            }
-        }
-    }
-
-    /// Moves streaming plain-TCP slot `i` from epoll to the ring (armed at the next wait).
-    fn hand_to_ring(&mut self, i: usize) {
-        let s = &mut self.slots[i];
-        if s.armed || s.sock.is_none() {
-            return;
-        }
-        s.ring_gen = s.ring_gen.wrapping_add(1);
-        s.armed = true;
-        self.arms
-            .push((i, (u64::from(s.ring_gen) << 32) | i as u64));
-    }
-
-    /// Submits the cancels queued since the last wait and up to [`ARM_BATCH`] of the arms (an
-    /// arm only while its slot still holds that receive: a closed slot's fd number may be
-    /// another socket's by now).
-    fn flush_ring(&mut self) {
-        let Some(ring) = self.ring.as_mut() else {
-            return;
-        };
-        let (mut armed, mut taken) = (0, 0);
-        for &(i, key) in &self.arms {
-            if armed == ARM_BATCH {
-                break;
-            }
-            taken += 1;
-            let s = &self.slots[i];
-            let current = (u64::from(s.ring_gen) << 32) | i as u64;
-            if let (true, true, Some(sock)) = (s.armed, current == key, s.sock.as_ref()) {
-                ring.arm(sock.as_raw_fd(), key);
-                armed += 1;
-            }
-        }
-        self.arms.drain(..taken);
-        for key in self.cancels.drain(..) {
-            ring.cancel(key);
-        }
-    }
-
-    /// Takes every completion of the ring: bytes to [`Engine::body`], closes and errors to
-    /// [`Engine::fail`], ended receives armed again. Returns how many completions there were.
-    fn reap_ring(&mut self, now: u64) -> usize {
-        let Some(mut ring) = self.ring.take() else {
-            return 0;
-        };
-        let mut watch_ended = false;
-        let n = ring.reap(|key, what, more| {
-            if key == WATCH_KEY {
-                watch_ended |= !more;
-            } else {
-                self.on_recv(key, what, more, now);
-            }
-        });
-        if watch_ended {
-            ring.watch(self.poll.as_raw_fd(), WATCH_KEY);
-        }
-        self.ring = Some(ring);
-        n
-    }
-
-    /// One completion of the receive `key` (slot in the low half, generation in the high).
-    fn on_recv(&mut self, key: u64, what: Recv<'_>, more: bool, now: u64) {
-        let i = (key & 0xffff_ffff) as usize;
-        let Some(s) = self.slots.get_mut(i) else {
-            return;
-        };
-        if !s.armed || u64::from(s.ring_gen) != key >> 32 {
-            return;
-        }
-        if !more {
-            s.armed = false;
-        }
-        match what {
-            Recv::Data(d) => {
-                self.body(i, Some(d), 0, now);
-                if !more {
-                    self.hand_to_ring(i);
-                }
-            }
-            Recv::Closed => self.fail(i, FailReason::ClosedWhileStreaming, now),
-            Recv::NoBuffers => self.hand_to_ring(i),
-            Recv::Error(errno) => {
-                let e = io::Error::from_raw_os_error(errno);
-                self.fail(i, FailReason::from_io(&e), now)
-            }
-            Recv::Watched => {}
         }
     }
 
@@ -637,11 +470,6 @@ impl Engine {
         self.count_time(i, now);
         let s = &mut self.slots[i];
         s.leave_at_us = None;
-        if s.armed {
-            // The receive holds the socket open until it is cancelled (at the next wait).
-            s.armed = false;
-            self.cancels.push((u64::from(s.ring_gen) << 32) | i as u64);
-        }
         if let Some(start) = s.session_start_us.take() {
             let gt = &mut self.sessions[s.home as usize];
             gt.0 += 1;
@@ -769,16 +597,6 @@ impl Engine {
                     // A redirect opened a new connection: its events come on their own.
                     if self.slots[i].state == State::Connecting {
                         return;
-                    }
-                    // Streaming: the rest of the socket's bytes come through the ring.
-                    if self.ring.is_some() && self.slots[i].state == State::Streaming {
-                        let s = &mut self.slots[i];
-                        if let Some(sock) = s.sock.as_mut() {
-                            if let Err(e) = self.poll.registry().deregister(sock) {
-                                return self.fail(i, FailReason::from_io(&e), now);
-                            }
-                        }
-                        return self.hand_to_ring(i);
                     }
                     // A short read drained the socket: edge-triggered epoll reports new data
                     // (and a FIN that arrived after this read) with a new event.
