@@ -86,6 +86,13 @@ pub struct IcecastArgs {
     /// Print the version and exit.
     #[arg(short = 'v')]
     pub version: bool,
+    /// Directory of the generated passwords and the default SQLite audience ledger (as
+    /// `throng serve --state-dir`; `throng report` reads the ledger there too).
+    #[arg(long, env = "THRONG_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Log filter (as `throng serve --log`), over the file's `<loglevel>`.
+    #[arg(long, env = "THRONG_LOG")]
+    pub log: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]

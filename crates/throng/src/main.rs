@@ -207,6 +207,8 @@ fn icecast(args: IcecastArgs) -> anyhow::Result<()> {
     }
     serve(ServeArgs {
         icecast_config: Some(config),
+        state_dir: args.state_dir,
+        log: args.log,
         ..ServeArgs::default()
     })
 }
@@ -332,7 +334,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// `throng report NAME`: the report on standard output, read from the ledger's database (the
-/// configuration's `[ledger] database`, its default in the state directory, or --database).
+/// configuration's `[ledger] database`, its default in the state directory, or --database),
+/// which is named on standard error. A database with no ledger exits 2 ("no audience ledger
+/// at …") and creates nothing.
 fn report(args: ReportArgs) -> anyhow::Result<()> {
     let source = ConfigSource::new(
         config_file(&args.config, &args.icecast_config),
@@ -365,7 +369,20 @@ fn report(args: ReportArgs) -> anyhow::Result<()> {
     let req =
         throng_server::ledger::request::ReportRequest::parse(&name, &q, now, &config.server_id)
             .map_err(anyhow::Error::msg)?;
-    let mut db = throng_server::ledger::open_for_reports(&config)?;
+    let mut db = match throng_server::ledger::open_for_reports(&config) {
+        Ok(db) => db,
+        Err(e @ throng_server::ledger::LedgerError::Missing(_)) => {
+            // Exit 2, as for a wrong argument: nothing was read, nothing created.
+            eprintln!("throng: {e}");
+            std::process::exit(2);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if let Ok(Some(d)) = throng_server::config::LedgerDatabase::parse(
+        config.ledger.database.as_deref().unwrap_or("off"),
+    ) {
+        eprintln!("throng: report from {}", d.display());
+    }
     let out = throng_server::ledger::request::run(&mut db, &req, now)?;
     print!("{}", out.body);
     if !out.body.ends_with('\n') {

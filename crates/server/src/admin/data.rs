@@ -132,7 +132,11 @@ pub fn stats(ctx: &ServerCtx, only: Option<&str>) -> Stats {
         ("admin".into(), ctx.config().admin_email.clone()),
         ("clients".into(), ctx.clients.open().to_string()),
         ("host".into(), ctx.config().hostname.clone()),
-        ("listeners".into(), ctx.fanout.listeners().to_string()),
+        // Every path, as each mount's `listeners` and `/api/v1/status` count them.
+        (
+            "listeners".into(),
+            crate::roster::counts(ctx).total().to_string(),
+        ),
         ("location".into(), ctx.config().location.clone()),
         ("server_id".into(), ctx.config().server_id.clone()),
         ("server_start".into(), rfc822(&ctx.started)),

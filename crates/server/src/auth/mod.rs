@@ -358,9 +358,18 @@ impl Authenticators {
                 retry_after: None,
             };
         };
+        // `mount=` of the callbacks: an ICY listener's request URI, as Icecast 2.4.4
+        // `auth_url.c` sends it; an HLS playlist or a WHEP offer names its mount, not the
+        // path it was asked on (`/hls/radio.mp3/s/<token>/index.m3u8`, `/whep/radio.mp3`).
+        let asked = head.target.split('?').next().unwrap_or_default();
+        let target = if asked == mount {
+            head.target.clone()
+        } else {
+            mount.to_owned()
+        };
         let facts = ListenerFacts {
             client: id,
-            target: head.target.clone(),
+            target,
             creds: head
                 .header("authorization")
                 .and_then(parse_basic)

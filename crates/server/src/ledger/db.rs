@@ -315,6 +315,23 @@ fn sqlite_sql(sql: &str) -> String {
 }
 
 /// Opens an SQLite file with the ledger's settings.
+/// Whether the SQLite file at `path` holds an audience ledger (its `ledger_meta` table),
+/// read without writing a byte: a read-only connection, no pragma (`false` for a missing,
+/// empty or foreign file).
+pub fn sqlite_holds_ledger(path: &Path) -> bool {
+    let flags =
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let Ok(c) = rusqlite::Connection::open_with_flags(path, flags) else {
+        return false;
+    };
+    c.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ledger_meta'",
+        [],
+        |r| r.get::<_, i64>(0),
+    )
+    .is_ok_and(|n| n == 1)
+}
+
 fn open_sqlite(path: &Path) -> Result<rusqlite::Connection, rusqlite::Error> {
     let c = rusqlite::Connection::open(path)?;
     c.busy_timeout(std::time::Duration::from_secs(5))?;

@@ -61,6 +61,10 @@ pub enum LedgerError {
     /// The writer thread cannot be started.
     #[error("ledger writer thread: {0}")]
     Thread(std::io::Error),
+    /// A report asked of a database that holds no audience ledger (a missing SQLite file, or
+    /// a database without the ledger's tables): nothing is created.
+    #[error("no audience ledger at {0}")]
+    Missing(String),
 }
 
 /// A handle on the running ledger (cheap to clone; every clone feeds the same writer).
@@ -296,8 +300,12 @@ impl LedgerTicket {
 /// Opens the ledger database of `config` for reading reports (the API opens one per request;
 /// `throng report` one per run, with no server running).
 ///
-/// Errors: [`LedgerError::Config`] without a database; [`LedgerError::Db`] when it cannot be
-/// opened or its schema is unknown.
+/// Never creates a ledger: a report of a mistyped path or database would otherwise print
+/// zero totals from a new, empty one.
+///
+/// Errors: [`LedgerError::Config`] without a database; [`LedgerError::Missing`] when the
+/// SQLite file does not exist or the database has no ledger (no `ledger_meta` schema
+/// version); [`LedgerError::Db`] when it cannot be opened or its schema is unknown.
 pub fn open_for_reports(config: &Config) -> Result<db::Db, LedgerError> {
     let url = config.ledger.database.as_deref().unwrap_or("off");
     let Some(database) = LedgerDatabase::parse(url).map_err(LedgerError::Config)? else {
@@ -305,10 +313,23 @@ pub fn open_for_reports(config: &Config) -> Result<db::Db, LedgerError> {
             "no audience ledger: set [ledger] database".into(),
         ));
     };
+    if let LedgerDatabase::Sqlite(path) = &database {
+        // `Db::open` would create the file (and its directory), and its pragmas write to it.
+        if !path.is_file() || !db::sqlite_holds_ledger(path) {
+            return Err(LedgerError::Missing(database.display()));
+        }
+    }
     let mut db = db::Db::open(&database).map_err(|source| LedgerError::Db {
         db: database.display(),
         source,
     })?;
+    let version = db.query(
+        "SELECT value FROM ledger_meta WHERE key = $1",
+        &[db::Val::from("schema_version")],
+    );
+    if !version.is_ok_and(|rows| !rows.is_empty()) {
+        return Err(LedgerError::Missing(database.display()));
+    }
     schema::migrate(&mut db).map_err(|source| LedgerError::Db {
         db: database.display(),
         source,

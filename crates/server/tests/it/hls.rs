@@ -259,6 +259,14 @@ fn a_session_is_a_listener_until_it_stops_fetching() {
     );
     fetch_a_segment(srv.addr, &media);
     assert_eq!(listeners(), Some(1));
+    // The global count agrees with the mount's (issue 38: it counted ICY only).
+    let (_, body) = http_get(srv.addr, "/admin/stats", &[&admin_header()]);
+    let stats = String::from_utf8_lossy(&body);
+    let global = stats.split("<source").next().unwrap_or_default();
+    assert!(
+        global.contains("<listeners>1</listeners>"),
+        "global <listeners> leaves the HLS session out: {stats}"
+    );
     let (_, body) = http_get(
         srv.addr,
         "/admin/listclients?mount=/live.mp3",
@@ -840,4 +848,35 @@ fn a_mount_hls_cannot_carry_gets_no_link_and_says_why() {
     let live = srv.mount_status("/live.mp3").unwrap();
     assert!(live["hls_url"].is_string(), "{live}");
     assert!(live["hls_unavailable"].is_null(), "{live}");
+}
+
+/// URL auth of an HLS session names the mount (issue 38): `listener_add` at the playlist
+/// and `listener_remove` when the session ends both say `mount=/live.mp3`, not the playlist
+/// path the player asked for.
+#[test]
+fn url_auth_of_an_hls_session_names_the_mount() {
+    let cb = crate::whep::Recorder::start();
+    let toml = format!(
+        "listen = [\"127.0.0.1:0\"]\n[hls]\nsegment-seconds = 1\n[[mount]]\nname = \"/live.mp3\"\n\
+         [mount.authentication]\ntype = \"url\"\nlistener-add = \"http://{}/add\"\n\
+         listener-remove = \"http://{}/remove\"\n[authentication]\n\
+         source-password = \"{SOURCE_PW}\"\nadmin-password = \"{ADMIN_PW}\"\n",
+        cb.addr, cb.addr
+    );
+    let srv = TestServer::start_config(throng_server::Config::from_toml(&toml).unwrap());
+    let _source = Source::start(srv.addr, "/live.mp3", "SOURCE", 1.0);
+    wait_hls(&srv, "/live.mp3");
+    let media = open_session(srv.addr, "/live.mp3");
+    wait_segments(srv.addr, &media, 1);
+    fetch_a_segment(srv.addr, &media);
+    let adds = cb.with_action("listener_add");
+    assert_eq!(adds.len(), 1, "{adds:?}");
+    assert!(adds[0].contains("&mount=%2flive%2emp3&"), "{}", adds[0]);
+    // The player stops fetching: its session ends, and the remove names the mount too.
+    wait_until(Duration::from_secs(15), || {
+        !cb.with_action("listener_remove").is_empty()
+    })
+    .expect("listener_remove when the session ends");
+    let rm = cb.with_action("listener_remove").remove(0);
+    assert!(rm.contains("&mount=%2flive%2emp3&"), "{rm}");
 }

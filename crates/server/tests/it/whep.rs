@@ -660,13 +660,13 @@ fn whep_viewers_are_listed_and_killable_as_listeners() {
 
 /// A recording HTTP callback server: the bodies POSTed to it, in order; every request is
 /// accepted (`icecast-auth-user: 1`, Icecast's URL-auth "yes").
-struct Recorder {
-    addr: SocketAddr,
+pub struct Recorder {
+    pub addr: SocketAddr,
     bodies: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Recorder {
-    fn start() -> Recorder {
+    pub fn start() -> Recorder {
         use std::io::{Read, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
@@ -713,7 +713,7 @@ impl Recorder {
         Recorder { addr, bodies }
     }
 
-    fn with_action(&self, action: &str) -> Vec<String> {
+    pub fn with_action(&self, action: &str) -> Vec<String> {
         let key = format!("action={action}&");
         self.bodies
             .lock()
@@ -752,6 +752,9 @@ fn a_whep_session_end_sends_listener_remove_and_an_access_log_line() {
     v.run_for(Duration::from_millis(2500));
     assert!(v.connected);
     assert_eq!(cb.with_action("listener_add").len(), 1);
+    // The callback names the mount, not the WHEP endpoint's path (issue 38).
+    let add = cb.with_action("listener_add").remove(0);
+    assert!(add.contains("&mount=%2ftone%2eopus&"), "{add}");
     assert!(
         cb.with_action("listener_remove").is_empty(),
         "no listener_remove while the session plays: {:?}",

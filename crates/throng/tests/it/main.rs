@@ -15,6 +15,7 @@ mod ledger_crash;
 mod logs;
 mod netns;
 mod reload;
+mod report;
 mod serve;
 mod support;
 mod tls;
