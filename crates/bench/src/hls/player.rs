@@ -486,21 +486,17 @@ impl Audience for HlsEngine {
         self.on
     }
 
-    fn start_next(&mut self, now_us: u64) {
-        let i = self.on;
-        self.on += 1;
-        self.started = self.started.max(self.on);
+    fn set_on(&mut self, on: usize) {
+        self.on = on;
+        self.started = self.started.max(on);
+    }
+
+    fn open_slot(&mut self, i: usize, now_us: u64) {
         self.start(i, now_us);
     }
 
-    fn stop_last(&mut self, now_us: u64) {
-        self.on -= 1;
-        self.close(self.on, now_us);
-    }
-
-    fn restart(&mut self, i: usize, now_us: u64) {
+    fn close_slot(&mut self, i: usize, now_us: u64) {
         self.close(i, now_us);
-        self.start(i, now_us);
     }
 
     fn streaming(&self, i: usize) -> bool {

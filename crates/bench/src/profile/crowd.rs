@@ -19,13 +19,31 @@ const LEAVE_SCAN_US: u64 = 100_000;
 pub trait Audience {
     /// Listeners on now.
     fn on(&self) -> usize;
+    /// Records that slots `0..on` are on from now (the engine keeps the count, which its
+    /// ticks read, and the most ever on).
+    fn set_on(&mut self, on: usize);
+    /// Opens slot `i`'s connection to its own URL.
+    fn open_slot(&mut self, i: usize, now_us: u64);
+    /// Closes slot `i` (its session's time counted).
+    fn close_slot(&mut self, i: usize, now_us: u64);
     /// Starts slot `on()`, which is on from now (`on()` grows by one).
-    fn start_next(&mut self, now_us: u64);
+    fn start_next(&mut self, now_us: u64) {
+        let i = self.on();
+        self.set_on(i + 1);
+        self.open_slot(i, now_us);
+    }
     /// Closes the top slot `on() − 1`, which is off from now (`on()` shrinks by one).
-    fn stop_last(&mut self, now_us: u64);
+    fn stop_last(&mut self, now_us: u64) {
+        let i = self.on() - 1;
+        self.set_on(i);
+        self.close_slot(i, now_us);
+    }
     /// Closes slot `i` (below `on()`) and starts it again at once: a listener that leaves and
     /// rejoins.
-    fn restart(&mut self, i: usize, now_us: u64);
+    fn restart(&mut self, i: usize, now_us: u64) {
+        self.close_slot(i, now_us);
+        self.open_slot(i, now_us);
+    }
     /// Whether slot `i` streams now (churn picks among these).
     fn streaming(&self, i: usize) -> bool;
     /// Whether slot `i` holds or is opening a connection (the storm drops these).
@@ -182,18 +200,19 @@ mod tests {
         fn on(&self) -> usize {
             self.on
         }
-        fn start_next(&mut self, _now_us: u64) {
-            if self.streaming.len() <= self.on {
+        fn set_on(&mut self, on: usize) {
+            self.on = on;
+        }
+        fn open_slot(&mut self, i: usize, _now_us: u64) {
+            if self.streaming.len() <= i {
                 self.streaming.push(false);
                 self.leave_at.push(None);
             }
-            self.streaming[self.on] = true;
-            self.on += 1;
+            self.streaming[i] = true;
             self.starts += 1;
         }
-        fn stop_last(&mut self, _now_us: u64) {
-            self.on -= 1;
-            self.streaming[self.on] = false;
+        fn close_slot(&mut self, i: usize, _now_us: u64) {
+            self.streaming[i] = false;
             self.stops += 1;
         }
         fn restart(&mut self, i: usize, _now_us: u64) {
