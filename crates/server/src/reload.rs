@@ -7,12 +7,15 @@
 //! per-mount settings, headers, limits, timeouts, status fields), the authenticators (rebuilt;
 //! an unchanged one is kept with its state), the filters, fallback rules, the `clients` limit,
 //! the [`Tuning`](crate::mount::live::Tuning) of live mounts (max-listeners, hidden,
-//! burst-size for new listeners), intros (re-read), `[[relay]]` and `[master]` (only what
+//! burst-size for new listeners) and their stream description (the `[[mount]]` overrides
+//! `stream-name`, `stream-description`, `stream-url`, `genre`, `bitrate`, `public` re-applied
+//! to what the source announced, as Icecast 2.4.4 `source_update_settings`; new listeners get
+//! the new `icy-*` headers), intros (re-read), `[[relay]]` and `[master]` (only what
 //! changed restarts), file mounts, and the log level (through the binary's hook). Not applied
 //! (a restart is needed, as with nginx): listen addresses and the SHOUTcast port (the sockets
 //! are kept), shard threads (`workers`, `write-interval-ms`, `lag-policy`), the log files, the
 //! demo, the HTTPS sockets (`tls.listen`, `tls.auto`; their certificates are reloaded). A live
-//! source keeps the stream description and queue size it started with.
+//! source keeps the queue size it started with.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -51,7 +51,8 @@ fn hidden(ctx: &ServerCtx, name: &str) -> bool {
 }
 
 fn mount_stats(ctx: &ServerCtx, m: &Mount) -> Vec<Stat> {
-    let info = &m.settings.info;
+    let description = m.description();
+    let info = &description.info;
     let (rate, channels) = audio_params(m);
     let mut s: Vec<Stat> = Vec::new();
     let mut add = |k: &str, v: String| s.push((k.to_owned(), v));

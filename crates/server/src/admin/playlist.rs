@@ -73,7 +73,8 @@ pub fn xspf(origin: &str, mount: Option<&Mount>) -> String {
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<playlist xmlns=\"http://xspf.org/ns/0/\" version=\"1\">\n  <title/>\n  <creator/>\n  <trackList>\n",
     );
     if let Some(m) = mount {
-        let info = &m.settings.info;
+        let description = m.description();
+        let info = &description.info;
         out.push_str("    <track>\n");
         let ind = "      ";
         leaf(

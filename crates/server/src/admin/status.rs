@@ -44,7 +44,8 @@ fn public_mounts(ctx: &ServerCtx) -> Vec<std::sync::Arc<Mount>> {
 
 /// The sample rate and channels of a mount: from `ice-audio-info`, else from the frames.
 pub(crate) fn audio_params(m: &Mount) -> (Option<String>, Option<String>) {
-    let info = &m.settings.info;
+    let description = m.description();
+    let info = &description.info;
     let p = m.params();
     let rate = info
         .audio_info_value("samplerate")
@@ -85,7 +86,8 @@ pub(crate) fn subtype(m: &Mount) -> Option<&'static str> {
 }
 
 fn icecast_source(ctx: &ServerCtx, m: &Mount) -> Value {
-    let info = &m.settings.info;
+    let description = m.description();
+    let info = &description.info;
     let (rate, channels) = audio_params(m);
     let mut o = Map::new();
     // Ogg: the ARTIST comment or admin `artist` (Icecast 2.4.4 `format_ogg.c:update_comments`).
@@ -212,7 +214,8 @@ pub fn v1_status(ctx: &ServerCtx) -> Value {
 
 /// One mount as `/api/v1/status` (and the admin JSON API) shows it.
 pub fn v1_mount(ctx: &ServerCtx, m: &Mount) -> Value {
-    let info = &m.settings.info;
+    let description = m.description();
+    let info = &description.info;
     let (rate, channels) = audio_params(m);
     json!({
         "mount": m.name,

@@ -394,7 +394,8 @@ pub async fn mount(
     };
     let mut c = String::new();
     // Facts.
-    let info = &m.settings.info;
+    let description = m.description();
+    let info = &description.info;
     let _ = write!(
         c,
         "<dl class=\"summary\"><div><dt>Name</dt><dd>{}</dd></div><div><dt>Title</dt><dd id=\"current-title\">{}</dd></div>\

@@ -109,8 +109,10 @@ fn raise(ctx: &ServerCtx, config: &Arc<Config>, trigger: &'static str, m: &Mount
     }
     let mc = config.mount_for(&m.name);
     let s = &m.settings;
+    let description = m.description();
     let header = |name: &str| {
-        s.stream_headers
+        description
+            .stream_headers
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.clone())

@@ -61,29 +61,6 @@ pub fn valid_mount_name(name: &str) -> bool {
     throng_proto::mount_name::is_canonical(name) && !crate::respond::is_admin_path(name)
 }
 
-/// Applies `[[mount]]` overrides to what the source announced.
-pub(crate) fn apply_overrides(info: &mut SourceInfo, m: Option<&crate::config::MountConfig>) {
-    let Some(m) = m else { return };
-    if let Some(v) = &m.stream_name {
-        info.name = v.clone();
-    }
-    if let Some(v) = &m.stream_description {
-        info.description = v.clone();
-    }
-    if let Some(v) = &m.stream_url {
-        info.url = Some(v.clone());
-    }
-    if let Some(v) = &m.genre {
-        info.genre = v.clone();
-    }
-    if let Some(v) = &m.bitrate {
-        info.bitrate = Some(v.clone());
-    }
-    if let Some(v) = m.public {
-        info.public = v;
-    }
-}
-
 /// The source user and password of `name` if the request's Basic credentials match them
 /// (`None`, logged, otherwise).
 fn check_password(
@@ -253,9 +230,8 @@ pub async fn run(
     };
     let format = Format::from_content_type(&content_type);
     let config = ctx.config();
-    let mount_cfg = config.mount_for(&name);
-    let mut info = SourceInfo::from_headers(&head.headers);
-    apply_overrides(&mut info, mount_cfg);
+    // The `[[mount]]` overrides are applied by `Mount::configured` (and again at reloads).
+    let info = SourceInfo::from_headers(&head.headers);
     let limits = &config.limits;
     let (mount, writer) = Mount::configured(
         &config,

@@ -24,7 +24,7 @@ fn listener_head<'a>(
         server_id,
         date,
         content_type: &mount.settings.content_type,
-        stream_headers: mount.settings.stream_headers.clone(),
+        stream_headers: mount.description().stream_headers.clone(),
         metaint: metaint.map(|m| m as usize),
         extra_headers: extra,
     }

@@ -20,7 +20,7 @@ use throng_proto::source_info::SourceInfo;
 
 use crate::mount::freeze::SourceClientState;
 use crate::mount::icy_meta::IcyMeta;
-use crate::mount::live::{stream_headers, Mount, MountSettings, SourceKind, Tuning};
+use crate::mount::live::{Mount, MountSettings, SourceKind, Tuning};
 use crate::mount::queue::{Chunk, QueueSnapshot, QueueWriter};
 
 /// A relay's mount adopted by the new process, waiting for its relay task (`ingest/relay`) to
@@ -341,7 +341,6 @@ impl MountState {
         let settings = MountSettings {
             format,
             content_type: self.content_type,
-            stream_headers: stream_headers(&info),
             info,
             force_hidden: self.force_hidden,
             source_user: self.credentials.0,

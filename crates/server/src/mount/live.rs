@@ -40,7 +40,8 @@ pub struct MountSettings {
     pub format: Format,
     /// Content-Type sent to listeners.
     pub content_type: String,
-    /// Stream description, after `[[mount]]` overrides.
+    /// Stream description as the origin announced it, before the `[[mount]]` overrides
+    /// (those are applied by [`Mount::retune`]: see [`Mount::description`]).
     pub info: SourceInfo,
     /// Hidden whatever the configuration says (webroot fallback files).
     pub force_hidden: bool,
@@ -52,8 +53,54 @@ pub struct MountSettings {
     pub source_ip: Option<IpAddr>,
     /// What feeds the mount.
     pub kind: SourceKind,
-    /// `icy-*` headers sent to listeners, from [`stream_headers`].
+}
+
+/// The stream description in force: the origin's announcement with the `[[mount]]` overrides
+/// of the configuration in force, re-applied at each reload as Icecast 2.4.4
+/// `source_update_settings` re-applies a mount's settings to its running source
+/// (`source_apply_mount`: `<stream-name>`, `<stream-description>`, `<stream-url>`, `<genre>`,
+/// `<bitrate>`, `<public>`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Description {
+    /// The description (what status documents, YP and the page show).
+    pub info: SourceInfo,
+    /// `icy-*` headers sent to listeners joining from now on, from [`stream_headers`].
     pub stream_headers: Vec<(String, String)>,
+}
+
+impl Description {
+    /// `announced` with the overrides of `m` (its `[[mount]]` entry, if any).
+    pub fn of(announced: &SourceInfo, m: Option<&crate::config::MountConfig>) -> Description {
+        let mut info = announced.clone();
+        apply_overrides(&mut info, m);
+        Description {
+            stream_headers: stream_headers(&info),
+            info,
+        }
+    }
+}
+
+/// Applies `[[mount]]` overrides to what the origin announced.
+fn apply_overrides(info: &mut SourceInfo, m: Option<&crate::config::MountConfig>) {
+    let Some(m) = m else { return };
+    if let Some(v) = &m.stream_name {
+        info.name = v.clone();
+    }
+    if let Some(v) = &m.stream_description {
+        info.description = v.clone();
+    }
+    if let Some(v) = &m.stream_url {
+        info.url = Some(v.clone());
+    }
+    if let Some(v) = &m.genre {
+        info.genre = v.clone();
+    }
+    if let Some(v) = &m.bitrate {
+        info.bitrate = Some(v.clone());
+    }
+    if let Some(v) = m.public {
+        info.public = v;
+    }
 }
 
 /// The settings of a live mount that follow the configuration: set from its `[[mount]]` entry
@@ -118,7 +165,8 @@ pub struct Announcement {
     pub format: Format,
     /// Content-Type sent to listeners.
     pub content_type: String,
-    /// Stream description, `[[mount]]` overrides already applied.
+    /// Stream description as announced (the `[[mount]]` overrides are applied by
+    /// [`Mount::configured`]).
     pub info: SourceInfo,
     /// Source user and password accepted for metadata updates of this mount.
     pub credentials: (String, String),
@@ -141,6 +189,8 @@ pub struct Mount {
     pub settings: MountSettings,
     /// Settings that follow the configuration (see [`Mount::tuning`]).
     tuning: ArcSwap<Tuning>,
+    /// The stream description in force (see [`Mount::description`]).
+    described: ArcSwap<Description>,
     /// The queue listeners read.
     pub queue: Arc<Queue>,
     /// Current ICY metadata block.
@@ -176,11 +226,13 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 impl Mount {
     /// A new mount reading `queue`.
     pub fn new(name: &str, settings: MountSettings, queue: Arc<Queue>) -> Mount {
+        let described = ArcSwap::from_pointee(Description::of(&settings.info, None));
         Mount {
             name: name.to_owned(),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             settings,
             tuning: ArcSwap::from_pointee(Tuning::default()),
+            described,
             queue,
             icy: ArcSwap::from_pointee(IcyMeta {
                 generation: 0,
@@ -215,7 +267,6 @@ impl Mount {
         let settings = MountSettings {
             format: origin.format,
             content_type: origin.content_type,
-            stream_headers: stream_headers(&origin.info),
             info: origin.info,
             force_hidden: origin.force_hidden,
             source_user: origin.credentials.0,
@@ -233,9 +284,22 @@ impl Mount {
         self.tuning.load_full()
     }
 
-    /// Re-reads the [`Tuning`] from `config` (mount start, reload); returns whether it changed.
+    /// Re-reads the [`Tuning`] and the [`Description`] from `config` (mount start, reload,
+    /// a binary upgrade's new process); returns whether either changed.
     pub fn retune(&self, config: &crate::config::Config) -> bool {
-        self.set_tuning(Tuning::of(config, &self.name, self.settings.force_hidden))
+        let tuned = self.set_tuning(Tuning::of(config, &self.name, self.settings.force_hidden));
+        let description = Description::of(&self.settings.info, config.mount_for(&self.name));
+        let described = **self.described.load() != description;
+        if described {
+            self.described.store(Arc::new(description));
+        }
+        tuned || described
+    }
+
+    /// The stream description in force: the announcement with the `[[mount]]` overrides of
+    /// the configuration last applied.
+    pub fn description(&self) -> Arc<Description> {
+        self.described.load_full()
     }
 
     /// Sets the [`Tuning`]; returns whether it changed.
@@ -402,7 +466,6 @@ pub(crate) mod test_support {
             source_password: String::new(),
             source_ip: None,
             kind: SourceKind::Client,
-            stream_headers: Vec::new(),
         };
         (Arc::new(Mount::new(name, settings, w.queue())), w)
     }

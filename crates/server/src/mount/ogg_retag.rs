@@ -169,7 +169,6 @@ mod tests {
             source_password: "pw".into(),
             source_ip: None,
             kind: SourceKind::Client,
-            stream_headers: Vec::new(),
         };
         Mount::new("/t.opus", settings, QueueWriter::new(1 << 20).queue())
     }

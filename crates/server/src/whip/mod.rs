@@ -37,7 +37,7 @@ use crate::auth::throttle::LoginKind;
 use crate::auth::SourceAuth;
 use crate::ctx::ServerCtx;
 use crate::ingest::live_mount::LiveMount;
-use crate::ingest::source::{apply_overrides, valid_mount_name};
+use crate::ingest::source::valid_mount_name;
 use crate::mount::feeder::Feeder;
 use crate::mount::live::{Announcement, Mount, SourceKind};
 use crate::net::conn::Conn;
@@ -234,15 +234,13 @@ async fn post(
         }
         OfferAction::Start => {
             let config = ctx.config();
-            let mut info = SourceInfo::default();
-            apply_overrides(&mut info, config.mount_for(&requested));
             let (mount, writer) = Mount::configured(
                 &config,
                 &requested,
                 Announcement {
                     format: Format::Ogg,
                     content_type: "audio/ogg".to_owned(),
-                    info,
+                    info: SourceInfo::default(),
                     credentials: (user.clone(), pass),
                     source_ip: Some(peer.ip()),
                     kind: SourceKind::Client,

@@ -74,7 +74,7 @@ async fn step(ctx: &ServerCtx, config: &Arc<Config>, entries: &mut HashMap<(Stri
         .registry
         .list()
         .into_iter()
-        .filter(|m| m.settings.info.public && !m.settings.force_hidden)
+        .filter(|m| m.description().info.public && !m.settings.force_hidden)
         .collect();
     let now = Instant::now();
     for d in &config.directory {
@@ -196,7 +196,8 @@ async fn send(config: &Config, dir: &DirectoryConfig, body: String) -> Option<pr
 
 /// What the directory is told about `m`.
 fn listing(ctx: &ServerCtx, config: &Config, m: &Mount) -> Listing {
-    let info = &m.settings.info;
+    let description = m.description();
+    let info = &description.info;
     let audio = |k: &str| {
         info.audio_info_value(k)
             .or_else(|| info.audio_info_value(&format!("ice-{k}")))

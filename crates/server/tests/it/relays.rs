@@ -336,8 +336,8 @@ fn throng_relays_icecast2_with_decodable_audio_and_its_title() {
     let mount = wait_relay(&srv, "/relay.mp3");
     // Icecast's stream headers became the local mount's description.
     assert_eq!(mount.settings.content_type, "audio/mpeg");
-    assert_eq!(mount.settings.info.name, "Origin Radio");
-    assert_eq!(mount.settings.info.genre, "Test");
+    assert_eq!(mount.description().info.name, "Origin Radio");
+    assert_eq!(mount.description().info.genre, "Test");
     assert_eq!(srv.mount_status("/relay.mp3").unwrap()["source"], "relay");
     wait_until(Duration::from_secs(10), || {
         mount.title() == "Upstream Title"
@@ -628,9 +628,9 @@ fn throng_relays_throng_and_listeners_ride_out_an_upstream_drop_on_the_fallback(
         backup.display().to_string()
     ));
     let copy = wait_relay(&slave, "/copy.mp3");
-    assert_eq!(copy.settings.info.name, "Test Stream");
+    assert_eq!(copy.description().info.name, "Test Stream");
     assert!(copy
-        .settings
+        .description()
         .stream_headers
         .contains(&("icy-br".to_owned(), "64".to_owned())));
     wait_until(Duration::from_secs(5), || copy.title() == "Origin Song")
@@ -753,7 +753,7 @@ fn relay_reads_an_icy_200_upstream_and_its_inline_titles() {
     });
     let srv = TestServer::start(&relay_toml(mock.addr.port(), "/", "/shout.mp3", ""));
     let m = wait_relay(&srv, "/shout.mp3");
-    assert_eq!(m.settings.info.name, "Shout Mock");
+    assert_eq!(m.description().info.name, "Shout Mock");
     wait_until(Duration::from_secs(5), || m.title() == "Mock Title")
         .unwrap_or_else(|_| panic!("title: {:?}", m.title()));
     assert_audio(srv.addr, "/shout.mp3", 20);

@@ -97,6 +97,7 @@ fn icecast_config_runs_a_source_and_listeners() {
         <loglevel>4</loglevel>
         <playlistlog>playlist.log</playlistlog>
     </logging>
+    <security><changeowner><user>nobody</user><group>nogroup</group></changeowner></security>
 </icecast>
 "#,
     )
@@ -107,7 +108,7 @@ fn icecast_config_runs_a_source_and_listeners() {
     let (mut server, addr, lines) = serve_icecast(&xml);
     let startup = lines.concat();
     assert!(
-        startup.contains("warning") && startup.contains("icecast/logging/playlistlog"),
+        startup.contains("warning") && startup.contains("icecast/security/changeowner"),
         "{startup}"
     );
     assert!(
@@ -180,7 +181,7 @@ fn icecast_config_runs_a_source_and_listeners() {
     );
     let errors = std::fs::read_to_string(dir.0.join("logs/error.log")).unwrap_or_default();
     assert!(
-        errors.contains("icecast/logging/playlistlog") && errors.contains("DEBUG"),
+        errors.contains("icecast/security/changeowner") && errors.contains("DEBUG"),
         "error log at loglevel 4: {errors:?}"
     );
 }

@@ -268,3 +268,98 @@ fn a_reload_applies_the_log_level() {
         f.serve.stderr()
     );
 }
+
+/// The icecast.xml of [`a_reload_reapplies_a_mounts_stream_name_to_its_live_source`]: source
+/// password `pw`, logs in `dir`, and `/live.mp3` with `mount_extra` inside its `<mount>`.
+fn icecast_xml(dir: &std::path::Path, mount_extra: &str) -> String {
+    format!(
+        "<icecast>\n  <authentication>\n    <source-password>pw</source-password>\n    \
+         <admin-password>{ADMIN}</admin-password>\n  </authentication>\n  \
+         <listen-socket><port>8000</port></listen-socket>\n  \
+         <paths><logdir>{}</logdir></paths>\n  \
+         <mount type=\"normal\"><mount-name>/live.mp3</mount-name>{mount_extra}</mount>\n\
+         </icecast>\n",
+        dir.display()
+    )
+}
+
+/// Icecast 2.4.4 re-applies a mount's settings to its running source at a reload
+/// (`source_update_settings` → `source_apply_mount`): an edited `<stream-name>` shows in
+/// status-json at once, and a removed one gives back what the source announced (issue 38).
+#[test]
+fn a_reload_reapplies_a_mounts_stream_name_to_its_live_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let xml = dir.path().join("icecast.xml");
+    let write = |extra: &str| std::fs::write(&xml, icecast_xml(dir.path(), extra)).unwrap();
+    write("<stream-name>Morning Show</stream-name>");
+    let state = dir.path().join("state");
+    let serve = Serve::spawn(
+        [
+            "--icecast-config".as_ref(),
+            xml.as_os_str(),
+            "--listen".as_ref(),
+            "127.0.0.1:0".as_ref(),
+        ],
+        &[("THRONG_STATE_DIR", state.as_os_str())],
+    );
+    let addr = serve.addr;
+    let _ff = Ffmpeg::start(addr, "/live.mp3", "pw");
+    let name = || {
+        let (_, text) = get(addr, "/status-json.xsl", "");
+        let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+        v["icestats"]["source"]["server_name"]
+            .as_str()
+            .map(str::to_owned)
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || name().is_some()),
+        "/live.mp3 never went live"
+    );
+    assert_eq!(name().as_deref(), Some("Morning Show"));
+    // The outcome line goes to the file's error log (`<logdir>/error.log`), as Icecast's.
+    let log = dir.path().join("error.log");
+    let reloads = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .matches("configuration reloaded")
+            .count()
+    };
+    let hup = |n: usize| {
+        // SAFETY: kill(2) on the server this test started.
+        unsafe { libc::kill(serve.pid() as i32, SIGHUP) };
+        assert!(
+            wait_until(Duration::from_secs(10), || reloads() >= n),
+            "no reload {n} in {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    };
+    write("<stream-name>Evening Show</stream-name>");
+    hup(1);
+    assert_eq!(name().as_deref(), Some("Evening Show"), "after the reload");
+    // A new listener is told the new name.
+    let head = {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(b"GET /live.mp3 HTTP/1.0\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut buf = Vec::new();
+        let mut byte = [0u8; 1];
+        while !buf.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap_or(0) == 1 {
+            buf.push(byte[0]);
+        }
+        String::from_utf8_lossy(&buf).into_owned()
+    };
+    assert!(
+        head.to_ascii_lowercase().contains("icy-name:evening show"),
+        "{head}"
+    );
+    write("");
+    hup(2);
+    let back = name();
+    assert!(
+        back.as_deref().is_some_and(|n| n != "Evening Show"),
+        "the override stays after its removal: {back:?}"
+    );
+}

@@ -175,6 +175,9 @@ impl Importer<'_> {
         };
         self.config.logging.access_log = in_logdir(&self.accesslog);
         self.config.logging.error_log = in_logdir(&self.errorlog);
+        // Icecast 2.4.4 opens `<logdir>/<playlistlog>` (no `-` for standard error); an
+        // absolute name is used as it is, as for the other logs.
+        self.config.ledger.playlistlog = self.playlistlog.as_deref().map(|n| logdir.join(n));
         let webroot = resolver.path(self.webroot.trim_end_matches('/'));
         let paths = &mut self.config.paths;
         paths.pidfile = self.pidfile.as_deref().map(|p| resolver.path(p));

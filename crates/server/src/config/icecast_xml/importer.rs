@@ -75,6 +75,8 @@ pub(super) struct Importer<'a> {
     pub accesslog: String,
     /// `<logging><errorlog>`: a name inside `logdir`, or `-`.
     pub errorlog: String,
+    /// `<logging><playlistlog>`: a name inside `logdir` (`[ledger] playlistlog`), if any.
+    pub playlistlog: Option<String>,
     /// The `<mount>`s kept, normal and default, in document order.
     pub mounts: Vec<RawMount>,
 }
@@ -113,6 +115,7 @@ impl<'a> Importer<'a> {
             ssl_private_key: None,
             accesslog: "access.log".into(),
             errorlog: "error.log".into(),
+            playlistlog: None,
             mounts: Vec::new(),
         }
     }

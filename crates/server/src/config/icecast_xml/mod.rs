@@ -10,7 +10,7 @@
 //! names resolve inside `<logdir>` and intros inside `<webroot>`, as Icecast does.
 //!
 //! Nothing is dropped silently: every element Throng does not carry over is listed in
-//! [`Import::unsupported`] with its path (`icecast/directory/yp-url`) and why.
+//! [`Import::unsupported`] with its path (`icecast/security/changeowner`) and why.
 //!
 //! Files: this one holds the entry points and re-exports the public types; `error.rs`,
 //! `report.rs` ([`Import`], [`Unsupported`]), `resolver.rs`, `socket.rs`, `raw_mount.rs` and

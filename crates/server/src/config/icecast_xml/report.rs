@@ -22,7 +22,7 @@ pub struct Import {
 /// One element (or attribute) of the XML that the imported configuration does not carry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unsupported {
-    /// Slash-separated path from the root, e.g. `icecast/directory/yp-url`; an attribute ends
+    /// Slash-separated path from the root, e.g. `icecast/security/changeowner`; an attribute ends
     /// in `/@name`, an `<option>` in `[@name=...]`.
     pub path: String,
     /// The element or attribute name (the last segment of `path`).

@@ -222,12 +222,10 @@ impl Importer<'_> {
                         self.config.logging.level = log_level(v).to_owned();
                     }
                 }
-                "playlistlog" => self.report(
-                    &p,
-                    None,
-                    UnsupportedKind::NotSupported,
-                    "no playlist log (titles are in the status JSON and the error log at debug level)",
-                ),
+                "playlistlog" => match Self::string(c) {
+                    Some(t) => self.playlistlog = Some(t),
+                    None => self.report(&p, None, UnsupportedKind::IgnoredByIcecast, "empty"),
+                },
                 "logsize" => {
                     if let Some(kb) = self.unsigned::<u64>(&p, c, "a size in KiB")? {
                         self.config.logging.logsize = Some(kb);

@@ -428,6 +428,46 @@ fn chroot_resolves_every_path_inside_basedir() {
 }
 
 #[test]
+fn playlistlog_becomes_the_ledger_playlistlog_inside_logdir() {
+    let imp = import(
+        "<icecast><paths><logdir>/var/log/icecast2</logdir></paths>\
+         <logging><playlistlog>playlist.log</playlistlog></logging></icecast>",
+    );
+    assert_eq!(
+        imp.config.ledger.playlistlog.as_deref(),
+        Some(Path::new("/var/log/icecast2/playlist.log"))
+    );
+    assert!(imp.unsupported.is_empty(), "{:?}", imp.unsupported);
+    roundtrip(&imp.config);
+
+    // Relative to a relative logdir (the XML file's directory), inside basedir under chroot,
+    // an absolute name as it is; none without the element.
+    let at = |xml: &str| import(xml).config.ledger.playlistlog;
+    assert_eq!(
+        at("<icecast><paths><logdir>logs</logdir></paths>\
+            <logging><playlistlog>p.log</playlistlog></logging></icecast>"),
+        Some(PathBuf::from("/etc/icecast/logs/p.log"))
+    );
+    assert_eq!(
+        at("<icecast><security><chroot>1</chroot></security>\
+            <paths><basedir>/srv/ice</basedir><logdir>/logs</logdir></paths>\
+            <logging><playlistlog>p.log</playlistlog></logging></icecast>"),
+        Some(PathBuf::from("/srv/ice/logs/p.log"))
+    );
+    assert_eq!(
+        at("<icecast><logging><playlistlog>/srv/titles.log</playlistlog></logging></icecast>"),
+        Some(PathBuf::from("/srv/titles.log"))
+    );
+    assert_eq!(at("<icecast/>"), None);
+    let empty = import("<icecast><logging><playlistlog/></logging></icecast>");
+    assert_eq!(empty.config.ledger.playlistlog, None);
+    assert_eq!(
+        reported(&empty),
+        vec![("icecast/logging/playlistlog", IgnoredByIcecast)]
+    );
+}
+
+#[test]
 fn http_headers_stop_at_the_first_invalid_entry() {
     let imp = import(
         "<icecast><http-headers><header name=\"A\" value=\"1\"/><header name=\"B\"/>\

@@ -25,7 +25,8 @@ fn bitrate(m: &Mount) -> Option<u32> {
 
 /// `mount`: the whole public state of `m`; `base` is `http://host:port` of its `listenurl`.
 pub fn mount(m: &Mount, base: &str) -> String {
-    let info = &m.settings.info;
+    let description = m.description();
+    let info = &description.info;
     json!({
         "mount": m.name,
         "name": info.name,

@@ -442,10 +442,8 @@ fn relay_mount(
         .to_owned();
     let format = Format::from_content_type(&content_type);
     let config = ctx.config();
-    let cfg = config.mount_for(local);
     let mut info = SourceInfo::from_headers(&head.headers);
     info.user_agent = head.header("server").map(str::to_owned);
-    crate::ingest::source::apply_overrides(&mut info, cfg);
     let credentials = config.source_credentials(local).unwrap_or_default();
     Mount::configured(
         &config,
