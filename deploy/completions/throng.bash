@@ -886,13 +886,21 @@ _throng() {
             return 0
             ;;
         throng__subcmd__icecast)
-            opts="-c -b -v -h --help"
+            opts="-c -b -v -h --state-dir --log --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -169,8 +169,8 @@ complete -c throng -n "__fish_throng_using_subcommand report" -l from -d 'Start:
 complete -c throng -n "__fish_throng_using_subcommand report" -l to -d 'End: Unix seconds or RFC 3339 (default: now)' -r
 complete -c throng -n "__fish_throng_using_subcommand report" -l mount -d 'Only this mount' -r
 complete -c throng -n "__fish_throng_using_subcommand report" -l group -d 'Grouping of `listening`: hour, day, country, path or agent (default day)' -r
-complete -c throng -n "__fish_throng_using_subcommand report" -l service -d 'NAME_OF_SERVICE of `soundexchange` (default the configuration\'s server-id)' -r
-complete -c throng -n "__fish_throng_using_subcommand report" -l category -d 'TRANSMISSION_CATEGORY of `soundexchange`' -r
+complete -c throng -n "__fish_throng_using_subcommand report" -l service -d 'NAME_OF_SERVICE of `soundexchange` (default `[ledger] service`, else `[station] name`, else `server-id`)' -r
+complete -c throng -n "__fish_throng_using_subcommand report" -l category -d 'TRANSMISSION_CATEGORY of `soundexchange` (default `[ledger] category`)' -r
 complete -c throng -n "__fish_throng_using_subcommand report" -s c -l config -d 'TOML configuration file whose `[ledger] database` is read' -r -F
 complete -c throng -n "__fish_throng_using_subcommand report" -l icecast-config -d 'Icecast configuration file (icecast.xml) instead of a TOML file' -r -F
 complete -c throng -n "__fish_throng_using_subcommand report" -l database -d 'The database, over the configuration\'s (`sqlite:///path` or `postgres://…`)' -r
@@ -178,6 +178,8 @@ complete -c throng -n "__fish_throng_using_subcommand report" -l state-dir -d 'S
 complete -c throng -n "__fish_throng_using_subcommand report" -l csv -d '`listening` and `tracks` as CSV rather than JSON'
 complete -c throng -n "__fish_throng_using_subcommand report" -s h -l help -d 'Print help'
 complete -c throng -n "__fish_throng_using_subcommand icecast" -s c -d 'The Icecast configuration file (icecast.xml) to run; reloaded on SIGHUP' -r -F
+complete -c throng -n "__fish_throng_using_subcommand icecast" -l state-dir -d 'Directory of the generated passwords and the default SQLite audience ledger (as `throng serve --state-dir`; `throng report` reads the ledger there too)' -r -F
+complete -c throng -n "__fish_throng_using_subcommand icecast" -l log -d 'Log filter (as `throng serve --log`), over the file\'s `<loglevel>`' -r
 complete -c throng -n "__fish_throng_using_subcommand icecast" -s b -d 'Run in the background: detach from the console once the configuration is read (the starting process exits 0)'
 complete -c throng -n "__fish_throng_using_subcommand icecast" -s v -d 'Print the version and exit'
 complete -c throng -n "__fish_throng_using_subcommand icecast" -s h -l help -d 'Print help'

@@ -173,10 +173,11 @@ pub struct ReportArgs {
     /// `listening` and `tracks` as CSV rather than JSON.
     #[arg(long)]
     pub csv: bool,
-    /// NAME_OF_SERVICE of `soundexchange` (default the configuration's server-id).
+    /// NAME_OF_SERVICE of `soundexchange` (default `[ledger] service`, else `[station] name`,
+    /// else `server-id`).
     #[arg(long)]
     pub service: Option<String>,
-    /// TRANSMISSION_CATEGORY of `soundexchange`.
+    /// TRANSMISSION_CATEGORY of `soundexchange` (default `[ledger] category`).
     #[arg(long)]
     pub category: Option<String>,
     /// TOML configuration file whose `[ledger] database` is read.

@@ -366,9 +366,13 @@ fn report(args: ReportArgs) -> anyhow::Result<()> {
         _ => args.report.clone(),
     };
     let now = throng_server::ledger::now_ms();
-    let req =
-        throng_server::ledger::request::ReportRequest::parse(&name, &q, now, &config.server_id)
-            .map_err(anyhow::Error::msg)?;
+    let req = throng_server::ledger::request::ReportRequest::parse(
+        &name,
+        &q,
+        now,
+        &throng_server::ledger::request::ReportDefaults::of(&config),
+    )
+    .map_err(anyhow::Error::msg)?;
     let mut db = match throng_server::ledger::open_for_reports(&config) {
         Ok(db) => db,
         Err(e @ throng_server::ledger::LedgerError::Missing(_)) => {

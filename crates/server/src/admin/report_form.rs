@@ -104,7 +104,11 @@ impl Form {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
-        ReportRequest::parse("listening", &q, now_ms, service)
+        let defaults = crate::ledger::request::ReportDefaults {
+            service: service.to_owned(),
+            category: String::new(),
+        };
+        ReportRequest::parse("listening", &q, now_ms, &defaults)
     }
 }
 

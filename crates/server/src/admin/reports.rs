@@ -33,8 +33,8 @@ pub async fn report(
         return unauthorized();
     }
     let config = ctx.config();
-    let service = config.server_id.clone();
-    let req = match ReportRequest::parse(&name, &q, crate::ledger::now_ms(), &service) {
+    let defaults = crate::ledger::request::ReportDefaults::of(&config);
+    let req = match ReportRequest::parse(&name, &q, crate::ledger::now_ms(), &defaults) {
         Ok(r) => r,
         Err(why) if crate::ledger::request::ReportKind::parse(&name).is_none() => {
             return json_reply(StatusCode::NOT_FOUND, json!({ "error": why }));

@@ -65,6 +65,13 @@ pub struct LedgerConfig {
     /// Also append title changes to this file in Icecast's `playlistlog` format
     /// (`time|mount|listeners|title`, as Icecast 2.4.4 `logging.c` `logging_playlist`).
     pub playlistlog: Option<PathBuf>,
+    /// `NAME_OF_SERVICE` of the SoundExchange report of use, and the service of the PPL
+    /// file (default `[station] name`, else `server-id`); a report's `service` overrides it.
+    pub service: Option<String>,
+    /// `TRANSMISSION_CATEGORY` of the SoundExchange report of use (SoundExchange's codes,
+    /// e.g. `B` for a non-subscription webcaster; empty unless set); a report's `category`
+    /// overrides it.
+    pub category: Option<String>,
 }
 
 /// Where the ledger is stored, parsed from [`LedgerConfig::database`].

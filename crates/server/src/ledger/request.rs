@@ -82,17 +82,47 @@ pub struct ReportBody {
     pub truncated: bool,
 }
 
+/// What a royalty report says where its request does not: the service's name and its
+/// transmission category.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReportDefaults {
+    /// `NAME_OF_SERVICE`.
+    pub service: String,
+    /// `TRANSMISSION_CATEGORY` (may be empty).
+    pub category: String,
+}
+
+impl ReportDefaults {
+    /// As `config` sets them: `[ledger] service`, else `[station] name`, else `server-id`;
+    /// `[ledger] category`, else empty.
+    pub fn of(config: &crate::config::Config) -> ReportDefaults {
+        let set = |v: &Option<String>| {
+            v.as_deref()
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(str::to_owned)
+        };
+        let station = config.station.name.trim();
+        ReportDefaults {
+            service: set(&config.ledger.service)
+                .or_else(|| (!station.is_empty()).then(|| station.to_owned()))
+                .unwrap_or_else(|| config.server_id.clone()),
+            category: set(&config.ledger.category).unwrap_or_default(),
+        }
+    }
+}
+
 impl ReportRequest {
     /// Parses `name` and the query `q` (`from`, `to`: Unix seconds or RFC 3339, `to` default
     /// now and `from` default 7 days before it; `mount`; `group`; `service`; `category`);
-    /// `default_service` names the station.
+    /// `defaults` fill `service` and `category` when the query has none.
     ///
     /// Errors: a sentence naming the parameter that is wrong.
     pub fn parse(
         name: &str,
         q: &HashMap<String, String>,
         now_ms: i64,
-        default_service: &str,
+        defaults: &ReportDefaults,
     ) -> Result<ReportRequest, String> {
         let kind = ReportKind::parse(name).ok_or_else(|| {
             format!(
@@ -138,8 +168,11 @@ impl ReportRequest {
             service: q
                 .get("service")
                 .cloned()
-                .unwrap_or_else(|| default_service.to_owned()),
-            category: q.get("category").cloned().unwrap_or_default(),
+                .unwrap_or_else(|| defaults.service.clone()),
+            category: q
+                .get("category")
+                .cloned()
+                .unwrap_or_else(|| defaults.category.clone()),
         })
     }
 }
@@ -200,6 +233,37 @@ pub fn run(db: &mut Db, req: &ReportRequest, now_ms: i64) -> Result<ReportBody, 
 mod tests {
     use super::*;
 
+    fn s() -> ReportDefaults {
+        ReportDefaults {
+            service: "S".into(),
+            category: "B".into(),
+        }
+    }
+
+    #[test]
+    fn the_service_is_the_ledgers_else_the_stations_else_the_server_id() {
+        let mut c = crate::config::Config::from_toml("server-id = \"Throng test\"\n").unwrap();
+        assert_eq!(ReportDefaults::of(&c).service, "Throng test");
+        assert_eq!(ReportDefaults::of(&c).category, "");
+        c.station.name = "Radio Nowhere".into();
+        assert_eq!(ReportDefaults::of(&c).service, "Radio Nowhere");
+        c.ledger.service = Some("Nowhere Media LLC".into());
+        c.ledger.category = Some("B".into());
+        let d = ReportDefaults::of(&c);
+        assert_eq!(
+            (d.service.as_str(), d.category.as_str()),
+            ("Nowhere Media LLC", "B")
+        );
+        // A request's own values win.
+        let q: HashMap<String, String> = [
+            ("service".to_owned(), "X".to_owned()),
+            ("category".to_owned(), "A".to_owned()),
+        ]
+        .into();
+        let r = ReportRequest::parse("soundexchange.csv", &q, 0, &d).unwrap();
+        assert_eq!((r.service.as_str(), r.category.as_str()), ("X", "A"));
+    }
+
     fn q(pairs: &[(&str, &str)]) -> HashMap<String, String> {
         pairs
             .iter()
@@ -209,11 +273,12 @@ mod tests {
 
     #[test]
     fn defaults_are_the_last_seven_days_by_day() {
-        let r = ReportRequest::parse("listening", &q(&[]), 1_000_000_000_000, "S").unwrap();
+        let r = ReportRequest::parse("listening", &q(&[]), 1_000_000_000_000, &s()).unwrap();
         assert_eq!(r.range.to_ms, 1_000_000_000_000);
         assert_eq!(r.range.from_ms, 1_000_000_000_000 - DEFAULT_SPAN_MS);
         assert_eq!(r.group, Group::Day);
         assert_eq!(r.service, "S");
+        assert_eq!(r.category, "B");
     }
 
     #[test]
@@ -226,7 +291,7 @@ mod tests {
                 ("mount", "/live"),
             ]),
             0,
-            "S",
+            &s(),
         )
         .unwrap();
         assert_eq!(r.kind, ReportKind::Tracks { csv: true });
@@ -237,14 +302,14 @@ mod tests {
 
     #[test]
     fn bad_requests_name_the_parameter() {
-        let e = ReportRequest::parse("listening", &q(&[("from", "yesterday")]), 0, "S");
+        let e = ReportRequest::parse("listening", &q(&[("from", "yesterday")]), 0, &s());
         assert!(e.unwrap_err().contains("`from`"));
-        let e = ReportRequest::parse("listening", &q(&[("group", "week")]), 0, "S");
+        let e = ReportRequest::parse("listening", &q(&[("group", "week")]), 0, &s());
         assert!(e.unwrap_err().contains("`group`"));
-        let e = ReportRequest::parse("listening", &q(&[("from", "20"), ("to", "10")]), 0, "S");
+        let e = ReportRequest::parse("listening", &q(&[("from", "20"), ("to", "10")]), 0, &s());
         assert!(e.unwrap_err().contains("before"));
-        assert!(ReportRequest::parse("nope", &q(&[]), 0, "S").is_err());
-        let e = ReportRequest::parse("listening", &q(&[("mount", "live")]), 0, "S");
+        assert!(ReportRequest::parse("nope", &q(&[]), 0, &s()).is_err());
+        let e = ReportRequest::parse("listening", &q(&[("mount", "live")]), 0, &s());
         assert!(e.unwrap_err().contains("`mount`"));
     }
 }
