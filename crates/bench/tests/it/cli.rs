@@ -107,10 +107,13 @@ fn run_exits_zero_on_pass_and_one_on_fail() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
 
-/// A URL that answers 404 (issue 27): the run stops early, exits 1 within 5 s (its hold is a
-/// minute) and says why on the console: the criterion, how many, the error kind.
+/// A URL that answers 404 (issue 27): the run stops early, exits 1 long before its hold of a
+/// minute ends, and says why on the console: the criterion, how many, the error kind. The
+/// stop comes `early_stop::AFTER` (2 s) into the run (unit-tested there); the bound here is
+/// 20 s, not 5: worker start-up on a loaded box (this suite runs its 20,000-listener test
+/// beside it) took 9 s once, and the point is the early stop, not a time.
 #[test]
-fn a_404_url_fails_within_5_s_saying_why() {
+fn a_404_url_stops_the_run_early_saying_why() {
     let dir = temp_dir("404");
     let url = crate::util::not_found_server();
     let began = std::time::Instant::now();
@@ -131,7 +134,7 @@ fn a_404_url_fails_within_5_s_saying_why() {
     let took = began.elapsed();
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(
-        took < std::time::Duration::from_secs(5),
+        took < std::time::Duration::from_secs(20),
         "took {took:?}: {}",
         text(&o)
     );
