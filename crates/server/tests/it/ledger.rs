@@ -236,11 +236,13 @@ fn every_path_is_recorded_once_with_its_time_and_bytes() {
     let hls = by("hls", None);
     within_a_second(hls, hls_secs);
     // An HLS session's bytes are its playlists plus every segment they offered it (what a
-    // player fetches, from Throng or a cache): a player that stops may leave the last one or
-    // two offered unfetched (2 s segments of the demo's 64 kbit/s: about 16 KB each).
+    // player fetches, from Throng or a cache): a player that joins at the live edge leaves
+    // the older segments of its first playlist unfetched, and one that stops the last ones,
+    // at most the window of 6 segments (2 s of the demo's 64 kbit/s: about 16 KB each; CI
+    // read 151,954 and 184,908 against the player's 135,477).
     let (ledger_bytes, got) = (hls.bytes.expect("bytes") as f64, hls_bytes as f64);
     assert!(
-        ledger_bytes >= got * 0.99 && ledger_bytes <= got * 1.01 + 40_000.0,
+        ledger_bytes >= got * 0.99 && ledger_bytes <= got * 1.01 + 100_000.0,
         "hls session: ledger {ledger_bytes} bytes, player {got}"
     );
     assert_eq!(hls.end_reason.as_deref(), Some("client:vanished"));
