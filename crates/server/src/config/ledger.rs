@@ -65,8 +65,8 @@ pub struct LedgerConfig {
     /// Also append title changes to this file in Icecast's `playlistlog` format
     /// (`time|mount|listeners|title`, as Icecast 2.4.4 `logging.c` `logging_playlist`).
     pub playlistlog: Option<PathBuf>,
-    /// `NAME_OF_SERVICE` of the SoundExchange report of use, and the service of the PPL
-    /// file (default `[station] name`, else `server-id`); a report's `service` overrides it.
+    /// `NAME_OF_SERVICE` of the SoundExchange report of use (default `[station] name`, else
+    /// `server-id`); a report's `service` overrides it. The PPL file has no service column.
     pub service: Option<String>,
     /// `TRANSMISSION_CATEGORY` of the SoundExchange report of use (SoundExchange's codes,
     /// e.g. `B` for a non-subscription webcaster; empty unless set); a report's `category`

@@ -314,7 +314,6 @@ fn sqlite_sql(sql: &str) -> String {
     out
 }
 
-/// Opens an SQLite file with the ledger's settings.
 /// Whether the SQLite file at `path` holds an audience ledger (its `ledger_meta` table),
 /// read without writing a byte: a read-only connection, no pragma (`false` for a missing,
 /// empty or foreign file).
@@ -332,6 +331,7 @@ pub fn sqlite_holds_ledger(path: &Path) -> bool {
     .is_ok_and(|n| n == 1)
 }
 
+/// Opens an SQLite file with the ledger's settings.
 fn open_sqlite(path: &Path) -> Result<rusqlite::Connection, rusqlite::Error> {
     let c = rusqlite::Connection::open(path)?;
     c.busy_timeout(std::time::Duration::from_secs(5))?;

@@ -314,8 +314,9 @@ pub fn open_for_reports(config: &Config) -> Result<db::Db, LedgerError> {
         ));
     };
     if let LedgerDatabase::Sqlite(path) = &database {
-        // `Db::open` would create the file (and its directory), and its pragmas write to it.
-        if !path.is_file() || !db::sqlite_holds_ledger(path) {
+        // `Db::open` would create the file (and its directory), and its pragmas write to it;
+        // a read-only connection creates nothing.
+        if !db::sqlite_holds_ledger(path) {
             return Err(LedgerError::Missing(database.display()));
         }
     }
