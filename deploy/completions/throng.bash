@@ -1002,7 +1002,7 @@ _throng() {
             return 0
             ;;
         throng__subcmd__serve)
-            opts="-c -h --config --icecast-config --listen --source-password --admin-password --tls-listen --tls-cert --tls-key --state-dir --log --help"
+            opts="-c -h --config --icecast-config --listen --source-password --admin-password --public-url --cluster-secret --ledger-database --tls-listen --tls-cert --tls-key --state-dir --log --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1029,6 +1029,18 @@ _throng() {
                     return 0
                     ;;
                 --admin-password)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --public-url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster-secret)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ledger-database)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

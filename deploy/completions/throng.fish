@@ -40,6 +40,9 @@ complete -c throng -n "__fish_throng_using_subcommand serve" -l icecast-config -
 complete -c throng -n "__fish_throng_using_subcommand serve" -l listen -d 'Listen address (replaces every `listen` of the file), e.g. 0.0.0.0:8000' -r
 complete -c throng -n "__fish_throng_using_subcommand serve" -l source-password -d 'Source password (user `source`), overriding the file' -r
 complete -c throng -n "__fish_throng_using_subcommand serve" -l admin-password -d 'Admin password (user `admin`), overriding the file' -r
+complete -c throng -n "__fish_throng_using_subcommand serve" -l public-url -d 'This server\'s base URL as listeners reach it (`[cluster] public-url`, where an origin redirects them), overriding the file; e.g. http://203.0.113.7:8000' -r
+complete -c throng -n "__fish_throng_using_subcommand serve" -l cluster-secret -d 'The cluster secret (`[cluster] secret`), overriding the file; a `[[relay]]` with `username = "edge"` and no password uses it' -r
+complete -c throng -n "__fish_throng_using_subcommand serve" -l ledger-database -d 'The audience ledger\'s database (`[ledger] database`: sqlite:///path.db, postgres://user:password@host/db or off), overriding the file' -r
 complete -c throng -n "__fish_throng_using_subcommand serve" -l tls-listen -d 'HTTPS listen address (replaces `[tls] listen` of the file), e.g. 0.0.0.0:8443; needs --tls-cert and --tls-key (or certificates in the file)' -r
 complete -c throng -n "__fish_throng_using_subcommand serve" -l tls-cert -d 'PEM certificate chain for HTTPS, leaf first (e.g. Let\'s Encrypt\'s fullchain.pem); replaces the file\'s `[[tls.certificate]]`' -r -F
 complete -c throng -n "__fish_throng_using_subcommand serve" -l tls-key -d 'PEM private key of --tls-cert (PKCS#8, RSA or EC; e.g. Let\'s Encrypt\'s privkey.pem)' -r -F

@@ -1,4 +1,4 @@
-//! Operator commands to a running server ([`Control`]): shut down, reload the configuration,
+//! Operator commands to a running server ([`Control`]): shut down, drain, reload the configuration,
 //! reopen the log files, upgrade the binary in place. Signals (`signals.rs`: TERM/INT, HUP,
 //! USR1, USR2) and the admin command `reloadconfig` send them through a [`ControlHandle`]; the
 //! server's run loop (`server.rs`) carries them out one at a time, so a reload never races an
@@ -9,8 +9,16 @@ use tokio::sync::{mpsc, oneshot};
 /// One operator command.
 #[derive(Debug)]
 pub enum Control {
-    /// Stop serving: stop sources, close listeners, exit (SIGTERM, SIGINT).
+    /// Stop serving: stop sources, close listeners, exit (SIGINT; SIGTERM without
+    /// `[limits] drain-timeout`, or during a drain).
     Shutdown,
+    /// SIGTERM: a drain when `[limits] drain-timeout` is more than 0 and none runs, else a
+    /// [`Control::Shutdown`] (the run loop decides, with the configuration in force).
+    Terminate,
+    /// Drain (`POST /api/v1/drain`): stop taking listeners, keep the ones here until they
+    /// leave or `drain-timeout` passes, then close them (`shutdown:drained`) and exit
+    /// (`cluster/drain.rs`).
+    Drain,
     /// Re-read the configuration file and apply it without dropping anyone (SIGHUP, admin
     /// `reloadconfig`). The reply, when asked for, carries the outcome: `Ok` with a summary of
     /// what changed, or `Err` with why the new configuration was refused (the running one is

@@ -78,6 +78,9 @@ pub struct ServerCtx {
     /// WHIP publishes by mount name: their handles, type-erased because `whip/` sits above
     /// this layer (`whip::publish::find` reads them back).
     pub whip_publishers: parking_lot::Mutex<HashMap<String, Arc<dyn Any + Send + Sync>>>,
+    /// Whether the server drains (`cluster/drain.rs`): newcomers are sent on, `/healthz/ready`
+    /// says false.
+    pub drain: crate::cluster::drain::DrainState,
 }
 
 impl ServerCtx {

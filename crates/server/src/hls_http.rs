@@ -789,6 +789,10 @@ async fn admit(
     token: &str,
     target_secs: u64,
 ) -> bool {
+    // A draining server sends new players on (`cluster/drain.rs`); its sessions play on.
+    if crate::cluster::drain::turn_away(ctx, stream, head, peer, 302, &[]).await {
+        return false;
+    }
     let limits = SessionLimits::of(&ctx.config().hls);
     if let Err(why) = ctx
         .hls

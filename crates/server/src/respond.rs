@@ -31,12 +31,13 @@ pub const MAX_BODY_BYTES: usize = 16 * 1024;
 
 /// Whether `path` is served by the admin/status HTTP stack rather than a mount (`/static/…` is
 /// the station page's files: no mount can be listened to under it; `/status.xsl`, Icecast's
-/// HTML status page, is the station page too).
+/// HTML status page, is the station page too; `/healthz/…` are the probes of `admin/health.rs`).
 pub fn is_admin_path(path: &str) -> bool {
     path == "/"
         || path == "/status.xsl"
         || path == "/status-json.xsl"
         || path == "/metrics"
+        || path.starts_with("/healthz/")
         || path == "/admin.cgi"
         || path.starts_with("/admin/")
         || path.starts_with("/api/")

@@ -15,6 +15,7 @@ use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
+use crate::audience::EndReason;
 use crate::config::source::ConfigSource;
 use crate::config::Config;
 use crate::control::{Control, ControlHandle};
@@ -306,6 +307,7 @@ impl Server {
             hls: Default::default(),
             new_dump_files: AtomicU64::new(0),
             whip_publishers: Default::default(),
+            drain: Default::default(),
             next_id: AtomicU64::new(1),
             tls,
             ledger,
@@ -451,13 +453,31 @@ impl Server {
         crate::observe::systemd::ready();
         tokio::pin!(shutdown);
         let mut handed_over = false;
+        // How the listeners still here at the end are closed: `shutdown:drained` once a drain
+        // ran its course.
+        let mut closing = EndReason::Shutdown;
         loop {
             let command = tokio::select! {
                 _ = &mut shutdown => break,
                 c = commands.recv() => c,
+                _ = tokio::time::sleep(DRAIN_CHECK), if ctx.drain.is_draining() => {
+                    if drain_over(&ctx) {
+                        closing = EndReason::Drained;
+                        break;
+                    }
+                    continue;
+                }
             };
             match command {
                 None | Some(Control::Shutdown) => break,
+                Some(Control::Terminate) => {
+                    // SIGTERM drains first when `drain-timeout` says so; a second stops at once.
+                    if ctx.drain.is_draining() || ctx.config().limits.drain_timeout == 0 {
+                        break;
+                    }
+                    start_drain(&ctx, "SIGTERM");
+                }
+                Some(Control::Drain) => start_drain(&ctx, "POST /api/v1/drain"),
                 Some(Control::Reload(reply)) => {
                     let outcome = crate::reload::reload(&ctx, &mut reloader).await;
                     if let Some(reply) = reply {
@@ -487,6 +507,12 @@ impl Server {
         }
         if handed_over {
             tracing::info!("exiting: the upgraded server took over");
+        } else if closing == EndReason::Drained {
+            let left = crate::roster::counts(&ctx).total();
+            tracing::info!(
+                listeners = left,
+                "drained: closing the listeners still here and shutting down"
+            );
         } else {
             tracing::info!("shutting down");
             crate::observe::systemd::stopping();
@@ -507,12 +533,14 @@ impl Server {
         }
         // Give feeders a moment to publish their end, then close listeners.
         tokio::time::sleep(Duration::from_millis(50)).await;
-        ctx.hls.sessions.close_all(&ctx.metrics, &ctx.access_log);
+        ctx.hls
+            .sessions
+            .close_all(closing, &ctx.metrics, &ctx.access_log);
         let c = ctx.clone();
         let _ = tokio::task::spawn_blocking(move || {
-            c.fanout.shutdown();
+            c.fanout.shutdown(closing);
             if let Some(whep) = &c.whep {
-                whep.shutdown(Duration::from_secs(2));
+                whep.shutdown(Duration::from_secs(2), closing);
             }
             // The shards logged every listener they closed: write those lines before exiting.
             c.access_log.flush(Duration::from_secs(5));
@@ -530,6 +558,45 @@ impl Server {
         })
         .await;
     }
+}
+
+/// How often a drain checks whether it is over (its audience left, `drain-timeout` passed).
+pub const DRAIN_CHECK: Duration = Duration::from_millis(250);
+
+/// Starts a drain (`cluster/drain.rs`), asked by `by` (a signal, the API), unless one runs.
+fn start_drain(ctx: &ServerCtx, by: &str) {
+    if !ctx.drain.begin(std::time::Instant::now()) {
+        tracing::info!("{by}: already draining");
+        return;
+    }
+    let config = ctx.config();
+    let timeout = config.limits.drain_timeout;
+    let members = crate::roster::counts(ctx).total();
+    let to = match &config.cluster.origin {
+        Some(origin) => format!("the origin {origin}"),
+        None => "an edge with room (else 503)".to_string(),
+    };
+    tracing::info!(
+        listeners = members,
+        drain_timeout_s = timeout,
+        "{by}: draining: new listeners go to {to}; the {members} here are kept until they leave or {timeout} s pass"
+    );
+    crate::observe::systemd::stopping();
+}
+
+/// Whether the drain that runs is over (`cluster/drain.rs`: its audience left or
+/// `[limits] drain-timeout` passed).
+fn drain_over(ctx: &ServerCtx) -> bool {
+    let Some(since) = ctx.drain.since() else {
+        return false;
+    };
+    let timeout = Duration::from_secs(ctx.config().limits.drain_timeout);
+    crate::cluster::drain::over(
+        since,
+        std::time::Instant::now(),
+        timeout,
+        crate::roster::counts(ctx).total(),
+    )
 }
 
 /// Aborts a task when dropped.

@@ -1,5 +1,6 @@
 //! Unix signals as operator commands, as Icecast and nginx use them: SIGTERM and SIGINT shut
-//! down, SIGHUP reloads the configuration (what `systemctl reload` and Debian's logrotate
+//! down (SIGTERM drains first with `[limits] drain-timeout`, as a Kubernetes pod is stopped:
+//! `cluster/drain.rs`), SIGHUP reloads the configuration (what `systemctl reload` and Debian's logrotate
 //! send; Icecast 2.4.4 reloads on HUP), SIGUSR1 reopens the log files (nginx), SIGUSR2
 //! upgrades the binary in place (nginx re-execs on USR2). Each becomes a [`Control`] on the
 //! server's queue, so a signal never interrupts a command half done.
@@ -22,7 +23,7 @@ pub fn forward(control: ControlHandle) -> std::io::Result<()> {
     tokio::spawn(async move {
         loop {
             let (name, command) = tokio::select! {
-                _ = term.recv() => ("SIGTERM", Control::Shutdown),
+                _ = term.recv() => ("SIGTERM", Control::Terminate),
                 _ = int.recv() => ("SIGINT", Control::Shutdown),
                 _ = hup.recv() => ("SIGHUP", Control::Reload(None)),
                 _ = usr1.recv() => ("SIGUSR1", Control::ReopenLogs),

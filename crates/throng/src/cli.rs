@@ -58,7 +58,9 @@ pub struct CompletionsArgs {
 
 /// What `throng serve --help` and the throng-serve(1) page add after the options.
 const SERVE_NOTES: &str = "\
-Signals: SIGTERM and SIGINT stop the server cleanly; SIGHUP reloads the configuration file; \
+Signals: SIGTERM and SIGINT stop the server cleanly (with `[limits] drain-timeout`, SIGTERM \
+first drains: /healthz/ready turns false, new listeners are sent on, and the server exits once \
+its listeners left or the timeout passed; a second SIGTERM stops at once); SIGHUP reloads the configuration file; \
 SIGUSR1 reopens the access and error logs at their configured paths (send it after renaming \
 them, as logrotate does); SIGUSR2 upgrades the binary in place.
 
@@ -127,11 +129,23 @@ pub struct ServeArgs {
     #[arg(long)]
     pub listen: Vec<SocketAddr>,
     /// Source password (user `source`), overriding the file.
-    #[arg(long)]
+    #[arg(long, env = "THRONG_SOURCE_PASSWORD", hide_env_values = true)]
     pub source_password: Option<String>,
     /// Admin password (user `admin`), overriding the file.
-    #[arg(long)]
+    #[arg(long, env = "THRONG_ADMIN_PASSWORD", hide_env_values = true)]
     pub admin_password: Option<String>,
+    /// This server's base URL as listeners reach it (`[cluster] public-url`, where an origin
+    /// redirects them), overriding the file; e.g. http://203.0.113.7:8000.
+    #[arg(long, env = "THRONG_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// The cluster secret (`[cluster] secret`), overriding the file; a `[[relay]]` with
+    /// `username = "edge"` and no password uses it.
+    #[arg(long, env = "THRONG_CLUSTER_SECRET", hide_env_values = true)]
+    pub cluster_secret: Option<String>,
+    /// The audience ledger's database (`[ledger] database`: sqlite:///path.db,
+    /// postgres://user:password@host/db or off), overriding the file.
+    #[arg(long, env = "THRONG_LEDGER_DATABASE", hide_env_values = true)]
+    pub ledger_database: Option<String>,
     /// HTTPS listen address (replaces `[tls] listen` of the file), e.g. 0.0.0.0:8443; needs
     /// --tls-cert and --tls-key (or certificates in the file).
     #[arg(long)]

@@ -252,6 +252,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             tls_listen: args.tls_listen.clone(),
             tls_cert: args.tls_cert.clone(),
             tls_key: args.tls_key.clone(),
+            public_url: args.public_url.clone(),
+            cluster_secret: args.cluster_secret.clone(),
+            ledger_database: args.ledger_database.clone(),
         },
         args.state_dir.clone(),
     );

@@ -3,7 +3,8 @@
 //!
 //! Routes: `/` (the station page) and `/static/…` (its files, `station.rs`), the admin web UI
 //! at `/admin/` and `/admin/ui/…` (`ui.rs`), `/status-json.xsl` and `/api/v1/status`
-//! (`status.rs`), `/metrics` (Prometheus), Icecast 2.4.4's admin commands under `/admin/`
+//! (`status.rs`), `/metrics` (Prometheus), `/healthz/live` and `/healthz/ready` for probes and
+//! `POST /api/v1/drain` (`health.rs`), Icecast 2.4.4's admin commands under `/admin/`
 //! (`icecast.rs`, with Icecast 2.5's `reloadconfig`), and the admin JSON API under `/api/v1/`
 //! (`api.rs`, with `POST /api/v1/reload`; the cluster's `/api/v1/cluster` in `cluster.rs`). What the
 //! commands report and do lives in `data.rs` and `ops.rs`, who may call them in
@@ -31,6 +32,7 @@ pub mod cluster;
 pub mod data;
 pub mod fileserve;
 pub mod golive;
+pub mod health;
 pub mod html;
 pub mod icecast;
 pub mod listing;
@@ -84,6 +86,9 @@ pub fn router(ctx: Arc<ServerCtx>) -> Router {
         .route("/status-json.xsl", get(status_json))
         .route("/api/v1/status", get(status_v1))
         .route("/metrics", get(metrics))
+        .route("/healthz/live", get(crate::admin::health::live))
+        .route("/healthz/ready", get(crate::admin::health::ready))
+        .route("/api/v1/drain", any(crate::admin::health::drain))
         .route(
             "/admin/",
             get(crate::admin::ui::index).post(crate::admin::icecast::handle),

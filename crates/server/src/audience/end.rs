@@ -58,6 +58,11 @@ pub enum EndReason {
     SourceEnded,
     /// The server shuts down.
     Shutdown,
+    /// The server drained (SIGTERM or `POST /api/v1/drain` with `[limits] drain-timeout`): it
+    /// stopped taking listeners, kept this one until `drain-timeout` passed, then closed it so
+    /// its player reconnects through the origin to another edge (docs/SCALING.md, "On
+    /// Kubernetes").
+    Drained,
     /// It was idle (an event subscriber, a keep-alive connection between requests) and was
     /// closed, the idlest first, to make room under `clients` for a new request.
     Evicted,
@@ -65,7 +70,7 @@ pub enum EndReason {
 
 impl EndReason {
     /// Every reason, in a stable order (for metrics and documentation tables).
-    pub const ALL: [EndReason; 9] = [
+    pub const ALL: [EndReason; 10] = [
         EndReason::HungUp,
         EndReason::Vanished,
         EndReason::WriteFailed,
@@ -74,6 +79,7 @@ impl EndReason {
         EndReason::Killed,
         EndReason::SourceEnded,
         EndReason::Shutdown,
+        EndReason::Drained,
         EndReason::Evicted,
     ];
 
@@ -84,12 +90,12 @@ impl EndReason {
             EndReason::TooSlow | EndReason::TimeLimit | EndReason::Evicted => Side::Policy,
             EndReason::Killed => Side::Operator,
             EndReason::SourceEnded => Side::Upstream,
-            EndReason::Shutdown => Side::Shutdown,
+            EndReason::Shutdown | EndReason::Drained => Side::Shutdown,
         }
     }
 
     /// The reason alone, kebab-case: `hung-up`, `vanished`, `write-failed`, `too-slow`,
-    /// `time-limit`, `killed`, `source-ended`, `shutdown`, `evicted`.
+    /// `time-limit`, `killed`, `source-ended`, `shutdown`, `drained`, `evicted`.
     pub fn why(self) -> &'static str {
         match self {
             EndReason::HungUp => "hung-up",
@@ -100,6 +106,7 @@ impl EndReason {
             EndReason::Killed => "killed",
             EndReason::SourceEnded => "source-ended",
             EndReason::Shutdown => "shutdown",
+            EndReason::Drained => "drained",
             EndReason::Evicted => "evicted",
         }
     }
@@ -117,6 +124,7 @@ impl EndReason {
             EndReason::Killed => "operator:killed",
             EndReason::SourceEnded => "upstream:source-ended",
             EndReason::Shutdown => "shutdown:shutdown",
+            EndReason::Drained => "shutdown:drained",
             EndReason::Evicted => "policy:evicted",
         }
     }
@@ -132,6 +140,7 @@ impl EndReason {
             EndReason::Killed => "removed by an operator",
             EndReason::SourceEnded => "the source ended with no fallback",
             EndReason::Shutdown => "the server is shutting down",
+            EndReason::Drained => "the server drained (drain-timeout passed)",
             EndReason::Evicted => "idle, closed to make room for a new client",
         }
     }
@@ -180,5 +189,6 @@ mod tests {
         assert_eq!(EndReason::Killed.side(), Side::Operator);
         assert_eq!(EndReason::SourceEnded.side(), Side::Upstream);
         assert_eq!(EndReason::Shutdown.side(), Side::Shutdown);
+        assert_eq!(EndReason::Drained.key(), "shutdown:drained");
     }
 }

@@ -6,9 +6,11 @@
 //! Icecast-KH's `master-redirect`. The decisions (which edge, when one expires, the
 //! `Location`) are pure functions in `decide.rs`. Reports are signed with the cluster secret
 //! and carry their time (`sign.rs`); an edge's entry is bound to the address of its first
-//! report (`registry.rs`).
+//! report (`registry.rs`). A draining server (`drain.rs`) sends its newcomers on (an edge to
+//! its origin) and says so in its reports, so the origin sends it no one.
 
 pub mod decide;
+pub mod drain;
 pub mod redirect;
 pub mod registry;
 pub mod report;

@@ -30,6 +30,10 @@ pub struct EdgeReport {
     pub mounts: BTreeMap<String, u64>,
     /// When the edge made the report (Unix milliseconds); inside the signature.
     pub time: u64,
+    /// The edge drains (`cluster/drain.rs`): the origin sends it no listener. Left out of
+    /// the JSON when false, so an edge that does not drain reports as before.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub draining: bool,
 }
 
 /// Most mounts one report may list; most edges the registry keeps (reports from more are
@@ -105,6 +109,8 @@ pub struct EdgeStatus {
     pub reports: u64,
     /// Listeners redirected to it in all.
     pub redirected: u64,
+    /// It drains (its last report said so): no listener is sent there, its room is 0.
+    pub draining: bool,
     /// `healthy`: its last report is younger than half of `edge-timeout`; `late`: older (it
     /// is dropped once older than `edge-timeout`).
     pub health: &'static str,
@@ -207,7 +213,12 @@ impl Cluster {
         let loads: Vec<EdgeLoad> = edges
             .values()
             .map(|e| EdgeLoad {
-                capacity: e.report.capacity,
+                // A draining edge has no room.
+                capacity: if e.report.draining {
+                    0
+                } else {
+                    e.report.capacity
+                },
                 listeners: e.report.listeners,
                 sent: e.sent,
                 carries: e.report.mounts.contains_key(mount),
@@ -233,7 +244,11 @@ impl Cluster {
                     capacity: e.report.capacity,
                     listeners: e.report.listeners,
                     room: decide::room(&EdgeLoad {
-                        capacity: e.report.capacity,
+                        capacity: if e.report.draining {
+                            0
+                        } else {
+                            e.report.capacity
+                        },
                         listeners: e.report.listeners,
                         sent: e.sent,
                         carries: true,
@@ -244,6 +259,7 @@ impl Cluster {
                     first_report_unix: unix(e.first_wall),
                     reports: e.reports,
                     redirected: e.redirected,
+                    draining: e.report.draining,
                     health: if age * 2 <= timeout {
                         "healthy"
                     } else {
@@ -340,6 +356,7 @@ mod tests {
             listeners,
             mounts: mounts.iter().map(|(m, n)| ((*m).into(), *n)).collect(),
             time: 0,
+            draining: false,
         }
     }
 

@@ -1,7 +1,7 @@
 //! The edge's side: with `[cluster] origin` set, report to the origin every
 //! `report-interval` seconds (`POST <origin>/api/v1/cluster/edges`, HTTP Basic user `edge` and
 //! the cluster `secret`, a JSON [`EdgeReport`]): its public URL, capacity, listeners and live
-//! mounts. The keys are read again before each report, so a reload starts, stops or redirects
+//! mounts, and whether it drains (a drain starting sends a report at once). The keys are read again before each report, so a reload starts, stops or redirects
 //! the reports. A failed report is logged (a warning when reports start failing, and when they
 //! work again); the origin drops the edge once it misses `edge-timeout`.
 
@@ -42,6 +42,7 @@ pub fn current(ctx: &ServerCtx) -> Option<EdgeReport> {
         listeners: mounts.values().sum(),
         mounts,
         time: u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0),
+        draining: ctx.drain.is_draining(),
     })
 }
 
@@ -107,8 +108,10 @@ pub fn spawn(ctx: Arc<ServerCtx>) {
                     }
                 }
             }
+            // A drain starting reports at once: the origin stops sending listeners here.
             tokio::select! {
                 _ = tokio::time::sleep(interval) => {}
+                _ = ctx.drain.started() => {}
                 _ = shutdown.changed() => {}
             }
             if *shutdown.borrow() {

@@ -477,7 +477,18 @@ pub struct Limits {
     pub metaint: usize,
     /// Kernel send buffer per listener socket in bytes (0 keeps the system default).
     pub listener_sndbuf: usize,
+    /// Seconds a drain keeps the listeners the server has (default 0, at most 86,400): with
+    /// more than 0, SIGTERM starts a drain (new listeners are sent on, `/healthz/ready` says
+    /// false) and the server exits once they have left or this time has passed, closing the
+    /// rest as `shutdown:drained`; a second SIGTERM, or SIGINT, stops at once. 0: SIGTERM
+    /// stops at once, as Icecast 2.4.4. `POST /api/v1/drain` drains for this time whatever
+    /// it is. Keep it under a Kubernetes pod's `terminationGracePeriodSeconds`
+    /// (docs/SCALING.md, "On Kubernetes").
+    pub drain_timeout: u64,
 }
+
+/// Most seconds `[limits] drain-timeout` may say (one day).
+pub const MAX_DRAIN_TIMEOUT: u64 = 86_400;
 
 /// What to do with a listener that lags more than queue-size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -754,6 +765,7 @@ impl Default for Limits {
             lag_policy: LagPolicy::Drop,
             metaint: throng_proto::icy::DEFAULT_METAINT,
             listener_sndbuf: 0,
+            drain_timeout: 0,
         }
     }
 }
@@ -790,16 +802,24 @@ impl Config {
     /// the path) for TOML that does not fit the schema, [`ConfigError::Invalid`] as
     /// [`Config::validate`].
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let cfg = Config::parse_file(path)?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Reads and parses a TOML file without [`Config::validate`] (the caller validates once
+    /// the command-line overrides are applied: an edge's `public-url` may come from
+    /// `THRONG_PUBLIC_URL`).
+    ///
+    /// Errors: [`ConfigError::Read`] and [`ConfigError::Parse`], naming the file.
+    pub fn parse_file(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
             source,
         })?;
-        Config::from_toml(&text).map_err(|e| match e {
-            ConfigError::Parse { source, .. } => ConfigError::Parse {
-                path: path.to_owned(),
-                source,
-            },
-            other => other,
+        toml::from_str(&text).map_err(|source| ConfigError::Parse {
+            path: path.to_owned(),
+            source,
         })
     }
 
@@ -858,6 +878,11 @@ impl Config {
             return Err(ConfigError::Invalid("`listen` is empty".into()));
         }
         self.station.check().map_err(ConfigError::Invalid)?;
+        if self.limits.drain_timeout > MAX_DRAIN_TIMEOUT {
+            return Err(ConfigError::Invalid(format!(
+                "`limits.drain-timeout` must be at most {MAX_DRAIN_TIMEOUT} seconds"
+            )));
+        }
         hls::check_seconds("hls.segment-seconds", Some(self.hls.segment_seconds))
             .and_then(|()| hls::check_window("hls.window", Some(self.hls.window)))
             .map_err(ConfigError::Invalid)?;
@@ -1144,6 +1169,21 @@ impl Config {
     /// Relay user name (default `relay`).
     pub fn relay_user(&self) -> &str {
         self.authentication.relay_user.as_deref().unwrap_or("relay")
+    }
+
+    /// Gives every `[[relay]]` with `username = "edge"` and no `password` the cluster secret
+    /// (`[cluster] secret`) as its password: an edge relays its origin with the credentials
+    /// the origin never redirects (`cluster/redirect.rs`), and the secret needs to be written
+    /// (or passed as `THRONG_CLUSTER_SECRET`) once.
+    pub fn edge_relays_use_cluster_secret(&mut self) {
+        let Some(secret) = self.cluster.secret.clone() else {
+            return;
+        };
+        for r in &mut self.relay {
+            if r.username.as_deref() == Some("edge") && r.password.is_none() {
+                r.password = Some(secret.clone());
+            }
+        }
     }
 
     /// The failed-login throttle's settings (`[authentication]` `max-failed-logins`,

@@ -96,6 +96,15 @@ pub struct Overrides {
     pub tls_cert: Option<PathBuf>,
     /// `--tls-key`: the key of `--tls-cert`.
     pub tls_key: Option<PathBuf>,
+    /// `--public-url` (`THRONG_PUBLIC_URL`): `[cluster] public-url`, e.g. an edge pod's own
+    /// address from the Kubernetes downward API.
+    pub public_url: Option<String>,
+    /// `--cluster-secret` (`THRONG_CLUSTER_SECRET`): `[cluster] secret`, from a Secret rather
+    /// than the file.
+    pub cluster_secret: Option<String>,
+    /// `--ledger-database` (`THRONG_LEDGER_DATABASE`): `[ledger] database` (a `postgres://`
+    /// URL carries a password).
+    pub ledger_database: Option<String>,
 }
 
 /// Everything a server needs to (re)build its configuration: the file, the command-line
@@ -180,7 +189,8 @@ impl ConfigSource {
     pub fn read(&self) -> Result<(Config, Vec<String>), LoadError> {
         let (mut config, warnings) = match &self.file {
             ConfigFile::Embedded => (Config::embedded(), Vec::new()),
-            ConfigFile::Toml(path) => (Config::from_file(path)?, Vec::new()),
+            // Validated below, once the overrides are applied.
+            ConfigFile::Toml(path) => (Config::parse_file(path)?, Vec::new()),
             ConfigFile::IcecastXml(path) => {
                 let import = icecast_xml::from_file(path).map_err(|e| LoadError::Import {
                     path: path.clone(),
@@ -229,6 +239,16 @@ impl ConfigSource {
         if let Some(p) = &o.admin_password {
             config.authentication.admin_password = Some(p.clone());
         }
+        if let Some(u) = &o.public_url {
+            config.cluster.public_url = Some(u.clone());
+        }
+        if let Some(s) = &o.cluster_secret {
+            config.cluster.secret = Some(s.clone());
+        }
+        if let Some(d) = &o.ledger_database {
+            config.ledger.database = Some(d.clone());
+        }
+        config.edge_relays_use_cluster_secret();
         config.validate()?;
         let mut warnings = warnings;
         warnings.extend(
@@ -466,6 +486,39 @@ mod tests {
             third.config.authentication.source_password,
             second.config.authentication.source_password
         );
+    }
+
+    #[test]
+    fn cluster_overrides_fill_the_edge_keys_and_its_relays_password() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("edge.toml");
+        std::fs::write(
+            &path,
+            "[cluster]\norigin = \"http://origin:8000\"\n\
+             [[relay]]\nserver = \"origin\"\nmount = \"/live.mp3\"\nusername = \"edge\"\n\
+             [[relay]]\nserver = \"other\"\nmount = \"/b.mp3\"\nusername = \"relay\"\n",
+        )
+        .unwrap();
+        let src = ConfigSource::new(
+            ConfigFile::Toml(path),
+            Overrides {
+                public_url: Some("http://10.0.0.7:8000".into()),
+                cluster_secret: Some("s3cret".into()),
+                ledger_database: Some("off".into()),
+                ..Overrides::default()
+            },
+            None,
+        );
+        let (c, _) = src.read().unwrap();
+        assert_eq!(
+            c.cluster.public_url.as_deref(),
+            Some("http://10.0.0.7:8000")
+        );
+        assert_eq!(c.cluster.secret.as_deref(), Some("s3cret"));
+        assert_eq!(c.ledger.database.as_deref(), Some("off"));
+        // The edge's relay of its origin logs in with the secret; another relay is left as is.
+        assert_eq!(c.relay[0].password.as_deref(), Some("s3cret"));
+        assert_eq!(c.relay[1].password, None);
     }
 
     #[test]

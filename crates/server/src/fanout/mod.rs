@@ -140,10 +140,11 @@ impl FanOut {
         shard.adopt(Box::new(l));
     }
 
-    /// Closes every listener and stops the shards.
-    pub fn shutdown(&self) {
+    /// Closes every listener, each ended with `why` (`EndReason::Shutdown`, or
+    /// `EndReason::Drained` after a drain), and stops the shards.
+    pub fn shutdown(&self, why: crate::audience::EndReason) {
         for s in &self.shards {
-            s.shutdown();
+            s.shutdown(why);
         }
     }
 }

@@ -134,7 +134,9 @@ enum Command {
     },
     Export(tokio::sync::oneshot::Sender<Vec<ExportedListener>>),
     Adopt(Box<AdoptedListener>),
-    Shutdown,
+    /// Close every listener, each ended with this reason (`shutdown:shutdown`, or
+    /// `shutdown:drained` after a drain), and stop the thread.
+    Shutdown(EndReason),
 }
 
 /// The handle other threads use to give a shard listeners.
@@ -155,7 +157,7 @@ impl std::fmt::Debug for Command {
             Command::Kill { .. } => "Kill",
             Command::Export(_) => "Export",
             Command::Adopt(_) => "Adopt",
-            Command::Shutdown => "Shutdown",
+            Command::Shutdown(_) => "Shutdown",
         })
     }
 }
@@ -189,6 +191,7 @@ impl ShardHandle {
             epoch,
             now: epoch,
             now_s: 0,
+            closing: EndReason::Shutdown,
         };
         let thread = std::thread::Builder::new()
             .name(format!("fanout-{index}"))
@@ -257,9 +260,9 @@ impl ShardHandle {
         self.send(Command::Adopt(l));
     }
 
-    /// Closes every listener and stops the thread.
-    pub fn shutdown(&self) {
-        let _ = self.tx.send(Command::Shutdown);
+    /// Closes every listener, each ended with `why`, and stops the thread.
+    pub fn shutdown(&self, why: EndReason) {
+        let _ = self.tx.send(Command::Shutdown(why));
         let _ = self.waker.wake();
         if let Some(t) = self.thread.lock().take() {
             let _ = t.join();
@@ -391,6 +394,9 @@ struct Shard {
     now: Instant,
     /// `now` in whole seconds since `epoch`.
     now_s: u32,
+    /// The end reason of the listeners still here when the thread stops (set by
+    /// [`Command::Shutdown`]).
+    closing: EndReason,
 }
 
 impl Shard {
@@ -468,7 +474,10 @@ impl Shard {
                     let _ = reply.send(self.export_all());
                 }
                 Command::Adopt(l) => self.adopt(*l),
-                Command::Shutdown => return false,
+                Command::Shutdown(why) => {
+                    self.closing = why;
+                    return false;
+                }
             }
         }
         true
@@ -979,7 +988,7 @@ impl Shard {
     fn close_all(&mut self) {
         let keys: Vec<usize> = self.slots.iter().map(|(k, _)| k).collect();
         for k in keys {
-            self.close(k, EndReason::Shutdown);
+            self.close(k, self.closing);
         }
     }
 }

@@ -705,8 +705,9 @@ impl Sessions {
         }
     }
 
-    /// Ends every session (the server shuts down): each is logged as when it stops fetching.
-    pub fn close_all(&self, metrics: &Metrics, log: &AccessLog) {
+    /// Ends every session with `why` (the server shuts down, `EndReason::Shutdown`, or ends a
+    /// drain, `EndReason::Drained`): each is logged as when it stops fetching.
+    pub fn close_all(&self, why: EndReason, metrics: &Metrics, log: &AccessLog) {
         let all: Vec<Session> = {
             let mut t = self.table.lock();
             t.pending.clear();
@@ -716,7 +717,7 @@ impl Sessions {
         };
         let now = Instant::now();
         for s in all {
-            end(s, EndReason::Shutdown, metrics, log, now);
+            end(s, why, metrics, log, now);
         }
     }
 }
@@ -1223,7 +1224,8 @@ mod tests {
         assert_eq!(f.ended(EndReason::Killed), 1);
         let rows = f.sessions.rows(None, f.t0);
         assert_eq!(rows.iter().map(|r| r.id).collect::<Vec<_>>(), [11]);
-        f.sessions.close_all(&f.metrics, &f.log);
+        f.sessions
+            .close_all(EndReason::Shutdown, &f.metrics, &f.log);
         assert!(f.sessions.is_empty());
         assert_eq!(f.ends()[1].0, EndReason::Shutdown);
         assert_eq!(listeners(&m), 0);

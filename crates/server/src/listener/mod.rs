@@ -160,6 +160,10 @@ async fn serve(
     req: Request,
     mut mount: Arc<Mount>,
 ) {
+    // A draining server sends newcomers on (`cluster/drain.rs`), as every door does.
+    if crate::cluster::drain::turn_away(&ctx, &mut stream, &head, peer, 302, &[]).await {
+        return;
+    }
     let mut served = Served::new(mount.settings.format.supports_icy_metadata());
     let mut admitted = None;
     loop {

@@ -287,7 +287,7 @@ async fn hand_over(
         let c = ctx.clone();
         let _ = tokio::task::spawn_blocking(move || {
             if let Some(whep) = &c.whep {
-                whep.shutdown(Duration::from_secs(2));
+                whep.shutdown(Duration::from_secs(2), crate::audience::EndReason::Shutdown);
             }
         })
         .await;

@@ -540,3 +540,162 @@ fn reports_are_signed_fresh_and_bound_to_the_edge_s_first_address() {
     assert_eq!(post_report(origin.addr, 2, &auth, Some(SECRET), &next), 200);
     assert_eq!(cluster_view(&origin)["edges"][0]["capacity"], 20);
 }
+
+/// The status code of the whole response `raw` (0 when there is none).
+fn status_line(raw: &[u8]) -> u16 {
+    String::from_utf8_lossy(raw)
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+/// `GET /healthz/ready` of `server`: its status and JSON body.
+fn readiness(server: &TestServer) -> (u16, serde_json::Value) {
+    let (head, body) = http_get(server.addr, "/healthz/ready", &[]);
+    (
+        head.status,
+        serde_json::from_slice(&body).unwrap_or_default(),
+    )
+}
+
+/// The `key`s of a readiness answer's reasons.
+fn reason_keys(v: &serde_json::Value) -> Vec<String> {
+    v["reasons"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|r| r["key"].as_str().unwrap_or("").to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn healthz_ready_turns_false_at_capacity_and_true_again_below_it() {
+    let server = TestServer::start("[cluster]\ncapacity = 2\n");
+    let _source = Source::start(server.addr, "/live.mp3", "PUT", 1.0);
+    server.wait_mount("/live.mp3");
+    let (head, body) = http_get(server.addr, "/healthz/live", &[]);
+    assert_eq!(head.status, 200);
+    let live: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(live["live"], true);
+    assert_eq!(header(&head, "cache-control"), Some("no-store"));
+    let (status, v) = readiness(&server);
+    assert_eq!((status, v["ready"].clone()), (200, true.into()), "{v}");
+    assert_eq!(v["capacity"], 2);
+    let first = Listener::open(server.addr, "/live.mp3", false);
+    let second = Listener::open(server.addr, "/live.mp3", false);
+    wait_until(Duration::from_secs(5), || readiness(&server).0 == 503).unwrap();
+    let (_, v) = readiness(&server);
+    assert_eq!(reason_keys(&v), ["full"], "{v}");
+    assert_eq!(v["listeners"], 2);
+    drop(second);
+    wait_until(Duration::from_secs(5), || readiness(&server).0 == 200)
+        .unwrap_or_else(|_| panic!("still not ready: {:?}", readiness(&server)));
+    drop(first);
+    // HEAD works too (an HAProxy `option httpchk HEAD`), and no credentials are needed.
+    let raw = exchange(
+        server.addr,
+        b"HEAD /healthz/ready HTTP/1.0\r\nHost: x\r\n\r\n",
+    );
+    assert_eq!(status_line(&raw), 200, "{}", String::from_utf8_lossy(&raw));
+}
+
+#[test]
+fn healthz_ready_waits_for_an_edges_relay_to_be_live() {
+    // A relay of an upstream that is not there.
+    let gone = free_port();
+    let server = TestServer::start(&format!(
+        "[[relay]]\nserver = \"127.0.0.1\"\nport = {gone}\nmount = \"/live.mp3\"\n"
+    ));
+    let (status, v) = readiness(&server);
+    assert_eq!(status, 503, "{v}");
+    assert_eq!(reason_keys(&v), ["relay-not-live"], "{v}");
+    assert!(v["reasons"][0]["detail"]
+        .as_str()
+        .unwrap()
+        .contains("/live.mp3"));
+}
+
+#[test]
+fn a_draining_server_sends_newcomers_of_every_path_on_and_keeps_its_listeners() {
+    let origin = "http://127.0.0.1:9";
+    let server = TestServer::start(&format!(
+        "{}[cluster]\norigin = \"{origin}\"\npublic-url = \"http://127.0.0.1:1\"\nsecret = \"{SECRET}\"\n\
+         [limits]\ndrain-timeout = 60\n",
+        crate::whep::webrtc_config()
+    ));
+    let _source = Source::start(server.addr, "/live.mp3", "PUT", 1.0);
+    server.wait_mount("/live.mp3");
+    let mut kept = Listener::open(server.addr, "/live.mp3", false);
+    assert_eq!(kept.head.status, 200);
+    // Only an admin starts a drain, with POST.
+    let post = |auth: &str| {
+        let raw =
+            format!("POST /api/v1/drain HTTP/1.0\r\nHost: x\r\n{auth}Content-Length: 0\r\n\r\n");
+        exchange(server.addr, raw.as_bytes())
+    };
+    let refused = post("");
+    assert_eq!(
+        status_line(&refused),
+        401,
+        "{}",
+        String::from_utf8_lossy(&refused)
+    );
+    assert_eq!(readiness(&server).0, 200);
+    let started = post(&format!("{}\r\n", admin()));
+    let text = String::from_utf8_lossy(&started).into_owned();
+    assert_eq!(status_line(&started), 202, "{text}");
+    assert!(text.contains("\"drain_timeout_s\":60"), "{text}");
+    wait_until(Duration::from_secs(2), || readiness(&server).0 == 503).unwrap();
+    assert_eq!(reason_keys(&readiness(&server).1), ["draining"]);
+    // ICY and HLS newcomers: 302 to the origin, the whole target kept.
+    let (head, _) = http_get(server.addr, "/live.mp3?a=1", &[]);
+    assert_eq!(head.status, 302);
+    assert_eq!(
+        header(&head, "location"),
+        Some(format!("{origin}/live.mp3?a=1").as_str())
+    );
+    let (head, _) = http_get(server.addr, "/hls/live.mp3/index.m3u8", &[]);
+    assert_eq!(head.status, 302);
+    assert_eq!(
+        header(&head, "location"),
+        Some(format!("{origin}/hls/live.mp3/index.m3u8").as_str())
+    );
+    // A WHEP offer: 307, so the browser posts it again at the origin.
+    let offer = "v=0\r\n";
+    let raw = format!(
+        "POST /whep/live.mp3 HTTP/1.1\r\nHost: x\r\nContent-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{offer}",
+        offer.len()
+    );
+    let answer = String::from_utf8_lossy(&exchange(server.addr, raw.as_bytes())).into_owned();
+    assert_eq!(status_line(answer.as_bytes()), 307, "{answer}");
+    assert!(
+        answer.contains(&format!("Location: {origin}/whep/live.mp3\r\n")),
+        "{answer}"
+    );
+    // The listener it had plays on.
+    let more = kept.read_for(Duration::from_millis(1500));
+    assert!(
+        more.len() > 4_000,
+        "the kept listener got {} bytes",
+        more.len()
+    );
+}
+
+#[test]
+fn a_draining_server_with_nowhere_to_send_refuses_newcomers_with_503() {
+    let server = TestServer::start("[limits]\ndrain-timeout = 60\n");
+    let _source = Source::start(server.addr, "/live.mp3", "PUT", 1.0);
+    server.wait_mount("/live.mp3");
+    let raw = format!(
+        "POST /api/v1/drain HTTP/1.0\r\nHost: x\r\n{}\r\nContent-Length: 0\r\n\r\n",
+        admin()
+    );
+    assert_eq!(status_line(&exchange(server.addr, raw.as_bytes())), 202);
+    wait_until(Duration::from_secs(2), || readiness(&server).0 == 503).unwrap();
+    let (head, _) = http_get(server.addr, "/live.mp3", &[]);
+    assert_eq!(head.status, 503);
+    assert_eq!(header(&head, "retry-after"), Some("5"));
+}

@@ -10,6 +10,7 @@ mod bench_whep;
 mod chaos;
 mod check_config;
 mod deploy;
+mod drain;
 mod import;
 mod ledger_crash;
 mod logs;

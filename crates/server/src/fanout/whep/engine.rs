@@ -94,8 +94,9 @@ enum Command {
     /// Move the viewers `filter` takes to the mount (`moveclients`, `fallback-override`);
     /// answer how many.
     Move(MoveFilter, Arc<Mount>, tokio::sync::oneshot::Sender<usize>),
-    /// Close every session (logged, hooks run) and stop the thread; answer when done.
-    Shutdown(mpsc::Sender<()>),
+    /// Close every session (logged with the reason, hooks run) and stop the thread; answer
+    /// when done.
+    Shutdown(mpsc::Sender<()>, EndReason),
 }
 
 impl std::fmt::Debug for Command {
@@ -106,7 +107,7 @@ impl std::fmt::Debug for Command {
             Command::List(m, _, _) => write!(f, "List({m:?})"),
             Command::Kill(id, _) => write!(f, "Kill({id})"),
             Command::Move(filter, to, _) => write!(f, "Move({filter:?} -> {})", to.name),
-            Command::Shutdown(_) => write!(f, "Shutdown"),
+            Command::Shutdown(..) => write!(f, "Shutdown"),
         }
     }
 }
@@ -221,11 +222,11 @@ impl EngineHandle {
         rx.await.unwrap_or_default()
     }
 
-    /// Closes every session (each logged, its close hook run) and stops the engine thread,
-    /// waiting at most `timeout` (blocking: call it off the async runtime).
-    pub fn shutdown(&self, timeout: Duration) {
+    /// Closes every session (each logged with `why`, its close hook run) and stops the engine
+    /// thread, waiting at most `timeout` (blocking: call it off the async runtime).
+    pub fn shutdown(&self, timeout: Duration, why: EndReason) {
         let (tx, rx) = mpsc::channel();
-        if self.send(Command::Shutdown(tx)) {
+        if self.send(Command::Shutdown(tx, why)) {
             let _ = rx.recv_timeout(timeout);
         }
     }
@@ -433,8 +434,8 @@ impl Engine {
             let mut busy = readable;
             loop {
                 match self.rx.try_recv() {
-                    Ok(Command::Shutdown(done)) => {
-                        self.close_all(now);
+                    Ok(Command::Shutdown(done, why)) => {
+                        self.close_all(now, why);
                         let _ = done.send(());
                         return;
                     }
@@ -444,7 +445,7 @@ impl Engine {
                     }
                     Err(mpsc::TryRecvError::Empty) => break,
                     Err(mpsc::TryRecvError::Disconnected) => {
-                        self.close_all(now);
+                        self.close_all(now, EndReason::Shutdown);
                         return;
                     }
                 }
@@ -591,8 +592,8 @@ impl Engine {
                 }
                 let _ = reply.send(key.is_some());
             }
-            Command::Shutdown(done) => {
-                self.close_all(now);
+            Command::Shutdown(done, why) => {
+                self.close_all(now, why);
                 let _ = done.send(());
             }
         }
@@ -704,10 +705,10 @@ impl Engine {
             .log_end(&self.shared.access_log, &s.mount.name, 201, bytes, now, why);
     }
 
-    /// Ends every session at `now` (shutdown).
-    fn close_all(&mut self, now: Instant) {
+    /// Ends every session at `now` with `why` (shutdown, or a drain's end).
+    fn close_all(&mut self, now: Instant, why: EndReason) {
         for key in 0..self.slots.len() {
-            self.close(key, EndReason::Shutdown, now);
+            self.close(key, why, now);
         }
     }
 

@@ -209,9 +209,9 @@ impl WhepEngine {
 
     /// Closes every session of every engine (access-log lines, close hooks) and stops the
     /// engines; blocking, at most `timeout` per engine. For the server's shutdown.
-    pub fn shutdown(&self, timeout: std::time::Duration) {
+    pub fn shutdown(&self, timeout: std::time::Duration, why: crate::audience::EndReason) {
         for e in &self.engines {
-            e.shutdown(timeout);
+            e.shutdown(timeout, why);
         }
     }
 
