@@ -15,7 +15,8 @@
 # (a load balancer sending the PROXY protocol to two edges, crates/server/tests/it/cluster.rs); openssl (the HTTPS tests
 # read the served certificate with `openssl s_client`, scripts/bench-tls.sh makes one);
 # postgresql (the audience ledger shared by an origin and an edge); kubeconform (Go module
-# proxy) and Kubernetes JSON schemas (PyPI kubernetes-validate) for deploy/kubernetes/.
+# proxy) and Kubernetes JSON schemas (PyPI kubernetes-validate) for deploy/kubernetes/; helm (Go
+# module proxy) and the CRD schemas of KEDA and the Prometheus Operator for deploy/helm/throng.
 # `apt-get update` only runs when something is
 # missing, so a second run is a no-op taking well under a second. Debian's
 # icecast2 package can start a daemon on port 8000 (Throng's default port): the
@@ -47,6 +48,8 @@ PKGS+=(firefox-esr)
 # minimal Debian image), and faketime (libfaketime) runs one bench agent with its wall clock
 # shifted.
 PKGS+=(iproute2 faketime)
+# The CRD schemas of the Helm chart's check are converted from YAML (python3-yaml, below).
+PKGS+=(python3-yaml)
 if ! command -v npm >/dev/null; then PKGS+=(nodejs npm); fi
 export DEBIAN_FRONTEND=noninteractive
 
@@ -245,3 +248,94 @@ for v in "${K8S_SCHEMA_VERSIONS[@]}"; do
   [ -f "$schemas/v$v-local-strict/job-batch-v1.json" ] || { echo "install-deps: no Kubernetes $v schemas in $schemas" >&2; exit 1; }
 done
 echo "install-deps: Kubernetes manifest check ok (kubeconform $KUBECONFORM_VERSION; schemas of Kubernetes ${K8S_SCHEMA_VERSIONS[*]} from kubernetes-validate $KUBERNETES_VALIDATE_VERSION in $schemas)"
+
+# The Helm chart (deploy/helm/throng, the test deploy::helm_chart_lints_renders_and_validates):
+# helm, built with `go install` from the Go module proxy into /usr/local/bin (about 3 minutes on
+# 2 cores the first time), and JSON schemas of the two custom resources the chart can render,
+# KEDA's ScaledObject and the Prometheus Operator's ServiceMonitor, which kubeconform's
+# Kubernetes schemas do not have. Their CustomResourceDefinitions come from the projects' own Go
+# modules (`go mod download`; the module proxy serves every file of a module):
+# config/crd/bases/keda.sh_scaledobjects.yaml of github.com/kedacore/keda/v2 and
+# example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml of
+# github.com/prometheus-operator/prometheus-operator. Each version's openAPIV3Schema is written
+# as $vendor/crd-json-schema/<group>/<kind>_<version>.json, closed (`additionalProperties:
+# false` wherever properties are listed and unknown fields are not preserved) so that
+# `kubeconform -strict` refuses a misspelt field in them too. Idempotent as kubeconform's.
+HELM_VERSION=v4.3.1
+KEDA_VERSION=v2.21.0
+PROMETHEUS_OPERATOR_VERSION=v0.85.0
+helm_bin=/usr/local/bin/helm
+helm_built() {
+  [ -x "$helm_bin" ] && command -v go >/dev/null \
+    && [ "$(go version -m "$helm_bin" 2>/dev/null \
+      | awk '$1 == "mod" && $2 == "helm.sh/helm/v4" { print $3 }')" = "$HELM_VERSION" ]
+}
+if ! helm_built; then
+  command -v go >/dev/null || { echo "install-deps: go missing (helm is built with go install)" >&2; exit 1; }
+  echo "install-deps: building helm $HELM_VERSION (go install)" >&2
+  gobin=$(mktemp -d)
+  (cd / && GOWORK=off GOBIN="$gobin" go install -trimpath "helm.sh/helm/v4/cmd/helm@$HELM_VERSION")
+  $SUDO install -m 0755 "$gobin/helm" "$helm_bin"
+  rm -rf "$gobin"
+  helm_built || { echo "install-deps: $helm_bin is not helm $HELM_VERSION" >&2; exit 1; }
+fi
+crds="$vendor/crd-json-schema"
+crds_stamp="keda $KEDA_VERSION prometheus-operator $PROMETHEUS_OPERATOR_VERSION"
+if [ "$(cat "$crds/.installed" 2>/dev/null)" != "$crds_stamp" ]; then
+  echo "install-deps: CRD schemas of KEDA $KEDA_VERSION and the Prometheus Operator $PROMETHEUS_OPERATOR_VERSION (Go module proxy)" >&2
+  module_dir() {
+    (cd / && GOWORK=off GOFLAGS=-mod=mod go mod download -json "$1" \
+      | python3 -c 'import json, sys; d = json.load(sys.stdin); sys.exit(d.get("Error")) if d.get("Error") else print(d["Dir"])')
+  }
+  keda=$(module_dir "github.com/kedacore/keda/v2@$KEDA_VERSION")
+  promop=$(module_dir "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION")
+  work=$(mktemp -d)
+  python3 - "$work/schemas" \
+    "$keda/config/crd/bases/keda.sh_scaledobjects.yaml" \
+    "$promop/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml" <<'PY'
+import json, os, sys
+
+import yaml
+
+dest, files = sys.argv[1], sys.argv[2:]
+
+
+def closed(node):
+    """The schema with `additionalProperties: false` where it lists properties and does not
+    keep unknown fields, as kubeconform's -strict expects of a schema."""
+    if isinstance(node, dict):
+        node = {k: closed(v) for k, v in node.items()}
+        if (
+            "properties" in node
+            and "additionalProperties" not in node
+            and not node.get("x-kubernetes-preserve-unknown-fields")
+        ):
+            node["additionalProperties"] = False
+        return node
+    if isinstance(node, list):
+        return [closed(v) for v in node]
+    return node
+
+
+for path in files:
+    with open(path) as f:
+        crd = yaml.safe_load(f)
+    group = crd["spec"]["group"]
+    kind = crd["spec"]["names"]["kind"].lower()
+    for version in crd["spec"]["versions"]:
+        schema = closed(version["schema"]["openAPIV3Schema"])
+        out = os.path.join(dest, group, f"{kind}_{version['name']}.json")
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with open(out, "w") as f:
+            json.dump(schema, f, separators=(",", ":"))
+PY
+  echo "$crds_stamp" >"$work/schemas/.installed"
+  $SUDO mkdir -p "$vendor"
+  $SUDO rm -rf "$crds"
+  $SUDO cp -R "$work/schemas" "$crds"
+  rm -rf "$work"
+fi
+for f in keda.sh/scaledobject_v1alpha1.json monitoring.coreos.com/servicemonitor_v1.json; do
+  [ -f "$crds/$f" ] || { echo "install-deps: no CRD schema $crds/$f" >&2; exit 1; }
+done
+echo "install-deps: Helm chart check ok (helm $HELM_VERSION; CRD schemas of KEDA $KEDA_VERSION and the Prometheus Operator $PROMETHEUS_OPERATOR_VERSION in $crds)"

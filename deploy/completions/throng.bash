@@ -1002,7 +1002,7 @@ _throng() {
             return 0
             ;;
         throng__subcmd__serve)
-            opts="-c -h --config --icecast-config --listen --source-password --admin-password --public-url --cluster-secret --ledger-database --tls-listen --tls-cert --tls-key --state-dir --log --help"
+            opts="-c -h --config --icecast-config --listen --source-password --admin-password --public-url --cluster-secret --ledger-database --webrtc-public-address --tls-listen --tls-cert --tls-key --state-dir --log --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1041,6 +1041,10 @@ _throng() {
                     return 0
                     ;;
                 --ledger-database)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --webrtc-public-address)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

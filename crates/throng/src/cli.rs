@@ -146,6 +146,10 @@ pub struct ServeArgs {
     /// postgres://user:password@host/db or off), overriding the file.
     #[arg(long, env = "THRONG_LEDGER_DATABASE", hide_env_values = true)]
     pub ledger_database: Option<String>,
+    /// The address WebRTC viewers are told to send to (`[webrtc] public-address`, the ICE
+    /// candidate), overriding the file; e.g. a Kubernetes pod's or node's IP.
+    #[arg(long, env = "THRONG_WEBRTC_PUBLIC_ADDRESS")]
+    pub webrtc_public_address: Option<std::net::IpAddr>,
     /// HTTPS listen address (replaces `[tls] listen` of the file), e.g. 0.0.0.0:8443; needs
     /// --tls-cert and --tls-key (or certificates in the file).
     #[arg(long)]

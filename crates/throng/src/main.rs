@@ -255,6 +255,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             public_url: args.public_url.clone(),
             cluster_secret: args.cluster_secret.clone(),
             ledger_database: args.ledger_database.clone(),
+            webrtc_public_address: args.webrtc_public_address,
         },
         args.state_dir.clone(),
     );

@@ -105,6 +105,9 @@ pub struct Overrides {
     /// `--ledger-database` (`THRONG_LEDGER_DATABASE`): `[ledger] database` (a `postgres://`
     /// URL carries a password).
     pub ledger_database: Option<String>,
+    /// `--webrtc-public-address` (`THRONG_WEBRTC_PUBLIC_ADDRESS`): `[webrtc] public-address`,
+    /// the ICE candidate's address (a pod's or its node's IP).
+    pub webrtc_public_address: Option<std::net::IpAddr>,
 }
 
 /// Everything a server needs to (re)build its configuration: the file, the command-line
@@ -247,6 +250,9 @@ impl ConfigSource {
         }
         if let Some(d) = &o.ledger_database {
             config.ledger.database = Some(d.clone());
+        }
+        if let Some(a) = o.webrtc_public_address {
+            config.webrtc.public_address = Some(a);
         }
         config.edge_relays_use_cluster_secret();
         config.validate()?;
@@ -505,6 +511,7 @@ mod tests {
                 public_url: Some("http://10.0.0.7:8000".into()),
                 cluster_secret: Some("s3cret".into()),
                 ledger_database: Some("off".into()),
+                webrtc_public_address: Some("10.0.0.7".parse().unwrap()),
                 ..Overrides::default()
             },
             None,
@@ -516,6 +523,7 @@ mod tests {
         );
         assert_eq!(c.cluster.secret.as_deref(), Some("s3cret"));
         assert_eq!(c.ledger.database.as_deref(), Some("off"));
+        assert_eq!(c.webrtc.public_address, Some("10.0.0.7".parse().unwrap()));
         // The edge's relay of its origin logs in with the secret; another relay is left as is.
         assert_eq!(c.relay[0].password.as_deref(), Some("s3cret"));
         assert_eq!(c.relay[1].password, None);

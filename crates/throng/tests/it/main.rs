@@ -11,6 +11,7 @@ mod chaos;
 mod check_config;
 mod deploy;
 mod drain;
+mod helm;
 mod import;
 mod ledger_crash;
 mod logs;
