@@ -80,8 +80,8 @@ enum Admission {
 }
 
 impl Budget {
-    /// An empty budget counting its drops into `dropped`; sized by the first
-    /// [`Budget::resize`].
+    /// An empty budget counting its drops into `dropped`; it takes its size from `[hooks]` at
+    /// its first hook.
     pub fn new(dropped: Counter) -> Budget {
         Budget {
             permits: Arc::new(Semaphore::new(0)),

@@ -5,7 +5,7 @@
 //! their countries, the per-play log that PPL/PRS, GEMA and IFPI returns ask for), and the
 //! listening and tracks reports as tables.
 //!
-//! Every cell goes through one writer, [`Sheet::row`], which neutralises spreadsheet formulas
+//! Every cell goes through one writer, `Sheet::row`, which neutralises spreadsheet formulas
 //! (issue 42): titles, User-Agents, Referers and user names come from unauthenticated
 //! listeners and sources, and the files are served as attachments that open in a spreadsheet,
 //! so a cell that begins with `=`, `+`, `-`, `@`, a tab or a carriage return is written with a
