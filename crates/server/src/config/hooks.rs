@@ -4,7 +4,8 @@
 //! Icecast 2.5's names: `source-connect`, `source-disconnect`, `format-metadata-changed` (the
 //! title changed), `source-listener-attach` (a listener let in), and Throng's
 //! `source-listener-detach` (a listener gone; Icecast 2.5 has no such event). What runs and
-//! with what is `hooks/` (layer 4).
+//! with what is `hooks/` (layer 4). `[hooks]` bounds them all ([`HookLimits`]): so many run
+//! at once, so many wait, the rest are dropped and counted (issue 42).
 
 use std::path::PathBuf;
 
@@ -21,6 +22,45 @@ pub const TRIGGERS: [&str; 5] = [
 
 /// The argument lists of an `exec` hook (Icecast 2.5 `default_arguments`).
 pub const ARGUMENT_MODES: [&str; 4] = ["legacy", "no_defaults", "uri", "uri_and_trigger"];
+
+/// Default of `[hooks] max-concurrent`.
+pub const DEFAULT_MAX_CONCURRENT: usize = 16;
+
+/// Default of `[hooks] queue`.
+pub const DEFAULT_QUEUE: usize = 1000;
+
+/// `[hooks]`: the bounds of every hook of the server (`[[hook]]` and `[[mount.hook]]` alike,
+/// `exec` and `url` alike). Not in Icecast, whose hooks run without limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct HookLimits {
+    /// Most hooks running at once, hook programs (`exec`) and hook requests (`url`) together,
+    /// in hooks. Default [`DEFAULT_MAX_CONCURRENT`] (16); 0 is read as 1. A reload applies it
+    /// to the next hooks (a lower value as running hooks end).
+    pub max_concurrent: usize,
+    /// Most hooks waiting for one of `max-concurrent` to end, in hooks; they start in the
+    /// order of their events. A hook beyond it is dropped (not run), logged at WARN (at most
+    /// once a second, with the count) and counted in `/metrics` as `throng_hooks_dropped_total`.
+    /// Default [`DEFAULT_QUEUE`] (1000); 0 drops every hook that cannot start at once.
+    pub queue: usize,
+}
+
+impl Default for HookLimits {
+    fn default() -> Self {
+        HookLimits {
+            max_concurrent: DEFAULT_MAX_CONCURRENT,
+            queue: DEFAULT_QUEUE,
+        }
+    }
+}
+
+impl HookLimits {
+    /// True when both keys have their defaults (the section is then left out of a written
+    /// configuration).
+    pub fn is_default(&self) -> bool {
+        *self == HookLimits::default()
+    }
+}
 
 /// One hook: exactly one of `exec` and `url`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]

@@ -125,6 +125,9 @@ pub struct Config {
     /// Event hooks of every mount (Icecast 2.5 global `<event-bindings>`; `config/hooks.rs`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hook: Vec<hooks::HookConfig>,
+    /// `[hooks]`: how many hooks run at once and wait (`config/hooks.rs`).
+    #[serde(skip_serializing_if = "hooks::HookLimits::is_default")]
+    pub hooks: hooks::HookLimits,
 }
 
 /// The values `[webrtc] transcode-frame-ms` takes, in ms: the Opus packet times the
@@ -743,6 +746,7 @@ impl Default for Config {
             webrtc: WebrtcConfig::default(),
             station: station::StationConfig::default(),
             hook: Vec::new(),
+            hooks: hooks::HookLimits::default(),
             directory: Vec::new(),
         }
     }

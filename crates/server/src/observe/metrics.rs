@@ -182,6 +182,9 @@ pub struct Metrics {
     /// `throng_hls_sessions_refused_total{outcome}`: new HLS sessions refused by
     /// `hls/admission.rs` (`rate`, `per-address`, `full`).
     pub hls_sessions_refused: Family<OutcomeLabel, Counter>,
+    /// `throng_hooks_dropped_total`: event hooks not run because `[hooks] max-concurrent`
+    /// hooks were running and `[hooks] queue` more were waiting (`hooks/`).
+    pub hooks_dropped: Counter,
 }
 
 /// The `outcome` label.
@@ -224,6 +227,7 @@ impl Metrics {
             hls_bytes: Family::default(),
             hls_cache_log_lines: Family::default(),
             hls_sessions_refused: Family::default(),
+            hooks_dropped: Counter::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -277,6 +281,11 @@ impl Metrics {
             "throng_events_sent",
             "Events written to event stream subscribers",
             m.events_sent.clone(),
+        );
+        registry.register(
+            "throng_hooks_dropped",
+            "Event hooks dropped: max-concurrent running and queue waiting",
+            m.hooks_dropped.clone(),
         );
         registry.register(
             "throng_event_subscribers_dropped",

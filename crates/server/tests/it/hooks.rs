@@ -139,3 +139,77 @@ fn exec_and_url_hooks_run_with_icecasts_arguments_and_never_delay_the_source() {
         "{text}"
     );
 }
+
+/// Issue 42, probe 7: 300 listeners let in at once, each with an `exec` attach hook, run at most
+/// `[hooks] max-concurrent` programs at once; `queue` more wait and start as others end, and
+/// the rest are dropped and counted in `/metrics`. The hook program holds until the test opens
+/// a gate, so the figures do not depend on how fast anything runs.
+#[test]
+fn hooks_of_300_listeners_run_at_most_max_concurrent_at_once_and_the_rest_queue_or_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("hooks.log");
+    let gate = dir.path().join("gate");
+    let hook = dir.path().join("hold.sh");
+    // Short appends to an O_APPEND file land whole, in the order they were written.
+    script(
+        &hook,
+        &format!(
+            "echo start >> {log}\nwhile [ ! -e {gate} ]; do sleep 0.1; done\necho end >> {log}",
+            log = log.display(),
+            gate = gate.display()
+        ),
+    );
+    let srv = TestServer::start(&format!(
+        "[hooks]\nmax-concurrent = 4\nqueue = 40\n\
+         [[mount]]\nname = \"/crowd.mp3\"\n\
+         [[mount.hook]]\ntrigger = \"source-listener-attach\"\nexec = \"{}\"\ntimeout = 60\n",
+        hook.display()
+    ));
+    let src = Source::start(srv.addr, "/crowd.mp3", "SOURCE", 1.0);
+    srv.wait_mount("/crowd.mp3");
+    for _ in 0..300 {
+        let l = Listener::open(srv.addr, "/crowd.mp3", false);
+        assert_eq!(l.head.status, 200);
+    }
+    let lines = |word: &str| {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| *l == word)
+            .count()
+    };
+    let dropped = || {
+        let (head, body) = http_get(srv.addr, "/metrics", &[]);
+        assert_eq!(head.status, 200);
+        let text = String::from_utf8(body).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("throng_hooks_dropped_total "))
+            .map(|v| v.trim().parse::<u64>().unwrap())
+            .expect("throng_hooks_dropped_total in /metrics")
+    };
+    // While the gate is shut: 4 running, 40 waiting, 256 dropped.
+    wait_until(Duration::from_secs(20), || {
+        lines("start") == 4 && dropped() == 256
+    })
+    .unwrap_or_else(|_| panic!("started {}, dropped {}", lines("start"), dropped()));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(lines("start"), 4, "no fifth hook while four run");
+    assert_eq!(lines("end"), 0);
+
+    // Open the gate: the 40 waiting hooks run, four at a time, and none of the dropped ones.
+    std::fs::write(&gate, b"").unwrap();
+    wait_until(Duration::from_secs(20), || lines("end") == 44)
+        .unwrap_or_else(|_| panic!("{} of 44 hooks ended", lines("end")));
+    std::thread::sleep(Duration::from_millis(300));
+    let text = std::fs::read_to_string(&log).unwrap();
+    let (mut running, mut most) = (0i32, 0i32);
+    for line in text.lines() {
+        running += if line == "start" { 1 } else { -1 };
+        most = most.max(running);
+    }
+    assert_eq!(lines("start"), 44, "{text}");
+    assert_eq!(running, 0);
+    assert_eq!(most, 4, "at most max-concurrent at once: {text}");
+    assert_eq!(dropped(), 256);
+    src.stop();
+}

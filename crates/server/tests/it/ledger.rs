@@ -290,6 +290,9 @@ fn title_changes_are_in_the_play_log_with_their_listeners() {
     std::thread::sleep(Duration::from_millis(1500));
     // The same title again is no new play.
     set("Artist%20Two%20-%20Second%20Song");
+    // A title that is a spreadsheet formula (issue 42): the CSV reports write it as text.
+    set("%3DHYPERLINK(%22x%22)");
+    std::thread::sleep(Duration::from_millis(1500));
     drop(a);
     drop(b);
     let _ = ended_sessions(&srv, 2, Duration::from_secs(5));
@@ -303,7 +306,7 @@ fn title_changes_are_in_the_play_log_with_their_listeners() {
         mount: Some("/live.mp3".into()),
     };
     let plays = report::plays(&mut db, &range, throng_server::ledger::now_ms()).unwrap();
-    assert_eq!(plays.len(), 2, "{plays:#?}");
+    assert_eq!(plays.len(), 3, "{plays:#?}");
     assert_eq!(plays[0].artist.as_deref(), Some("Artist One"));
     assert_eq!(plays[0].title, "First Song");
     assert_eq!(plays[0].set_by, "admin");
@@ -316,7 +319,7 @@ fn title_changes_are_in_the_play_log_with_their_listeners() {
     assert_eq!(plays[1].performances, 2);
     assert!(plays[0].listening_seconds > 2.0);
     let tracks = report::tracks(&mut db, &range, throng_server::ledger::now_ms()).unwrap();
-    assert_eq!(tracks.rows.len(), 2);
+    assert_eq!(tracks.rows.len(), 3);
     assert!(tracks
         .rows
         .iter()
@@ -325,7 +328,7 @@ fn title_changes_are_in_the_play_log_with_their_listeners() {
     // Icecast's playlistlog: time|mount|listeners|title.
     let text = std::fs::read_to_string(&log).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(lines.len(), 3, "{text}");
     assert!(
         lines[0].ends_with("|/live.mp3|2|Artist One - First Song"),
         "{text}"
@@ -351,6 +354,10 @@ fn title_changes_are_in_the_play_log_with_their_listeners() {
     assert!(
         csv.contains("Test FM,,Artist One,First Song,,,,2,1"),
         "{csv}"
+    );
+    assert!(
+        csv.contains("Test FM,,,\"'=HYPERLINK(\"\"x\"\")\",,,,2,1"),
+        "the formula title is text: {csv}"
     );
     let (head, _) = http_get(
         srv.addr,

@@ -206,7 +206,12 @@ impl Listener {
         let mut buf = Vec::new();
         let mut chunk = [0u8; 4096];
         loop {
-            let n = s.read(&mut chunk).expect("response head");
+            // A read with a timeout (SO_RCVTIMEO) fails with EINTR when a signal arrives, even
+            // under SA_RESTART (signal(7)): the SIGCHLD of another test's hook program is no end.
+            let n = match s.read(&mut chunk) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                n => n.expect("response head"),
+            };
             assert!(
                 n > 0,
                 "closed before head: {:?}",
@@ -235,6 +240,8 @@ impl Listener {
             match self.stream.read(&mut chunk) {
                 Ok(0) => break,
                 Ok(n) => out.extend_from_slice(&chunk[..n]),
+                // EINTR (a signal, such as a hook program's SIGCHLD): read on.
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(_) => break,
             }
         }
@@ -556,6 +563,8 @@ pub fn read_head(s: &mut TcpStream, wait: Duration) -> Option<ResponseHead> {
     let mut chunk = [0u8; 4096];
     loop {
         match s.read(&mut chunk) {
+            // EINTR (a signal, such as a hook program's SIGCHLD): read on.
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Ok(0) | Err(_) => return None,
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
