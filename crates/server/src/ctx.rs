@@ -81,6 +81,8 @@ pub struct ServerCtx {
     /// Whether the server drains (`cluster/drain.rs`): newcomers are sent on, `/healthz/ready`
     /// says false.
     pub drain: crate::cluster::drain::DrainState,
+    /// The hook budget (`[hooks]`: how many hooks run and wait at once, `hooks/budget.rs`).
+    pub hooks: Arc<crate::hooks::budget::Budget>,
 }
 
 impl ServerCtx {

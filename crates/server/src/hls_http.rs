@@ -790,7 +790,7 @@ async fn admit(
     target_secs: u64,
 ) -> bool {
     // A draining server sends new players on (`cluster/drain.rs`); its sessions play on.
-    if crate::cluster::drain::turn_away(ctx, stream, head, peer, 302, &[]).await {
+    if crate::cluster::redirect::turn_away(ctx, stream, head, peer, 302, &[]).await {
         return false;
     }
     let limits = SessionLimits::of(&ctx.config().hls);

@@ -219,6 +219,9 @@ impl Server {
         ));
         raise_open_file_limit_once();
         let metrics = Arc::new(Metrics::new());
+        let hooks = Arc::new(crate::hooks::budget::Budget::new(
+            metrics.hooks_dropped.clone(),
+        ));
         let filters = Arc::new(crate::net::filters::Filters::new(&config.paths));
         let config = Arc::new(config);
         let port = listen_sockets[0]
@@ -308,6 +311,7 @@ impl Server {
             new_dump_files: AtomicU64::new(0),
             whip_publishers: Default::default(),
             drain: Default::default(),
+            hooks,
             next_id: AtomicU64::new(1),
             tls,
             ledger,

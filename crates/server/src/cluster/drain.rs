@@ -6,7 +6,8 @@
 //! (`/healthz/ready`), then the process ends within the pod's grace period.
 //!
 //! One rule for every door: a newcomer (an ICY listener, a new HLS session, a WHEP offer) of a
-//! draining server is sent on by [`newcomer`]: to the origin (`[cluster] origin`) on an edge,
+//! draining server is sent on by [`newcomer`] (answered by `redirect.rs`'s `turn_away`, which
+//! every door calls): to the origin (`[cluster] origin`) on an edge,
 //! which sends it to an edge with room; to an edge with room on an origin; else refused `503`.
 //! The decisions are pure functions of the state passed in; [`DrainState`] is the one owner of
 //! "this server is draining".
@@ -15,12 +16,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use throng_proto::http::RequestHead;
 
 use crate::cluster::decide;
-use crate::ctx::ServerCtx;
-use crate::net::conn::Conn;
-use crate::respond::reply;
 
 /// Whether this server drains, and since when. Shared by the doors (they send newcomers on),
 /// `/healthz/ready` (false while draining), the edge's reports (they say `draining`) and the
@@ -108,66 +105,6 @@ pub fn newcomer(
         }
         None => Newcomer::Refuse,
     }
-}
-
-/// Answers newcomer request `head` from `peer` when this server drains: a redirect with
-/// `redirect_status` (`302` for a listener or an HLS player, `307` for a WHEP offer, whose
-/// `POST` must be repeated as it was) to where [`newcomer`] sends it, or `503` with
-/// `Retry-After`; `extra` headers (CORS) go on either. Returns whether it answered (the
-/// caller then stops); `false` when the server does not drain.
-///
-/// Errors: none returned; a failed write only means the client has gone.
-pub async fn turn_away(
-    ctx: &ServerCtx,
-    stream: &mut Conn,
-    head: &RequestHead,
-    peer: std::net::SocketAddr,
-    redirect_status: u16,
-    extra: &[(&str, &str)],
-) -> bool {
-    if !ctx.drain.is_draining() {
-        return false;
-    }
-    let config = ctx.config();
-    let c = &config.cluster;
-    let edge = || {
-        let timeout = Duration::from_secs(c.edge_timeout);
-        ctx.cluster.pick(&head.path, Instant::now(), timeout)
-    };
-    let decision = newcomer(true, c.origin.as_deref(), edge, &head.target);
-    let mut headers: Vec<(&str, &str)> = extra.to_vec();
-    match &decision {
-        Newcomer::Redirect(location) => {
-            tracing::debug!(%peer, mount = %head.path, %location, "newcomer of a draining server sent on");
-            headers.push(("Location", location));
-            headers.push(("Content-Type", "text/plain"));
-            let _ = reply(
-                ctx,
-                stream,
-                peer,
-                Some(head),
-                redirect_status,
-                &headers,
-                "This server is draining: moved\n",
-            )
-            .await;
-        }
-        Newcomer::Refuse | Newcomer::Admit => {
-            tracing::debug!(%peer, mount = %head.path, "newcomer of a draining server refused");
-            headers.push(("Retry-After", crate::respond::RETRY_AFTER_SECS));
-            let _ = reply(
-                ctx,
-                stream,
-                peer,
-                Some(head),
-                503,
-                &headers,
-                "This server is draining\n",
-            )
-            .await;
-        }
-    }
-    true
 }
 
 #[cfg(test)]

@@ -4,6 +4,8 @@
 //! full mount with `master-redirect`. Players follow it (ffmpeg, curl -L, mpv, browsers). With
 //! no such edge nothing is sent and the caller refuses or serves the listener as before.
 //!
+//! A draining server (`drain.rs`) sends every newcomer on with [`turn_away`], at every door.
+//!
 //! An edge's own relay is never redirected (it would be sent to itself): a request with the
 //! Basic credentials of an edge (user `edge`, the cluster secret) or of the relay user
 //! (`[authentication] relay-user`/`relay-password`) is served by the origin, so an edge's
@@ -15,7 +17,7 @@ use std::time::{Duration, Instant};
 use crate::net::conn::Conn;
 use throng_proto::http::RequestHead;
 
-use crate::cluster::decide;
+use crate::cluster::{decide, drain};
 use crate::ctx::ServerCtx;
 use crate::respond::reply;
 
@@ -93,4 +95,64 @@ pub async fn send(
         "Moved to an edge\n",
     )
     .await;
+}
+
+/// Answers newcomer request `head` from `peer` when this server drains: a redirect with
+/// `redirect_status` (`302` for a listener or an HLS player, `307` for a WHEP offer, whose
+/// `POST` must be repeated as it was) to where [`drain::newcomer`] sends it, or `503` with
+/// `Retry-After`; `extra` headers (CORS) go on either. Returns whether it answered (the
+/// caller then stops); `false` when the server does not drain.
+///
+/// Errors: none returned; a failed write only means the client has gone.
+pub async fn turn_away(
+    ctx: &ServerCtx,
+    stream: &mut Conn,
+    head: &RequestHead,
+    peer: std::net::SocketAddr,
+    redirect_status: u16,
+    extra: &[(&str, &str)],
+) -> bool {
+    if !ctx.drain.is_draining() {
+        return false;
+    }
+    let config = ctx.config();
+    let c = &config.cluster;
+    let edge = || {
+        let timeout = Duration::from_secs(c.edge_timeout);
+        ctx.cluster.pick(&head.path, Instant::now(), timeout)
+    };
+    let decision = drain::newcomer(true, c.origin.as_deref(), edge, &head.target);
+    let mut headers: Vec<(&str, &str)> = extra.to_vec();
+    match &decision {
+        drain::Newcomer::Redirect(location) => {
+            tracing::debug!(%peer, mount = %head.path, %location, "newcomer of a draining server sent on");
+            headers.push(("Location", location));
+            headers.push(("Content-Type", "text/plain"));
+            let _ = reply(
+                ctx,
+                stream,
+                peer,
+                Some(head),
+                redirect_status,
+                &headers,
+                "This server is draining: moved\n",
+            )
+            .await;
+        }
+        drain::Newcomer::Refuse | drain::Newcomer::Admit => {
+            tracing::debug!(%peer, mount = %head.path, "newcomer of a draining server refused");
+            headers.push(("Retry-After", crate::respond::RETRY_AFTER_SECS));
+            let _ = reply(
+                ctx,
+                stream,
+                peer,
+                Some(head),
+                503,
+                &headers,
+                "This server is draining\n",
+            )
+            .await;
+        }
+    }
+    true
 }

@@ -13,7 +13,7 @@
 //! run: [`listener_attached`] when `respond::admit_listener` lets a listener in (ICY, HLS,
 //! WHEP alike), and the close hook it returns when that listener's record ends.
 //!
-//! Hooks are bounded per server ([`Budget`], `[hooks]`, issue 42): at most `max-concurrent`
+//! Hooks are bounded per server (`budget.rs`, [`Budget`], owned by the server context; `[hooks]`, issue 42): at most `max-concurrent`
 //! run at once (a `tokio::sync::Semaphore` of that many permits, held from the program's
 //! start or the request's send to its end or timeout), at most `queue` more wait for a permit
 //! (first come, first started: tokio's semaphore is fair), and a hook beyond both is dropped,
@@ -21,23 +21,22 @@
 //! count. So 300 listeners arriving at once start at most `max-concurrent` programs, where they
 //! used to start 600 (attach and detach) at the same moment.
 
+pub mod budget;
 pub mod event;
 
 use std::collections::HashMap;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-use prometheus_client::metrics::counter::Counter;
 use throng_proto::url_auth::CallbackUrl;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::audience::{CloseHook, ClosedListener};
-use crate::config::hooks::{HookConfig, HookLimits};
+use crate::config::hooks::HookConfig;
 use crate::config::Config;
 use crate::ctx::ServerCtx;
 use crate::mount::live::{Mount, SourceKind};
+use budget::{Admission, Budget};
 use event::{Event, ServerInfo};
 
 /// How often the live mounts are compared (an event is raised at most this late).
@@ -45,152 +44,6 @@ pub const TICK: Duration = Duration::from_millis(250);
 
 /// How long a hook may run when its `timeout` is not set.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Least time between two WARN lines about dropped hooks.
-pub const DROP_WARN_EVERY: Duration = Duration::from_secs(1);
-
-/// The hook budget of one server (`[hooks]`): permits for running hooks, the count of hooks
-/// waiting for one, and the drop counter. Its size follows `max-concurrent` of the
-/// configuration in force: a larger value adds permits at once, a smaller one retires
-/// permits as they come back.
-#[derive(Debug)]
-pub struct Budget {
-    /// One permit per hook allowed to run now.
-    permits: Arc<Semaphore>,
-    /// `(permits in all, running and free; max-concurrent as last read)`.
-    size: parking_lot::Mutex<(usize, usize)>,
-    /// Hooks waiting for a permit.
-    waiting: AtomicUsize,
-    /// `throng_hooks_dropped_total`.
-    dropped: Counter,
-    /// Drops not yet reported in a WARN line.
-    unreported: AtomicU64,
-    /// When the last WARN line about drops was written.
-    last_warn: parking_lot::Mutex<Option<Instant>>,
-}
-
-/// What [`Budget::admit`] decided for one hook.
-enum Admission {
-    /// A permit was free: run now.
-    Run(OwnedSemaphorePermit),
-    /// Wait for a permit (counted in `waiting` until one is had).
-    Wait,
-    /// Running and waiting are both full: not run.
-    Drop,
-}
-
-impl Budget {
-    /// An empty budget counting its drops into `dropped`; it takes its size from `[hooks]` at
-    /// its first hook.
-    pub fn new(dropped: Counter) -> Budget {
-        Budget {
-            permits: Arc::new(Semaphore::new(0)),
-            size: parking_lot::Mutex::new((0, 0)),
-            waiting: AtomicUsize::new(0),
-            dropped,
-            unreported: AtomicU64::new(0),
-            last_warn: parking_lot::Mutex::new(None),
-        }
-    }
-
-    /// Makes the budget `max_concurrent` permits (at least 1): more are added at once, fewer
-    /// are retired (free ones now, running ones as their hooks end).
-    fn resize(&self, max_concurrent: usize) {
-        let want = max_concurrent.max(1);
-        let mut size = self.size.lock();
-        size.1 = want;
-        if want > size.0 {
-            self.permits.add_permits(want - size.0);
-            size.0 = want;
-        } else if want < size.0 {
-            size.0 -= self.permits.forget_permits(size.0 - want);
-        }
-    }
-
-    /// Decides whether a hook runs now, waits, or is dropped under `limits`.
-    fn admit(&self, limits: &HookLimits) -> Admission {
-        self.resize(limits.max_concurrent);
-        if let Ok(p) = self.permits.clone().try_acquire_owned() {
-            return Admission::Run(p);
-        }
-        let queued = self
-            .waiting
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
-                (w < limits.queue).then_some(w + 1)
-            });
-        if queued.is_ok() {
-            Admission::Wait
-        } else {
-            Admission::Drop
-        }
-    }
-
-    /// Gives back the permit of a hook that ended, or retires it when the budget is to shrink.
-    fn release(&self, permit: OwnedSemaphorePermit) {
-        let mut size = self.size.lock();
-        if size.0 > size.1 {
-            size.0 -= 1;
-            permit.forget();
-        }
-    }
-
-    /// Counts a dropped hook, and writes the WARN line if none was written for
-    /// [`DROP_WARN_EVERY`].
-    fn dropped(&self, hook: &HookConfig, ev: &Event, limits: &HookLimits) {
-        self.dropped.inc();
-        self.unreported.fetch_add(1, Ordering::Relaxed);
-        let mut last = self.last_warn.lock();
-        if last.is_some_and(|t| t.elapsed() < DROP_WARN_EVERY) {
-            return;
-        }
-        *last = Some(Instant::now());
-        let count = self.unreported.swap(0, Ordering::Relaxed);
-        tracing::warn!(
-            trigger = ev.trigger,
-            mount = %ev.mount,
-            hook = %hook_name(hook),
-            dropped = count,
-            "hooks dropped: {} running and {} waiting ([hooks] max-concurrent, queue)",
-            limits.max_concurrent.max(1),
-            limits.queue
-        );
-    }
-
-    /// Hooks waiting for a permit now.
-    #[cfg(test)]
-    fn waiting(&self) -> usize {
-        self.waiting.load(Ordering::Acquire)
-    }
-}
-
-/// The budgets of the running servers, by the address of their [`ServerCtx`] (a process may
-/// run several servers, as the tests do). An entry is made at a server's first hook and
-/// removed when its watcher ([`start`]) ends at shutdown.
-static BUDGETS: LazyLock<parking_lot::Mutex<HashMap<usize, Arc<Budget>>>> =
-    LazyLock::new(Default::default);
-
-/// The key of `ctx` in [`BUDGETS`].
-fn budget_key(ctx: &ServerCtx) -> usize {
-    std::ptr::from_ref(ctx) as usize
-}
-
-/// The hook budget of `ctx`'s server.
-pub fn budget(ctx: &ServerCtx) -> Arc<Budget> {
-    BUDGETS
-        .lock()
-        .entry(budget_key(ctx))
-        .or_insert_with(|| Arc::new(Budget::new(ctx.metrics.hooks_dropped.clone())))
-        .clone()
-}
-
-/// The hook's program or URL, for log lines.
-fn hook_name(hook: &HookConfig) -> String {
-    match (&hook.exec, &hook.url) {
-        (Some(exe), _) => exe.display().to_string(),
-        (None, Some(url)) => url.clone(),
-        (None, None) => String::new(),
-    }
-}
 
 /// What the watcher remembers of a live feed.
 struct Seen {
@@ -215,7 +68,6 @@ pub fn start(ctx: Arc<ServerCtx>) {
             }
             watch(&ctx, &mut seen);
         }
-        BUDGETS.lock().remove(&budget_key(&ctx));
     });
 }
 
@@ -295,7 +147,13 @@ fn raise(ctx: &ServerCtx, config: &Arc<Config>, trigger: &'static str, m: &Mount
         hidden: mc.is_some_and(|c| c.hidden),
         title: m.title(),
     };
-    spawn_all(&budget(ctx), config, hooks, ev, server_info(ctx, config));
+    spawn_all(
+        &ctx.hooks.clone(),
+        config,
+        hooks,
+        ev,
+        server_info(ctx, config),
+    );
 }
 
 /// The hooks of `trigger` for mount `mount`: the global ones, then the mount's.
@@ -340,13 +198,19 @@ pub fn listener_attached(
     let attach = hooks_for(&config, "source-listener-attach", mount);
     if !attach.is_empty() {
         let ev = listener_event(&config, "source-listener-attach", mount, &who, 0);
-        spawn_all(&budget(ctx), &config, attach, ev, server_info(ctx, &config));
+        spawn_all(
+            &ctx.hooks.clone(),
+            &config,
+            attach,
+            ev,
+            server_info(ctx, &config),
+        );
     }
     if hooks_for(&config, "source-listener-detach", mount).is_empty() {
         return on_close;
     }
     let server = server_info(ctx, &config);
-    let budget = budget(ctx);
+    let budget = ctx.hooks.clone();
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return on_close;
     };
@@ -443,14 +307,10 @@ fn spawn_all(
         tokio::spawn(async move {
             let permit = match waited {
                 Ok(permit) => permit,
-                Err(()) => {
-                    let permit = budget.permits.clone().acquire_owned().await;
-                    budget.waiting.fetch_sub(1, Ordering::AcqRel);
-                    match permit {
-                        Ok(p) => p,
-                        Err(_) => return, // the semaphore is never closed
-                    }
-                }
+                Err(()) => match budget.wait().await {
+                    Some(p) => p,
+                    None => return, // the semaphore is never closed
+                },
             };
             run(h, ev, server, ua).await;
             budget.release(permit);
@@ -513,83 +373,5 @@ async fn run(hook: HookConfig, ev: Event, server: ServerInfo, user_agent: String
         if let Err(e) = sent {
             tracing::warn!(hook = %url, mount = %ev.mount, trigger = ev.trigger, "hook call failed: {e}");
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn limits(max_concurrent: usize, queue: usize) -> HookLimits {
-        HookLimits {
-            max_concurrent,
-            queue,
-        }
-    }
-
-    fn run_now(a: Admission) -> OwnedSemaphorePermit {
-        match a {
-            Admission::Run(p) => p,
-            Admission::Wait => panic!("waits"),
-            Admission::Drop => panic!("dropped"),
-        }
-    }
-
-    #[test]
-    fn hooks_run_up_to_the_budget_then_wait_up_to_the_queue_then_are_dropped() {
-        let dropped = Counter::default();
-        let b = Budget::new(dropped.clone());
-        let l = limits(2, 1);
-        let first = run_now(b.admit(&l));
-        let _second = run_now(b.admit(&l));
-        assert!(matches!(b.admit(&l), Admission::Wait));
-        assert_eq!(b.waiting(), 1);
-        assert!(matches!(b.admit(&l), Admission::Drop));
-        // A hook that ends gives its permit back.
-        b.release(first);
-        let _third = run_now(b.admit(&l));
-        // `max-concurrent = 0` is read as 1; `queue = 0` never waits.
-        let one = Budget::new(Counter::default());
-        let _p = run_now(one.admit(&limits(0, 0)));
-        assert!(matches!(one.admit(&limits(0, 0)), Admission::Drop));
-        let ev = Event {
-            trigger: "source-listener-attach",
-            mount: "/live.mp3".into(),
-            client_id: 7,
-            connected_at: 1_700_000_000,
-            duration: 0,
-            role: "listener",
-            username: String::new(),
-            ip: Some("127.0.0.1".into()),
-            agent: None,
-            media_type: String::new(),
-            stream: [None, None, None, None],
-            public: false,
-            hidden: false,
-            title: String::new(),
-        };
-        b.dropped(&HookConfig::default(), &ev, &l);
-        b.dropped(&HookConfig::default(), &ev, &l);
-        assert_eq!(dropped.get(), 2, "each drop counted, whatever the log says");
-    }
-
-    #[test]
-    fn a_smaller_budget_retires_permits_as_hooks_end() {
-        let b = Budget::new(Counter::default());
-        let wide = limits(3, 0);
-        let p1 = run_now(b.admit(&wide));
-        let p2 = run_now(b.admit(&wide));
-        // A reload to 1: the free permit goes at once, the two running ones as they end.
-        let narrow = limits(1, 0);
-        assert!(matches!(b.admit(&narrow), Admission::Drop));
-        b.release(p1);
-        assert!(matches!(b.admit(&narrow), Admission::Drop), "retired");
-        b.release(p2);
-        let p3 = run_now(b.admit(&narrow));
-        assert!(matches!(b.admit(&narrow), Admission::Drop));
-        // A reload to 4 adds permits at once.
-        let _more: Vec<_> = (0..3).map(|_| run_now(b.admit(&limits(4, 0)))).collect();
-        assert!(matches!(b.admit(&limits(4, 0)), Admission::Drop));
-        drop(p3);
     }
 }

@@ -161,7 +161,7 @@ async fn serve(
     mut mount: Arc<Mount>,
 ) {
     // A draining server sends newcomers on (`cluster/drain.rs`), as every door does.
-    if crate::cluster::drain::turn_away(&ctx, &mut stream, &head, peer, 302, &[]).await {
+    if crate::cluster::redirect::turn_away(&ctx, &mut stream, &head, peer, 302, &[]).await {
         return;
     }
     let mut served = Served::new(mount.settings.format.supports_icy_metadata());

@@ -127,7 +127,7 @@ async fn post(
     // A draining server sends new viewers on (`cluster/drain.rs`): `307`, so the browser posts
     // the same offer there (draft-ietf-wish-whep-04 lets an endpoint redirect the offer with
     // `307`, as WHIP, RFC 9725, does for load balancing).
-    if crate::cluster::drain::turn_away(&ctx, &mut stream, &head, peer, 307, &cors).await {
+    if crate::cluster::redirect::turn_away(&ctx, &mut stream, &head, peer, 307, &cors).await {
         return;
     }
     // A session costs the engine its WebRTC state until its peer connects: such sessions are
