@@ -218,7 +218,12 @@ impl Server {
             &config.logging,
         ));
         raise_open_file_limit_once();
-        let metrics = Arc::new(Metrics::new());
+        let mut metrics = Metrics::new();
+        if let Some(l) = &ledger {
+            let h = l.health();
+            metrics.register_ledger(h.pending.clone(), h.failures.clone());
+        }
+        let metrics = Arc::new(metrics);
         let hooks = Arc::new(crate::hooks::budget::Budget::new(
             metrics.hooks_dropped.clone(),
         ));

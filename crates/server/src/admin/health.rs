@@ -5,8 +5,11 @@
 //! long) and answered in JSON. Ready is `200`, not ready `503`, with the reasons:
 //! `draining` (`cluster/drain.rs`), `full` (the audience at its capacity: `[cluster] capacity`,
 //! else the `clients` limit), and `relay-not-live` for each `[[relay]]` (not on demand) whose
-//! mount has no live feed, as an edge's relays of the origin. And `POST /api/v1/drain` (admin):
-//! starts a drain.
+//! mount has no live feed, as an edge's relays of the origin. An audience ledger that is not
+//! writing (its database does not answer) is a `warnings` entry, `ledger-not-writing`, with the
+//! sessions kept meanwhile: it never makes a server not ready, since every pod shares the one
+//! database and taking them all out of service would cut the audience for a bookkeeping fault
+//! (issue 42). And `POST /api/v1/drain` (admin): starts a drain.
 //!
 //! The decision, [`readiness`], is a pure function of what was read.
 
@@ -21,7 +24,7 @@ use crate::admin::auth;
 use crate::ctx::ServerCtx;
 
 /// What readiness is decided from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReadinessInput {
     /// A drain has started.
     pub draining: bool,
@@ -33,6 +36,19 @@ pub struct ReadinessInput {
     pub clients_full: bool,
     /// Local mounts of `[[relay]]` entries (not on demand) with no live feed.
     pub relays_not_live: Vec<String>,
+    /// The audience ledger, when the server keeps one.
+    pub ledger: Option<LedgerState>,
+}
+
+/// How the audience ledger's writer is doing (`ledger/health.rs`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LedgerState {
+    /// The last commit succeeded.
+    pub writing: bool,
+    /// Session starts and ends not committed yet (messages).
+    pub pending_sessions: i64,
+    /// Seconds since the last commit (`None` before the first).
+    pub seconds_since_commit: Option<f64>,
 }
 
 /// One reason a server is not ready.
@@ -45,7 +61,7 @@ pub struct Reason {
 }
 
 /// The readiness answer (the JSON body of `/healthz/ready`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Readiness {
     /// Ready for new listeners (status `200`; else `503`).
     pub ready: bool,
@@ -57,6 +73,11 @@ pub struct Readiness {
     pub capacity: u64,
     /// A drain has started.
     pub draining: bool,
+    /// What is wrong without making the server not ready (`ledger-not-writing`).
+    pub warnings: Vec<Reason>,
+    /// The audience ledger's writer, when there is a ledger.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<LedgerState>,
 }
 
 /// Decides readiness from `input`: ready when not draining, below capacity (and `clients` not
@@ -90,12 +111,24 @@ pub fn readiness(input: &ReadinessInput) -> Readiness {
             detail: format!("relay {m} has no live feed"),
         });
     }
+    let mut warnings = Vec::new();
+    if let Some(l) = input.ledger.as_ref().filter(|l| !l.writing) {
+        warnings.push(Reason {
+            key: "ledger-not-writing",
+            detail: format!(
+                "the audience ledger's database does not answer; {} session starts and ends kept in memory",
+                l.pending_sessions
+            ),
+        });
+    }
     Readiness {
         ready: reasons.is_empty(),
         reasons,
         listeners: input.members,
         capacity: input.capacity,
         draining: input.draining,
+        warnings,
+        ledger: input.ledger.clone(),
     }
 }
 
@@ -120,6 +153,14 @@ pub fn input(ctx: &ServerCtx) -> ReadinessInput {
         capacity,
         clients_full: ctx.clients.is_full(),
         relays_not_live,
+        ledger: ctx.ledger.as_ref().map(|l| {
+            let h = l.health();
+            LedgerState {
+                writing: !h.is_failing(),
+                pending_sessions: h.pending.get(),
+                seconds_since_commit: h.seconds_since_commit(crate::ledger::now_ms()),
+            }
+        }),
     }
 }
 
@@ -197,6 +238,7 @@ mod tests {
             capacity: 100,
             clients_full: false,
             relays_not_live: Vec::new(),
+            ledger: None,
         }
     }
 
@@ -236,5 +278,19 @@ mod tests {
             ["draining", "full", "relay-not-live", "relay-not-live"]
         );
         assert!(r.reasons[3].detail.contains("/b.ogg"));
+    }
+
+    #[test]
+    fn a_ledger_that_does_not_write_warns_without_making_the_server_not_ready() {
+        let mut i = input();
+        i.ledger = Some(LedgerState {
+            writing: false,
+            pending_sessions: 42,
+            seconds_since_commit: Some(20.0),
+        });
+        let r = readiness(&i);
+        assert!(r.ready);
+        assert_eq!(r.warnings[0].key, "ledger-not-writing");
+        assert!(r.warnings[0].detail.contains("42"));
     }
 }

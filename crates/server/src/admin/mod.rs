@@ -343,6 +343,13 @@ async fn metrics(State(ctx): State<Arc<ServerCtx>>, headers: header::HeaderMap) 
     ctx.metrics
         .relays
         .set(i64::try_from(relays).unwrap_or(i64::MAX));
+    if let Some(age) = ctx
+        .ledger
+        .as_ref()
+        .and_then(|l| l.health().seconds_since_commit(crate::ledger::now_ms()))
+    {
+        ctx.metrics.ledger_seconds_since_commit.set(age);
+    }
     let mut text = ctx
         .metrics
         .encode_view(|name| match ctx.registry.get(name) {

@@ -150,6 +150,15 @@ impl std::fmt::Debug for Db {
     }
 }
 
+/// How long connecting to PostgreSQL may take.
+pub const PG_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long one PostgreSQL statement may run (a report's query, a batch's statement).
+pub const PG_STATEMENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Idle time before TCP keepalives probe a PostgreSQL connection.
+pub const PG_KEEPALIVE_IDLE: std::time::Duration = std::time::Duration::from_secs(30);
+
 impl Db {
     /// Opens (and for SQLite creates, with its directory) the database `db`; SQLite gets WAL
     /// journaling, `synchronous = NORMAL` (a committed batch survives a process crash; WAL's
@@ -168,10 +177,32 @@ impl Db {
                 }
                 Ok(Db::Sqlite(open_sqlite(path)?, SqliteSql::default()))
             }
-            LedgerDatabase::Postgres(url) => Ok(Db::Postgres(Box::new(postgres::Client::connect(
-                url,
-                postgres::NoTls,
-            )?))),
+            LedgerDatabase::Postgres(url) => {
+                // A server that does not answer is an error within these times, never a
+                // writer or a report that hangs: connecting within PG_CONNECT_TIMEOUT, each
+                // statement within PG_STATEMENT_TIMEOUT (`statement_timeout`, PostgreSQL
+                // docs "Client Connection Defaults"), a dead peer found by TCP keepalives.
+                let mut config: postgres::Config = url.parse()?;
+                config
+                    .connect_timeout(PG_CONNECT_TIMEOUT)
+                    .keepalives(true)
+                    .keepalives_idle(PG_KEEPALIVE_IDLE);
+                let mut client = config.connect(postgres::NoTls)?;
+                client.batch_execute(&format!(
+                    "SET statement_timeout = {}",
+                    PG_STATEMENT_TIMEOUT.as_millis()
+                ))?;
+                Ok(Db::Postgres(Box::new(client)))
+            }
+        }
+    }
+
+    /// Whether the connection is gone for good (a PostgreSQL server that restarted or closed
+    /// it): the writer then opens a new one. An SQLite file never is.
+    pub fn is_broken(&self) -> bool {
+        match self {
+            Db::Sqlite(..) => false,
+            Db::Postgres(c) => c.is_closed(),
         }
     }
 

@@ -21,6 +21,7 @@ pub mod address;
 pub mod csv;
 pub mod db;
 pub mod geo;
+pub mod health;
 pub mod message;
 pub mod minutes;
 pub mod names;
@@ -72,6 +73,8 @@ pub enum LedgerError {
 pub struct Ledger {
     tx: Sender<Msg>,
     server: Arc<str>,
+    /// How the writer is doing (`health.rs`).
+    health: Arc<health::LedgerHealth>,
     /// Session ids grow with time (an SQLite ledger, one server's file) rather than being
     /// random (PostgreSQL, shared by servers): [`new_session_id`].
     time_ordered_ids: bool,
@@ -127,6 +130,8 @@ impl Ledger {
             config.ledger.playlistlog.clone(),
         );
         let (db_name, writer_server) = (database.clone(), server.clone());
+        let health = Arc::new(health::LedgerHealth::default());
+        let writer_health = health.clone();
         std::thread::Builder::new()
             .name("throng-ledger".into())
             .spawn(move || {
@@ -148,7 +153,8 @@ impl Ledger {
                     countries,
                     retention,
                     playlistlog,
-                );
+                )
+                .with_reconnect(db_name, writer_health);
                 if recover {
                     match w.recover(now_ms()) {
                         Ok(0) => {}
@@ -198,6 +204,7 @@ impl Ledger {
         Ok(Some(Ledger {
             tx,
             server,
+            health,
             time_ordered_ids,
         }))
     }
@@ -205,6 +212,11 @@ impl Ledger {
     /// This server's name in the ledger.
     pub fn server(&self) -> &str {
         &self.server
+    }
+
+    /// How the writer is doing: messages pending, failed commits, the last commit.
+    pub fn health(&self) -> &health::LedgerHealth {
+        &self.health
     }
 
     /// Records a session's start, now; the ticket it returns records its end.
@@ -217,6 +229,7 @@ impl Ledger {
     /// request); the ticket it returns records its end.
     pub fn open_at(&self, start: SessionStart, started_ms: i64) -> LedgerTicket {
         let id = new_session_id(started_ms, self.time_ordered_ids);
+        self.health.pending.inc();
         let _ = self.tx.send(Msg::Start(id, started_ms, start));
         LedgerTicket {
             id,
@@ -286,6 +299,7 @@ impl LedgerTicket {
         let Some(ledger) = self.ledger.take() else {
             return;
         };
+        ledger.health.pending.inc();
         let _ = ledger.tx.send(Msg::End(SessionEnd {
             id: self.id,
             mount: mount.to_owned(),

@@ -3,9 +3,16 @@
 //! [`super::COMMIT_EVERY`], or every [`MAX_BATCH`] messages), recording this server's last sign
 //! of life with each commit. A session's end is appended to `session_ends` and folded into
 //! its row once a minute ([`FOLD_EVERY`]), on a flush (shutdown) and at the next start; once an
-//! hour, the ends of servers that stopped are folded too. A database error is logged and the
-//! batch dropped; listeners never notice. Once an hour it deletes rows older than
-//! `retention-days`.
+//! hour, the ends of servers that stopped are folded too. Once an hour it deletes rows older
+//! than `retention-days`. Listeners never wait on it.
+//!
+//! **Nothing given is dropped** (issue 42): a batch whose commit fails (a PostgreSQL restart, a
+//! full disk) is rolled back, and the writer's own state with it (the open sessions it tracks,
+//! the rollups, the day salts, the play-log lines), and the same batch is tried again with a
+//! growing pause ([`RETRY_FIRST`] doubling to [`RETRY_MAX`]), reconnecting first when the
+//! connection is gone; messages that arrive meanwhile wait in memory behind it, in order. One
+//! WARN line when writing stops, one INFO line with the counts when it works again;
+//! `health.rs` counts it all for `/metrics` and `/healthz/ready`.
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -38,6 +45,22 @@ const WAKE_EVERY: Duration = Duration::from_millis(100);
 
 /// How often rows past the retention are deleted.
 const RETENTION_EVERY: Duration = Duration::from_secs(3600);
+
+/// The pause after the first failed commit before the batch is tried again; it doubles with
+/// each failure, up to [`RETRY_MAX`].
+pub const RETRY_FIRST: Duration = Duration::from_millis(250);
+
+/// The longest pause between two tries of a failed batch.
+pub const RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// Writing that has stopped: since when, how many tries failed, the pause before the next.
+#[derive(Debug)]
+struct Stopped {
+    since: Instant,
+    failures: u64,
+    next: Instant,
+    pause: Duration,
+}
 
 /// What the writer remembers of an open session until it ends (for the rollup), its names
 /// shared ([`Names`]).
@@ -74,6 +97,16 @@ pub struct Writer {
     /// counter of `audience_uniques`.
     uniques: Uniques,
     unique_rollup: foldhash::HashMap<UniqueKey, i64>,
+    /// What the batch being applied changed in `open` (each id and its row before), undone
+    /// when its transaction fails.
+    journal: Vec<(i64, Option<OpenRow>)>,
+    /// Play-log lines of the batch, appended to `playlistlog` once it is committed.
+    playlog_lines: Vec<String>,
+    /// The database to reconnect to when the connection is gone (`None`: never reconnect, as
+    /// the tests' in-memory databases).
+    reopen: Option<crate::config::LedgerDatabase>,
+    /// Counts for `/metrics` and `/healthz/ready` (`health.rs`).
+    health: Arc<super::health::LedgerHealth>,
 }
 
 /// A row of `audience_minutes` for this server: minute, mount, path, country, player.
@@ -107,7 +140,22 @@ impl Writer {
             unfolded: None,
             uniques: Uniques::new(),
             unique_rollup: Default::default(),
+            journal: Vec::new(),
+            playlog_lines: Vec::new(),
+            reopen: None,
+            health: Arc::default(),
         }
+    }
+
+    /// The writer reconnects to `db` when its connection is gone, and reports into `health`.
+    pub fn with_reconnect(
+        mut self,
+        db: crate::config::LedgerDatabase,
+        health: Arc<super::health::LedgerHealth>,
+    ) -> Writer {
+        self.reopen = Some(db);
+        self.health = health;
+        self
     }
 
     /// Closes this server's sessions still open in the database (a crash left them), ending
@@ -159,6 +207,8 @@ impl Writer {
             return Err(e);
         }
         self.db.batch("COMMIT")?;
+        self.rollup.clear();
+        self.unique_rollup.clear();
         Ok(open.len())
     }
 
@@ -267,6 +317,7 @@ impl Writer {
         let mut due = Instant::now() + COMMIT_EVERY;
         let mut next_retention = Instant::now();
         let mut next_fold = Instant::now() + FOLD_EVERY;
+        let mut stopped: Option<Stopped> = None;
         loop {
             // Take what has come; a flush (or commit request) ends the take.
             let (mut gone, mut flush, mut fold) = (false, None, false);
@@ -289,19 +340,72 @@ impl Writer {
                 }
             }
             let now = Instant::now();
-            if flush.is_none() && !gone && pending.len() < MAX_BATCH && now < due {
+            // While writing has stopped, the batch waits for its next try (a flush or the
+            // end tries at once).
+            let due_now = match &stopped {
+                Some(s) => now >= s.next,
+                None => pending.len() >= MAX_BATCH || now >= due,
+            };
+            if flush.is_none() && !gone && !due_now {
                 // Nothing to do before the commit is due: sleep a slice. The thread wakes
                 // about ten times a second, not once per message (two per session).
-                std::thread::sleep((due - now).min(WAKE_EVERY));
+                let until = stopped.as_ref().map_or(due, |s| s.next);
+                std::thread::sleep(until.saturating_duration_since(now).min(WAKE_EVERY));
                 continue;
             }
             // A flush (shutdown, tests) folds too, so a stopped server leaves no end behind.
             let fold = fold || Instant::now() >= next_fold;
-            if fold {
-                next_fold = Instant::now() + FOLD_EVERY;
-            }
-            if let Err(e) = self.commit(&mut pending, fold) {
-                tracing::error!("ledger: batch lost: {e}");
+            let sessions = pending
+                .iter()
+                .filter(|m| matches!(m, Msg::Start(..) | Msg::End(_)))
+                .count();
+            let outcome = self
+                .reconnect()
+                .and_then(|()| self.commit(&mut pending, fold));
+            match outcome {
+                Ok(()) => {
+                    if fold {
+                        next_fold = Instant::now() + FOLD_EVERY;
+                    }
+                    self.health.committed(now_ms(), sessions);
+                    if let Some(s) = stopped.take() {
+                        tracing::info!(
+                            failed_tries = s.failures,
+                            messages = sessions,
+                            "ledger: writing again after {:.1} s; every session kept meanwhile is committed",
+                            s.since.elapsed().as_secs_f64()
+                        );
+                    }
+                }
+                Err(e) => {
+                    self.health.failed();
+                    match &mut stopped {
+                        None => {
+                            tracing::warn!(
+                                "ledger: writing stopped: {e}; sessions are kept in memory and \
+                                 written once the database answers (retrying)"
+                            );
+                            stopped = Some(Stopped {
+                                since: Instant::now(),
+                                failures: 1,
+                                next: Instant::now() + RETRY_FIRST,
+                                pause: RETRY_FIRST,
+                            });
+                        }
+                        Some(s) => {
+                            s.failures += 1;
+                            s.pause = (s.pause * 2).min(RETRY_MAX);
+                            s.next = Instant::now() + s.pause;
+                            tracing::debug!("ledger: still not writing: {e}");
+                        }
+                    }
+                    if gone {
+                        tracing::error!(
+                            messages = pending.len(),
+                            "ledger: the server stops with sessions not written: {e}"
+                        );
+                    }
+                }
             }
             due = Instant::now() + COMMIT_EVERY;
             if let Some(reply) = flush {
@@ -324,19 +428,100 @@ impl Writer {
         }
     }
 
+    /// Reconnects when the connection is gone (a PostgreSQL server restarted or closed it).
+    ///
+    /// Errors: the database's, when it cannot be reached yet.
+    fn reconnect(&mut self) -> Result<(), DbError> {
+        let Some(db) = &self.reopen else {
+            return Ok(());
+        };
+        if self.db.is_broken() {
+            self.db = Db::open(db)?;
+            tracing::info!("ledger: reconnected to {}", db.display());
+        }
+        Ok(())
+    }
+
     /// Applies `pending` in one transaction, with this server's sign of life; `fold` also
-    /// folds the appended ends into their sessions.
+    /// folds the appended ends into their sessions. Committed, `pending` is emptied; when the
+    /// transaction fails, `pending` is left as it was and so is the writer (every change the
+    /// batch made to its state is undone), so the same batch can be tried again.
     fn commit(&mut self, pending: &mut Vec<Msg>, fold: bool) -> Result<(), DbError> {
-        let batch = std::mem::take(pending);
-        self.db.batch("BEGIN")?;
-        let applied = (|| {
+        let unfolded = self.unfolded;
+        self.journal.clear();
+        self.playlog_lines.clear();
+        let applied = self
+            .db
+            .batch("BEGIN")
+            .and_then(|()| self.apply(pending, fold));
+        let committed = applied.and_then(|()| self.db.batch("COMMIT"));
+        match committed {
+            Ok(()) => {
+                pending.clear();
+                self.journal.clear();
+                self.rollup.clear();
+                self.unique_rollup.clear();
+                self.write_playlog();
+                Ok(())
+            }
+            Err(e) => {
+                let _ = self.db.batch("ROLLBACK");
+                // Undone: the open sessions as they were, the minutes (recomputed by the next
+                // try), the salts (the rolled-back row may not exist), the fold window. The
+                // batch's unique listeners stay counted in `unique_rollup`: `uniques` has seen
+                // them, so the next try would not count them again.
+                for (id, before) in self.journal.drain(..).rev() {
+                    match before {
+                        Some(row) => {
+                            self.open.insert(id, row);
+                        }
+                        None => {
+                            self.open.remove(&id);
+                        }
+                    }
+                }
+                self.rollup.clear();
+                self.salts.clear();
+                self.playlog_lines.clear();
+                self.unfolded = unfolded;
+                Err(e)
+            }
+        }
+    }
+
+    /// Appends the committed batch's play-log lines to `playlistlog`.
+    fn write_playlog(&mut self) {
+        let Some(path) = &self.playlistlog else {
+            self.playlog_lines.clear();
+            return;
+        };
+        if self.playlog_lines.is_empty() {
+            return;
+        }
+        let text: String = self.playlog_lines.drain(..).collect();
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(text.as_bytes()));
+        if let Err(e) = written {
+            tracing::warn!(path = %path.display(), "playlistlog: {e}");
+        }
+    }
+
+    /// The statements of one batch, inside the caller's transaction.
+    fn apply(&mut self, batch: &[Msg], fold: bool) -> Result<(), DbError> {
+        {
             for m in batch {
                 match m {
-                    Msg::Start(id, at, s) => self.start(id, at, &s)?,
-                    Msg::End(e) => self.end(&e)?,
-                    Msg::Play(p) => self.play(&p)?,
+                    Msg::Start(id, at, s) => self.start(*id, *at, s)?,
+                    Msg::End(e) => self.end(e)?,
+                    Msg::Play(p) => self.play(p)?,
                     Msg::Discard(id) => {
-                        self.open.remove(&id);
+                        let id = *id;
+                        if let Some(row) = self.open.remove(&id) {
+                            self.journal.push((id, Some(row)));
+                        }
                         self.db.exec(
                             "DELETE FROM sessions WHERE id = $1 AND server = $2
                              AND ended_ms IS NULL",
@@ -358,15 +543,6 @@ impl Writer {
                 &[Val::from(&*self.server), Val::Int(now_ms())],
             )?;
             Ok(())
-        })();
-        match applied {
-            Ok(()) => self.db.batch("COMMIT"),
-            Err(e) => {
-                let _ = self.db.batch("ROLLBACK");
-                self.rollup.clear();
-                self.unique_rollup.clear();
-                Err(e)
-            }
         }
     }
 
@@ -452,7 +628,8 @@ impl Writer {
                 *self.unique_rollup.entry(key).or_default() += 1;
             }
         }
-        self.open.insert(id, row);
+        let before = self.open.insert(id, row);
+        self.journal.push((id, before));
         Ok(())
     }
 
@@ -460,7 +637,10 @@ impl Writer {
     /// keeps the row's own.
     fn end(&mut self, e: &SessionEnd) -> Result<(), DbError> {
         let row = match self.open.remove(&e.id) {
-            Some(r) => Some(r),
+            Some(r) => {
+                self.journal.push((e.id, Some(r.clone())));
+                Some(r)
+            }
             None => self.stored_open_row(e.id)?,
         };
         let Some(row) = row else {
@@ -526,9 +706,8 @@ impl Writer {
     /// Adds the batch's rollup to `audience_minutes`: one upsert per minute and group, however
     /// many sessions of the batch ended in it.
     fn flush_rollup(&mut self) -> Result<(), DbError> {
-        for ((span, at, mount, path, country, player), listeners) in
-            std::mem::take(&mut self.unique_rollup)
-        {
+        // By reference: cleared once the transaction commits (`commit`), kept when it fails.
+        for ((span, at, mount, path, country, player), listeners) in &self.unique_rollup {
             self.db.exec(
                 "INSERT INTO audience_uniques
                  (span_s, at_s, server, mount, path, country, player, listeners)
@@ -536,20 +715,18 @@ impl Writer {
                  ON CONFLICT (span_s, at_s, server, mount, path, country, player) DO UPDATE SET
                  listeners = audience_uniques.listeners + excluded.listeners",
                 &[
-                    Val::Int(span),
-                    Val::Int(at),
+                    Val::Int(*span),
+                    Val::Int(*at),
                     Val::from(&*self.server),
-                    Val::from(&*mount),
-                    Val::from(&*path),
-                    Val::from(&*country),
-                    Val::from(&*player),
-                    Val::Int(listeners),
+                    Val::from(&**mount),
+                    Val::from(&**path),
+                    Val::from(&**country),
+                    Val::from(&**player),
+                    Val::Int(*listeners),
                 ],
             )?;
         }
-        for ((minute, mount, path, country, player), (secs, sessions)) in
-            std::mem::take(&mut self.rollup)
-        {
+        for ((minute, mount, path, country, player), (secs, sessions)) in &self.rollup {
             self.db.exec(
                 "INSERT INTO audience_minutes
                  (minute, server, mount, path, country, player, listener_seconds, sessions)
@@ -558,14 +735,14 @@ impl Writer {
                  listener_seconds = audience_minutes.listener_seconds + excluded.listener_seconds,
                  sessions = audience_minutes.sessions + excluded.sessions",
                 &[
-                    Val::Int(minute),
+                    Val::Int(*minute),
                     Val::from(&*self.server),
-                    Val::from(&*mount),
-                    Val::from(&*path),
-                    Val::from(&*country),
-                    Val::from(&*player),
-                    Val::Float(secs),
-                    Val::Int(sessions),
+                    Val::from(&**mount),
+                    Val::from(&**path),
+                    Val::from(&**country),
+                    Val::from(&**player),
+                    Val::Float(*secs),
+                    Val::Int(*sessions),
                 ],
             )?;
         }
@@ -663,16 +840,10 @@ impl Writer {
                 Val::Int(p.listeners.min(i64::MAX as u64) as i64),
             ],
         )?;
-        if let Some(path) = &self.playlistlog {
-            let line = playlistlog_line(p, chrono::Local::now().fixed_offset());
-            let written = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .and_then(|mut f| f.write_all(line.as_bytes()));
-            if let Err(e) = written {
-                tracing::warn!(path = %path.display(), "playlistlog: {e}");
-            }
+        if self.playlistlog.is_some() {
+            // Written once the batch is committed (`write_playlog`): a retried batch logs once.
+            self.playlog_lines
+                .push(playlistlog_line(p, chrono::Local::now().fixed_offset()));
         }
         Ok(())
     }
@@ -835,6 +1006,47 @@ mod tests {
         w.commit(&mut Vec::new(), true).unwrap();
         assert_eq!(pending_ends(&mut w), 0);
         check(&mut w);
+    }
+
+    #[test]
+    fn a_batch_that_cannot_be_committed_is_kept_whole_and_written_once_when_the_database_answers() {
+        let mut w = writer();
+        w.playlistlog = None;
+        w.commit(&mut vec![start(1, T0, "10.0.0.1")], false)
+            .unwrap();
+        // The database refuses the ends (as a full disk or a closed connection would).
+        w.db.batch("ALTER TABLE session_ends RENAME TO broken")
+            .unwrap();
+        let mut pending = vec![
+            start(2, T0 + 1_000, "10.0.0.2"),
+            end(1, T0, T0 + 30_000),
+            end(2, T0 + 1_000, T0 + 41_000),
+        ];
+        for _ in 0..3 {
+            assert!(w.commit(&mut pending, false).is_err());
+            assert_eq!(pending.len(), 3, "the batch is kept whole");
+            // Its changes to the writer are undone: session 1 is open again, 2 never was.
+            assert!(w.open.contains_key(&1));
+            assert!(!w.open.contains_key(&2));
+            assert!(w.rollup.is_empty());
+        }
+        w.db.batch("ALTER TABLE broken RENAME TO session_ends")
+            .unwrap();
+        w.commit(&mut pending, true).unwrap();
+        assert!(pending.is_empty());
+        let range = Range {
+            from_ms: T0 - 60_000,
+            to_ms: T0 + 3_600_000,
+            mount: None,
+        };
+        // Every session once, with its end; the minutes and uniques once, not once per try.
+        let rows = report::sessions(&mut w.db, &range, 100).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert!(rows.iter().all(|r| r.ended_ms.is_some()));
+        let l = report::listening(&mut w.db, &range, Group::Day).unwrap();
+        assert_eq!(l.total.sessions, 2);
+        assert_eq!(l.total.unique_listeners, 2);
+        assert!((l.total.tlh_hours - 70.0 / 3600.0).abs() < 1e-3);
     }
 
     #[test]

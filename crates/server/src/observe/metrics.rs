@@ -185,6 +185,10 @@ pub struct Metrics {
     /// `throng_hooks_dropped_total`: event hooks not run because `[hooks] max-concurrent`
     /// hooks were running and `[hooks] queue` more were waiting (`hooks/`).
     pub hooks_dropped: Counter,
+    /// `throng_ledger_seconds_since_commit`: seconds since the audience ledger's last commit
+    /// (set at each scrape; registered with the ledger's own series by
+    /// [`Metrics::register_ledger`]).
+    pub ledger_seconds_since_commit: Gauge<f64, std::sync::atomic::AtomicU64>,
 }
 
 /// The `outcome` label.
@@ -228,6 +232,7 @@ impl Metrics {
             hls_cache_log_lines: Family::default(),
             hls_sessions_refused: Family::default(),
             hooks_dropped: Counter::default(),
+            ledger_seconds_since_commit: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -340,6 +345,28 @@ impl Metrics {
         // `process_*`: CPU, memory and descriptors of this process (`process.rs`).
         registry.register_collector(Box::new(crate::observe::process::ProcessCollector));
         Metrics { registry, ..m }
+    }
+
+    /// Registers the audience ledger's series (a server with a ledger): `pending`
+    /// (`throng_ledger_pending_sessions`: session starts and ends not yet committed),
+    /// `failures` (`throng_ledger_write_failures_total`: commits that failed, their batches
+    /// kept and tried again) and `throng_ledger_seconds_since_commit`.
+    pub fn register_ledger(&mut self, pending: Gauge, failures: Counter) {
+        self.registry.register(
+            "throng_ledger_pending_sessions",
+            "Session starts and ends sent to the audience ledger and not committed yet",
+            pending,
+        );
+        self.registry.register(
+            "throng_ledger_write_failures",
+            "Audience ledger commits that failed (the batch is kept and tried again)",
+            failures,
+        );
+        self.registry.register(
+            "throng_ledger_seconds_since_commit",
+            "Seconds since the audience ledger's last commit",
+            self.ledger_seconds_since_commit.clone(),
+        );
     }
 
     /// Counts one audience session on `path` (`icy`, `hls`, `whep`, `events`) ended for the

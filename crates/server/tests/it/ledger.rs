@@ -541,27 +541,57 @@ impl Postgres {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().port()
         };
-        let child = as_pg("postgres")
-            .args(["-D"])
-            .arg(&data)
-            .args(["-p", &port.to_string(), "-k"])
-            .arg(dir.path())
-            .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        let child = Self::spawn(dir.path(), &data, port);
         let pg = Postgres {
             child,
             port,
             data,
             _dir: dir,
         };
+        pg.wait_up();
+        pg
+    }
+
+    /// Starts `postgres` on `data` and `port`, its socket in `dir`.
+    fn spawn(dir: &Path, data: &Path, port: u16) -> std::process::Child {
+        Self::command("postgres", dir)
+            .args(["-D"])
+            .arg(data)
+            .args(["-p", &port.to_string(), "-k"])
+            .arg(dir)
+            .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
+    fn wait_up(&self) {
         wait_until(Duration::from_secs(30), || {
-            postgres::Client::connect(&pg.url(), postgres::NoTls).is_ok()
+            postgres::Client::connect(&self.url(), postgres::NoTls).is_ok()
         })
         .expect("PostgreSQL accepts connections");
-        pg
+    }
+
+    /// Stops the server (`pg_ctl stop -m fast`: every connection is closed), as an operator's
+    /// restart does.
+    fn stop(&mut self) {
+        let st = Self::command("pg_ctl", Path::new("/"))
+            .args(["stop", "-m", "fast", "-D"])
+            .arg(&self.data)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "pg_ctl stop");
+        let _ = self.child.wait();
+    }
+
+    /// Starts it again on the same data and port.
+    fn restart(&mut self) {
+        let dir = self.data.parent().unwrap().to_owned();
+        self.child = Self::spawn(&dir, &self.data, self.port);
+        self.wait_up();
     }
 
     fn url(&self) -> String {
@@ -690,4 +720,85 @@ fn an_origin_and_an_edge_share_one_postgresql_ledger_and_the_reports_sum_both() 
     assert_eq!(v["total"]["sessions"], 5, "{v}");
     drop(edge);
     drop(origin);
+}
+
+/// Issue 42: a PostgreSQL restart mid-run (20 s down) loses no session. Listeners churn all
+/// along (each connects, plays a moment and leaves); every one the clients saw served is in
+/// the ledger once, with its end, after the database came back, and `/metrics` and
+/// `/healthz/ready` said that writing had stopped meanwhile.
+#[test]
+fn a_postgresql_restart_loses_no_session_of_a_churning_run() {
+    let mut pg = Postgres::start();
+    let dir = tempfile::tempdir().unwrap();
+    let srv = cluster_member(
+        "restart",
+        &pg.url(),
+        &mp3_file_mount(dir.path(), "/live.mp3"),
+    );
+    srv.wait_mount("/live.mp3");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let churn = {
+        let (stop, served, addr) = (stop.clone(), served.clone(), srv.addr);
+        std::thread::spawn(move || {
+            use std::sync::atomic::Ordering;
+            while !stop.load(Ordering::Relaxed) {
+                let mut l = Listener::open(addr, "/live.mp3", false);
+                if l.head.status == 200 {
+                    l.read_for(Duration::from_millis(150));
+                    served.fetch_add(1, Ordering::Relaxed);
+                }
+                drop(l);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_secs(3));
+    pg.stop();
+    let down = Instant::now();
+    // While it is down: the writer says it stopped and keeps what it is given.
+    let mut seen = String::new();
+    wait_until(Duration::from_secs(15), || {
+        let (_, body) = http_get(srv.addr, "/healthz/ready", &[]);
+        seen = String::from_utf8_lossy(&body).into_owned();
+        seen.contains("ledger-not-writing")
+    })
+    .unwrap_or_else(|_| panic!("/healthz/ready never said the ledger stopped: {seen}"));
+    let ready: serde_json::Value = serde_json::from_str(&seen).unwrap();
+    assert_eq!(
+        ready["ready"], true,
+        "a ledger fault never makes a server not ready"
+    );
+    let (_, metrics) = http_get(srv.addr, "/metrics", &[&admin_header()]);
+    let metrics = String::from_utf8_lossy(&metrics).into_owned();
+    let failures = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("throng_ledger_write_failures_total "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap_or(0.0);
+    assert!(failures >= 1.0, "{metrics}");
+    std::thread::sleep(Duration::from_secs(20).saturating_sub(down.elapsed()));
+    pg.restart();
+    std::thread::sleep(Duration::from_secs(3));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    churn.join().unwrap();
+    let n = served.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(n > 50, "only {n} listeners served");
+    let rows = ended_sessions(&srv, n, Duration::from_secs(30));
+    let listeners: Vec<_> = rows.iter().filter(|r| !r.relay).collect();
+    let ended = listeners.iter().filter(|r| r.ended_ms.is_some()).count();
+    assert_eq!(
+        (listeners.len(), ended),
+        (n, n),
+        "{n} listeners served: {} rows, {ended} with an end",
+        listeners.len()
+    );
+    eprintln!(
+        "postgresql restart: {n} listeners served, {} rows, {ended} ended; {failures} failed commits seen while down",
+        listeners.len()
+    );
+    let (_, body) = http_get(srv.addr, "/healthz/ready", &[]);
+    let ready: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(ready["ledger"]["writing"], true, "{ready}");
+    assert_eq!(ready["ledger"]["pending_sessions"], 0, "{ready}");
 }
