@@ -81,15 +81,17 @@ pub fn handle(
 /// Serves one connection on an HTTPS socket from TCP peer `peer`, holding `slot`: the TLS
 /// handshake (with the certificates in force now, chosen by SNI), then the request as on the
 /// HTTP port. On an `auto` socket a connection whose first byte is not a TLS handshake record
-/// is served as plain HTTP. The handshake shares the request head's `header-timeout`, and
-/// waits its turn for a unit of the handshake budget (`TlsAcceptor::handshake_permit`); a wait
-/// that reaches the timeout ends with a TLS alert. A connection `on_probation` (its address is
+/// is served as plain HTTP. The handshake shares the request head's `header-timeout`. Its
+/// ClientHello is read holding nothing; answering it (the server's computation) waits its turn
+/// for a unit of the handshake budget (`TlsAcceptor::handshake_permit`) and holds it only for
+/// that computation, so sockets that stall before or after it cannot starve others; a wait for
+/// a turn that reaches the timeout closes the connection. A connection `on_probation` (its address is
 /// over its cap of connections reading their head) must start its handshake within
 /// [`crate::net::PROMPT`]: the cap is for sockets that send nothing, not for a crowd behind
 /// one address reconnecting at once.
 pub async fn handle_tls(
     ctx: Arc<ServerCtx>,
-    mut stream: TcpStream,
+    stream: TcpStream,
     peer: SocketAddr,
     slot: ClientSlot,
     auto: bool,
@@ -115,16 +117,34 @@ pub async fn handle_tls(
         Box::pin(serve(ctx, Conn::Plain(stream), peer, Vec::new(), slot)).await;
         return;
     }
+    let Some(config) = ctx.tls.server_config() else {
+        return;
+    };
+    // The ClientHello is read first, holding no unit of the handshake budget: a socket that
+    // stalls in it (or never sends it whole) waits on its own time, not on everyone's
+    // (issue 42).
+    let lazy = tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), stream);
+    let start = match tokio::time::timeout_at(deadline, lazy).await {
+        Ok(Ok(start)) => start,
+        Ok(Err(e)) => {
+            tracing::debug!(%peer, "TLS ClientHello unreadable: {e}");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "no TLS ClientHello within header-timeout");
+            return;
+        }
+    };
+    // A unit is held only while the server computes: rustls answers the ClientHello (key
+    // exchange, signature, its whole first flight) within `into_stream`, synchronously.
     let Ok(permit) = tokio::time::timeout_at(deadline, ctx.tls.handshake_permit()).await else {
         log_refusal(peer, "no TLS handshake turn within header-timeout");
-        crate::net::tls::refuse(&mut stream, false).await;
         return;
     };
-    let Some(acceptor) = ctx.tls.acceptor() else {
-        return;
-    };
-    let accepted = tokio::time::timeout_at(deadline, Box::pin(acceptor.accept(stream))).await;
+    let handshake = start.into_stream(config);
     drop(permit);
+    // The rest is I/O: the flight sent, the client's Finished awaited.
+    let accepted = tokio::time::timeout_at(deadline, Box::pin(handshake)).await;
     match accepted {
         Ok(Ok(s)) => Box::pin(serve(ctx, Conn::Tls(Box::new(s)), peer, Vec::new(), slot)).await,
         Ok(Err(e)) => tracing::debug!(%peer, "TLS handshake failed: {e}"),

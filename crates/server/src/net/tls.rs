@@ -6,7 +6,7 @@
 //! listener's connection can hand its transmit keys to a fan-out shard once the handshake is
 //! done (`fanout/seal.rs`); the session tickets (TLS 1.3, one per handshake, from one ticketer
 //! kept across reloads) are written with the handshake, before that, and make a reconnect
-//! storm's handshakes resumptions. Handshakes take a unit of a CPU budget first
+//! storm's handshakes resumptions. Answering a ClientHello takes a unit of a CPU budget
 //! ([`TlsAcceptor::handshake_permit`], a fair queue), and a connection refused before its
 //! handshake gets a TLS alert ([`refuse`]), never plaintext. Also the first-byte sniffing of
 //! `auto` sockets ([`looks_like_tls`]) and the client configuration of relays to `https://`
@@ -256,8 +256,9 @@ impl TlsAcceptor {
         Ok(a)
     }
 
-    /// Waits for a unit of the handshake budget, in arrival order; the handshake holds it until
-    /// it ends. The caller bounds the wait (the connection's `header-timeout`).
+    /// Waits for a unit of the handshake budget, in arrival order; a handshake holds it while
+    /// the server answers its ClientHello (`connection.rs`), not while it waits on the client.
+    /// The caller bounds the wait (the connection's `header-timeout`).
     pub async fn handshake_permit(&self) -> tokio::sync::SemaphorePermit<'_> {
         self.handshakes
             .acquire()
@@ -278,11 +279,9 @@ impl TlsAcceptor {
         Ok(())
     }
 
-    /// The acceptor for a new connection, if TLS is configured.
-    pub fn acceptor(&self) -> Option<tokio_rustls::TlsAcceptor> {
-        self.current
-            .load_full()
-            .map(tokio_rustls::TlsAcceptor::from)
+    /// The rustls configuration in force for a new handshake, if TLS is configured.
+    pub fn server_config(&self) -> Option<Arc<rustls::ServerConfig>> {
+        self.current.load_full()
     }
 }
 

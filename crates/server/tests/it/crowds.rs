@@ -539,3 +539,56 @@ fn admin_listings_stream_a_large_audience_whole() {
         "listing {N} listeners raised the server's peak RSS by {grown} KiB"
     );
 }
+
+/// Issue 42's probe 2: sixteen sockets that stalled in or after their ClientHello held every
+/// unit of the handshake budget (8 per core) until `header-timeout`, so no new HTTPS listener
+/// got in for 15 s. Now a ClientHello is read holding nothing and a unit is held only while
+/// the server answers it: with 100 stalled sockets (half stopped in the middle of their
+/// ClientHello, half after a whole one, waiting in the handshake), a new HTTPS listener is
+/// connected, answered and streaming within a second.
+#[test]
+fn a_hundred_stalled_client_hellos_leave_a_new_https_listener_connected_within_a_second() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let (srv, config) = tls_setup(dir.path(), "");
+    let tls_addr = srv.tls_addrs[0];
+    let _src = Source::start(srv.addr, "/live.mp3", "PUT", 1.0);
+    srv.wait_mount("/live.mp3");
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut stalled = Vec::new();
+    for i in 0..100 {
+        let mut hello = Vec::new();
+        rustls::ClientConnection::new(config.clone(), name.clone())
+            .unwrap()
+            .write_tls(&mut hello)
+            .unwrap();
+        let mut s = std::net::TcpStream::connect(tls_addr).unwrap();
+        let part = if i % 2 == 0 {
+            hello.len()
+        } else {
+            hello.len() / 2
+        };
+        s.write_all(&hello[..part]).unwrap();
+        stalled.push(s);
+    }
+    // The server has read what they sent (and answered the whole ones).
+    std::thread::sleep(Duration::from_millis(500));
+    let rt = runtime();
+    let started = Instant::now();
+    let status = rt.block_on(async {
+        let mut s =
+            tokio::time::timeout(Duration::from_secs(20), tls_connect(&config, 2, tls_addr))
+                .await
+                .expect("a handshake within header-timeout")
+                .expect("handshake");
+        tls_status(&mut s, "/live.mp3").await
+    });
+    let took = started.elapsed();
+    eprintln!("behind 100 stalled ClientHellos: a new HTTPS listener answered in {took:?}");
+    assert_eq!(status, Some(200));
+    assert!(
+        took < Duration::from_secs(1),
+        "a new HTTPS listener took {took:?} behind 100 stalled ClientHellos"
+    );
+    drop(stalled);
+}
