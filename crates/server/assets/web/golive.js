@@ -5,7 +5,7 @@
 //    reopens the input. The level meter shows its peak level (an AnalyserNode).
 // 2. Go live: an RTCPeerConnection sending the input's track; its offer is POSTed to
 //    /whip/<mount> with the source user and password (HTTP Basic); the 201's SDP answer is
-//    applied and its Location kept. Stop DELETEs that resource.
+//    applied and its Location kept. Stop DELETEs that resource, with the same credentials.
 // 3. A connection that fails or stays disconnected for 3 s is replaced by a new POST with the
 //    same credentials: the server keeps the mount and its listeners through it.
 // 4. Listeners: the mount's count from /api/v1/status every 2 s.
@@ -222,11 +222,16 @@
     g.resource = null;
     if (g.pc) { g.pc.close(); g.pc = null; }
     setState("off", "Off air");
-    if (resource) fetch(resource, { method: "DELETE" }).catch(function () {});
+    // The publish's credentials end it (the server refuses a DELETE without them).
+    if (resource) fetch(resource, { method: "DELETE", headers: deleteHeaders() }).catch(function () {});
   });
 
+  function deleteHeaders() {
+    return { "Authorization": basic(userInput.value, passInput.value) };
+  }
+
   window.addEventListener("pagehide", function () {
-    if (g.resource && wanted) fetch(g.resource, { method: "DELETE", keepalive: true }).catch(function () {});
+    if (g.resource && wanted) fetch(g.resource, { method: "DELETE", keepalive: true, headers: deleteHeaders() }).catch(function () {});
   });
 
   // ---- Listeners ---------------------------------------------------------------------------

@@ -10,8 +10,11 @@
 //! The received Opus becomes Ogg/Opus pages (`ogg_mux.rs`) fed to the mount like a source
 //! client's stream (`publish.rs`), so fallbacks, ICY listeners, HLS, WHEP viewers and relays
 //! see an ordinary live Ogg/Opus mount. A new offer with the same credentials while a publish
-//! holds the mount replaces its WebRTC session and keeps the mount, its listeners and its Ogg
-//! stream (`liveness.rs`): a reconnect within `source-timeout` causes no fallback flap.
+//! holds the mount replaces its WebRTC session once that session is off the air (no audio for
+//! `publish::ON_AIR`) and keeps the mount, its listeners and its Ogg stream (`liveness.rs`): a
+//! reconnect within `source-timeout` causes no fallback flap; onto a publish on the air it gets
+//! `409`. `DELETE` needs the publish's credentials too, and an offer whose audio does not send
+//! (`recvonly`, `inactive`) is refused (issue 42).
 //!
 //! The media travels over the WHEP engines' UDP port (`[webrtc] udp-listen`): the answer's ICE
 //! candidate is the first engine's address, and the engines hand the datagrams of the WHIP
@@ -84,16 +87,25 @@ pub async fn handle(
             let _ = reply(&ctx, &mut stream, peer, Some(&head), 204, &headers, "").await;
         }
         "DELETE" => {
-            let stopped = match resource(&rest) {
-                Some((mount, id)) => match publish::find(&ctx, mount) {
-                    Some(p) => p.stop(id).await,
-                    None => false,
-                },
-                None => false,
+            // The publish's own credentials end it (a WHIP client sends them on DELETE as on
+            // POST, RFC 9725 §4.3), not the knowledge of its resource URL alone.
+            let Some((mount, id)) = resource(&rest) else {
+                let _ = reply(&ctx, &mut stream, peer, Some(&head), 404, &headers, "").await;
+                return;
+            };
+            let Some((user, _)) = authenticate(&ctx, &head, peer, mount).await else {
+                headers.push(CHALLENGE);
+                let msg = "Authentication required\n";
+                let _ = reply(&ctx, &mut stream, peer, Some(&head), 401, &headers, msg).await;
+                return;
+            };
+            let stopped = match publish::find(&ctx, mount) {
+                Some(p) if p.user == user => p.stop(id).await,
+                _ => false,
             };
             let status = if stopped { 200 } else { 404 };
             if stopped {
-                tracing::info!(%peer, resource = %head.path, "WHIP publish ended by DELETE");
+                tracing::info!(%peer, %mount, "WHIP publish ended by DELETE");
             }
             let _ = reply(&ctx, &mut stream, peer, Some(&head), status, &headers, "").await;
         }
@@ -131,7 +143,9 @@ async fn authenticate(
     };
     if accepted.is_none() {
         if presented.is_some() {
-            tracing::info!(%peer, %mount, "WHIP publish rejected: wrong credentials");
+            // Debug: a flood of offers is a flood of lines otherwise; the failed login is
+            // counted and logged for fail2ban by the throttle.
+            tracing::debug!(%peer, %mount, "WHIP publish rejected: wrong credentials");
             let user = match &presented {
                 Some(credentials::Presented::Basic { user, .. }) => Some(user.as_str()),
                 _ => None,
@@ -139,7 +153,7 @@ async fn authenticate(
             ctx.auth()
                 .login_failed(peer.ip(), LoginKind::Source, user, Some(mount));
         } else {
-            tracing::info!(%peer, %mount, "WHIP publish without credentials: 401");
+            tracing::debug!(%peer, %mount, "WHIP publish without credentials: 401");
         }
     }
     accepted
@@ -221,8 +235,16 @@ async fn post(
         }
         OfferAction::Replace => {
             let p = current.expect("a WHIP holder");
+            if p.is_connected() {
+                // A publish on the air keeps its mount: a second POST (a second tab, a
+                // leaked password) never replaces it with a session that may never connect.
+                tracing::info!(%peer, mount = %requested, "WHIP offer refused: a connected publish holds the mount");
+                let msg = "A connected publish holds this mount; end it first (DELETE)\n";
+                let _ = reply(&ctx, &mut stream, peer, Some(&head), 409, &cors, msg).await;
+                return;
+            }
             if p.replace(session.take().expect("not used yet")) {
-                tracing::info!(%peer, mount = %requested, %id, "WHIP publisher reconnecting");
+                tracing::info!(%peer, mount = %requested, "WHIP publisher reconnecting");
             } else {
                 // The publish ended meanwhile: the mount is free again (or taken), so retry.
                 let msg = "The publish ended meanwhile; post again\n";
@@ -257,7 +279,9 @@ async fn post(
                 }
             };
             ctx.metrics.source_connects.inc();
-            tracing::info!(%peer, mount = %requested, %id, "WHIP publish started");
+            // The resource id is a capability: never in an info line.
+            tracing::info!(%peer, mount = %requested, "WHIP publish started");
+            tracing::debug!(mount = %requested, %id, "WHIP publish resource");
             let feeder = Feeder::new(mount.clone(), writer, None, ctx.metrics.clone());
             let origin = publish::Origin {
                 peer,

@@ -39,6 +39,11 @@ use crate::observe::access_log::AccessEntry;
 /// How often a publish with nothing to do looks at `killsource` and its timeout.
 const STOP_POLL: Duration = crate::ingest::source::STOP_POLL;
 
+/// A connected session that sent media this recently is on the air ([`Publisher::is_connected`]):
+/// above the 400 ms between an Opus DTX encoder's comfort-noise frames in silence, below the
+/// second a dropped network leaves before its reconnect.
+pub const ON_AIR: Duration = Duration::from_millis(750);
+
 /// Why an offer cannot become a session.
 #[derive(Debug, thiserror::Error)]
 pub enum OfferError {
@@ -48,6 +53,10 @@ pub enum OfferError {
     /// The answer has no audio section the publisher sends on.
     #[error("the offer has no audio section")]
     NoAudio,
+    /// The audio section does not send (`recvonly` or `inactive`): a publish of it would be a
+    /// silent live mount (issue 42).
+    #[error("the offer's audio is {0}: a WHIP publisher must send (sendonly or sendrecv)")]
+    NotSending(&'static str),
 }
 
 /// The handle of the publish on mount `name`, if any ([`ServerCtx::whip_publishers`] keeps
@@ -65,10 +74,21 @@ pub struct Publisher {
     pub user: String,
     /// The resource id of the current session (`/whip/<mount>/<id>`).
     pub session_id: Mutex<String>,
+    /// Whether the current session is on the air: connected (ICE and DTLS up) with media
+    /// within [`ON_AIR`]; set by the task.
+    connected: Arc<std::sync::atomic::AtomicBool>,
     commands: mpsc::UnboundedSender<Command>,
 }
 
 impl Publisher {
+    /// Whether the publish's current session is on the air (connected, media within
+    /// [`ON_AIR`]): a new offer is then refused (`409`), never taking the mount from a
+    /// publisher that is sending (issue 42); one whose network dropped goes quiet at once, so
+    /// its reconnect is taken.
+    pub fn is_connected(&self) -> bool {
+        self.connected.load(Ordering::Relaxed)
+    }
+
     /// Hands a reconnect's session to the publish; `false` when the publish has ended.
     pub fn replace(&self, session: NewSession) -> bool {
         let id = session.id.clone();
@@ -163,6 +183,16 @@ pub fn answer(
     let mid = audio_mid(offer)
         .filter(|m| rtc.media(*m).is_some_and(|m| m.kind() == MediaKind::Audio))
         .ok_or(OfferError::NoAudio)?;
+    // Our side of the answer receives only if the publisher sends.
+    let ours = rtc.media(mid).map(|m| m.direction());
+    if !ours.is_some_and(|d| d.is_receiving()) {
+        let theirs = if ours.is_some_and(|d| d.is_sending()) {
+            "recvonly"
+        } else {
+            "inactive"
+        };
+        return Err(OfferError::NotSending(theirs));
+    }
     let ufrag = rtc.direct_api().local_ice_credentials().ufrag;
     let (tx, datagrams) = mpsc::channel(DIVERT_QUEUE);
     divert.register(ufrag.clone(), tx);
@@ -204,9 +234,11 @@ pub fn start(
     origin: Origin,
 ) -> Arc<Publisher> {
     let (tx, commands) = mpsc::unbounded_channel();
+    let connected = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let publisher = Arc::new(Publisher {
         user,
         session_id: Mutex::new(session.id.clone()),
+        connected: connected.clone(),
         commands: tx,
     });
     ctx.whip_publishers
@@ -221,6 +253,7 @@ pub fn start(
             liveness: Liveness::new(Instant::now(), ctx.config().source_timeout()),
             session: Some(Session::from(session)),
             commands,
+            connected,
         };
         run.go(ctx, live, handle, origin).await;
     });
@@ -230,6 +263,10 @@ pub fn start(
 /// The session being run.
 struct Session {
     id: String,
+    /// Its peer connected (str0m's `Event::Connected`).
+    connected: bool,
+    /// When its last media packet came.
+    last_media: Option<Instant>,
     rtc: Rtc,
     mid: Mid,
     datagrams: mpsc::Receiver<Diverted>,
@@ -240,6 +277,8 @@ impl From<NewSession> for Session {
     fn from(s: NewSession) -> Session {
         Session {
             id: s.id,
+            connected: false,
+            last_media: None,
             rtc: s.rtc,
             mid: s.mid,
             datagrams: s.datagrams,
@@ -272,6 +311,8 @@ struct Run {
     liveness: Liveness,
     session: Option<Session>,
     commands: mpsc::UnboundedReceiver<Command>,
+    /// The current session is connected (shared with [`Publisher::is_connected`]).
+    connected: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Run {
@@ -346,6 +387,12 @@ impl Run {
         loop {
             let now = Instant::now();
             let mut next = now + STOP_POLL;
+            self.connected.store(
+                self.session.as_ref().is_some_and(|s| {
+                    s.connected && s.last_media.is_some_and(|t| t.elapsed() < ON_AIR)
+                }),
+                Ordering::Relaxed,
+            );
             if let Some(s) = &mut self.session {
                 match drive(
                     s,
@@ -357,7 +404,7 @@ impl Run {
                     Ok(t) => next = next.min(t),
                     Err(DriveEnd::Feed(end)) => return end,
                     Err(DriveEnd::SessionGone(why)) => {
-                        tracing::info!(mount = %self.mount.name, id = %s.id, "WHIP session lost ({why}); waiting for a reconnect");
+                        tracing::info!(mount = %self.mount.name, "WHIP session lost ({why}); waiting for a reconnect");
                         self.session = None;
                     }
                 }
@@ -413,7 +460,7 @@ impl Run {
                     }
                 }
                 Wake::Command(Some(Command::Replace(new))) => {
-                    tracing::info!(mount = %self.mount.name, id = %new.id, "WHIP publisher reconnected");
+                    tracing::info!(mount = %self.mount.name, "WHIP publisher reconnected");
                     if let Some(mut old) = self.session.take() {
                         old.rtc.disconnect();
                     }
@@ -458,6 +505,7 @@ fn drive(
                     continue;
                 }
                 liveness.media(Instant::now());
+                s.last_media = Some(Instant::now());
                 let pages = mux.push(m.time.numer(), &m.data);
                 if !pages.is_empty() {
                     feeder
@@ -466,7 +514,8 @@ fn drive(
                 }
             }
             Ok(Output::Event(Event::Connected)) => {
-                tracing::info!(id = %s.id, "WHIP publisher connected");
+                s.connected = true;
+                tracing::info!("WHIP publisher connected");
             }
             Ok(Output::Event(Event::IceConnectionStateChange(
                 IceConnectionState::Disconnected,

@@ -232,7 +232,14 @@ fn a_whip_publish_is_a_live_ogg_mount_for_icy_and_whep_and_delete_sends_listener
     let mut l = plays_on_icy_and_whep(&srv, "the str0m publisher");
     l.first.clear();
     let old = running.resource.clone();
-    let req = format!("DELETE {old} HTTP/1.1\r\nHost: test\r\n\r\n");
+    // Knowing the resource URL is not enough: a DELETE needs the publish's credentials.
+    let bare = format!("DELETE {old} HTTP/1.1\r\nHost: test\r\n\r\n");
+    assert_eq!(status_of(srv.addr, bare.as_bytes()), 401);
+    assert!(srv.mount_status("/live.opus").is_some(), "still live");
+    let req = format!(
+        "DELETE {old} HTTP/1.1\r\nHost: test\r\n{}\r\n\r\n",
+        bearer()
+    );
     assert_eq!(status_of(srv.addr, req.as_bytes()), 200);
     wait_until(Duration::from_secs(5), || {
         srv.mount_status("/live.opus").is_none()
@@ -267,11 +274,21 @@ fn a_reconnect_within_source_timeout_keeps_the_mount_and_its_listeners() {
     let mut l = Listener::open(srv.addr, "/live.opus", false);
     let start = l.read_for(Duration::from_secs(2));
     assert!(start.len() > 2_000, "audio flows: {} bytes", start.len());
+    // While it is on the air, a second offer with the password never takes the mount (issue
+    // 42: it would replace a connected publish with a session that may never connect).
+    assert_eq!(
+        Publisher::connect(srv.addr, "/live.opus", &bearer())
+            .err()
+            .map(|e| e.0),
+        Some(409)
+    );
     // The network drops: the first publisher goes quiet for a second, then a new POST.
     let old = first.resource.clone();
     let first = first.stop();
     assert!(first.connected && first.sent > 50, "{} sent", first.sent);
-    let quiet = l.read_for(Duration::from_secs(1));
+    // Quiet for longer than `ON_AIR` (750 ms): the publish is no longer on the air, so the
+    // new offer takes it over (a second offer while it sends would get 409).
+    let quiet = l.read_for(Duration::from_millis(1500));
     let second = Running::start(
         Publisher::connect(srv.addr, "/live.opus", &bearer()).expect("a reconnect is 201"),
         987_654_321,
@@ -291,7 +308,7 @@ fn a_reconnect_within_source_timeout_keeps_the_mount_and_its_listeners() {
     assert_eq!(listeners_on(&srv, "/fallback.opus"), 0, "no fallback flap");
     assert_eq!(listeners_on(&srv, "/live.opus"), 1);
     // The old resource no longer ends anything.
-    let req = format!("DELETE {old} HTTP/1.1\r\nHost: test\r\n\r\n");
+    let req = format!("DELETE {old} HTTP/1.1\r\nHost: test\r\n{basic}\r\n\r\n");
     assert_eq!(status_of(srv.addr, req.as_bytes()), 404);
     assert!(srv.mount_status("/live.opus").is_some());
     // The publisher vanishes for good: after source-timeout the listener is on the fallback.
@@ -335,6 +352,25 @@ fn wrong_credentials_no_opus_and_a_taken_mount_are_refused() {
     );
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("Opus"), "{body}");
+    // A recvonly offer would make a silent live mount: 400 (issue 42).
+    let mut rtc = Rtc::builder()
+        .clear_codecs()
+        .enable_opus(true, false)
+        .build(Instant::now());
+    let c = Candidate::host("127.0.0.1:9".parse().unwrap(), "udp").unwrap();
+    rtc.add_local_candidate(c);
+    let mut api = rtc.sdp_api();
+    api.add_media(MediaKind::Audio, Direction::RecvOnly, None, None, None);
+    let (recvonly, _) = api.apply().unwrap();
+    let (status, _, body) = post(
+        srv.addr,
+        "/whip/live.opus",
+        &["Content-Type: application/sdp", &bearer()],
+        &recvonly.to_sdp_string(),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("recvonly"), "{body}");
+    assert!(srv.mount_status("/live.opus").is_none());
     // A mount fed by another source: 403.
     assert_eq!(
         Publisher::connect(srv.addr, "/fallback.opus", &bearer())

@@ -363,3 +363,41 @@ fn a_reload_reapplies_a_mounts_stream_name_to_its_live_source() {
         "the override stays after its removal: {back:?}"
     );
 }
+
+/// Issue 42: an icecast.xml nested a million deep aborted the parser (a stack overflow), so a
+/// running server died on SIGHUP with such a file. Now the file is refused with a clear line
+/// naming the nesting limit, and the server goes on serving its running configuration.
+#[test]
+fn a_reload_of_an_icecast_xml_nested_a_million_deep_is_refused_and_the_server_runs_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let xml = dir.path().join("icecast.xml");
+    std::fs::write(&xml, icecast_xml(dir.path(), "")).unwrap();
+    let state = dir.path().join("state");
+    let serve = Serve::spawn(
+        [
+            "--icecast-config".as_ref(),
+            xml.as_os_str(),
+            "--listen".as_ref(),
+            "127.0.0.1:0".as_ref(),
+        ],
+        &[("THRONG_STATE_DIR", state.as_os_str())],
+    );
+    let addr = serve.addr;
+    std::fs::write(&xml, format!("<icecast>{}", "<mount>".repeat(1_000_000))).unwrap();
+    let log = dir.path().join("error.log");
+    // SAFETY: kill(2) on the server this test started.
+    unsafe { libc::kill(serve.pid() as i32, SIGHUP) };
+    let refused = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.contains("reload refused") && l.contains("nested deeper than 64"))
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), refused),
+        "no refusal naming the nesting in {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let (status, _) = get(addr, "/status-json.xsl", "");
+    assert_eq!(status, 200, "the server runs on");
+}

@@ -75,10 +75,16 @@ pub fn line_column(text: &str, offset: u64) -> String {
     format!("line {line}, column {column}")
 }
 
+/// Deepest nesting of elements read (`<icecast>` is 1). Icecast's own files nest at most 4
+/// deep (`icecast/mount/authentication/option`); the tree is dropped recursively, so a file
+/// nested a million deep would otherwise overflow the stack (issue 42).
+pub const MAX_DEPTH: usize = 64;
+
 /// Parses a whole document and returns its root element.
 ///
-/// Errors: [`IcecastXmlError::Xml`] for malformed XML (with its line and column), and
-/// [`IcecastXmlError::NoRoot`] for a document without any element.
+/// Errors: [`IcecastXmlError::Xml`] for malformed XML (with its line and column) or elements
+/// nested deeper than [`MAX_DEPTH`], and [`IcecastXmlError::NoRoot`] for a document without
+/// any element.
 pub fn parse(xml: &str) -> Result<Element, IcecastXmlError> {
     let mut reader = Reader::from_str(xml);
     reader.config_mut().check_end_names = true;
@@ -106,7 +112,15 @@ pub fn parse(xml: &str) -> Result<Element, IcecastXmlError> {
     loop {
         let event = reader.read_event().map_err(|e| at(&reader, &e))?;
         match event {
-            Event::Start(start) => stack.push(Element::open(&start)?),
+            Event::Start(start) => {
+                if stack.len() >= MAX_DEPTH {
+                    return Err(at(
+                        &reader,
+                        &format!("elements nested deeper than {MAX_DEPTH}"),
+                    ));
+                }
+                stack.push(Element::open(&start)?)
+            }
             Event::Empty(start) => place(&mut stack, Element::open(&start)?)?,
             Event::End(_) => {
                 // The reader checks end names, so an end tag always has an open element; a
@@ -177,6 +191,20 @@ mod tests {
         assert_eq!(root.children[0].text(), Some("p<wA&z"));
         assert_eq!(root.children[1].text(), None);
         assert_eq!(root.children[2].text(), None);
+    }
+
+    #[test]
+    fn a_document_nested_a_million_deep_is_an_error_not_a_crash() {
+        let deep = format!("<icecast>{}", "<a>".repeat(1_000_000));
+        let err = parse(&deep).unwrap_err().to_string();
+        assert!(err.contains("nested deeper than 64"), "{err}");
+        // As deep as the limit still parses.
+        let ok = format!(
+            "<icecast>{}{}</icecast>",
+            "<a>".repeat(MAX_DEPTH - 1),
+            "</a>".repeat(MAX_DEPTH - 1)
+        );
+        assert!(parse(&ok).is_ok());
     }
 
     #[test]
