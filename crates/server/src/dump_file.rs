@@ -6,7 +6,11 @@
 //! A file is opened when a mount with a `dump-file` goes live, and a new one (the pattern
 //! expanded again) after each configuration reload and each SIGUSR1
 //! ([`ServerCtx::new_dump_files`]). Past a limit the file is closed and recording stops until
-//! the next reload, SIGUSR1 or source, as Icecast 2.5 disables it.
+//! the next reload or SIGUSR1, as Icecast 2.5 disables it. The limits are the mount's, not a
+//! source's: a source that reconnects within the same generation appends to the same file,
+//! its bytes and time counted on from the last one's, and once a limit was reached it records
+//! nothing more (a source reconnecting 20 times wrote 25.5 times the size limit before,
+//! issue 42).
 //!
 //! Off the fan-out path: one thread per server reads each recorded mount's queue like a
 //! listener (absolute offsets from the live edge when the file opens, shared chunks, Ogg header
@@ -79,6 +83,17 @@ impl DumpSpec {
     }
 }
 
+/// What a mount's recording of this generation leaves for its next source.
+#[derive(Debug, Clone)]
+struct Carried {
+    generation: u64,
+    /// The file, when one was open at the end; `None` once a limit was reached (or writing
+    /// failed): nothing more is recorded in this generation.
+    file: Option<PathBuf>,
+    written: u64,
+    opened: Instant,
+}
+
 /// One mount being recorded.
 struct Recording {
     mount: Arc<Mount>,
@@ -98,8 +113,15 @@ struct Recording {
 }
 
 impl Recording {
-    /// Starts recording `mount` at its live edge, opening a file.
-    fn start(mount: Arc<Mount>, spec: DumpSpec, generation: u64) -> Recording {
+    /// Starts recording `mount` at its live edge, opening a file; a mount recorded before in
+    /// this generation (`carried`) goes on in its file with its counts, or stays off past a
+    /// limit.
+    fn start(
+        mount: Arc<Mount>,
+        spec: DumpSpec,
+        generation: u64,
+        carried: Option<Carried>,
+    ) -> Recording {
         let pos = mount.queue.load().head;
         let mut r = Recording {
             mount,
@@ -111,13 +133,44 @@ impl Recording {
             opened: Instant::now(),
             headers_owed: true,
         };
-        r.open();
+        match carried.filter(|c| c.generation == generation) {
+            None => r.open(),
+            Some(Carried { file: None, .. }) => tracing::info!(
+                mount = %r.mount.name,
+                "dump file not reopened for the new source: its limit was reached (until the next reload or SIGUSR1)"
+            ),
+            Some(Carried {
+                file: Some(path),
+                written,
+                opened,
+                ..
+            }) => {
+                r.open_at(path);
+                r.written = written;
+                r.opened = opened;
+            }
+        }
         r
+    }
+
+    /// What the next source of this mount carries on from, in this generation.
+    fn carried(&self) -> Carried {
+        Carried {
+            generation: self.generation,
+            file: self.file.as_ref().map(|(p, _)| p.clone()),
+            written: self.written,
+            opened: self.opened,
+        }
     }
 
     /// Opens a file named by the pattern now (appending, as Icecast).
     fn open(&mut self) {
         let path = self.spec.file_name(chrono::Local::now());
+        self.open_at(path);
+    }
+
+    /// Opens (appending) the file at `path`, counting from zero.
+    fn open_at(&mut self, path: PathBuf) {
         let opened = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -221,6 +274,8 @@ pub fn start(ctx: &Arc<ServerCtx>) {
 /// The recorder's loop.
 fn run(ctx: &Weak<ServerCtx>) {
     let mut recordings: HashMap<u64, Recording> = HashMap::new();
+    // By mount name: what the last source's recording left (this generation only).
+    let mut carried: HashMap<String, Carried> = HashMap::new();
     loop {
         std::thread::sleep(TICK);
         let Some(ctx) = ctx.upgrade() else { break };
@@ -233,12 +288,17 @@ fn run(ctx: &Weak<ServerCtx>) {
         }
         let config = ctx.config();
         let generation = ctx.new_dump_files.load(Ordering::Relaxed);
+        carried.retain(|_, c| c.generation == generation);
         for m in ctx.registry.list() {
-            if recordings.contains_key(&m.id) {
+            // A new source of a mount whose last source is still being written out waits
+            // for it: it goes on from what that one leaves.
+            if recordings.contains_key(&m.id) || recordings.values().any(|r| r.mount.name == m.name)
+            {
                 continue;
             }
             if let Some(spec) = config.mount_for(&m.name).and_then(DumpSpec::of) {
-                recordings.insert(m.id, Recording::start(m, spec, generation));
+                let before = carried.remove(&m.name);
+                recordings.insert(m.id, Recording::start(m, spec, generation, before));
             }
         }
         recordings.retain(|_, r| {
@@ -258,6 +318,7 @@ fn run(ctx: &Weak<ServerCtx>) {
             if r.step() {
                 true
             } else {
+                carried.insert(r.mount.name.clone(), r.carried());
                 r.close("the source ended");
                 false
             }

@@ -132,3 +132,39 @@ fn reopen_starts_a_new_dump_file_and_a_size_limit_closes_it() {
     let errors = ffmpeg_decode(second.to_str().unwrap(), 30);
     assert!(errors.is_empty(), "ffmpeg: {errors}");
 }
+
+/// Issue 42: the dump-file limits are the mount's, not one source's: a source that reconnects
+/// again and again appends to the same file, counted on, and past the size limit nothing more
+/// is written until a reload or SIGUSR1 (20 reconnects wrote 25.5 times the limit before).
+#[test]
+fn a_reconnecting_source_never_writes_past_the_mounts_dump_file_size_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let pattern = dir.path().join("rec-%H%M%S.mp3");
+    let srv = TestServer::start(&format!(
+        "[[mount]]\nname = \"/rec.mp3\"\ndump-file = \"{}\"\ndump-file-size-limit = 20000\n",
+        pattern.display()
+    ));
+    // Six sources one after the other, each 1.5 s (about 12,000 bytes at 64 kbit/s).
+    for _ in 0..6 {
+        let src = Source::start(srv.addr, "/rec.mp3", "SOURCE", 1.0);
+        srv.wait_mount("/rec.mp3");
+        std::thread::sleep(Duration::from_millis(1500));
+        src.stop();
+        wait_until(Duration::from_secs(5), || {
+            srv.mount_status("/rec.mp3").is_none()
+        })
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let files = files_in(dir.path());
+    let total: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().len())
+        .sum();
+    assert_eq!(files.len(), 1, "one file for the mount: {files:?}");
+    // The limit closes the file just past it (at most a second of audio more).
+    assert!(
+        (20_000..30_000).contains(&total),
+        "{total} bytes recorded for a 20,000-byte limit over 6 sources"
+    );
+}
