@@ -273,21 +273,21 @@ fn sixty_slow_clients_of_a_16_mib_file_hold_little_memory() {
             s
         })
         .collect();
-    // For 3 s the server holds them all (each has its socket and its file open), and its
-    // memory is sampled.
+    // For 3 s the server holds them all (each has its socket open), and its memory is
+    // sampled.
     let mut peak = 0;
     for _ in 0..30 {
         peak = peak.max(rss_kib(pid));
         std::thread::sleep(Duration::from_millis(100));
     }
     let held = fds();
-    assert!(
-        held >= fds_before + 100,
-        "{held} descriptors open, {fds_before} before: the server no longer holds the clients"
-    );
     let grown = peak.saturating_sub(before);
     eprintln!(
-        "server RSS {before} KiB before, peak {peak} KiB with 60 stalled clients of a 16 MiB file (+{grown} KiB)"
+        "server RSS {before} KiB before, peak {peak} KiB with 60 stalled clients of a 16 MiB file (+{grown} KiB); {held} descriptors open, {fds_before} before"
+    );
+    assert!(
+        held >= fds_before + 60,
+        "{held} descriptors open, {fds_before} before: the server no longer holds the clients"
     );
     assert!(
         grown < 20 * 1024,
