@@ -63,6 +63,12 @@ use crate::net::rewind::Rewind;
 use crate::observe::access_log::AccessEntry;
 use crate::observe::metrics::MountView;
 
+/// hyper's `max_buf_size` of an admin connection, in bytes: its read buffer and its write
+/// buffer each hold at most about this much (hyper's default is 417,792), so a reply streamed to
+/// a client that reads slowly (a [`fileserve`] file) keeps at most this much of it in memory
+/// per connection (issue 42, probe 6). Request heads are at most 8 KiB before they get here.
+pub const WRITE_BUFFER_BYTES: usize = 64 * 1024;
+
 /// Serves one admin/status connection (one request: no keep-alive).
 pub async fn serve(ctx: Arc<ServerCtx>, stream: Conn, already_read: Vec<u8>, peer: SocketAddr) {
     let app = router(ctx.clone()).layer(Extension(peer));
@@ -70,6 +76,7 @@ pub async fn serve(ctx: Arc<ServerCtx>, stream: Conn, already_read: Vec<u8>, pee
     let svc = hyper_util::service::TowerToHyperService::new(app);
     let conn = hyper::server::conn::http1::Builder::new()
         .keep_alive(false)
+        .max_buf_size(WRITE_BUFFER_BYTES)
         .serve_connection(io, svc);
     if let Err(e) = tokio::time::timeout(ctx.config().header_timeout() * 4, conn).await {
         tracing::debug!(%peer, "admin connection timed out: {e}");
@@ -272,8 +279,17 @@ async fn log_request(
     let agent = header_text(req.headers(), header::USER_AGENT);
     let referer = header_text(req.headers(), header::REFERER);
     let resp = next.run(req).await;
+    // A streamed body (a fileserve file) has no exact size: its Content-Length is the count.
     let bytes = axum::body::HttpBody::size_hint(resp.body())
         .exact()
+        .or_else(|| {
+            resp.headers()
+                .get(header::CONTENT_LENGTH)?
+                .to_str()
+                .ok()?
+                .parse()
+                .ok()
+        })
         .unwrap_or(0);
     ctx.access_log.log(&AccessEntry {
         ip: peer.ip(),

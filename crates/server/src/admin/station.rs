@@ -119,10 +119,15 @@ pub fn matches_etag(if_none_match: &str, tag: &str) -> bool {
         .any(|t| t == "*" || t == tag)
 }
 
-/// Reads `rel` (already checked by [`safe_relative`]) under `root/sub`, following symlinks
-/// only while the resolved file stays inside the resolved `root/sub`. `None` when absent,
-/// not a regular file, outside, or over [`MAX_FILE_BYTES`].
-pub async fn read_inside(root: &Path, sub: &str, rel: &str) -> Option<Vec<u8>> {
+/// Resolves `rel` (already checked by [`safe_relative`]) under `root/sub`, following symlinks
+/// only while the resolved file stays inside the resolved `root/sub`, and returns the resolved
+/// path with its metadata (nothing of the file is read). `None` when absent, not a regular
+/// file, outside, or over [`MAX_FILE_BYTES`].
+pub async fn resolve_inside(
+    root: &Path,
+    sub: &str,
+    rel: &str,
+) -> Option<(PathBuf, std::fs::Metadata)> {
     let base = tokio::fs::canonicalize(root.join(sub)).await.ok()?;
     let file: PathBuf = tokio::fs::canonicalize(base.join(rel)).await.ok()?;
     if !file.starts_with(&base) {
@@ -133,6 +138,13 @@ pub async fn read_inside(root: &Path, sub: &str, rel: &str) -> Option<Vec<u8>> {
     if !meta.is_file() || meta.len() > MAX_FILE_BYTES {
         return None;
     }
+    Some((file, meta))
+}
+
+/// Reads `rel` under `root/sub` as [`resolve_inside`] finds it: its bytes, or `None` when
+/// [`resolve_inside`] refuses it or it cannot be read.
+pub async fn read_inside(root: &Path, sub: &str, rel: &str) -> Option<Vec<u8>> {
+    let (file, _) = resolve_inside(root, sub, rel).await?;
     tokio::fs::read(&file).await.ok()
 }
 

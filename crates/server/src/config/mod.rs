@@ -233,7 +233,8 @@ pub struct Paths {
     pub state_dir: Option<PathBuf>,
     /// Serve the files of `webroot` at their paths (`/player.html` is `<webroot>/player.html`)
     /// to GET requests for which no mount is live (Icecast `<fileserve>`); plain names only,
-    /// nothing outside the webroot, at most 16 MiB each. Default false.
+    /// nothing outside the webroot, at most 16 MiB each, streamed from disk with byte ranges,
+    /// `ETag` and `Last-Modified` (`admin/fileserve.rs`). Default false.
     #[serde(skip_serializing_if = "is_false")]
     pub fileserve: bool,
     /// File the server writes its process id to (one decimal line) once its sockets listen,

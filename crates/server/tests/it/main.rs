@@ -15,6 +15,7 @@ mod errors;
 mod events;
 mod fallback;
 mod fanout;
+mod fileserve;
 mod filters;
 mod hls;
 mod hls_admission;
