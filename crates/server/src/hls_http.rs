@@ -193,6 +193,13 @@ pub fn start_cache_log_listener(ctx: Arc<ServerCtx>, addr: SocketAddr) -> std::i
         from = ?ctx.config().hls.cache_log_from,
         "receiving HLS cache logs (UDP syslog)"
     );
+    if ctx.config().hls.cache_log_from.is_none() && !local.ip().is_loopback() {
+        tracing::warn!(
+            addr = %local,
+            "cache-log-listen reads datagrams from the loopback address only: list the caches \
+             in [hls] cache-log-from"
+        );
+    }
     // A thread of its own that sleeps between batches: a task of the runtime would have the
     // socket in the runtime's epoll set, and every datagram would wake a worker thread (that
     // wake-up, not the line, was most of a line's cost, issue 24); while this thread sleeps
