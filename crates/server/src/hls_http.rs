@@ -221,11 +221,12 @@ pub fn start_cache_log_listener(ctx: Arc<ServerCtx>, addr: SocketAddr) -> std::i
                 batch.clear();
                 let senders = ctx.config().hls.cache_log_senders(local);
                 let mut received = 0;
+                let mut refused = 0;
                 while received < CACHE_LOG_BATCH {
                     match udp.recv_from(&mut buf) {
                         Ok((_, from)) if !is_cache_log_sender(&senders, from) => {
-                            crate::hls::cache_log::LineOutcome::Refused.count(&ctx.metrics);
                             refusals.note(from, Instant::now());
+                            refused += 1;
                             received += 1;
                         }
                         Ok((n, _)) => {
@@ -240,7 +241,16 @@ pub fn start_cache_log_listener(ctx: Arc<ServerCtx>, addr: SocketAddr) -> std::i
                         }
                     }
                 }
-                if received > 0 {
+                if refused > 0 {
+                    let label = OutcomeLabel {
+                        outcome: crate::hls::cache_log::LineOutcome::Refused.as_str(),
+                    };
+                    ctx.metrics
+                        .hls_cache_log_lines
+                        .get_or_create(&label)
+                        .inc_by(u64::try_from(refused).unwrap_or(u64::MAX));
+                }
+                if received > refused {
                     apply_cache_logs(&ctx, &batch);
                 }
                 let now = Instant::now();
