@@ -44,6 +44,9 @@ def main():
         f.write(
             f'listen = ["127.0.0.1:{a.port}"]\ndemo = true\n[hls]\nsegment-seconds = 6\n'
             f'cache-log-listen = "127.0.0.1:{syslog}"\n'
+            # Every session from 127.0.0.1: past the per-address bounds of new sessions (issue
+            # 28). The lines come from 127.0.0.1 too, the default `cache-log-from` (issue 42).
+            'new-sessions-per-second = 100000\npending-per-address = 100000\n'
             # No audience ledger: only the log path is measured (and no shared state file).
             '[ledger]\ndatabase = "off"\n'
         )

@@ -1,6 +1,7 @@
 //! HLS over HTTP (issues 14 and 24): `/hls/<mount>/index.m3u8`, the media playlists and
 //! segments (paths read by `throng_proto::hls::path`), the task driving the packagers
-//! (`hls/`), and the receiver of the cache tier's syslog (`[hls] cache-log-listen`).
+//! (`hls/`), and the receiver of the cache tier's syslog (`[hls] cache-log-listen`, from the
+//! senders of `cache-log-from` only).
 //!
 //! - `GET /hls/<mount>/index.m3u8` is the URL players are given (`hls_url` in the status
 //!   documents). It is a listener request: listener authentication of `<mount>` (htpasswd, URL
@@ -168,7 +169,11 @@ const CACHE_LOG_RCVBUF: usize = 4 * 1024 * 1024;
 
 /// Receives the cache tier's request logs as UDP syslog on `addr` (nginx `access_log
 /// syslog:server=…`, one line per datagram) until the server shuts down; each line goes to
-/// [`crate::hls::Hls::cache_log_text`]. Bound once at start: a reload does not move it.
+/// [`crate::hls::Hls::cache_log_text`]. Bound once at start: a reload does not move it. Only
+/// datagrams from `[hls] cache-log-from` (default: the socket's loopback address,
+/// [`crate::config::HlsConfig::cache_log_senders`], read again after a reload) are read; the
+/// others are dropped and counted as [`LineOutcome::Refused`](crate::hls::cache_log::LineOutcome)
+/// (one WARN a minute at most names the last such sender). Issue 42, item 4.
 ///
 /// Errors: the socket cannot be bound.
 pub fn start_cache_log_listener(ctx: Arc<ServerCtx>, addr: SocketAddr) -> std::io::Result<()> {
@@ -182,7 +187,19 @@ pub fn start_cache_log_listener(ctx: Arc<ServerCtx>, addr: SocketAddr) -> std::i
     sock.set_nonblocking(true)?;
     sock.bind(&addr.into())?;
     let udp: std::net::UdpSocket = sock.into();
-    tracing::info!(addr = %udp.local_addr()?, "receiving HLS cache logs (UDP syslog)");
+    let local = udp.local_addr()?;
+    tracing::info!(
+        addr = %local,
+        from = ?ctx.config().hls.cache_log_from,
+        "receiving HLS cache logs (UDP syslog)"
+    );
+    if ctx.config().hls.cache_log_from.is_none() && !local.ip().is_loopback() {
+        tracing::warn!(
+            addr = %local,
+            "cache-log-listen reads datagrams from the loopback address only: list the caches \
+             in [hls] cache-log-from"
+        );
+    }
     // A thread of its own that sleeps between batches: a task of the runtime would have the
     // socket in the runtime's epoll set, and every datagram would wake a worker thread (that
     // wake-up, not the line, was most of a line's cost, issue 24); while this thread sleeps
@@ -197,13 +214,21 @@ pub fn start_cache_log_listener(ctx: Arc<ServerCtx>, addr: SocketAddr) -> std::i
             let mut buf = vec![0u8; 64 * 1024];
             let mut batch = String::new();
             let mut last = Instant::now();
+            let mut refusals = Refusals::default();
             while !*shutdown.borrow() {
                 // Everything queued, applied as one batch: one wake-up, one look at the
                 // configuration, for many lines.
                 batch.clear();
+                let senders = ctx.config().hls.cache_log_senders(local);
                 let mut received = 0;
+                let mut refused = 0;
                 while received < CACHE_LOG_BATCH {
                     match udp.recv_from(&mut buf) {
+                        Ok((_, from)) if !is_cache_log_sender(&senders, from) => {
+                            refusals.note(from, Instant::now());
+                            refused += 1;
+                            received += 1;
+                        }
                         Ok((n, _)) => {
                             batch.push_str(&String::from_utf8_lossy(&buf[..n]));
                             batch.push('\n');
@@ -216,7 +241,16 @@ pub fn start_cache_log_listener(ctx: Arc<ServerCtx>, addr: SocketAddr) -> std::i
                         }
                     }
                 }
-                if received > 0 {
+                if refused > 0 {
+                    let label = OutcomeLabel {
+                        outcome: crate::hls::cache_log::LineOutcome::Refused.as_str(),
+                    };
+                    ctx.metrics
+                        .hls_cache_log_lines
+                        .get_or_create(&label)
+                        .inc_by(u64::try_from(refused).unwrap_or(u64::MAX));
+                }
+                if received > refused {
                     apply_cache_logs(&ctx, &batch);
                 }
                 let now = Instant::now();
@@ -226,6 +260,45 @@ pub fn start_cache_log_listener(ctx: Arc<ServerCtx>, addr: SocketAddr) -> std::i
             }
         })?;
     Ok(())
+}
+
+/// Whether a datagram from `from` may carry cache logs: its address (IPv4-mapped IPv6 read as
+/// IPv4) is in one of `senders` ([`crate::config::HlsConfig::cache_log_senders`]).
+pub fn is_cache_log_sender(senders: &[(std::net::IpAddr, u8)], from: SocketAddr) -> bool {
+    senders
+        .iter()
+        .any(|&net| crate::net::filters::cidr_contains(net, from.ip()))
+}
+
+/// Datagrams the cache log receiver refused since its last WARN, which it writes at most once
+/// a minute (a flood of forged datagrams writes one line a minute, not one each).
+#[derive(Debug, Default)]
+struct Refusals {
+    /// Refused since the last WARN.
+    count: u64,
+    /// When the last WARN was written.
+    warned: Option<Instant>,
+}
+
+impl Refusals {
+    /// Notes a datagram refused from `from` at `now`, and writes the WARN if a minute has
+    /// passed since the last one (or there was none).
+    fn note(&mut self, from: SocketAddr, now: Instant) {
+        self.count += 1;
+        if self
+            .warned
+            .is_some_and(|w| now.duration_since(w) < Duration::from_secs(60))
+        {
+            return;
+        }
+        tracing::warn!(
+            %from,
+            refused = self.count,
+            "cache-log-listen: datagrams from senders not in [hls] cache-log-from dropped"
+        );
+        self.count = 0;
+        self.warned = Some(now);
+    }
 }
 
 /// Most datagrams read from the cache log socket in one batch.
@@ -260,7 +333,7 @@ pub fn cache_log_pause(received: usize, elapsed: Duration) -> Duration {
 /// Applies the cache log lines in `text` (one per line, blank lines skipped) at once, for the
 /// UDP receiver and `POST /api/v1/hls/cache-logs`; how many had each
 /// [`LineOutcome`](crate::hls::cache_log::LineOutcome), indexed by it.
-pub fn apply_cache_logs(ctx: &ServerCtx, text: &str) -> [u64; 4] {
+pub fn apply_cache_logs(ctx: &ServerCtx, text: &str) -> [u64; crate::hls::cache_log::OUTCOMES] {
     let lines = crate::hls::cache_log::Lines {
         registry: &ctx.registry,
         config: &ctx.config(),
@@ -269,7 +342,7 @@ pub fn apply_cache_logs(ctx: &ServerCtx, text: &str) -> [u64; 4] {
         log: &ctx.access_log,
         now: Instant::now(),
     };
-    let mut counts = [0u64; 4];
+    let mut counts = [0u64; crate::hls::cache_log::OUTCOMES];
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         counts[ctx.hls.cache_log_text(line, &lines, || ctx.next_id()) as usize] += 1;
     }
@@ -566,13 +639,15 @@ async fn serve_one(
             if !known {
                 let target = out.window.load().target_secs;
                 let t = token.map(str::to_owned).unwrap_or_else(|| {
-                    let id = Alphanumeric.sample_string(&mut rand::thread_rng(), 24);
                     match signing {
                         // After admission below; a refused request never sees it.
                         Some((secret, secs)) => {
-                            secure_link::sign(&id[..16], mount, unix_now() + secs, secret)
+                            let id = Alphanumeric.sample_string(&mut rand::thread_rng(), 16);
+                            secure_link::sign(&id, mount, unix_now() + secs, secret)
                         }
-                        None => id,
+                        // A keyed MAC: cache-log lines of forged tokens open nothing
+                        // (`hls/token.rs`).
+                        None => ctx.hls.tokens.issue(config.hls.token_secret.as_deref()),
                     }
                 });
                 if !admit(ctx, stream, head, peer, mount, &t, target).await {
@@ -1096,6 +1171,32 @@ mod tests {
         assert!(keep_alive(&h));
         let h = head("GET / HTTP/1.1\r\nConnection: close\r\n\r\n");
         assert!(!keep_alive(&h));
+    }
+
+    #[test]
+    fn cache_logs_are_read_from_listed_senders_only() {
+        let at = |s: &str| -> SocketAddr { s.parse().unwrap() };
+        let default = crate::config::HlsConfig::default().cache_log_senders(at("0.0.0.0:514"));
+        assert!(is_cache_log_sender(&default, at("127.0.0.1:40000")));
+        assert!(is_cache_log_sender(
+            &default,
+            at("[::ffff:127.0.0.1]:40000")
+        ));
+        assert!(!is_cache_log_sender(&default, at("127.0.0.2:40000")));
+        assert!(!is_cache_log_sender(&default, at("192.0.2.1:40000")));
+        let listed = crate::config::HlsConfig {
+            cache_log_from: Some(vec!["10.1.0.0/16".into(), "2001:db8::5".into()]),
+            ..Default::default()
+        }
+        .cache_log_senders(at("[::]:514"));
+        assert!(is_cache_log_sender(&listed, at("10.1.200.3:9")));
+        assert!(is_cache_log_sender(&listed, at("[::ffff:10.1.0.1]:9")));
+        assert!(is_cache_log_sender(&listed, at("[2001:db8::5]:9")));
+        assert!(!is_cache_log_sender(&listed, at("10.2.0.1:9")));
+        assert!(
+            !is_cache_log_sender(&listed, at("[::1]:9")),
+            "listed: no loopback default"
+        );
     }
 
     #[test]

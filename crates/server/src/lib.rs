@@ -60,6 +60,9 @@ pub fn auth_problems(config: &Config) -> Vec<String> {
 pub use audience::follow::ENDED_GRACE;
 pub use audience::page::Page;
 pub use audience::{AudiencePath, EndReason, ListenerRow};
+/// The HLS session tokens' keyed MAC (`hls/token.rs`), public so tools and tests issue tokens
+/// a server with the same `[hls] token-secret` accepts in cache-log lines.
+pub use hls::token::TokenKeys;
 pub use mount::live::{Mount, SourceKind};
 pub use observe::error_log::{ErrorLog, ErrorLogError};
 pub use observe::log_rotation::Rotation;

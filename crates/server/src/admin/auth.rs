@@ -4,7 +4,8 @@
 //! (`client.c:client_check_source_auth`: the `[[mount]]` user and password, else user `source`
 //! with the global source password; with a URL `stream-auth` callback, the credentials it
 //! accepted for the live source); for `streamlist.txt` the relay user (`relay-user`/
-//! `relay-password`, `connection.c:connection_check_relay_pass`) or the admin. Empty passwords
+//! `relay-password`, `connection.c:connection_check_relay_pass`) or the admin; for `POST
+//! /api/v1/hls/cache-logs` user `cache-log` (`cache-log-password`) or the admin. Empty passwords
 //! never match, and passwords are compared in constant time.
 //!
 //! With `[authentication] source-admin = "metadata-only"`, source credentials open only the
@@ -55,6 +56,17 @@ pub fn is_mount_source(ctx: &ServerCtx, c: Option<&Credentials>, mount: &str) ->
         Some((user, pass)) => matches(c, &user, Some(&pass)),
         None => false,
     }
+}
+
+/// User name of the credentials `[authentication] cache-log-password` opens.
+pub const CACHE_LOG_USER: &str = "cache-log";
+
+/// Whether `c` may post the cache tier's request logs (`POST /api/v1/hls/cache-logs`): the
+/// admin's credentials, or user [`CACHE_LOG_USER`] with `[authentication]
+/// cache-log-password` (which opens nothing else).
+pub fn may_post_cache_logs(ctx: &ServerCtx, c: Option<&Credentials>) -> bool {
+    let auth = &ctx.config().authentication;
+    is_admin(ctx, c) || matches(c, CACHE_LOG_USER, auth.cache_log_password.as_deref())
 }
 
 /// Whether `c` are the relay user's credentials (slaves reading `streamlist.txt`).

@@ -1,7 +1,9 @@
-//! `POST /api/v1/hls/cache-logs` (admin): the cache tier's HLS request logs as JSON lines, as
+//! `POST /api/v1/hls/cache-logs`: the cache tier's HLS request logs as JSON lines, as
 //! a CDN's log streaming pushes them (one object per line, the `throng_hls` record of
 //! `throng_proto::hls::cache_log`); each line keeps a session behind the cache alive
-//! (`hls/cache_log.rs`). At most [`MAX_BATCH_BYTES`] per request, read after authorization
+//! (`hls/cache_log.rs`). Credentials of its own (issue 42, item 4): user `cache-log` with
+//! `[authentication] cache-log-password`, or the admin's (`auth::may_post_cache_logs`);
+//! otherwise `401`. At most [`MAX_BATCH_BYTES`] per request, read after authorization
 //! within `body-timeout`. Reply: `{"ok":true,"lines":n,"touched":…,"opened":…,"ignored":…,
 //! "invalid":…}`.
 
@@ -28,7 +30,7 @@ pub async fn cache_logs(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    if !auth::is_admin(&ctx, auth::credentials(&headers).as_ref()) {
+    if !auth::may_post_cache_logs(&ctx, auth::credentials(&headers).as_ref()) {
         return unauthorized();
     }
     if method != Method::POST {

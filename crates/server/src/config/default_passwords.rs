@@ -35,6 +35,10 @@ pub fn warnings(config: &Config) -> Vec<String> {
         "authentication.metrics-password".into(),
         a.metrics_password.as_deref(),
     );
+    check(
+        "authentication.cache-log-password".into(),
+        a.cache_log_password.as_deref(),
+    );
     for m in &config.mount {
         check(format!("mount[{}].password", m.name), m.password.as_deref());
     }

@@ -3,9 +3,10 @@
 //! window, whether
 //! playlists offer blocking playlist reload (RFC 8216bis section 6.2.5.2), whether media
 //! playlists are shared and cacheable or per session (`playlists`), and where the cache tier's
-//! request logs arrive (`cache-log-listen`). A mount's own keys win over `[hls]`.
+//! request logs arrive (`cache-log-listen`) and from whom (`cache-log-from`), and the key of
+//! the session tokens' MAC (`token-secret`). A mount's own keys win over `[hls]`.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use serde::{Deserialize, Serialize};
 
@@ -80,6 +81,17 @@ pub struct HlsConfig {
     /// `access_log syslog:server=ADDR:PORT`, the `throng_hls` format of
     /// `deploy/nginx/hls-cache.conf`); none by default.
     pub cache_log_listen: Option<SocketAddr>,
+    /// The senders `cache-log-listen` accepts datagrams from: addresses or CIDR networks
+    /// (IPv4-mapped IPv6 senders count as IPv4); datagrams from any other are dropped and
+    /// counted (`throng_hls_cache_log_lines_total{outcome="refused"}`). Default (none): the
+    /// loopback address of the listen socket's family (`127.0.0.1`, or `::1` for an IPv6
+    /// socket), see [`HlsConfig::cache_log_senders`]. Issue 42, item 4.
+    pub cache_log_from: Option<Vec<String>>,
+    /// Key of the MAC in the session tokens Throng issues (`hls/token.rs`; at least 16
+    /// characters): cache-log lines open a session only for a token in the session table or
+    /// carrying a valid MAC. Set the same value on every node of a cluster (and it survives
+    /// restarts); default (none): a random key drawn at each start.
+    pub token_secret: Option<String>,
     /// Sign session tokens with this secret (nginx `secure_link` compatible,
     /// `throng_proto::hls::secure_link`): only signed, unexpired tokens open playlists and
     /// segments, at the cache and at Throng; none by default.
@@ -110,6 +122,8 @@ impl Default for HlsConfig {
             aac_segments: AacSegments::Packed,
             low_latency: false,
             cache_log_listen: None,
+            cache_log_from: None,
+            token_secret: None,
             secure_link_secret: None,
             secure_link_seconds: 86_400,
             max_sessions: 100_000,
@@ -117,6 +131,57 @@ impl Default for HlsConfig {
             new_sessions_per_second: 20,
         }
     }
+}
+
+impl HlsConfig {
+    /// The networks (address, prefix length in bits) `cache-log-listen` accepts datagrams
+    /// from when the socket is bound to `local`: `cache-log-from` (entries that do not parse
+    /// are skipped; [`check_cache_log_from`] rejects them at load), else the loopback address
+    /// of `local`'s family.
+    pub fn cache_log_senders(&self, local: SocketAddr) -> Vec<(IpAddr, u8)> {
+        match &self.cache_log_from {
+            Some(list) => list.iter().filter_map(|c| super::parse_cidr(c)).collect(),
+            None if local.is_ipv4() => vec![(IpAddr::V4(Ipv4Addr::LOCALHOST), 32)],
+            None => vec![(IpAddr::V6(Ipv6Addr::LOCALHOST), 128)],
+        }
+    }
+
+    /// Checks `cache-log-from` and `token-secret` (messages name the key).
+    ///
+    /// Errors: an entry of `cache-log-from` that is not an address or CIDR network, an empty
+    /// `cache-log-from` list (it would refuse every sender), a `token-secret` shorter than 16
+    /// characters.
+    pub fn check_cache_logs(&self) -> Result<(), String> {
+        check_cache_log_from(self.cache_log_from.as_deref())?;
+        match &self.token_secret {
+            Some(s) if s.chars().count() < 16 => {
+                Err("`hls.token-secret` must be at least 16 characters".into())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Checks `[hls] cache-log-from`: every entry an address or a CIDR network, at least one.
+///
+/// Errors: as [`HlsConfig::check_cache_logs`], naming the key and the entry.
+pub fn check_cache_log_from(list: Option<&[String]>) -> Result<(), String> {
+    let Some(list) = list else { return Ok(()) };
+    if list.is_empty() {
+        return Err(
+            "`hls.cache-log-from` is empty: list the caches' addresses or networks, \
+                    or leave it out to accept the loopback address only"
+                .into(),
+        );
+    }
+    for c in list {
+        if super::parse_cidr(c).is_none() {
+            return Err(format!(
+                "`hls.cache-log-from`: {c:?} is not an address or CIDR network"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The part target of low-latency HLS, in milliseconds: parts of about a second, as issue 24
@@ -284,5 +349,51 @@ mod tests {
         assert!(check_seconds("k", Some(30)).is_ok());
         assert!(check_window("k", Some(2)).is_err());
         assert!(check_window("k", None).is_ok());
+    }
+
+    #[test]
+    fn cache_log_senders_default_to_the_loopback_of_the_socket() {
+        let c = HlsConfig::default();
+        let v4: SocketAddr = "0.0.0.0:5140".parse().unwrap();
+        let v6: SocketAddr = "[::]:5140".parse().unwrap();
+        assert_eq!(
+            c.cache_log_senders(v4),
+            vec![("127.0.0.1".parse().unwrap(), 32)]
+        );
+        assert_eq!(c.cache_log_senders(v6), vec![("::1".parse().unwrap(), 128)]);
+        let listed = HlsConfig {
+            cache_log_from: Some(vec!["192.0.2.7".into(), "2001:db8::/32".into()]),
+            ..HlsConfig::default()
+        };
+        assert_eq!(
+            listed.cache_log_senders(v4),
+            vec![
+                ("192.0.2.7".parse().unwrap(), 32),
+                ("2001:db8::".parse().unwrap(), 32)
+            ]
+        );
+        assert!(listed.check_cache_logs().is_ok());
+    }
+
+    #[test]
+    fn bad_cache_log_keys_are_named() {
+        let bad = |from: Option<Vec<&str>>, secret: Option<&str>| {
+            HlsConfig {
+                cache_log_from: from.map(|l| l.into_iter().map(str::to_owned).collect()),
+                token_secret: secret.map(str::to_owned),
+                ..HlsConfig::default()
+            }
+            .check_cache_logs()
+            .unwrap_err()
+        };
+        let e = bad(Some(vec!["10.0.0.0/8", "cache.example"]), None);
+        assert!(
+            e.contains("hls.cache-log-from") && e.contains("cache.example"),
+            "{e}"
+        );
+        assert!(bad(Some(vec!["10.0.0.0/33"]), None).contains("hls.cache-log-from"));
+        assert!(bad(Some(vec![]), None).contains("is empty"));
+        assert!(bad(None, Some("short")).contains("hls.token-secret"));
+        assert!(HlsConfig::default().check_cache_logs().is_ok());
     }
 }

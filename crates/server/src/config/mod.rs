@@ -522,6 +522,10 @@ pub struct Authentication {
     /// credentials (or the admin's) and shows every mount; without, `/metrics` is public and
     /// leaves hidden mounts out (with admin credentials it shows them).
     pub metrics_password: Option<String>,
+    /// Password of user `cache-log` for `POST /api/v1/hls/cache-logs` (the cache tier's
+    /// request logs) and nothing else; the admin's credentials open it too. Without one, only
+    /// the admin may post cache logs. Issue 42, item 4.
+    pub cache_log_password: Option<String>,
     /// What a mount's source credentials may do on the admin endpoints: `full` (default, as
     /// Icecast 2.4.4: every command on their mount, `killsource`, `killclient`, `moveclients`,
     /// `listclients`...) or `metadata-only` (metadata updates only).
@@ -909,6 +913,7 @@ impl Config {
             h.check(&format!("hook[{i}]"))
                 .map_err(ConfigError::Invalid)?;
         }
+        self.hls.check_cache_logs().map_err(ConfigError::Invalid)?;
         hls::check_secure_link(
             "[hls]",
             self.hls.secure_link_secret.as_deref(),

@@ -8,15 +8,20 @@
 //! mount and a known token touches that session, a playlist with the playlist's bytes and
 //! offering the segments listed now, a segment as a sign of life (and, for a session opened by
 //! its multivariant playlist at Throng and pending, its start as a listener:
-//! `Sessions::fetched`; refused at `max-listeners`, it ends); an unknown token opens a
-//! session only on a segment (a player that really fetches audio: a session expired during a
-//! gap in the logs, or opened by another node of the cluster), with the address, User-Agent
+//! `Sessions::fetched`; refused at `max-listeners`, it ends); a token not in the session
+//! table opens a session only if Throng issued it (issue 42, item 4: its keyed MAC checks,
+//! `hls/token.rs`, or on a signed mount its signature; a forged token is ignored) and only on
+//! a segment (a player that really fetches audio: a session expired during a gap in the logs,
+//! or opened by another node of the cluster sharing `[hls] token-secret` or the
+//! secure-link secret), with the address, User-Agent
 //! and Referer of the line, recorded in the audience ledger like any session, taking a
 //! listener slot of the mount (refused at
 //! `max-listeners`). Such a session has no credentials to check (the cache answered it; signed
 //! URLs are the cache tier's check; on a mount that signs tokens only a token signed for it
 //! and unexpired counts) and ends like any other through the one audience record
-//! (`ListenerInfo::log_end`), as `client:vanished` when its lines stop.
+//! (`ListenerInfo::log_end`), as `client:vanished` when its lines stop. Which senders' lines
+//! are read at all is the receiver's rule (`hls_http.rs`: `[hls] cache-log-from`, and the
+//! POST endpoint's own credentials).
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Instant;
@@ -46,7 +51,13 @@ pub enum LineOutcome {
     Ignored,
     /// The line could not be read.
     Invalid,
+    /// A datagram from a sender not in `[hls] cache-log-from`, dropped unread (counted by the
+    /// UDP receiver, never by [`Hls::cache_log_line`]).
+    Refused,
 }
+
+/// How many [`LineOutcome`]s there are (the length of a count array indexed by them).
+pub const OUTCOMES: usize = 5;
 
 impl LineOutcome {
     /// The label value.
@@ -56,6 +67,7 @@ impl LineOutcome {
             LineOutcome::Opened => "opened",
             LineOutcome::Ignored => "ignored",
             LineOutcome::Invalid => "invalid",
+            LineOutcome::Refused => "refused",
         }
     }
 
@@ -163,6 +175,16 @@ impl Hls {
             return LineOutcome::Touched;
         }
         if !is_segment {
+            return LineOutcome::Ignored;
+        }
+        // Not in the table: only a token Throng issued opens a session (a signed mount's was
+        // checked above; its signature is its MAC).
+        if config.hls_secure_link(name).is_none()
+            && !self
+                .tokens
+                .issued(req.token, config.hls.token_secret.as_deref())
+        {
+            tracing::debug!(mount = %name, "cache log line of a token Throng did not issue");
             return LineOutcome::Ignored;
         }
         let Some(mount) = registry.resolve(name) else {

@@ -4,13 +4,14 @@
 //! sessions, which count as listeners while they keep fetching ([`session`]). [`Hls::tick`] is
 //! driven by one task (`hls_http.rs` starts it); the HTTP side (`hls_http.rs`) reads the
 //! published windows and opens, touches and ends sessions here; the cache tier's request logs
-//! keep sessions behind a cache alive ([`cache_log`]).
+//! keep sessions behind a cache alive ([`cache_log`]), for tokens Throng issued ([`token`]).
 
 pub mod admission;
 pub mod cache_log;
 pub mod container;
 pub mod packager;
 pub mod session;
+pub mod token;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -48,6 +49,8 @@ pub struct Hls {
     outputs: RwLock<HashMap<String, Output>>,
     /// The HLS sessions (listeners).
     pub sessions: Sessions,
+    /// The key of the MAC in the session tokens it issues (`token.rs`).
+    pub tokens: token::TokenKeys,
 }
 
 impl Hls {

@@ -176,8 +176,10 @@ pub struct Metrics {
     /// `throng_hls_requests_total` counts them.
     pub hls_bytes: Family<HlsRequestLabel, Counter>,
     /// `throng_hls_cache_log_lines_total{outcome}`: lines of the cache tier's request logs
-    /// received (`counted`: a session's request; `ignored`: not an HLS session request;
-    /// `invalid`: unreadable).
+    /// received (`touched`: a session's request; `opened`: a segment of an issued token not
+    /// in the table; `ignored`: not an HLS session request, a token Throng did not issue, or
+    /// refused a slot; `invalid`: unreadable; `refused`: a datagram from a sender not in
+    /// `[hls] cache-log-from`, `hls::cache_log::LineOutcome`).
     pub hls_cache_log_lines: Family<OutcomeLabel, Counter>,
     /// `throng_hls_sessions_refused_total{outcome}`: new HLS sessions refused by
     /// `hls/admission.rs` (`rate`, `per-address`, `full`).

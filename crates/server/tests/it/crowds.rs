@@ -459,16 +459,22 @@ fn api_ids(json: &serde_json::Value) -> Vec<u64> {
 #[test]
 fn admin_listings_stream_a_large_audience_whole() {
     const N: usize = 6_000;
+    // Lines open sessions only for tokens Throng issued (issue 42): with a `token-secret`
+    // known here, the test issues them as the server would.
+    const SECRET: &str = "crowd-test-token-secret";
     let child = ChildServer::start(&format!(
-        "[hls]\nsegment-seconds = 10\n[[mount]]\nname = \"/demo.mp3\"\nfile = {:?}\n",
+        "[hls]\nsegment-seconds = 10\ntoken-secret = \"{SECRET}\"\n\
+         [[mount]]\nname = \"/demo.mp3\"\nfile = {:?}\n",
         asset("demo.mp3")
     ));
     let addr = child.addr;
     let auth = admin_header();
+    let keys = throng_server::TokenKeys::default();
     let lines: String = (0..N)
         .map(|i| {
+            let token = keys.with_id(&format!("Crowd{i:011}"), Some(SECRET));
             format!(
-                "{{\"addr\":\"10.{}.{}.{}\",\"uri\":\"/hls/demo.mp3/s/Crowd{i}/1.mp3\",\
+                "{{\"addr\":\"10.{}.{}.{}\",\"uri\":\"/hls/demo.mp3/s/{token}/1.mp3\",\
                  \"status\":200,\"bytes\":1000,\"agent\":\"player/{i}\",\"referer\":\"-\"}}\n",
                 i / 65_536,
                 (i / 256) % 256,

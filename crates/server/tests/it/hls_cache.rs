@@ -1,7 +1,9 @@
 //! HLS behind a cache (issue 24): shared media playlists a cache may keep half a target
 //! duration, the session token in the path, per-session playlists where asked for,
 //! `throng_hls_requests_total`, the cache tier's logs (UDP syslog and `POST
-//! /api/v1/hls/cache-logs`) keeping sessions alive and opening them, and the shipped nginx
+//! /api/v1/hls/cache-logs`) keeping sessions alive and opening them (issue 42: from the
+//! senders of `cache-log-from` only, with the POST's own credentials, and for tokens Throng
+//! issued only), and the shipped nginx
 //! configuration (`deploy/nginx/hls-cache.conf`, Debian nginx started by the test) in front of
 //! 500 then 2,000 `throng bench` HLS players.
 
@@ -183,16 +185,21 @@ fn cache_log_lines_keep_sessions_alive_and_open_them_on_a_segment() {
             token.len()
         )
     };
-    // The API needs the admin.
-    let body = line("Tok1", &format!("{seq}.mp3"));
+    // A token Throng issued whose session is not in the table (expired during a gap in the
+    // logs, or from before a restart with the same `token-secret`): its MAC checks (issue 42).
+    let tok = srv.ctx.hls.tokens.issue(None);
+    // The API needs credentials.
+    let body = line(&tok, &format!("{seq}.mp3"));
     let (status, _, _) = post(srv.addr, "/api/v1/hls/cache-logs", &[], &body);
     assert_eq!(status, 401);
     assert_eq!(listeners(&srv), 0);
-    // A playlist of an unknown token opens nothing; a segment does; garbage is counted.
+    // A playlist of an unknown token opens nothing; a segment does; a segment of a token
+    // Throng did not issue does not; garbage is counted.
     let batch = format!(
-        "{}\n{}\nnot json\n{{\"uri\":\"/live.mp3\"}}\n",
-        line("Tok1", "index.m3u8"),
-        line("Tok1", &format!("{seq}.mp3"))
+        "{}\n{}\n{}\nnot json\n{{\"uri\":\"/live.mp3\"}}\n",
+        line(&tok, "index.m3u8"),
+        line("Tok1", &format!("{seq}.mp3")),
+        line(&tok, &format!("{seq}.mp3"))
     );
     let (status, _, reply) = post(
         srv.addr,
@@ -204,7 +211,7 @@ fn cache_log_lines_keep_sessions_alive_and_open_them_on_a_segment() {
     let v: serde_json::Value = serde_json::from_str(&reply).unwrap();
     assert_eq!(
         (&v["lines"], &v["opened"], &v["ignored"], &v["invalid"]),
-        (&4.into(), &1.into(), &2.into(), &1.into()),
+        (&5.into(), &1.into(), &3.into(), &1.into()),
         "{reply}"
     );
     assert_eq!(listeners(&srv), 1);
@@ -216,17 +223,14 @@ fn cache_log_lines_keep_sessions_alive_and_open_them_on_a_segment() {
     );
     let rows = String::from_utf8(rows).unwrap();
     assert!(
-        rows.contains("198.51.100.4") && rows.contains("player/1"),
+        rows.contains("198.51.100.32") && rows.contains("player/1"),
         "{rows}"
     );
     // UDP syslog as nginx sends it keeps it alive past its 3 s timeout.
     let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let until = Instant::now() + Duration::from_secs(5);
     while Instant::now() < until {
-        let msg = format!(
-            "<190>Nov 27 02:20:00 throng: {}",
-            line("Tok1", "index.m3u8")
-        );
+        let msg = format!("<190>Nov 27 02:20:00 throng: {}", line(&tok, "index.m3u8"));
         sock.send_to(msg.as_bytes(), syslog).unwrap();
         std::thread::sleep(Duration::from_millis(500));
     }
@@ -244,6 +248,195 @@ fn cache_log_lines_keep_sessions_alive_and_open_them_on_a_segment() {
             "throng_hls_cache_log_lines_total{outcome=\"touched\"}"
         ) >= 8.0
     );
+}
+
+/// One cache-log line (the `throng_hls` record) from player address `10.0.<i>` for `file` of
+/// `/live.mp3` under `token`.
+fn log_line(i: usize, token: &str, file: &str) -> String {
+    format!(
+        "<190>Dec  2 14:00:00 cache1 throng: {{\"addr\":\"10.0.{}.{}\",\
+         \"uri\":\"/hls/live.mp3/s/{token}/{file}\",\"status\":200,\"bytes\":48213,\
+         \"agent\":\"player/{i}\",\"referer\":\"-\",\"cache\":\"HIT\"}}",
+        i / 250,
+        i % 250 + 1
+    )
+}
+
+/// Sends `lines` to `syslog` as one datagram each from a socket on 127.0.0.1, 50 every 10 ms
+/// (1,000 in 0.2 s: the receiver keeps up, so none is lost in its socket buffer).
+fn send_datagrams(syslog: SocketAddr, lines: &[String]) {
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for chunk in lines.chunks(50) {
+        for l in chunk {
+            sock.send_to(l.as_bytes(), syslog).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The count of cache-log lines with `outcome` in `/metrics`.
+fn log_lines(srv: &TestServer, outcome: &str) -> f64 {
+    metric_sum(
+        srv.addr,
+        &format!("throng_hls_cache_log_lines_total{{outcome=\"{outcome}\"}}"),
+    )
+}
+
+/// Issue 42, probe 4: any sender to `cache-log-listen` opened sessions (100,000 forged lines
+/// gave 100,001 listeners). Now the receiver reads datagrams only from `[hls]
+/// cache-log-from`: 1,000 datagrams from 127.0.0.1, not listed, are refused unread, even those
+/// naming real tokens (a pending session's, and one Throng issued with no session), and no
+/// listener, session or cache-log outcome other than `refused` comes of them.
+#[test]
+fn a_thousand_forged_datagrams_from_an_unlisted_sender_open_no_listener() {
+    let dir = tempfile::tempdir().unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let syslog = udp.local_addr().unwrap();
+    drop(udp);
+    let srv = TestServer::start(&config(
+        &format!(
+            "segment-seconds = 1\ncache-log-listen = \"{syslog}\"\n\
+             cache-log-from = [\"192.0.2.10\", \"2001:db8::/32\"]"
+        ),
+        dir.path(),
+    ));
+    wait_segments(&srv, 2);
+    let seg = format!(
+        "{}.mp3",
+        srv.ctx.hls.window("/live.mp3").unwrap().segments[0].seq
+    );
+    let (_, _, pending) = open_shared(srv.addr);
+    let issued = srv.ctx.hls.tokens.issue(None);
+    let sessions_before = srv.ctx.hls.sessions.len();
+    let lines: Vec<String> = (0..1000)
+        .map(|i| match i % 10 {
+            0 => log_line(i, &pending, &seg),
+            1 => log_line(i, &issued, &seg),
+            _ => log_line(i, &format!("Forged{i:026}"), &seg),
+        })
+        .collect();
+    send_datagrams(syslog, &lines);
+    wait_until(Duration::from_secs(30), || {
+        log_lines(&srv, "refused") == 1000.0
+    })
+    .expect("every datagram refused");
+    assert_eq!(listeners(&srv), 0);
+    assert_eq!(
+        metric_sum(srv.addr, "throng_listeners{mount=\"/live.mp3\"}"),
+        0.0
+    );
+    assert_eq!(
+        srv.ctx.hls.sessions.len(),
+        sessions_before,
+        "no session opened"
+    );
+    for outcome in ["touched", "opened", "ignored", "invalid"] {
+        assert_eq!(log_lines(&srv, outcome), 0.0, "{outcome}: nothing was read");
+    }
+}
+
+/// Issue 42, probe 4, from a listed sender (the default: the socket's loopback address): a
+/// line opens a session only for a token Throng issued. 1,000 forged tokens (short, random
+/// of the issued length, an issued token with its MAC altered) fill none of the mount's 3
+/// listener slots; then an issued token with no session opens one and a pending session's
+/// token makes it a listener, as before.
+#[test]
+fn from_a_listed_sender_only_issued_tokens_open_listeners() {
+    let dir = tempfile::tempdir().unwrap();
+    let (srv, syslog) = server_with_cache_logs(1, "max-listeners = 3\n", dir.path());
+    wait_segments(&srv, 2);
+    let seg = format!(
+        "{}.mp3",
+        srv.ctx.hls.window("/live.mp3").unwrap().segments[0].seq
+    );
+    let issued = srv.ctx.hls.tokens.issue(None);
+    let mut altered = issued.clone();
+    let last = if altered.ends_with('0') { "1" } else { "0" };
+    altered.replace_range(31.., last);
+    let lines: Vec<String> = (0..1000)
+        .map(|i| match i % 3 {
+            0 => log_line(i, &format!("F{i}"), &seg),
+            1 => log_line(i, &format!("Forged{i:026}"), &seg),
+            _ => log_line(i, &altered, &seg),
+        })
+        .collect();
+    send_datagrams(syslog, &lines);
+    wait_until(Duration::from_secs(30), || {
+        log_lines(&srv, "ignored") == 1000.0
+    })
+    .expect("every forged line read and ignored");
+    assert_eq!(listeners(&srv), 0, "no forged token took a slot");
+    assert_eq!(log_lines(&srv, "opened"), 0.0);
+    assert_eq!(
+        log_lines(&srv, "refused"),
+        0.0,
+        "the loopback sender is listed"
+    );
+    // Real tokens count as before: one Throng issued (no session: opened from the line) and
+    // a pending session's (started as a listener).
+    let (_, _, pending) = open_shared(srv.addr);
+    send_datagrams(
+        syslog,
+        &[log_line(1, &issued, &seg), log_line(2, &pending, &seg)],
+    );
+    wait_until(Duration::from_secs(10), || listeners(&srv) == 2).expect("two listeners");
+    assert_eq!(log_lines(&srv, "opened"), 1.0);
+    assert_eq!(log_lines(&srv, "touched"), 1.0);
+}
+
+/// Issue 42, probe 4: `POST /api/v1/hls/cache-logs` takes credentials of its own, user
+/// `cache-log` with `[authentication] cache-log-password`, which open nothing else; the
+/// admin's still work, and nothing else does.
+#[test]
+fn posted_cache_logs_take_the_cache_log_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = format!(
+        "listen = [\"127.0.0.1:0\"]\nworkers = 2\n{}\n[authentication]\n\
+         admin-password = \"{ADMIN_PW}\"\ncache-log-password = \"cdn-logs-0123\"\n\
+         [logging]\naccess-log = \"\"\n",
+        config("segment-seconds = 1", dir.path())
+    );
+    let srv = TestServer::start_config(throng_server::config::Config::from_toml(&toml).unwrap());
+    let auth = |user: &str, pw: &str| {
+        format!(
+            "Authorization: {}",
+            throng_proto::auth::basic_authorization(user, pw)
+        )
+    };
+    let line = "{\"uri\":\"/hls/live.mp3/s/Tok1/1.mp3\",\"status\":200}";
+    let cache_log = auth("cache-log", "cdn-logs-0123");
+    for (who, headers, status) in [
+        ("the cache-log user", vec![cache_log.clone()], 200),
+        ("the admin", vec![admin_header()], 200),
+        ("nobody", vec![], 401),
+        (
+            "a wrong password",
+            vec![auth("cache-log", "cdn-logs-0124")],
+            401,
+        ),
+        (
+            "the admin's password",
+            vec![auth("cache-log", ADMIN_PW)],
+            401,
+        ),
+        ("another user", vec![auth("metrics", "cdn-logs-0123")], 401),
+    ] {
+        let h: Vec<&str> = headers.iter().map(String::as_str).collect();
+        let (got, _, reply) = post(srv.addr, "/api/v1/hls/cache-logs", &h, line);
+        assert_eq!(got, status, "{who}: {reply}");
+        if got == 200 {
+            assert!(reply.contains("\"ignored\":1"), "{who}: {reply}");
+        }
+    }
+    // The cache-log credentials open nothing of the admin's.
+    let (head, _) = http_get(srv.addr, "/api/v1/mounts/live.mp3/listeners", &[&cache_log]);
+    assert_eq!(head.status, 401);
+    let (head, _) = http_get(
+        srv.addr,
+        "/admin/listclients?mount=/live.mp3",
+        &[&cache_log],
+    );
+    assert_eq!(head.status, 401);
 }
 
 /// nginx (Debian package) running the shipped `deploy/nginx/hls-cache.conf`, its three
