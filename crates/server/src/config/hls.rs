@@ -140,7 +140,10 @@ impl HlsConfig {
     /// of `local`'s family.
     pub fn cache_log_senders(&self, local: SocketAddr) -> Vec<(IpAddr, u8)> {
         match &self.cache_log_from {
-            Some(list) => list.iter().filter_map(|c| super::parse_cidr(c)).collect(),
+            Some(list) => list
+                .iter()
+                .filter_map(|c| super::cidr::parse_cidr(c))
+                .collect(),
             None if local.is_ipv4() => vec![(IpAddr::V4(Ipv4Addr::LOCALHOST), 32)],
             None => vec![(IpAddr::V6(Ipv6Addr::LOCALHOST), 128)],
         }
@@ -175,7 +178,7 @@ pub fn check_cache_log_from(list: Option<&[String]>) -> Result<(), String> {
         );
     }
     for c in list {
-        if super::parse_cidr(c).is_none() {
+        if super::cidr::parse_cidr(c).is_none() {
             return Err(format!(
                 "`hls.cache-log-from`: {c:?} is not an address or CIDR network"
             ));

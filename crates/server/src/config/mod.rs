@@ -8,6 +8,8 @@
 //! every key. `source.rs` loads a configuration as a start or reload does (file, command-line
 //! overrides, passwords); `check.rs` checks the files and directories it names.
 
+pub mod cidr;
+pub use cidr::parse_cidr;
 pub mod check;
 pub mod cluster;
 pub mod default_passwords;
@@ -1226,22 +1228,6 @@ impl Config {
     pub fn source_timeout(&self) -> Duration {
         Duration::from_secs(self.limits.source_timeout.max(1))
     }
-}
-
-/// Parses `addr` or `addr/len` (IPv4 or IPv6) into a network address and prefix length in bits.
-/// `None` when malformed or the prefix is longer than the address.
-pub fn parse_cidr(s: &str) -> Option<(std::net::IpAddr, u8)> {
-    let s = s.trim();
-    let (addr, len) = match s.split_once('/') {
-        Some((a, l)) => (
-            a.parse::<std::net::IpAddr>().ok()?,
-            Some(l.parse::<u8>().ok()?),
-        ),
-        None => (s.parse::<std::net::IpAddr>().ok()?, None),
-    };
-    let max = if addr.is_ipv4() { 32 } else { 128 };
-    let len = len.unwrap_or(max);
-    (len <= max).then_some((addr, len))
 }
 
 /// A random 20-character alphanumeric password.
