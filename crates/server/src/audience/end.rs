@@ -64,7 +64,9 @@ pub enum EndReason {
     /// Kubernetes").
     Drained,
     /// It was idle (an event subscriber, a keep-alive connection between requests) and was
-    /// closed, the idlest first, to make room under `clients` for a new request.
+    /// closed, the idlest first, to make room under `clients` for a new request; or a WHEP
+    /// session still waiting for its peer whose unit of the unconnected budget went to an offer
+    /// from a lighter address (`fanout/whep/unconnected.rs`).
     Evicted,
 }
 

@@ -514,7 +514,7 @@ impl Engine {
     }
 
     /// Sets each mount's degraded-viewers gauge (summed over engines) and closes sessions past
-    /// their time limit.
+    /// their time limit, and unconnected ones whose budget unit was taken (`unconnected.rs`).
     fn health(&mut self, now: Instant) {
         let mut counts: HashMap<String, i64> = HashMap::new();
         let mut expired = Vec::new();
@@ -523,11 +523,14 @@ impl Engine {
             let n = counts.entry(s.mount.name.clone()).or_default();
             *n += i64::from(s.health.is_degraded(now));
             if past_deadline(s.info.deadline, now) {
-                expired.push(key);
+                expired.push((key, EndReason::TimeLimit));
+            } else if s.unconnected.as_ref().is_some_and(|u| u.is_evicted()) {
+                // Its unit of the unconnected budget went to a lighter address's offer.
+                expired.push((key, EndReason::Evicted));
             }
         }
-        for key in expired {
-            self.close(key, EndReason::TimeLimit, now);
+        for (key, why) in expired {
+            self.close(key, why, now);
         }
         if counts != self.gauged || !counts.is_empty() {
             let sums = self
