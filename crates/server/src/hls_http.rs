@@ -50,7 +50,7 @@ use crate::audience::{AudiencePath, ListenerInfo};
 use crate::config::PlaylistMode;
 use crate::ctx::ServerCtx;
 use crate::hls::admission::{SessionLimits, SessionRefused};
-use crate::hls::session::{timeout_for, Fetch, Session};
+use crate::hls::session::{timeout_for, Fetch, Played, Session};
 use crate::hls::{Output, Window};
 use crate::observe::metrics::{HlsRequestLabel, OutcomeLabel};
 use crate::respond::{admit_listener, reply, Admitted};
@@ -561,11 +561,25 @@ async fn serve_one(
             // token, of a per-session playlist: the address's oldest pending session of the
             // mount): alive, and at its first segment a listener.
             let now = Instant::now();
+            // What this fetch sends of the segment (a range, a HEAD: less than all of it): a
+            // pending session becomes a listener once that adds up to a whole segment.
+            let whole = data.len() as u64;
+            let sent = if head.method == "HEAD" {
+                0
+            } else {
+                match range_of(head, whole) {
+                    Ok(None) => whole,
+                    Ok(Some((first, last))) => last - first + 1,
+                    Err(()) => 0,
+                }
+            };
+            let played = Played::Bytes { sent, whole };
             let fetch = match token {
-                Some(t) => ctx
-                    .hls
-                    .sessions
-                    .fetched(t, now, &ctx.metrics, ctx.ledger.as_ref()),
+                Some(t) => {
+                    ctx.hls
+                        .sessions
+                        .played(t, now, played, &ctx.metrics, ctx.ledger.as_ref())
+                }
                 None if ctx.hls.playlists(mount) != Some(PlaylistMode::PerSession) => {
                     Fetch::Unknown
                 }
@@ -573,6 +587,7 @@ async fn serve_one(
                     peer.ip(),
                     mount,
                     now,
+                    played,
                     &ctx.metrics,
                     ctx.ledger.as_ref(),
                 ),
@@ -916,6 +931,7 @@ async fn admit(
             info,
             mount,
             fetched: false,
+            played: 0,
             last_seen: now,
             bytes: 0,
             offered: None,

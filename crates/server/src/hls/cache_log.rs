@@ -168,7 +168,7 @@ impl Hls {
         if is_segment {
             match self.sessions.fetched(req.token, now, metrics, ledger) {
                 Fetch::Unknown => {}
-                Fetch::Listening | Fetch::Started => return LineOutcome::Touched,
+                Fetch::Listening | Fetch::Pending | Fetch::Started => return LineOutcome::Touched,
                 Fetch::Full(_) => return LineOutcome::Ignored,
             }
         } else if self.sessions.touch(req.token, &window, line.bytes, now) {
@@ -214,6 +214,7 @@ impl Hls {
                 info,
                 mount,
                 fetched: true,
+                played: 0,
                 last_seen: now,
                 bytes: line.bytes,
                 offered: None,

@@ -40,9 +40,12 @@ pub struct Session {
     pub info: ListenerInfo,
     /// The mount whose listener slot it holds (once it fetched a segment).
     pub mount: Arc<Mount>,
-    /// Whether it fetched a segment: a listener. Set by [`Sessions`] (whatever the caller
+    /// Whether it played a segment: a listener. Set by [`Sessions`] (whatever the caller
     /// gives is overwritten by `open`/`open_pending`).
     pub fetched: bool,
+    /// Segment bytes written to it while pending (ranges counted as sent): it becomes a
+    /// listener once they reach a whole segment's ([`Played`]).
+    pub played: u64,
     /// Last request (playlist or segment).
     pub last_seen: Instant,
     /// Bytes sent or offered (see the module comment).
@@ -278,6 +281,7 @@ impl Table {
         &mut self,
         token: &str,
         now: Instant,
+        played: Played,
         metrics: &Metrics,
         ledger: Option<&Ledger>,
     ) -> Fetch {
@@ -287,6 +291,14 @@ impl Table {
         s.last_seen = now;
         if s.fetched {
             return Fetch::Listening;
+        }
+        // A listener once it has been sent a segment's worth of media: a one-byte range of a
+        // segment (kept alive with HEADs) never takes a slot (issue 42).
+        if let Played::Bytes { sent, whole } = played {
+            s.played = s.played.saturating_add(sent);
+            if s.played < whole {
+                return Fetch::Pending;
+            }
         }
         if !s.mount.try_add_listener() {
             let mount = s.mount.name.clone();
@@ -316,6 +328,20 @@ fn count_listener(s: &Session, metrics: &Metrics) {
     tracing::debug!(id = s.info.id, mount = %s.mount.name, "HLS session listening");
 }
 
+/// What a segment fetch sent a session, for [`Sessions::played`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Played {
+    /// A whole segment (a cache tier's log line, a full `GET`).
+    Whole,
+    /// `sent` bytes of a segment of `whole` bytes (a range, a `HEAD`: 0).
+    Bytes {
+        /// Bytes of the segment written (bytes).
+        sent: u64,
+        /// The whole segment's size (bytes).
+        whole: u64,
+    },
+}
+
 /// What a segment fetch did to a session ([`Sessions::fetched`]).
 #[derive(Debug)]
 pub enum Fetch {
@@ -323,6 +349,8 @@ pub enum Fetch {
     Unknown,
     /// It was listening already: marked alive.
     Listening,
+    /// Still pending: marked alive, but not yet sent a segment's worth of media.
+    Pending,
     /// Its first segment: it is a listener from now on.
     Started,
     /// Its first segment, but its mount is at max-listeners: the session ended (the fetch is
@@ -471,9 +499,22 @@ impl Sessions {
         metrics: &Metrics,
         ledger: Option<&Ledger>,
     ) -> Fetch {
+        self.played(token, now, Played::Whole, metrics, ledger)
+    }
+
+    /// As [`Self::fetched`] for a fetch that `played` (a whole segment, or bytes of one): a
+    /// pending session becomes a listener once its segment bytes reach a whole segment's.
+    pub fn played(
+        &self,
+        token: &str,
+        now: Instant,
+        played: Played,
+        metrics: &Metrics,
+        ledger: Option<&Ledger>,
+    ) -> Fetch {
         let fetch = {
             let mut t = self.table.lock();
-            t.start_listening(token, now, metrics, ledger)
+            t.start_listening(token, now, played, metrics, ledger)
         };
         discard_refused(fetch)
     }
@@ -486,6 +527,7 @@ impl Sessions {
         ip: IpAddr,
         mount: &str,
         now: Instant,
+        played: Played,
         metrics: &Metrics,
         ledger: Option<&Ledger>,
     ) -> Fetch {
@@ -502,7 +544,7 @@ impl Sessions {
             let Some(token) = token else {
                 return Fetch::Unknown;
             };
-            t.start_listening(&token, now, metrics, ledger)
+            t.start_listening(&token, now, played, metrics, ledger)
         };
         discard_refused(fetch)
     }
@@ -878,6 +920,7 @@ mod tests {
                 info,
                 mount: mount.clone(),
                 fetched,
+                played: 0,
                 last_seen: at,
                 bytes: 0,
                 offered: None,
@@ -1473,20 +1516,29 @@ mod tests {
         f.pending("a2", 3, "192.0.2.1", &a, f.t0, &l).unwrap();
         let ip: IpAddr = "192.0.2.1".parse().unwrap();
         assert!(matches!(
-            f.sessions
-                .fetched_from("192.0.2.9".parse().unwrap(), "/a", f.t0, &f.metrics, None),
+            f.sessions.fetched_from(
+                "192.0.2.9".parse().unwrap(),
+                "/a",
+                f.t0,
+                Played::Whole,
+                &f.metrics,
+                None
+            ),
             Fetch::Unknown
         ));
         assert!(matches!(
-            f.sessions.fetched_from(ip, "/a", f.t0, &f.metrics, None),
+            f.sessions
+                .fetched_from(ip, "/a", f.t0, Played::Whole, &f.metrics, None),
             Fetch::Started
         ));
         let rows = f.sessions.rows(None, f.t0);
         assert_eq!(rows.iter().map(|r| r.id).collect::<Vec<_>>(), [2]);
         assert_eq!((listeners(&a), listeners(&b)), (1, 0));
-        f.sessions.fetched_from(ip, "/a", f.t0, &f.metrics, None);
+        f.sessions
+            .fetched_from(ip, "/a", f.t0, Played::Whole, &f.metrics, None);
         assert!(matches!(
-            f.sessions.fetched_from(ip, "/a", f.t0, &f.metrics, None),
+            f.sessions
+                .fetched_from(ip, "/a", f.t0, Played::Whole, &f.metrics, None),
             Fetch::Unknown
         ));
         assert_eq!(f.sessions.pending(), 1, "b1 still pends");

@@ -200,3 +200,51 @@ fn each_request_on_a_caches_keep_alive_connection_is_its_own_clients() {
         "the first player's second session within the second"
     );
 }
+
+/// Issue 42's probe 3: a multivariant and a media playlist and `Range: bytes=0-0` of a segment
+/// made an HLS session a listener, so 49 sessions from one address filled `max-listeners` and
+/// every newcomer got 403. Now a session becomes a listener once it has been sent a whole
+/// segment's worth of media: ten one-byte fetchers take no slot, and a real player and an ICY
+/// listener get in.
+#[test]
+fn one_byte_segment_fetches_never_fill_max_listeners() {
+    let srv = TestServer::start("[[mount]]\nname = \"/live.mp3\"\nmax-listeners = 3\n");
+    let _src = Source::start(srv.addr, "/live.mp3", "PUT", 1.0);
+    srv.wait_mount("/live.mp3");
+    // A player's walk from 127.0.0.`last`; `range` for its segment request.
+    let walk = |last: u8, range: &str| -> (u16, usize) {
+        let (_, master) = get_from(last, srv.addr, "/hls/live.mp3/index.m3u8", "");
+        let variant = parse(std::str::from_utf8(&master).unwrap())
+            .and_then(|p| p.variant)
+            .unwrap_or_default();
+        let (_, media) = get_from(last, srv.addr, &format!("/hls/live.mp3/{variant}"), "");
+        let uri = parse(std::str::from_utf8(&media).unwrap_or(""))
+            .and_then(|p| p.segments.last().map(|s| s.1.clone()))
+            .unwrap_or_default();
+        let dir = variant.strip_suffix("index.m3u8").unwrap_or("");
+        let (status, seg) = get_from(last, srv.addr, &format!("/hls/live.mp3/{dir}{uri}"), range);
+        (status, seg.len())
+    };
+    wait_until(Duration::from_secs(30), || {
+        walk(9, "Range: bytes=0-0\r\n").0 == 206
+    })
+    .expect("HLS segments are cut");
+    for _ in 0..10 {
+        assert_eq!(walk(2, "Range: bytes=0-0\r\n"), (206, 1));
+    }
+    assert_eq!(
+        listeners(srv.addr, "/live.mp3"),
+        0,
+        "one-byte fetchers are not listeners"
+    );
+    let icy = Listener::open(srv.addr, "/live.mp3", false);
+    assert_eq!(icy.head.status, 200);
+    let (status, len) = walk(3, "");
+    assert_eq!(status, 200);
+    assert!(len > 1000);
+    assert_eq!(
+        listeners(srv.addr, "/live.mp3"),
+        2,
+        "the ICY listener and the real player"
+    );
+}
