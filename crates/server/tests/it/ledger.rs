@@ -802,3 +802,96 @@ fn a_postgresql_restart_loses_no_session_of_a_churning_run() {
     assert_eq!(ready["ledger"]["writing"], true, "{ready}");
     assert_eq!(ready["ledger"]["pending_sessions"], 0, "{ready}");
 }
+
+/// A tmpfs of `bytes` mounted at a fresh directory for one test (unmounted on drop): a small
+/// file system a test can fill. Needs root, as the suite's network-namespace tests do.
+struct SmallFs {
+    dir: tempfile::TempDir,
+}
+
+impl SmallFs {
+    fn mount(bytes: u64) -> SmallFs {
+        let dir = tempfile::tempdir().unwrap();
+        let st = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .expect("mount (the suite runs as root)");
+        assert!(st.success(), "mount -t tmpfs (the suite runs as root)");
+        SmallFs { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// Issue 42: an SQLite ledger on a file system that fills up mid-run, then has room again,
+/// loses no session: the batches the full disk refused are kept and written once it has room.
+#[test]
+fn a_full_disk_under_an_sqlite_ledger_loses_no_session_of_a_churning_run() {
+    let fs = SmallFs::mount(8 * 1024 * 1024);
+    let dir = tempfile::tempdir().unwrap();
+    let srv = TestServer::start(&format!(
+        "{}\n[ledger]\ndatabase = \"sqlite://{}\"\n",
+        mp3_file_mount(dir.path(), "/live.mp3"),
+        fs.path().join("ledger.db").display()
+    ));
+    srv.wait_mount("/live.mp3");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let churn = {
+        let (stop, served, addr) = (stop.clone(), served.clone(), srv.addr);
+        std::thread::spawn(move || {
+            use std::sync::atomic::Ordering;
+            while !stop.load(Ordering::Relaxed) {
+                let mut l = Listener::open(addr, "/live.mp3", false);
+                if l.head.status == 200 {
+                    l.read_for(Duration::from_millis(150));
+                    served.fetch_add(1, Ordering::Relaxed);
+                }
+                drop(l);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    // Fill the file system to the last byte.
+    let filler = fs.path().join("filler");
+    let _ = Command::new("dd")
+        .args(["if=/dev/zero", "bs=64k"])
+        .arg(format!("of={}", filler.display()))
+        .stderr(std::process::Stdio::null())
+        .status();
+    let mut seen = String::new();
+    wait_until(Duration::from_secs(20), || {
+        let (_, body) = http_get(srv.addr, "/healthz/ready", &[]);
+        seen = String::from_utf8_lossy(&body).into_owned();
+        seen.contains("ledger-not-writing")
+    })
+    .unwrap_or_else(|_| panic!("the full disk never stopped the ledger: {seen}"));
+    std::thread::sleep(Duration::from_secs(5));
+    std::fs::remove_file(&filler).unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    churn.join().unwrap();
+    let n = served.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(n > 30, "only {n} listeners served");
+    let rows = ended_sessions(&srv, n, Duration::from_secs(30));
+    let listeners: Vec<_> = rows.iter().filter(|r| !r.relay).collect();
+    let ended = listeners.iter().filter(|r| r.ended_ms.is_some()).count();
+    eprintln!(
+        "full disk: {n} listeners served, {} rows, {ended} ended",
+        listeners.len()
+    );
+    assert_eq!((listeners.len(), ended), (n, n));
+}
