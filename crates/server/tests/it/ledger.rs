@@ -722,6 +722,56 @@ fn an_origin_and_an_edge_share_one_postgresql_ledger_and_the_reports_sum_both() 
     drop(origin);
 }
 
+/// ICY listeners of `/live.mp3` one after the other (each connects, plays 150 ms and leaves)
+/// until [`Churn::finish`], which says how many were served: the run's ground truth.
+struct Churn {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    served: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Churn {
+    fn start(addr: SocketAddr) -> Churn {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (s, n) = (stop.clone(), served.clone());
+        let thread = std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                let mut l = Listener::open(addr, "/live.mp3", false);
+                if l.head.status == 200 {
+                    l.read_for(Duration::from_millis(150));
+                    n.fetch_add(1, Ordering::Relaxed);
+                }
+                drop(l);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        Churn {
+            stop,
+            served,
+            thread,
+        }
+    }
+
+    /// Stops the churn; the listeners served.
+    fn finish(self) -> usize {
+        use std::sync::atomic::Ordering;
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap();
+        self.served.load(Ordering::Relaxed)
+    }
+}
+
+/// Once `n` sessions ended in `srv`'s ledger (at most 30 s): its listener rows and how many
+/// of them have an end.
+fn listener_rows(srv: &TestServer, n: usize) -> (usize, usize) {
+    let rows = ended_sessions(srv, n, Duration::from_secs(30));
+    let listeners: Vec<_> = rows.iter().filter(|r| !r.relay).collect();
+    let ended = listeners.iter().filter(|r| r.ended_ms.is_some()).count();
+    (listeners.len(), ended)
+}
+
 /// Issue 42: a PostgreSQL restart mid-run (20 s down) loses no session. Listeners churn all
 /// along (each connects, plays a moment and leaves); every one the clients saw served is in
 /// the ledger once, with its end, after the database came back, and `/metrics` and
@@ -736,23 +786,7 @@ fn a_postgresql_restart_loses_no_session_of_a_churning_run() {
         &mp3_file_mount(dir.path(), "/live.mp3"),
     );
     srv.wait_mount("/live.mp3");
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let churn = {
-        let (stop, served, addr) = (stop.clone(), served.clone(), srv.addr);
-        std::thread::spawn(move || {
-            use std::sync::atomic::Ordering;
-            while !stop.load(Ordering::Relaxed) {
-                let mut l = Listener::open(addr, "/live.mp3", false);
-                if l.head.status == 200 {
-                    l.read_for(Duration::from_millis(150));
-                    served.fetch_add(1, Ordering::Relaxed);
-                }
-                drop(l);
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        })
-    };
+    let churn = Churn::start(srv.addr);
     std::thread::sleep(Duration::from_secs(3));
     pg.stop();
     let down = Instant::now();
@@ -780,22 +814,16 @@ fn a_postgresql_restart_loses_no_session_of_a_churning_run() {
     std::thread::sleep(Duration::from_secs(20).saturating_sub(down.elapsed()));
     pg.restart();
     std::thread::sleep(Duration::from_secs(3));
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    churn.join().unwrap();
-    let n = served.load(std::sync::atomic::Ordering::Relaxed);
+    let n = churn.finish();
     assert!(n > 50, "only {n} listeners served");
-    let rows = ended_sessions(&srv, n, Duration::from_secs(30));
-    let listeners: Vec<_> = rows.iter().filter(|r| !r.relay).collect();
-    let ended = listeners.iter().filter(|r| r.ended_ms.is_some()).count();
+    let (rows, ended) = listener_rows(&srv, n);
     assert_eq!(
-        (listeners.len(), ended),
+        (rows, ended),
         (n, n),
-        "{n} listeners served: {} rows, {ended} with an end",
-        listeners.len()
+        "{n} listeners served: {rows} rows, {ended} with an end"
     );
     eprintln!(
-        "postgresql restart: {n} listeners served, {} rows, {ended} ended; {failures} failed commits seen while down",
-        listeners.len()
+        "postgresql restart: {n} listeners served, {rows} rows, {ended} ended; {failures} failed commits seen while down"
     );
     let (_, body) = http_get(srv.addr, "/healthz/ready", &[]);
     let ready: serde_json::Value = serde_json::from_slice(&body).unwrap();
@@ -847,23 +875,7 @@ fn a_full_disk_under_an_sqlite_ledger_loses_no_session_of_a_churning_run() {
         fs.path().join("ledger.db").display()
     ));
     srv.wait_mount("/live.mp3");
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let churn = {
-        let (stop, served, addr) = (stop.clone(), served.clone(), srv.addr);
-        std::thread::spawn(move || {
-            use std::sync::atomic::Ordering;
-            while !stop.load(Ordering::Relaxed) {
-                let mut l = Listener::open(addr, "/live.mp3", false);
-                if l.head.status == 200 {
-                    l.read_for(Duration::from_millis(150));
-                    served.fetch_add(1, Ordering::Relaxed);
-                }
-                drop(l);
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        })
-    };
+    let churn = Churn::start(srv.addr);
     std::thread::sleep(Duration::from_secs(2));
     // Fill the file system to the last byte.
     let filler = fs.path().join("filler");
@@ -882,16 +894,9 @@ fn a_full_disk_under_an_sqlite_ledger_loses_no_session_of_a_churning_run() {
     std::thread::sleep(Duration::from_secs(5));
     std::fs::remove_file(&filler).unwrap();
     std::thread::sleep(Duration::from_secs(3));
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    churn.join().unwrap();
-    let n = served.load(std::sync::atomic::Ordering::Relaxed);
+    let n = churn.finish();
     assert!(n > 30, "only {n} listeners served");
-    let rows = ended_sessions(&srv, n, Duration::from_secs(30));
-    let listeners: Vec<_> = rows.iter().filter(|r| !r.relay).collect();
-    let ended = listeners.iter().filter(|r| r.ended_ms.is_some()).count();
-    eprintln!(
-        "full disk: {n} listeners served, {} rows, {ended} ended",
-        listeners.len()
-    );
-    assert_eq!((listeners.len(), ended), (n, n));
+    let (rows, ended) = listener_rows(&srv, n);
+    eprintln!("full disk: {n} listeners served, {rows} rows, {ended} ended");
+    assert_eq!((rows, ended), (n, n));
 }
