@@ -157,30 +157,11 @@ fn ffmpeg_play(url: &str, secs: u32) -> String {
 
 /// Sessions of `report sessions` of the ledger in `state`: (mount, end_reason) per row.
 fn ledger_sessions(state: &Path) -> Vec<(String, String)> {
-    let out = Command::new(env!("CARGO_BIN_EXE_throng"))
-        .args(["report", "sessions", "--from", "0", "--state-dir"])
-        .arg(state)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut r = csv_rows(&String::from_utf8_lossy(&out.stdout));
-    let header = r.remove(0);
+    let (header, r) = crate::support::report_sessions(state);
     let col = |n: &str| header.iter().position(|h| h == n).unwrap();
     let (mount, reason) = (col("mount"), col("end_reason"));
     r.into_iter()
         .map(|row| (row[mount].clone(), row[reason].clone()))
-        .collect()
-}
-
-/// The rows of CSV text (no quoted commas in the columns read here).
-fn csv_rows(text: &str) -> Vec<Vec<String>> {
-    text.lines()
-        .filter(|l| !l.is_empty())
-        .map(|l| l.split(',').map(str::to_owned).collect())
         .collect()
 }
 

@@ -20,22 +20,9 @@ fn serve(state: &Path) -> (std::process::Child, std::net::SocketAddr) {
 /// The rows of `throng report sessions` (header left out), split on commas (no field of these
 /// sessions holds one).
 fn sessions(state: &Path) -> Vec<Vec<String>> {
-    let out = Command::new(env!("CARGO_BIN_EXE_throng"))
-        .args(["report", "sessions", "--from", "0", "--state-dir"])
-        .arg(state)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "throng report: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let mut lines = text.lines();
-    assert!(lines.next().unwrap().starts_with("id,server,mount,path"));
-    lines
-        .map(|l| l.split(',').map(str::to_owned).collect())
-        .collect()
+    let (header, rows) = crate::support::report_sessions(state);
+    assert_eq!(header[..4], ["id", "server", "mount", "path"]);
+    rows
 }
 
 #[test]

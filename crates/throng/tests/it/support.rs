@@ -388,3 +388,27 @@ pub fn eventually(mut check: impl FnMut() -> bool) -> bool {
     }
     false
 }
+
+/// The header and rows of `throng report sessions --from 0` of the ledger in state directory
+/// `state`, split on commas (no field of the tests' sessions holds one).
+pub fn report_sessions(state: &std::path::Path) -> (Vec<String>, Vec<Vec<String>>) {
+    let out = Command::new(env!("CARGO_BIN_EXE_throng"))
+        .args(["report", "sessions", "--from", "0", "--state-dir"])
+        .arg(state)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "throng report: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut rows: Vec<Vec<String>> = text
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| l.split(',').map(str::to_owned).collect())
+        .collect();
+    assert!(!rows.is_empty(), "no CSV header from throng report");
+    let header = rows.remove(0);
+    (header, rows)
+}
